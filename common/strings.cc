@@ -1,0 +1,84 @@
+#include "common/strings.h"
+
+#include <charconv>
+
+#include "common/error.h"
+
+namespace spmdsim {
+namespace {
+template <typename T>
+std::string PyTupleOf(const std::vector<T>& values) {
+  if (values.size() == 1) return fmt::format("({},)", values[0]);
+  return fmt::format("({})", fmt::join(values, ", "));
+}
+}  // namespace
+
+std::string PyTuple(const std::vector<int64_t>& values) { return PyTupleOf(values); }
+std::string PyTuple(const std::vector<int>& values) { return PyTupleOf(values); }
+std::string PyTuple(const std::vector<std::string>& values) {
+  std::vector<std::string> quoted;
+  quoted.reserve(values.size());
+  for (const auto& v : values) quoted.push_back(fmt::format("'{}'", v));
+  return PyTupleOf(quoted);
+}
+
+std::vector<std::string> Split(std::string_view text, char separator) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    size_t end = text.find(separator, start);
+    parts.emplace_back(text.substr(start, end == std::string_view::npos ? text.npos : end - start));
+    if (end == std::string_view::npos) break;
+    start = end + 1;
+  }
+  return parts;
+}
+
+std::string_view Trim(std::string_view text) {
+  const char* ws = " \t\r\n";
+  size_t b = text.find_first_not_of(ws);
+  if (b == std::string_view::npos) return {};
+  size_t e = text.find_last_not_of(ws);
+  return text.substr(b, e - b + 1);
+}
+
+int64_t ParseInt(std::string_view text, std::string_view what) {
+  text = Trim(text);
+  int64_t value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
+    Throw(ErrorCode::kInvalidArgument, "{}: '{}' is not an integer", what, text);
+  }
+  return value;
+}
+
+std::vector<int64_t> ParseDims(std::string_view text, std::string_view what) {
+  std::vector<int64_t> dims;
+  for (const std::string& part : Split(text, 'x')) {
+    int64_t v = ParseInt(part, what);
+    if (v <= 0) Throw(ErrorCode::kInvalidArgument, "{}: dimensions must be positive, got '{}'", what, text);
+    dims.push_back(v);
+  }
+  return dims;
+}
+
+std::vector<std::pair<std::string, int64_t>> ParseNamedSizes(std::string_view text, std::string_view what) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const std::string& item : Split(text, ',')) {
+    auto eq = item.find('=');
+    if (eq == std::string::npos) {
+      Throw(ErrorCode::kInvalidArgument, "{}: expected name=size, got '{}' (e.g. data=4,model=2)", what, item);
+    }
+    std::string name(Trim(std::string_view(item).substr(0, eq)));
+    if (name.empty()) Throw(ErrorCode::kInvalidArgument, "{}: empty axis name in '{}'", what, item);
+    int64_t size = ParseInt(std::string_view(item).substr(eq + 1), what);
+    if (size <= 0) Throw(ErrorCode::kInvalidArgument, "{}: size of '{}' must be positive, got {}", what, name, size);
+    for (const auto& [n, s] : out) {
+      if (n == name) Throw(ErrorCode::kInvalidArgument, "{}: axis '{}' is named twice", what, name);
+    }
+    out.emplace_back(std::move(name), size);
+  }
+  return out;
+}
+
+}  // namespace spmdsim

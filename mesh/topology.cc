@@ -1,0 +1,361 @@
+#include "mesh/topology.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "common/error.h"
+#include "common/strings.h"
+
+namespace spmdsim {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kGB = 1e9;
+
+struct TpuFigures {
+  const char* preset;
+  const char* device_kind;  // jax.Device.device_kind, which mesh_utils dispatches on
+  int cores_per_chip;
+  int dims;                   // 2-D or 3-D torus
+  int chips_per_host;         // 4 (a 2x2x1 block) or 8
+  int wrap_multiple;          // a dimension wraps around when it is a multiple of this (0: never)
+  double hbm_bytes_per_chip;
+  double hbm_Bps_per_chip;
+  double bf16_flops_per_chip;
+  double ici_one_way_Bps;     // per link
+  const char* ici_source;
+  double dcn_one_way_Bps_per_host;
+  const char* dcn_source;
+};
+
+// Sources: shared/reference/hardware.md (Google Cloud TPU system-architecture pages; per-link ICI figures
+// from the JAX scaling book). Where a source states a bidirectional per-chip figure, the one-way per-link
+// figure is (bidirectional / 2) / ports.
+const TpuFigures kTpuFigures[] = {
+    {"tpu-v2", "TPU v2", 2, 2, 4, 16, 16 * kGiB, 700 * kGB, 45e12, 62.5e9,
+     "estimate: no published per-link figure; v2 ICI taken as 500 Gb/s one-way per link", 0, ""},
+    {"tpu-v3", "TPU v3", 2, 2, 4, 32, 32 * kGiB, 900 * kGB, 123e12, 82e9,
+     "estimate: no published per-link figure; v3 ICI taken as 656 Gb/s one-way per link", 0, ""},
+    {"tpu-v4", "TPU v4", 1, 3, 4, 4, 32 * kGiB, 1200 * kGB, 275e12, 4.5e10,
+     "scaling book: 4.5e10 B/s one-way per link (9e10 bidirectional), 6 links per chip", 2.5e10,
+     "scaling book: ~2.5e10 B/s per host"},
+    {"tpu-v5e", "TPU v5 lite", 1, 2, 8, 16, 16 * kGB, 819 * kGB, 197e12, 5e10,
+     "Cloud TPU v5e: 400 GB/s bidirectional per chip over 4 ports -> 50 GB/s one-way per port", 25e9,
+     "Cloud TPU v5e: 2 x 100 Gb/s NIC per 8-chip host"},
+    {"tpu-v5p", "TPU v5", 1, 3, 4, 4, 95 * kGB, 2765 * kGB, 459e12, 9e10,
+     "scaling book: 9e10 B/s one-way per link (1200 GB/s bidirectional per chip)", 25e9,
+     "Cloud TPU v5p: 50 Gb/s per chip x 4 chips per host"},
+    {"tpu-v6e", "TPU v6 lite", 1, 2, 8, 16, 32 * kGB, 1638 * kGB, 918e12, 1e11,
+     "Cloud TPU v6e: 800 GB/s bidirectional per chip over 4 ports -> 100 GB/s one-way per port", 100e9,
+     "Cloud TPU v6e: 4 x 200 Gb/s per host"},
+};
+
+const TpuFigures& FiguresOf(Topology::TpuGeneration generation) {
+  return kTpuFigures[static_cast<int>(generation)];
+}
+
+}  // namespace
+
+std::string_view PlatformName(Platform platform) {
+  switch (platform) {
+    case Platform::kTpu: return "tpu";
+    case Platform::kGpu: return "gpu";
+    case Platform::kCpu: return "cpu";
+  }
+  return "?";
+}
+
+std::string_view LinkClassName(LinkClass link) {
+  switch (link) {
+    case LinkClass::kIci: return "ici";
+    case LinkClass::kNvlink: return "nvlink";
+    case LinkClass::kPcie: return "pcie";
+    case LinkClass::kDcn: return "dcn";
+    case LinkClass::kInfiniband: return "infiniband";
+    case LinkClass::kHostMemory: return "host_memory";
+  }
+  return "?";
+}
+
+LinkClass ParseLinkClass(std::string_view name) {
+  for (LinkClass c : {LinkClass::kIci, LinkClass::kNvlink, LinkClass::kPcie, LinkClass::kDcn,
+                      LinkClass::kInfiniband, LinkClass::kHostMemory}) {
+    if (LinkClassName(c) == name) return c;
+  }
+  Throw(ErrorCode::kNotFound,
+        "unknown link class '{}'; valid: ici, nvlink, pcie, dcn, infiniband, host_memory", name);
+}
+
+const std::vector<std::string>& Topology::PresetNames() {
+  static const std::vector<std::string> names = {"tpu-v2",   "tpu-v3",   "tpu-v4", "tpu-v5e", "tpu-v5p",
+                                                 "tpu-v6e",  "dgx-h100", "dgx-a100", "gpu", "cpu"};
+  return names;
+}
+
+Topology Topology::Tpu(TpuGeneration generation, std::array<int, 3> chips_per_dim, int num_slices) {
+  const TpuFigures& f = FiguresOf(generation);
+  for (int d = 0; d < 3; ++d) {
+    if (chips_per_dim[d] < 1) {
+      Throw(ErrorCode::kInvalidArgument, "{}: chip dimension {} must be >= 1, got {}", f.preset, d,
+            chips_per_dim[d]);
+    }
+  }
+  if (f.dims == 2 && chips_per_dim[2] != 1) {
+    Throw(ErrorCode::kInvalidArgument, "{} is a 2-D torus: give XxY chips, got {}", f.preset,
+          fmt::join(chips_per_dim, "x"));
+  }
+  if (num_slices < 1) Throw(ErrorCode::kInvalidArgument, "{}: num_slices must be >= 1, got {}", f.preset, num_slices);
+
+  Topology t;
+  t.platform_ = Platform::kTpu;
+  t.preset_ = f.preset;
+  t.device_kind_ = f.device_kind;
+  t.tpu_generation_ = generation;
+  t.chips_per_dim_ = chips_per_dim;
+  t.cores_per_chip_ = f.cores_per_chip;
+  t.num_slices_ = num_slices;
+  // Host blocks: 4-chip hosts hold 2x2x1 chips, 8-chip hosts 4x2x1 (2x4x1 when X < 4). A slice smaller
+  // than a host block is one host.
+  if (f.chips_per_host == 4) {
+    t.host_block_ = {std::min(2, chips_per_dim[0]), std::min(2, chips_per_dim[1]), 1};
+  } else {
+    int bx = std::min(4, chips_per_dim[0]);
+    t.host_block_ = {bx, std::min(8 / bx, chips_per_dim[1]), 1};
+  }
+  for (int d = 0; d < 3; ++d) {
+    if (chips_per_dim[d] % t.host_block_[d] != 0) {
+      Throw(ErrorCode::kInvalidArgument,
+            "{}: {} chips along dimension {} is not a whole number of host blocks of {}", f.preset,
+            chips_per_dim[d], d, fmt::join(t.host_block_, "x"));
+    }
+    t.wraparound_[d] = f.wrap_multiple > 0 && chips_per_dim[d] % f.wrap_multiple == 0 &&
+                       (d < f.dims);
+  }
+  double per_device = 1.0 / f.cores_per_chip;
+  t.memory_bytes_ = static_cast<int64_t>(f.hbm_bytes_per_chip * per_device);
+  t.memory_bandwidth_Bps_ = f.hbm_Bps_per_chip * per_device;
+  t.peak_flops_ = {{"bf16", f.bf16_flops_per_chip * per_device},
+                   {"f32", f.bf16_flops_per_chip * per_device / 4}};
+  t.figures_source_ = fmt::format(
+      "Cloud TPU system architecture ({}): HBM, bf16 peak per chip; f32 taken as bf16/4 (multi-pass bf16); "
+      "per device = per chip / cores_per_chip", f.preset);
+  t.links_[LinkClass::kIci] = {1e-6, f.ici_one_way_Bps,
+                               std::string(f.ici_source) + "; latency: scaling book T_min ~1 us per hop"};
+  if (f.dcn_one_way_Bps_per_host > 0) {
+    t.links_[LinkClass::kDcn] = {10e-6, f.dcn_one_way_Bps_per_host,
+                                 std::string(f.dcn_source) + "; latency 10 us assumed"};
+  } else {
+    t.links_[LinkClass::kDcn] = {10e-6, 12.5e9, "assumed 100 Gb/s per host, latency 10 us"};
+  }
+  t.links_[LinkClass::kPcie] = {2e-6, 16e9, "assumed PCIe Gen3 x16: 16 GB/s one-way, 2 us"};
+  t.BuildTpuDevices();
+  return t;
+}
+
+void Topology::BuildTpuDevices() {
+  const auto [X, Y, Z] = chips_per_dim_;
+  const int C = cores_per_chip_;
+  const auto [bx, by, bz] = host_block_;
+  const int hx = X / bx, hy = Y / by, hz = Z / bz;
+  const int hosts_per_slice = hx * hy * hz;
+  num_processes_ = hosts_per_slice * num_slices_;
+  devices_.clear();
+  devices_.reserve(static_cast<size_t>(num_slices_) * X * Y * Z * C);
+  for (int s = 0; s < num_slices_; ++s)
+    for (int z = 0; z < Z; ++z)
+      for (int y = 0; y < Y; ++y)
+        for (int x = 0; x < X; ++x)
+          for (int c = 0; c < C; ++c) {
+            Device d;
+            d.id = static_cast<int>(devices_.size());
+            d.coords = {x, y, z};
+            d.core_on_chip = c;
+            d.slice_index = s;
+            int host_in_slice = ((z / bz) * hy + (y / by)) * hx + (x / bx);
+            d.process_index = s * hosts_per_slice + host_in_slice;
+            devices_.push_back(d);
+          }
+}
+
+Topology Topology::Gpu(std::string_view preset, int num_hosts, int gpus_per_host) {
+  if (num_hosts < 1 || gpus_per_host < 1) {
+    Throw(ErrorCode::kInvalidArgument, "{}: need at least one host of at least one GPU, got {} x {}", preset,
+          num_hosts, gpus_per_host);
+  }
+  Topology t;
+  t.platform_ = Platform::kGpu;
+  t.preset_ = std::string(preset);
+  t.chips_per_dim_ = {gpus_per_host, num_hosts, 1};
+  t.num_processes_ = num_hosts;
+  t.num_slices_ = 1;
+  if (preset == "dgx-h100" || preset == "gpu") {
+    // H100 SXM: NVLink4 900 GB/s bidirectional per GPU (18 links) -> 450 GB/s one-way; one ConnectX-7
+    // 400 Gb/s NIC per GPU -> 50 GB/s one-way.
+    t.device_kind_ = "NVIDIA H100 80GB HBM3";
+    t.memory_bytes_ = static_cast<int64_t>(80 * kGB);
+    t.memory_bandwidth_Bps_ = 3350 * kGB;
+    t.peak_flops_ = {{"bf16", 989e12}, {"f16", 989e12}, {"f32", 67e12}};
+    t.links_[LinkClass::kNvlink] = {2e-6, 450e9,
+                                    "H100 NVLink4: 900 GB/s bidirectional per GPU -> 450 GB/s one-way "
+                                    "(nccl-tests issue 212: 450 GB/s line rate); latency 2 us assumed"};
+    t.links_[LinkClass::kInfiniband] = {5e-6, 50e9,
+                                        "DGX H100: one ConnectX-7 400 Gb/s per GPU -> 50 GB/s one-way; "
+                                        "latency 5 us assumed"};
+    t.links_[LinkClass::kPcie] = {2e-6, 64e9, "PCIe Gen5 x16: 64 GB/s one-way; latency 2 us assumed"};
+    t.figures_source_ = "H100 SXM datasheet: 80 GB HBM3 at 3.35 TB/s, 989 TFLOPS bf16 dense, 67 TFLOPS f32";
+  } else if (preset == "dgx-a100") {
+    t.device_kind_ = "NVIDIA A100-SXM4-80GB";
+    t.memory_bytes_ = static_cast<int64_t>(80 * kGB);
+    t.memory_bandwidth_Bps_ = 2039 * kGB;
+    t.peak_flops_ = {{"bf16", 312e12}, {"f16", 312e12}, {"f32", 19.5e12}};
+    t.links_[LinkClass::kNvlink] = {2e-6, 300e9,
+                                    "A100 NVLink3: 600 GB/s bidirectional per GPU -> 300 GB/s one-way; "
+                                    "latency 2 us assumed"};
+    t.links_[LinkClass::kInfiniband] = {5e-6, 25e9,
+                                        "DGX A100: 8 x 200 Gb/s HDR, one per GPU -> 25 GB/s one-way; "
+                                        "latency 5 us assumed"};
+    t.links_[LinkClass::kPcie] = {2e-6, 32e9, "PCIe Gen4 x16: 32 GB/s one-way; latency 2 us assumed"};
+    t.figures_source_ = "A100 SXM datasheet: 80 GB HBM2e at 2039 GB/s, 312 TFLOPS bf16, 19.5 TFLOPS f32";
+  } else {
+    Throw(ErrorCode::kNotFound, "unknown GPU preset '{}'; valid: dgx-h100, dgx-a100, gpu", preset);
+  }
+  for (int h = 0; h < num_hosts; ++h)
+    for (int g = 0; g < gpus_per_host; ++g) {
+      Device d;
+      d.id = h * gpus_per_host + g;
+      d.process_index = h;
+      d.slice_index = h;
+      d.coords = {g, h, 0};
+      t.devices_.push_back(d);
+    }
+  return t;
+}
+
+Topology Topology::Cpu(int num_devices) {
+  if (num_devices < 1) Throw(ErrorCode::kInvalidArgument, "cpu: need at least one device, got {}", num_devices);
+  Topology t;
+  t.platform_ = Platform::kCpu;
+  t.preset_ = "cpu";
+  t.device_kind_ = "cpu";
+  t.chips_per_dim_ = {num_devices, 1, 1};
+  t.num_processes_ = 1;
+  t.memory_bytes_ = static_cast<int64_t>(16 * kGiB);
+  t.memory_bandwidth_Bps_ = 10.5e9;
+  t.peak_flops_ = {{"f32", 50e9}, {"f64", 25e9}, {"bf16", 50e9}};
+  t.links_[LinkClass::kHostMemory] = {0.1e-6, 10.5e9,
+                                      "shared/reference/machine-limits.md: memcpy 10.5 GB/s on one thread, "
+                                      "~100 ns cache-line round trip"};
+  t.figures_source_ = "a small 2-core machine (shared/reference/machine-limits.md); 16 GiB per device assumed";
+  for (int i = 0; i < num_devices; ++i) {
+    Device d;
+    d.id = i;
+    d.coords = {i, 0, 0};
+    t.devices_.push_back(d);
+  }
+  return t;
+}
+
+Topology Topology::Parse(std::string_view text, int num_slices) {
+  auto colon = text.find(':');
+  std::string name(Trim(text.substr(0, colon)));
+  if (colon == std::string_view::npos) {
+    Throw(ErrorCode::kInvalidArgument,
+          "topology '{}' has no dimensions; write PRESET:DIMS, e.g. tpu-v4:2x2x4, tpu-v5e:4x4, dgx-h100:4, "
+          "gpu:2x8, cpu:8 (presets: {})",
+          text, fmt::join(PresetNames(), ", "));
+  }
+  std::string_view dims_text = text.substr(colon + 1);
+  std::string what = fmt::format("topology '{}'", text);
+  std::vector<int64_t> dims = ParseDims(dims_text, what);
+  for (int64_t d : dims) {
+    if (d > 1 << 16) Throw(ErrorCode::kInvalidArgument, "{}: dimension {} is too large", what, d);
+  }
+  if (num_slices != 1 && name.rfind("tpu-", 0) != 0) {
+    Throw(ErrorCode::kInvalidArgument, "{}: slices apply to TPU presets only", what);
+  }
+  for (int g = 0; g < static_cast<int>(std::size(kTpuFigures)); ++g) {
+    const TpuFigures& f = kTpuFigures[g];
+    if (name != f.preset) continue;
+    if (static_cast<int>(dims.size()) != f.dims) {
+      Throw(ErrorCode::kInvalidArgument, "{}: {} is a {}-D torus, give {} chips, e.g. {}", what, name, f.dims,
+            f.dims == 3 ? "XxYxZ" : "XxY", f.dims == 3 ? name + ":2x2x4" : name + ":4x4");
+    }
+    std::array<int, 3> chips = {static_cast<int>(dims[0]), static_cast<int>(dims[1]),
+                                f.dims == 3 ? static_cast<int>(dims[2]) : 1};
+    return Tpu(static_cast<TpuGeneration>(g), chips, num_slices);
+  }
+  if (name == "dgx-h100" || name == "dgx-a100") {
+    if (dims.size() != 1) {
+      Throw(ErrorCode::kInvalidArgument, "{}: give the number of 8-GPU hosts, e.g. {}:4", what, name);
+    }
+    return Gpu(name, static_cast<int>(dims[0]), 8);
+  }
+  if (name == "gpu") {
+    if (dims.size() != 2) Throw(ErrorCode::kInvalidArgument, "{}: give HOSTSxGPUS, e.g. gpu:2x8", what);
+    return Gpu("gpu", static_cast<int>(dims[0]), static_cast<int>(dims[1]));
+  }
+  if (name == "cpu") {
+    if (dims.size() != 1) Throw(ErrorCode::kInvalidArgument, "{}: give the number of devices, e.g. cpu:8", what);
+    return Cpu(static_cast<int>(dims[0]));
+  }
+  Throw(ErrorCode::kNotFound, "unknown topology preset '{}'; valid presets: {}", name,
+        fmt::join(PresetNames(), ", "));
+}
+
+std::string Topology::ToString() const {
+  std::string dims;
+  switch (platform_) {
+    case Platform::kTpu:
+      dims = (FiguresOf(*tpu_generation_).dims == 3) ? fmt::format("{}", fmt::join(chips_per_dim_, "x"))
+                                                      : fmt::format("{}x{}", chips_per_dim_[0], chips_per_dim_[1]);
+      break;
+    case Platform::kGpu:
+      dims = (preset_ == "gpu") ? fmt::format("{}x{}", chips_per_dim_[1], chips_per_dim_[0])
+                                : fmt::format("{}", chips_per_dim_[1]);
+      break;
+    case Platform::kCpu: dims = fmt::format("{}", chips_per_dim_[0]); break;
+  }
+  std::string s = fmt::format("{}:{}", preset_, dims);
+  if (num_slices_ > 1) s += fmt::format(" x {} slices", num_slices_);
+  return s;
+}
+
+const Device& Topology::device(int id) const {
+  if (id < 0 || id >= num_devices()) {
+    Throw(ErrorCode::kOutOfRange, "{} has no device {}; ids are 0..{}", ToString(), id, num_devices() - 1);
+  }
+  return devices_[id];
+}
+
+const LinkSpec& Topology::link(LinkClass link_class) const {
+  auto it = links_.find(link_class);
+  if (it == links_.end()) {
+    std::vector<std::string_view> present;
+    for (const auto& [c, _] : links_) present.push_back(LinkClassName(c));
+    Throw(ErrorCode::kNotFound, "{} has no {} links; it has: {}", ToString(), LinkClassName(link_class),
+          fmt::join(present, ", "));
+  }
+  return it->second;
+}
+
+void Topology::SetLink(LinkClass link_class, LinkSpec spec) {
+  if (!(spec.bandwidth_Bps > 0) || !(spec.latency_s >= 0)) {
+    Throw(ErrorCode::kInvalidArgument, "link {}: bandwidth must be > 0 and latency >= 0, got {} B/s and {} s",
+          LinkClassName(link_class), spec.bandwidth_Bps, spec.latency_s);
+  }
+  links_[link_class] = std::move(spec);
+}
+
+void Topology::SetWraparound(std::array<bool, 3> wraparound) { wraparound_ = wraparound; }
+
+void Topology::SetMemoryBytes(int64_t bytes) {
+  if (bytes <= 0) Throw(ErrorCode::kInvalidArgument, "device memory must be > 0 bytes, got {}", bytes);
+  memory_bytes_ = bytes;
+}
+
+void Topology::SetPeakFlops(const std::string& dtype, double flops) {
+  if (!(flops > 0)) Throw(ErrorCode::kInvalidArgument, "peak FLOP/s for {} must be > 0, got {}", dtype, flops);
+  peak_flops_[dtype] = flops;
+}
+
+}  // namespace spmdsim

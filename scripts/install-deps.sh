@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages spmdsim builds with, if any is missing. Safe to run again: with everything
+# present it only checks (dpkg -s) and prints nothing.
+set -euo pipefail
+packages=(
+  build-essential cmake ninja-build ccache pkg-config
+  libtbb-dev libboost-dev libboost-context-dev libeigen3-dev
+  libfmt-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "install-deps: installing ${missing[*]}" >&2
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
