@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/strings.h"
+#include "mesh/mesh_utils.h"
 
 namespace spmdsim::t5x {
 namespace {
@@ -79,35 +80,6 @@ std::array<int, 4> SplitForHostTiling(int g, int m, int l, size_t dim, const Har
   }
   if (m >= l) return {d, 1, m / l, l};
   return {d / (l / m), l / m, 1, m};
-}
-
-// JAX create_hybrid_device_mesh(ici, dcn, process_is_granule=True) for devices without coordinates: the
-// processes in order, each one's devices sorted by id and reshaped to `ici`, laid out as blocks by `dcn`.
-// TODO(t5x-mesh): call CreateHybridDeviceMesh (mesh/mesh_utils.h) once branch mesh-jax is merged.
-DeviceArray HybridByProcess(const std::array<int, 2>& ici, const std::array<int, 2>& dcn, const Topology& topology) {
-  if (topology.platform() == Platform::kTpu) {
-    Throw(ErrorCode::kUnimplemented, "get_gpu_mesh on a TPU topology needs JAX's TPU device-mesh logic");
-  }
-  const int granules = topology.num_processes();
-  if (dcn[0] * dcn[1] != granules) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
-              "Number of slices {} must equal the product of dcn_mesh_shape [{}, {}]", granules, dcn[0], dcn[1]);
-  }
-  const int per = topology.devices_per_process();
-  std::vector<int> cells(static_cast<size_t>(granules) * per);
-  const int64_t cols = static_cast<int64_t>(dcn[1]) * ici[1];
-  for (int g = 0; g < granules; ++g) {
-    std::vector<int> ids;
-    for (const Device* d : DevicesOfProcess(topology, g)) ids.push_back(d->id);
-    std::sort(ids.begin(), ids.end());
-    const int gi = g / dcn[1], gj = g % dcn[1];
-    for (int k = 0; k < per; ++k) {
-      const int64_t row = static_cast<int64_t>(gi) * ici[0] + k / ici[1];
-      const int64_t col = static_cast<int64_t>(gj) * ici[1] + k % ici[1];
-      cells[row * cols + col] = ids[k];
-    }
-  }
-  return DeviceArray({static_cast<int64_t>(dcn[0]) * ici[0], cols}, std::move(cells));
 }
 
 }  // namespace
@@ -282,8 +254,23 @@ Mesh GetGpuMesh(int num_partitions, std::shared_ptr<const Topology> topology_ptr
               num_partitions, nvlink_size, topology.ToString(), fmt::join(valid, ", "));
   }
   const int dcn_dp = dcn_size / dcn_mp;
-  return Mesh(HybridByProcess({nvlink_dp, nvlink_mp}, {dcn_dp, dcn_mp}, topology), {"data", "model"},
-              std::move(topology_ptr));
+  if (dcn_dp * dcn_mp != dcn_size) {
+    // create_hybrid_device_mesh's check, worded as it reads with the lists t5x passes.
+    std::vector<int> valid;
+    for (int k = 1; k <= dcn_size; ++k) {
+      if (dcn_size % k == 0) valid.push_back(k * nvlink_size);
+    }
+    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+              "Number of slices {} must equal the product of dcn_mesh_shape [{}, {}]: get_gpu_mesh spreads {} "
+              "partitions over {} hosts of {} devices; partitions beyond one host must split the hosts evenly: "
+              "valid multiples here: {}",
+              dcn_size, dcn_dp, dcn_mp, num_partitions, dcn_size, nvlink_size, fmt::join(valid, ", "));
+  }
+  CreateHybridDeviceMeshOptions options;
+  options.process_is_granule = true;
+  DeviceArray devices = CreateHybridDeviceMesh({nvlink_dp, nvlink_mp}, {dcn_dp, dcn_mp}, topology,
+                                               JaxDevicesOrder(topology), options);
+  return Mesh(std::move(devices), {"data", "model"}, std::move(topology_ptr));
 }
 
 Mesh GetCpuMesh(std::shared_ptr<const Topology> topology_ptr) {
@@ -352,8 +339,19 @@ HardwareMesh DefaultSubmesh(int num_partitions, const Topology& topology) {
 }
 
 Mesh DefaultMesh(int num_partitions, const std::optional<HardwareMesh>& model_parallel_submesh,
-                 std::shared_ptr<const Topology> topology_ptr) {
+                 std::shared_ptr<const Topology> topology_ptr, const std::optional<std::vector<int64_t>>& ici_mesh_shape,
+                 const std::optional<std::vector<int64_t>>& dcn_mesh_shape) {
   const Topology& topology = Require(topology_ptr, "default_mesh");
+  if (ici_mesh_shape && dcn_mesh_shape) {
+    if (ici_mesh_shape->size() != 3 || dcn_mesh_shape->size() != 3) {
+      Throw(ErrorCode::kInvalidArgument,
+            "default_mesh names the hybrid mesh's axes ('replica', 'data', 'model'): ici_mesh_shape {} and "
+            "dcn_mesh_shape {} must have 3 entries each",
+            PyTuple(*ici_mesh_shape), PyTuple(*dcn_mesh_shape));
+    }
+    DeviceArray devices = CreateHybridDeviceMesh(*ici_mesh_shape, *dcn_mesh_shape, topology);
+    return Mesh(std::move(devices), {"replica", "data", "model"}, std::move(topology_ptr));
+  }
   if (model_parallel_submesh && !model_parallel_submesh->empty()) {
     return GetMesh(*model_parallel_submesh, std::move(topology_ptr));
   }

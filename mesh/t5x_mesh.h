@@ -109,11 +109,18 @@ Mesh GetGpuMesh(int num_partitions, std::shared_ptr<const Topology> topology);
 // device kind or count, listing the counts that have a default.
 HardwareMesh DefaultSubmesh(int num_partitions, const Topology& topology);
 
-// T5X: default_mesh(num_partitions, model_parallel_submesh). A non-empty submesh -> GetMesh(submesh)
-// (num_partitions ignored); else CPU -> GetCpuMesh, GPU -> GetGpuMesh(num_partitions), TPU ->
-// GetMesh(DefaultSubmesh(num_partitions)). Like t5x, the local bounds are process 0's.
+// T5X: default_mesh(num_partitions, model_parallel_submesh, ici_mesh_shape=, dcn_mesh_shape=).
+//  - ici_mesh_shape and dcn_mesh_shape both given: Mesh ('replica', 'data', 'model') over JAX
+//    create_hybrid_device_mesh(ici, dcn) (slices are the DCN granules); both must have 3 entries;
+//  - else a non-empty submesh: GetMesh(submesh) (num_partitions ignored);
+//  - else CPU -> GetCpuMesh, GPU -> GetGpuMesh(num_partitions), TPU -> GetMesh(DefaultSubmesh(num_partitions)).
+// Like t5x, GetMesh reads the local bounds from process 0 (the mesh is the same whichever host asks).
+// Example: tpu-v4:2x2x2 x 2 slices, ici (1, 1, 8), dcn (2, 1, 1) -> Mesh('replica': 2, 'data': 1, 'model': 8),
+//          replica 0 = slice 0 [0 4 2 6 1 5 3 7], replica 1 = the same + 8.
 Mesh DefaultMesh(int num_partitions, const std::optional<HardwareMesh>& model_parallel_submesh,
-                 std::shared_ptr<const Topology> topology);
+                 std::shared_ptr<const Topology> topology,
+                 const std::optional<std::vector<int64_t>>& ici_mesh_shape = std::nullopt,
+                 const std::optional<std::vector<int64_t>>& dcn_mesh_shape = std::nullopt);
 
 // JAX: Mesh.local_mesh as seen from process `process_index` (jax.sharding.Mesh._local_mesh): the smallest
 // box of the mesh holding all of that process's devices.

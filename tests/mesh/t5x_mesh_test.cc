@@ -446,6 +446,26 @@ TEST(DefaultMesh, UsesAGivenSubmeshWhateverTheCount) {
   EXPECT_EQ(DefaultMesh(4, std::nullopt, Topo("cpu:8")).shape(), (std::vector<int64_t>{1, 8}));
 }
 
+TEST(DefaultMesh, WithIciAndDcnShapesIsTheHybridMeshOverSlices) {
+  // Values from mesh/mesh_utils.h's example (computed there by JAX's create_hybrid_device_mesh).
+  auto topology = std::make_shared<const Topology>(Topology::Parse("tpu-v4:2x2x2", 2));
+  Mesh mesh = DefaultMesh(1, HardwareMesh{2, 2, 2, 1}, topology, std::vector<int64_t>{1, 1, 8},
+                          std::vector<int64_t>{2, 1, 1});
+  EXPECT_EQ(mesh.axis_names(), (Axes{"replica", "data", "model"}));
+  EXPECT_THAT(mesh.shape(), ElementsAre(2, 1, 8));
+  EXPECT_THAT(mesh.device_ids(), ElementsAre(0, 4, 2, 6, 1, 5, 3, 7, 8, 12, 10, 14, 9, 13, 11, 15));
+  // Only one of the two shapes: ignored, as in t5x (and a multi-slice get_mesh is refused).
+  EXPECT_THROW(DefaultMesh(1, std::nullopt, topology, std::vector<int64_t>{1, 1, 8}), Error);
+  Error rank = Catch([&] {
+    DefaultMesh(1, std::nullopt, topology, std::vector<int64_t>{1, 8}, std::vector<int64_t>{2, 1});
+  });
+  EXPECT_THAT(rank.message(), HasSubstr("3 entries each"));
+  Error granules = Catch([&] {
+    DefaultMesh(1, std::nullopt, topology, std::vector<int64_t>{1, 1, 8}, std::vector<int64_t>{4, 1, 1});
+  });
+  EXPECT_EQ(granules.kind(), "ValueError");
+}
+
 TEST(GetGpuMesh, RejectsCountsThatAreNeitherFactorsNorMultiplesOfTheHost) {
   Error e = Catch([] { GetGpuMesh(3, Topo("gpu:2x8")); });
   EXPECT_EQ(e.kind(), "AssertionError");
