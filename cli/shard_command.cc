@@ -210,6 +210,9 @@ void RunShard(const ShardArgs& args) {
     std::cout << fmt::format("   eformer: {} ({}), saved {}", *report.eformer_bytes_per_device,
                              HumanBytes(*report.eformer_bytes_per_device), HumanBytes(*report.bytes_saved_vs_eformer));
   }
+  if (report.mode == CorrectionMode::kKeepMost && !report.bytes_saved_vs_eformer) {
+    std::cout << fmt::format("   eformer: {} raises DuplicateSpecError", report.eformer_spec->ToString());
+  }
   std::cout << "\n";
   if (memory.capacity_bytes > 0 && !args.topology.empty()) {
     std::cout << fmt::format("capacity    {} per device: {}\n", HumanBytes(memory.capacity_bytes),
