@@ -182,8 +182,13 @@ TEST(MeshCommand, BadInputExitsNonZeroWithOneLineNamingTheProblem) {
 
 TEST(MeshCommand, MissingTopologyIsAUsageError) {
   CommandResult run = Spmdsim("mesh --mesh a=4");
-  EXPECT_NE(run.exit_code, 0);
+  EXPECT_EQ(run.exit_code, 2);  // usage errors exit 2 (cli/commands.h)
   EXPECT_THAT(run.err, HasSubstr("--topology"));
+}
+
+TEST(MeshCommand, UnknownFlagIsAUsageErrorAndHelpSucceeds) {
+  EXPECT_EQ(Spmdsim("mesh --topology cpu:8 --no-such-flag").exit_code, 2);
+  EXPECT_EQ(Spmdsim("mesh --help").exit_code, 0);
 }
 
 }  // namespace

@@ -527,6 +527,12 @@ TEST(GetCpuMesh, RefusesTopologiesWhereTwoDevicesShareACell) {
   EXPECT_THAT(e.message(), HasSubstr("devices 0 and 8 both land on (0, 0)"));
 }
 
+TEST(T5xMesh, EveryBuilderRejectsAMissingTopology) {
+  EXPECT_EQ(Catch([] { GetCpuMesh(nullptr); }).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(Catch([] { GetGpuMesh(2, nullptr); }).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(Catch([] { DefaultMesh(2, std::nullopt, nullptr); }).code(), ErrorCode::kInvalidArgument);
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Properties over random TPU topologies and submeshes.
 
@@ -597,6 +603,33 @@ TEST(GetMesh, EveryModelRowIsOneSubmeshShapedBoxAndHostsGetDistinctChunks) {
   }
   EXPECT_GT(built, 150);
   EXPECT_GT(chunked, 50);
+}
+
+TEST(GetGpuMesh, KeepsModelInsideAHostUpToItsSizeThenSpansWholeHosts) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 60; ++trial) {
+    const int hosts = 1 + static_cast<int>(rng() % 6), per_host = 1 << (rng() % 4);
+    auto topology = std::make_shared<const Topology>(Topology::Gpu("gpu", hosts, per_host));
+    std::vector<int> counts;
+    for (int d = 1; d <= per_host; ++d) {
+      if (per_host % d == 0) counts.push_back(d);
+    }
+    for (int k = 2; k <= hosts; ++k) {
+      if (hosts % k == 0) counts.push_back(k * per_host);
+    }
+    const int num_partitions = counts[rng() % counts.size()];
+    const std::string context = fmt::format("{} num_partitions {}", topology->ToString(), num_partitions);
+    Mesh mesh = GetGpuMesh(num_partitions, topology);
+    ASSERT_THAT(mesh.shape(), ElementsAre(topology->num_devices() / num_partitions, num_partitions)) << context;
+    const int hosts_per_row = std::max(1, num_partitions / per_host);
+    for (int64_t row = 0; row < mesh.shape()[0]; ++row) {
+      std::set<int> row_hosts;
+      for (int64_t k = 0; k < num_partitions; ++k) {
+        row_hosts.insert(topology->device(mesh.DeviceAt(row * num_partitions + k)).process_index);
+      }
+      EXPECT_EQ(static_cast<int>(row_hosts.size()), hosts_per_row) << context << " row " << row;
+    }
+  }
 }
 
 }  // namespace
