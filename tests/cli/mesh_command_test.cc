@@ -1,10 +1,4 @@
 // Runs the built `spmdsim` binary (`spmdsim mesh ...`) and checks exit codes, stdout and stderr.
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -12,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mesh/mesh_utils.h"
+#include "tests/cli/run_spmdsim.h"
 
 namespace spmdsim {
 namespace {
@@ -19,33 +14,8 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-// Runs `spmdsim <args>`; stderr goes to a temporary file.
-CommandResult Spmdsim(const std::string& args) {
-  std::string err_path = ::testing::TempDir() + "spmdsim_cli_stderr.txt";
-  std::string command = std::string(SPMDSIM_CLI_BINARY) + " " + args + " 2>" + err_path;
-  CommandResult run;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    ADD_FAILURE() << "popen failed: " << command;
-    return run;
-  }
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) run.out.append(buffer.data(), n);
-  int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_path);
-  std::stringstream ss;
-  ss << err.rdbuf();
-  run.err = ss.str();
-  return run;
-}
+using ::spmdsim::testing_cli::CommandResult;
+CommandResult Spmdsim(const std::string& args) { return ::spmdsim::testing_cli::RunSpmdsim(args); }
 
 int Lines(const std::string& text) {
   int lines = 0;

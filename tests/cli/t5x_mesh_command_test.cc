@@ -1,13 +1,6 @@
 // Runs the built `spmdsim` binary with the T5X flags (`spmdsim mesh --submesh / --num-partitions / --host`) and
 // checks its output against the library (mesh/t5x_mesh.h, itself tested against t5x's own output).
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <array>
-#include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include <fmt/format.h>
@@ -16,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "tests/cli/run_spmdsim.h"
 #include "mesh/t5x_mesh.h"
 
 namespace spmdsim::t5x {
@@ -25,34 +19,8 @@ using ::nlohmann::json;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-// Runs `spmdsim <args>`; stderr goes to a temporary file of this process.
-CommandResult Spmdsim(const std::string& args) {
-  std::string err_path = ::testing::TempDir() + "spmdsim_t5x_cli_stderr_" + std::to_string(getpid()) + ".txt";
-  std::string command = std::string(SPMDSIM_CLI_BINARY) + " " + args + " 2>" + err_path;
-  CommandResult run;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    ADD_FAILURE() << "popen failed: " << command;
-    return run;
-  }
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) run.out.append(buffer.data(), n);
-  int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_path);
-  std::stringstream ss;
-  ss << err.rdbuf();
-  run.err = ss.str();
-  std::remove(err_path.c_str());
-  return run;
-}
+using ::spmdsim::testing_cli::CommandResult;
+CommandResult Spmdsim(const std::string& args) { return ::spmdsim::testing_cli::RunSpmdsim(args); }
 
 json SpmdsimJson(const std::string& args) {
   CommandResult run = Spmdsim(args + " --json");

@@ -6,6 +6,10 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#ifdef SPMDSIM_CLI_BINARY
+#include "tests/cli/run_spmdsim.h"
+#endif
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -126,18 +130,11 @@ TEST(ShardCommand, UsesTheMeshCommandsConstructionOnATopology) {
 
 #ifdef SPMDSIM_CLI_BINARY
 TEST(ShardCommand, BinaryExitsOneWithOneLineOnBadInput) {
-  const std::string command = std::string(SPMDSIM_CLI_BINARY) +
-                              " shard --mesh x=4 --shape 6 --spec \"P('x')\" 2>&1; echo \"rc=$?\"";
-  FILE* pipe = popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string out;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
-  pclose(pipe);
-  EXPECT_THAT(out, ::testing::StartsWith("spmdsim shard: IndivisibleError: "));
-  EXPECT_THAT(out, HasSubstr("\nrc=1\n"));
-  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 2);
+  testing_cli::CommandResult run = testing_cli::RunSpmdsim("shard --mesh x=4 --shape 6 --spec \"P('x')\"");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(run.out, "");
+  EXPECT_THAT(run.err, ::testing::StartsWith("spmdsim shard: IndivisibleError: "));
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1);
 }
 #endif
 
