@@ -185,9 +185,11 @@ ShardMapped ShardMap(ShardFunction f, Mesh mesh, std::vector<InSpec> in_specs, s
 namespace internal {
 // TypeError: "f() takes 2 arrays but 1 were given".
 [[noreturn]] void ThrowArityMismatch(size_t takes, size_t given);
+template <size_t>
+using ConstArrayRef = const Array&;
 template <typename F, size_t... I>
 constexpr bool InvocableWithArrays(std::index_sequence<I...>) {
-  return std::is_invocable_v<F&, DeviceContext&, std::enable_if_t<(I, true), const Array&>...>;
+  return std::is_invocable_v<F&, DeviceContext&, ConstArrayRef<I>...>;
 }
 template <typename F, size_t N = 0>
 constexpr int ArrayArity() {
