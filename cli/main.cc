@@ -16,7 +16,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version print and succeed; every other parse error is a usage error: exit 2.
+    int code = app.exit(e);
+    return code == 0 ? 0 : 2;
   } catch (const spmdsim::Error& e) {
     const char* command = app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name().c_str();
     std::fprintf(stderr, "spmdsim %s: %s\n", command, e.what());
