@@ -205,6 +205,7 @@ ShardedArray Reshard(const ShardedArray& x, const NamedSharding& target, Reshard
   r.bytes_received.assign(n, 0);
   r.bytes_local.assign(n, 0);
   if (src_mesh == dst_mesh && x.sharding().spec().Normalized(x.rank()) == target.spec().Normalized(x.rank())) {
+    for (int64_t p = 0; p < n; ++p) r.bytes_local[p] = x.shard(p).nbytes();
     return x;
   }
   const ShardingLayout& src = x.layout();
