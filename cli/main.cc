@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "spmdsim 0.1.0");
   spmdsim::cli::AddMeshCommand(app);
   spmdsim::cli::AddShardCommand(app);
+  spmdsim::cli::AddRulesCommand(app);
+  spmdsim::cli::AddResolveCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
