@@ -505,13 +505,36 @@ class Worker {
   std::vector<int> blocks_;
 };
 
-void WorkerEntry(const std::shared_ptr<RuntimeCore>& core, const std::shared_ptr<RunState>& run) {
-  // Acquire what the thread in Run set up (oneTBB's hand-over is invisible to ThreadSanitizer).
-  while (!run->published.load(std::memory_order_acquire)) std::this_thread::yield();
+// What a worker task needs, handed to it through oneTBB.
+struct TaskArgs {
+  std::shared_ptr<RuntimeCore> core;
+  std::shared_ptr<RunState> run;
+};
+
+// The pointer to a task's arguments, stored in the oneTBB task object. oneTBB hands the object to the
+// worker through libtbb's own atomics, which ThreadSanitizer does not see (libtbb is not instrumented);
+// storing the pointer with release and loading it with acquire makes the hand-over visible to it (and is a
+// plain move on x86).
+class Handoff {
+ public:
+  explicit Handoff(TaskArgs* args) { args_.store(args, std::memory_order_release); }
+  Handoff(Handoff&& other) noexcept { args_.store(other.args_.load(std::memory_order_acquire), std::memory_order_release); }
+  Handoff(const Handoff&) = delete;
+  TaskArgs* get() const { return args_.load(std::memory_order_acquire); }
+
+ private:
+  std::atomic<TaskArgs*> args_{nullptr};
+};
+
+void WorkerEntry(std::unique_ptr<TaskArgs> args) {
+  RunState& run = *args->run;
+  // Wait until Run has enqueued every task (so that oneTBB's writes to the task object happen before this
+  // thread's reads of it, for ThreadSanitizer's benefit too).
+  while (!run.published.load(std::memory_order_acquire)) std::this_thread::yield();
 #if defined(SPMDSIM_TSAN)
   worker_thread.tsan_fiber = __tsan_get_current_fiber();
 #endif
-  Worker(*core, *run).Main();
+  Worker(*args->core, run).Main();
 }
 
 }  // namespace
@@ -661,10 +684,13 @@ void Runtime::Run(const std::function<void(DeviceContext&)>& fn) {
   for (auto& b : core.blocks) b.closed = false;
   RuntimeObserver* observer = core.options.observer;
   if (observer != nullptr) observer->OnRunStart(core.mesh.size());
-  run->published.store(true, std::memory_order_release);
   for (int w = 0; w < core.num_workers; ++w) {
-    pool_->arena.enqueue([core_ptr = core_, run] { internal::WorkerEntry(core_ptr, run); });
+    internal::Handoff handoff(new internal::TaskArgs{core_, run});
+    pool_->arena.enqueue([handoff = std::move(handoff)] {
+      internal::WorkerEntry(std::unique_ptr<internal::TaskArgs>(handoff.get()));
+    });
   }
+  run->published.store(true, std::memory_order_release);
 
   // Watchdog: devices waiting at a collective while no barrier completes for collective_timeout.
   const auto timeout = core.options.collective_timeout;
