@@ -12,6 +12,7 @@
 namespace spmdsim::cli {
 
 void AddMeshCommand(CLI::App& app);
+void AddShardCommand(CLI::App& app);  // cli/shard_command.cc
 
 }  // namespace spmdsim::cli
 

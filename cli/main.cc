@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "spmdsim 0.1.0");
   spmdsim::cli::AddMeshCommand(app);
+  spmdsim::cli::AddShardCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

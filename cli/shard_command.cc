@@ -1,0 +1,248 @@
+// `spmdsim shard`: how an array of a given shape is laid out by a PartitionSpec on a mesh -- the corrected spec and
+// every correction, the shard shape, which block each device holds (JAX: devices_indices_map) with its replica id,
+// the blocks per host and the bytes per device.
+//
+//   spmdsim shard --mesh dp=2,fsdp=4,tp=2 --shape 8,1024,4096 --spec "P(('dp','fsdp'),None,'tp')" [--topology T]
+//                 [--dtype f32] [--correct none|eformer|keep-most] [--json]
+//
+// Without --topology the devices are numbered row-major over the mesh on a CPU host. With --topology the mesh takes
+// the topology's first product(mesh) devices in id order, reshaped row-major (JAX: Mesh(np.array(devices[:n])
+// .reshape(shape), names)).
+#include <iostream>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "common/error.h"
+#include "common/strings.h"
+#include "mesh/mesh.h"
+#include "mesh/topology.h"
+#include "partition/correction.h"
+#include "partition/memory_analysis.h"
+#include "partition/named_sharding.h"
+#include "partition/partition_spec.h"
+
+namespace spmdsim::cli {
+namespace {
+
+struct ShardArgs {
+  std::string topology;
+  std::string mesh;
+  std::string shape;
+  std::string spec;
+  std::string dtype = "f32";
+  std::string correct = "none";
+  bool json = false;
+};
+
+// Bytes per element of the dtype names JAX prints (jnp.dtype(...).name short forms).
+int64_t DtypeBytes(const std::string& dtype) {
+  static const std::map<std::string, int64_t> kBytes{
+      {"bool", 1}, {"i8", 1},   {"u8", 1},   {"f8e4m3", 1}, {"f8e5m2", 1}, {"i16", 2}, {"u16", 2},
+      {"f16", 2},  {"bf16", 2}, {"i32", 4},  {"u32", 4},    {"f32", 4},    {"i64", 8}, {"u64", 8},
+      {"f64", 8},  {"c64", 8},  {"c128", 16}};
+  auto it = kBytes.find(dtype);
+  if (it == kBytes.end()) {
+    std::vector<std::string> names;
+    for (const auto& [name, bytes] : kBytes) names.push_back(name);
+    Throw(ErrorCode::kInvalidArgument, "--dtype: unknown dtype '{}'; valid dtypes are {}", dtype,
+          fmt::join(names, ", "));
+  }
+  return it->second;
+}
+
+// "8,1024,4096" -> {8, 1024, 4096}; "" or "()" is a scalar.
+std::vector<int64_t> ParseShape(std::string_view text) {
+  std::string_view t = Trim(text);
+  if (t.size() >= 2 && t.front() == '(' && t.back() == ')') t = Trim(t.substr(1, t.size() - 2));
+  std::vector<int64_t> shape;
+  if (t.empty()) return shape;
+  for (const std::string& part : Split(t, ',')) {
+    if (Trim(part).empty()) continue;  // a trailing comma, as in Python's (8,)
+    const int64_t v = ParseInt(part, "--shape");
+    if (v < 0) Throw(ErrorCode::kInvalidArgument, "--shape: dimension sizes must be >= 0, got {} in '{}'", v, text);
+    shape.push_back(v);
+  }
+  return shape;
+}
+
+Mesh BuildMesh(const ShardArgs& args) {
+  auto axes = ParseNamedSizes(args.mesh, "--mesh");
+  std::vector<int64_t> shape;
+  std::vector<std::string> names;
+  for (const auto& [name, size] : axes) {
+    names.push_back(name);
+    shape.push_back(size);
+  }
+  if (args.topology.empty()) return Mesh::Iota(shape, names);
+  auto topology = std::make_shared<const Topology>(Topology::Parse(args.topology));
+  const int64_t needed = Product(shape);
+  if (needed > topology->num_devices()) {
+    Throw(ErrorCode::kInvalidArgument, "--mesh {} needs {} devices but --topology {} has {}", args.mesh, needed,
+          args.topology, topology->num_devices());
+  }
+  std::vector<int> ids(needed);
+  std::iota(ids.begin(), ids.end(), 0);
+  return Mesh(DeviceArray(shape, ids), names, topology);
+}
+
+nlohmann::json EntryJson(const PartitionSpec::Entry& e) {
+  if (!e.has_axes()) return nullptr;  // None and UNCONSTRAINED
+  if (!e.is_tuple()) return e.axes()[0];
+  return e.axes();
+}
+nlohmann::json SpecJson(const PartitionSpec& spec) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& e : spec.entries()) out.push_back(EntryJson(e));
+  return out;
+}
+
+std::string HumanBytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.4g} {}", v, units[u]);
+}
+
+std::string RangeText(std::span<const IndexRange> index) {
+  std::vector<std::string> parts;
+  for (const auto& r : index) parts.push_back(fmt::format("{}:{}", r.start, r.stop));
+  return fmt::format("[{}]", fmt::join(parts, ", "));
+}
+
+void RunShard(const ShardArgs& args) {
+  const Mesh mesh = BuildMesh(args);
+  const std::vector<int64_t> shape = ParseShape(args.shape);
+  const PartitionSpec requested = PartitionSpec::Parse(args.spec);
+  const int64_t element_bytes = DtypeBytes(args.dtype);
+  CorrectionOptions options;
+  options.mode = ParseCorrectionMode(args.correct);
+  options.element_bytes = element_bytes;
+  const CorrectionReport report = CorrectSpec(requested, mesh, shape, options);
+  const NamedSharding sharding(mesh, report.corrected);
+  const ShardingLayout layout = sharding.Layout(shape);
+  const MemoryAnalysis memory = AnalyzeMemory({{"array", shape, element_bytes, report.corrected}}, mesh);
+  const auto by_process = layout.ShardsByProcess();
+
+  if (args.json) {
+    nlohmann::json j;
+    j["mesh"] = nlohmann::json::object();
+    nlohmann::json mesh_axes = nlohmann::json::array();
+    for (int i = 0; i < mesh.rank(); ++i) mesh_axes.push_back({mesh.axis_names()[i], mesh.shape()[i]});
+    j["mesh"]["axes"] = mesh_axes;
+    j["mesh"]["topology"] = mesh.topology() != nullptr ? mesh.topology()->ToString() : "";
+    j["global_shape"] = shape;
+    j["dtype"] = args.dtype;
+    j["requested_spec"] = SpecJson(requested);
+    j["spec"] = SpecJson(report.corrected);
+    j["spec_repr"] = report.corrected.ToString();
+    j["correct"] = std::string(CorrectionModeName(report.mode));
+    j["corrections"] = nlohmann::json::array();
+    for (const Correction& c : report.corrections) {
+      j["corrections"].push_back({{"dim", c.dim},
+                                  {"from", EntryJson(c.from)},
+                                  {"to", c.to ? EntryJson(*c.to) : nlohmann::json(nullptr)},
+                                  {"reason", std::string(CorrectionReasonName(c.reason))},
+                                  {"message", c.message}});
+    }
+    j["shard_shape"] = layout.shard_shape;
+    j["num_shards"] = layout.num_shards;
+    j["num_replicas"] = layout.num_replicas;
+    j["bytes_per_device"] = report.bytes_per_device;
+    if (report.eformer_bytes_per_device) j["eformer_bytes_per_device"] = *report.eformer_bytes_per_device;
+    if (report.bytes_saved_vs_eformer) j["bytes_saved_vs_eformer"] = *report.bytes_saved_vs_eformer;
+    j["shards"] = nlohmann::json::array();
+    for (const DeviceShard& s : layout.shards) {
+      nlohmann::json index = nlohmann::json::array();
+      for (const auto& r : s.index) index.push_back({r.start, r.stop});
+      j["shards"].push_back({{"device", s.device},
+                             {"index", index},
+                             {"replica_id", s.replica_id},
+                             {"shard_id", s.shard_id},
+                             {"process_index", s.process_index}});
+    }
+    j["hosts"] = nlohmann::json::array();
+    for (size_t h = 0; h < by_process.size(); ++h) {
+      std::vector<int64_t> ids;
+      for (const DeviceShard* s : by_process[h]) ids.push_back(s->shard_id);
+      std::sort(ids.begin(), ids.end());
+      ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+      j["hosts"].push_back({{"process_index", by_process[h][0]->process_index},
+                            {"devices", by_process[h].size()},
+                            {"distinct_shards", ids.size()},
+                            {"bytes", memory.bytes_per_process[h]}});
+    }
+    std::cout << j.dump() << "\n";
+    return;
+  }
+
+  std::cout << fmt::format("mesh        {}{}\n", mesh.ToString(),
+                           mesh.topology() != nullptr && !args.topology.empty()
+                               ? " on " + mesh.topology()->ToString()
+                               : " (devices numbered row-major)");
+  std::cout << fmt::format("shape       {} {} ({})\n", PyTuple(shape), args.dtype,
+                           HumanBytes(Product(shape) * element_bytes));
+  std::cout << fmt::format("spec        {}", report.corrected.ToString());
+  if (report.corrected != requested) std::cout << fmt::format("   (requested {})", requested.ToString());
+  std::cout << "\n";
+  if (!report.corrections.empty()) {
+    std::cout << fmt::format("corrections ({})\n", CorrectionModeName(report.mode));
+    for (const Correction& c : report.corrections) {
+      std::cout << fmt::format("  dim {}: {} -> {}  [{}] {}\n", c.dim, c.from.ToString(),
+                               c.to ? c.to->ToString() : "(removed)", CorrectionReasonName(c.reason), c.message);
+    }
+  }
+  std::cout << fmt::format("shard shape {}   {} distinct block(s) x {} replica(s)\n", PyTuple(layout.shard_shape),
+                           layout.num_shards, layout.num_replicas);
+  std::cout << fmt::format("bytes/device {} ({})", report.bytes_per_device, HumanBytes(report.bytes_per_device));
+  if (report.bytes_saved_vs_eformer) {
+    std::cout << fmt::format("   eformer: {} ({}), saved {}", *report.eformer_bytes_per_device,
+                             HumanBytes(*report.eformer_bytes_per_device), HumanBytes(*report.bytes_saved_vs_eformer));
+  }
+  std::cout << "\n";
+  if (memory.capacity_bytes > 0 && !args.topology.empty()) {
+    std::cout << fmt::format("capacity    {} per device: {}\n", HumanBytes(memory.capacity_bytes),
+                             memory.fits() ? "fits" : "DOES NOT FIT");
+  }
+  std::cout << "devices     device [host]: index  replica\n";
+  for (const DeviceShard& s : layout.shards) {
+    std::cout << fmt::format("  {:>5} [{}]: {}  r{}\n", s.device, s.process_index, RangeText(s.index), s.replica_id);
+  }
+  std::cout << "hosts\n";
+  for (size_t h = 0; h < by_process.size(); ++h) {
+    std::vector<int64_t> ids;
+    for (const DeviceShard* s : by_process[h]) ids.push_back(s->shard_id);
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    std::cout << fmt::format("  host {}: {} device(s), {} distinct block(s), {}\n", by_process[h][0]->process_index,
+                             by_process[h].size(), ids.size(), HumanBytes(memory.bytes_per_process[h]));
+  }
+}
+
+}  // namespace
+
+void AddShardCommand(CLI::App& app) {
+  auto args = std::make_shared<ShardArgs>();
+  CLI::App* cmd = app.add_subcommand("shard", "Lay out an array by a PartitionSpec on a mesh (JAX NamedSharding)");
+  cmd->add_option("--mesh", args->mesh, "mesh axes, major first: dp=2,fsdp=4,tp=2")->required();
+  cmd->add_option("--shape", args->shape, "global shape: 8,1024,4096 (empty for a scalar)")->required();
+  cmd->add_option("--spec", args->spec, "PartitionSpec as in Python: \"P(('dp','fsdp'), None, 'tp')\"")->required();
+  cmd->add_option("--topology", args->topology, "topology preset (tpu-v4:2x2x4, dgx-h100:2, cpu:8, ...)");
+  cmd->add_option("--dtype", args->dtype, "element type (f32, bf16, f16, f64, i32, i8, ...)");
+  cmd->add_option("--correct", args->correct, "none (JAX's errors), eformer, keep-most");
+  cmd->add_flag("--json", args->json, "print JSON");
+  cmd->callback([args] { RunShard(*args); });
+}
+
+}  // namespace spmdsim::cli

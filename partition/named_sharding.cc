@@ -1,0 +1,265 @@
+#include "partition/named_sharding.h"
+
+#include <algorithm>
+#include <map>
+
+#include "common/strings.h"
+
+namespace spmdsim {
+
+std::string IndexToString(std::span<const IndexRange> index, std::span<const int64_t> global_shape) {
+  std::vector<std::string> parts;
+  for (size_t d = 0; d < index.size(); ++d) {
+    if (index[d].start == 0 && index[d].stop == global_shape[d]) {
+      parts.push_back("slice(None, None, None)");
+    } else {
+      parts.push_back(fmt::format("slice({}, {}, None)", index[d].start, index[d].stop));
+    }
+  }
+  if (parts.size() == 1) return fmt::format("({},)", parts[0]);
+  return fmt::format("({})", fmt::join(parts, ", "));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// ShardingLayout
+
+std::vector<int> ShardingLayout::DevicesOfShard(int64_t shard_id) const {
+  SPMDSIM_CHECK(shard_id >= 0 && shard_id < num_shards, "shard id {} of {}", shard_id, num_shards);
+  std::vector<int> out;
+  for (int64_t p : positions_of_shard[shard_id]) out.push_back(shards[p].device);
+  return out;
+}
+
+const DeviceShard& ShardingLayout::ShardOfDevice(int device) const {
+  for (const DeviceShard& s : shards) {
+    if (s.device == device) return s;
+  }
+  Throw(ErrorCode::kNotFound, "device {} is not in the mesh; it has {} devices", device, shards.size());
+}
+
+std::vector<std::vector<const DeviceShard*>> ShardingLayout::ShardsByProcess() const {
+  std::map<int, std::vector<const DeviceShard*>> by_process;
+  for (const DeviceShard& s : shards) by_process[s.process_index].push_back(&s);
+  std::vector<std::vector<const DeviceShard*>> out;
+  for (auto& [process, list] : by_process) out.push_back(std::move(list));
+  return out;
+}
+
+int64_t ShardingLayout::ShardBytes(int64_t element_bytes) const { return Product(shard_shape) * element_bytes; }
+
+// ---------------------------------------------------------------------------------------------------------------
+// NamedSharding
+
+NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec) : mesh_(std::move(mesh)), spec_(std::move(spec)) {
+  if (mesh_.empty()) {
+    Throw(ErrorCode::kInvalidArgument, "NamedSharding needs a mesh with at least one device; got an empty mesh");
+  }
+  ValidateSpec(spec_, mesh_);
+}
+
+bool NamedSharding::is_fully_replicated() const {
+  if (mesh_.size() == 1) return true;
+  int64_t partitions = 1;
+  for (const auto& a : spec_.FlatAxes()) partitions *= mesh_.AxisSize(a);
+  return partitions == 1;
+}
+
+std::vector<std::string> NamedSharding::ReplicatedAxes() const {
+  const std::vector<std::string> used = spec_.FlatAxes();
+  std::vector<std::string> out;
+  for (const auto& a : mesh_.axis_names()) {
+    if (std::find(used.begin(), used.end(), a) == used.end()) out.push_back(a);
+  }
+  return out;
+}
+
+std::string NamedSharding::ToString() const { return JaxNamedShardingString(mesh_, spec_); }
+
+void NamedSharding::CheckShape(std::span<const int64_t> global_shape) const {
+  ValidateSpec(spec_, mesh_, global_shape);
+}
+
+std::vector<int64_t> NamedSharding::ShardShape(std::span<const int64_t> global_shape) const {
+  CheckShape(global_shape);
+  std::vector<int64_t> out(global_shape.begin(), global_shape.end());
+  for (int d = 0; d < spec_.size(); ++d) out[d] /= EntryPartitions(spec_[d], mesh_);
+  return out;
+}
+
+ShardingLayout NamedSharding::Layout(std::span<const int64_t> global_shape) const {
+  CheckShape(global_shape);
+  const int rank = static_cast<int>(global_shape.size());
+  ShardingLayout layout;
+  layout.global_shape.assign(global_shape.begin(), global_shape.end());
+  layout.shard_shape = layout.global_shape;
+  layout.tiling.assign(rank, 1);
+
+  // Per dimension: the mesh dimensions of its axes (major first) and their sizes.
+  std::vector<std::vector<int>> dim_axes(rank);
+  for (int d = 0; d < spec_.size(); ++d) {
+    for (const auto& a : spec_[d].axes()) {
+      const int ax = mesh_.AxisIndex(a);
+      dim_axes[d].push_back(ax);
+      layout.tiling[d] *= mesh_.shape()[ax];
+    }
+    layout.shard_shape[d] /= layout.tiling[d];
+  }
+  layout.num_shards = Product(layout.tiling);
+  layout.num_replicas = mesh_.size() / layout.num_shards;
+  const std::vector<int64_t> tiling_strides = RowMajorStrides(layout.tiling);
+
+  const int mesh_rank = mesh_.rank();
+  const std::vector<int64_t>& mesh_shape = mesh_.shape();
+  const Topology* topology = mesh_.topology();
+  std::vector<int64_t> coords(mesh_rank, 0);
+  std::vector<int64_t> replicas_seen(layout.num_shards, 0);
+  layout.positions_of_shard.assign(layout.num_shards, {});
+  for (auto& list : layout.positions_of_shard) list.reserve(layout.num_replicas);
+  layout.shards.resize(mesh_.size());
+  for (int64_t p = 0; p < mesh_.size(); ++p) {
+    DeviceShard& s = layout.shards[p];
+    s.position = p;
+    s.device = mesh_.DeviceAt(p);
+    s.process_index = topology != nullptr ? topology->device(s.device).process_index : 0;
+    s.index.resize(rank);
+    int64_t shard_id = 0;
+    for (int d = 0; d < rank; ++d) {
+      int64_t block = 0;
+      for (int ax : dim_axes[d]) block = block * mesh_shape[ax] + coords[ax];
+      s.index[d] = {block * layout.shard_shape[d], (block + 1) * layout.shard_shape[d]};
+      shard_id += block * tiling_strides[d];
+    }
+    s.shard_id = shard_id;
+    s.replica_id = replicas_seen[shard_id]++;
+    layout.positions_of_shard[shard_id].push_back(p);
+    // Advance the row-major mesh coordinates.
+    for (int ax = mesh_rank - 1; ax >= 0; --ax) {
+      if (++coords[ax] < mesh_shape[ax]) break;
+      coords[ax] = 0;
+    }
+  }
+  return layout;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Block copies
+
+namespace {
+
+// Shared walk over the contiguous runs of a block: calls copy(global_offset_bytes, block_offset_bytes, run_bytes).
+template <typename Copy>
+void ForEachRun(std::span<const int64_t> shape, std::span<const IndexRange> index, size_t element_bytes, Copy copy) {
+  const int rank = static_cast<int>(shape.size());
+  for (int d = 0; d < rank; ++d) {
+    SPMDSIM_CHECK(index[d].start >= 0 && index[d].start <= index[d].stop && index[d].stop <= shape[d],
+                  "index [{}, {}) outside dimension {} of size {}", index[d].start, index[d].stop, d, shape[d]);
+    if (index[d].size() == 0) return;
+  }
+  // Merge trailing whole dimensions, and the dimension before them, into one contiguous run.
+  int inner = rank;  // dims [inner, rank) are whole
+  int64_t run = 1;
+  while (inner > 0 && index[inner - 1].start == 0 && index[inner - 1].stop == shape[inner - 1]) {
+    --inner;
+    run *= shape[inner];
+  }
+  int outer = inner;  // dims [0, outer) are walked one index at a time
+  if (inner > 0) {
+    outer = inner - 1;
+    run *= index[outer].size();
+  }
+  const std::vector<int64_t> global_strides = RowMajorStrides(std::vector<int64_t>(shape.begin(), shape.end()));
+  const size_t run_bytes = static_cast<size_t>(run) * element_bytes;
+  std::vector<int64_t> at(outer);
+  for (int d = 0; d < outer; ++d) at[d] = index[d].start;
+  int64_t block_offset = 0;
+  while (true) {
+    int64_t global_offset = outer < rank ? index[outer].start * global_strides[outer] : 0;
+    for (int d = 0; d < outer; ++d) global_offset += at[d] * global_strides[d];
+    copy(static_cast<size_t>(global_offset) * element_bytes, static_cast<size_t>(block_offset) * element_bytes,
+         run_bytes);
+    block_offset += run;
+    int d = outer - 1;
+    for (; d >= 0; --d) {
+      if (++at[d] < index[d].stop) break;
+      at[d] = index[d].start;
+    }
+    if (d < 0) break;
+  }
+}
+
+}  // namespace
+
+void CopyBlockOut(const std::byte* global, std::span<const int64_t> global_shape, std::span<const IndexRange> index,
+                  size_t element_bytes, std::byte* block) {
+  ForEachRun(global_shape, index, element_bytes, [&](size_t g, size_t b, size_t n) {
+    std::memcpy(block + b, global + g, n);
+  });
+}
+
+void CopyBlockIn(const std::byte* block, std::span<const int64_t> global_shape, std::span<const IndexRange> index,
+                 size_t element_bytes, std::byte* global) {
+  ForEachRun(global_shape, index, element_bytes, [&](size_t g, size_t b, size_t n) {
+    std::memcpy(global + g, block + b, n);
+  });
+}
+
+std::vector<std::vector<std::byte>> ScatterBytes(const ShardingLayout& layout, std::span<const std::byte> global,
+                                                 size_t element_bytes) {
+  const size_t expected = static_cast<size_t>(Product(layout.global_shape)) * element_bytes;
+  if (global.size() != expected) {
+    Throw(ErrorCode::kInvalidArgument, "scatter: the global array has {} bytes but shape {} of {}-byte elements "
+          "needs {}", global.size(), PyTuple(layout.global_shape), element_bytes, expected);
+  }
+  const size_t shard_bytes = static_cast<size_t>(layout.ShardBytes(static_cast<int64_t>(element_bytes)));
+  std::vector<std::vector<std::byte>> out(layout.shards.size());
+  for (int64_t id = 0; id < layout.num_shards; ++id) {
+    const auto& positions = layout.positions_of_shard[id];
+    std::vector<std::byte>& first = out[positions[0]];
+    first.resize(shard_bytes);
+    CopyBlockOut(global.data(), layout.global_shape, layout.shards[positions[0]].index, element_bytes,
+                 first.data());
+    for (size_t r = 1; r < positions.size(); ++r) out[positions[r]] = first;
+  }
+  return out;
+}
+
+std::vector<std::byte> GatherBytes(const ShardingLayout& layout, std::span<const std::vector<std::byte>> shards,
+                                   size_t element_bytes, const GatherOptions& options) {
+  if (shards.size() != layout.shards.size()) {
+    Throw(ErrorCode::kInvalidArgument, "gather: got {} shards but the mesh has {} devices", shards.size(),
+          layout.shards.size());
+  }
+  const size_t shard_bytes = static_cast<size_t>(layout.ShardBytes(static_cast<int64_t>(element_bytes)));
+  for (size_t p = 0; p < shards.size(); ++p) {
+    if (shards[p].size() != shard_bytes) {
+      Throw(ErrorCode::kInvalidArgument, "gather: the shard of device {} has {} bytes; shard shape {} of {}-byte "
+            "elements needs {}", layout.shards[p].device, shards[p].size(), PyTuple(layout.shard_shape),
+            element_bytes, shard_bytes);
+    }
+  }
+  std::vector<std::byte> global(static_cast<size_t>(Product(layout.global_shape)) * element_bytes);
+  std::vector<std::string> mismatches;
+  for (int64_t id = 0; id < layout.num_shards; ++id) {
+    const auto& positions = layout.positions_of_shard[id];
+    const DeviceShard& first = layout.shards[positions[0]];
+    CopyBlockIn(shards[positions[0]].data(), layout.global_shape, first.index, element_bytes, global.data());
+    if (!options.check_replicas) continue;
+    std::vector<int> differing;
+    for (size_t r = 1; r < positions.size(); ++r) {
+      if (shard_bytes != 0 && std::memcmp(shards[positions[r]].data(), shards[positions[0]].data(), shard_bytes) != 0) {
+        differing.push_back(layout.shards[positions[r]].device);
+      }
+    }
+    if (!differing.empty()) {
+      mismatches.push_back(fmt::format("block {} {}: device(s) {} differ from device {} (replica 0)", id,
+                                       IndexToString(first.index, layout.global_shape), fmt::join(differing, ", "),
+                                       first.device));
+    }
+  }
+  if (!mismatches.empty()) {
+    Throw(ErrorCode::kInvalidArgument, "gather: replicas disagree: {}", fmt::join(mismatches, "; "));
+  }
+  return global;
+}
+
+}  // namespace spmdsim

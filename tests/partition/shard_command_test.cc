@@ -1,0 +1,113 @@
+// `spmdsim shard`, run through CLI11 as main.cc runs it.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "common/error.h"
+
+namespace spmdsim {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string RunShard(std::vector<std::string> args) {
+  CLI::App app;
+  cli::AddShardCommand(app);
+  args.insert(args.begin(), "shard");
+  std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
+  testing::internal::CaptureStdout();
+  try {
+    app.parse(args);
+  } catch (...) {
+    testing::internal::GetCapturedStdout();
+    throw;
+  }
+  return testing::internal::GetCapturedStdout();
+}
+
+nlohmann::json RunJson(std::vector<std::string> args) {
+  args.push_back("--json");
+  return nlohmann::json::parse(RunShard(std::move(args)));
+}
+
+TEST(ShardCommand, PrintsTheIssuesJsonFields) {
+  nlohmann::json j = RunJson({"--mesh", "dp=2,fsdp=4,tp=2", "--shape", "8,1024,4096", "--spec",
+                              "P(('dp','fsdp'),None,'tp')"});
+  EXPECT_EQ(j["spec"], nlohmann::json::parse(R"([["dp","fsdp"],null,"tp"])"));
+  EXPECT_EQ(j["shard_shape"], nlohmann::json::parse("[1,1024,2048]"));
+  EXPECT_EQ(j["bytes_per_device"], 1 * 1024 * 2048 * 4);
+  EXPECT_TRUE(j["corrections"].empty());
+  ASSERT_EQ(j["shards"].size(), 16u);
+  // Device 5 = (dp 0, fsdp 2, tp 1): rows [2, 3), columns [2048, 4096).
+  EXPECT_EQ(j["shards"][5]["device"], 5);
+  EXPECT_EQ(j["shards"][5]["index"], nlohmann::json::parse("[[2,3],[0,1024],[2048,4096]]"));
+  EXPECT_EQ(j["shards"][5]["replica_id"], 0);
+}
+
+TEST(ShardCommand, ReplicaIdsCountDevicesHoldingTheSameBlock) {
+  nlohmann::json j = RunJson({"--mesh", "x=2,y=2", "--shape", "4", "--spec", "P('y')"});
+  std::vector<int> replicas;
+  for (const auto& s : j["shards"]) replicas.push_back(s["replica_id"]);
+  EXPECT_EQ(replicas, (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_EQ(j["shards"][2]["index"], nlohmann::json::parse("[[0,2]]"));
+}
+
+TEST(ShardCommand, CorrectsAsEformerAndKeepMost) {
+  const std::vector<std::string> base{"--mesh", "dp=2,fsdp=4,tp=2", "--shape", "8,1024,6", "--spec",
+                                      "P(('dp','fsdp','tp'), 'sp', 'tp')"};
+  auto args = base;
+  args.insert(args.end(), {"--correct", "eformer"});
+  nlohmann::json e = RunJson(args);
+  EXPECT_EQ(e["spec"], nlohmann::json::parse(R"([null,null,"tp"])"));
+  ASSERT_EQ(e["corrections"].size(), 2u);
+  EXPECT_EQ(e["corrections"][0]["dim"], 0);
+  EXPECT_EQ(e["corrections"][0]["from"], nlohmann::json::parse(R"(["dp","fsdp","tp"])"));
+  EXPECT_EQ(e["corrections"][0]["to"], nullptr);
+  EXPECT_EQ(e["corrections"][0]["reason"], "not_divisible");
+  EXPECT_EQ(e["corrections"][1]["reason"], "unknown_axis");
+  args = base;
+  args.insert(args.end(), {"--correct", "keep-most"});
+  nlohmann::json k = RunJson(args);
+  EXPECT_EQ(k["spec"], nlohmann::json::parse(R"([["dp","fsdp"],null,"tp"])"));
+  EXPECT_EQ(k["bytes_saved_vs_eformer"], 86016);
+}
+
+TEST(ShardCommand, HumanOutputShowsEveryPart) {
+  std::string out = RunShard({"--mesh", "data=4", "--topology", "tpu-v4:2x2x1", "--shape", "8,2", "--spec",
+                         "('data', None)", "--dtype", "bf16"});
+  EXPECT_THAT(out, HasSubstr("spec        P('data', None)"));
+  EXPECT_THAT(out, HasSubstr("shard shape (2, 2)   4 distinct block(s) x 1 replica(s)"));
+  EXPECT_THAT(out, HasSubstr("bytes/device 8 (8 B)"));
+  EXPECT_THAT(out, HasSubstr("[6:8, 0:2]  r0"));
+  EXPECT_THAT(out, HasSubstr("host 0: 4 device(s), 4 distinct block(s)"));
+}
+
+TEST(ShardCommand, BadInputNamesTheOffendingToken) {
+  auto message = [](std::vector<std::string> args) {
+    try {
+      RunShard(std::move(args));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(message({"--mesh", "x=4", "--shape", "6", "--spec", "P('x')"}),
+              HasSubstr("IndivisibleError: NamedSharding(mesh=Mesh('x': 4, axis_types=(Auto,)), spec=P('x',)) implies"));
+  EXPECT_THAT(message({"--mesh", "x=4", "--shape", "8", "--spec", "P('x' 'y')"}), HasSubstr("column 7"));
+  EXPECT_THAT(message({"--mesh", "x=4", "--shape", "8", "--spec", "P('x')", "--dtype", "f33"}), HasSubstr("'f33'"));
+  EXPECT_THAT(message({"--mesh", "x=4", "--shape", "8,a", "--spec", "P('x')"}), HasSubstr("'a'"));
+  EXPECT_THAT(message({"--mesh", "x=4", "--shape", "8", "--spec", "P('x')", "--correct", "best"}),
+              HasSubstr("'best'"));
+  EXPECT_THAT(message({"--mesh", "x=64", "--topology", "cpu:8", "--shape", "8", "--spec", "P('x')"}),
+              HasSubstr("needs 64 devices but --topology cpu:8 has 8"));
+  EXPECT_THAT(message({"--mesh", "x=2", "--shape", "8,8", "--spec", "P('x', 'x')", "--correct", "eformer"}),
+              HasSubstr("DuplicateSpecError"));
+}
+
+}  // namespace
+}  // namespace spmdsim
