@@ -13,6 +13,8 @@ namespace spmdsim::cli {
 
 void AddMeshCommand(CLI::App& app);
 void AddShardCommand(CLI::App& app);  // cli/shard_command.cc
+void AddRulesCommand(CLI::App& app);    // cli/rules_command.cc
+void AddResolveCommand(CLI::App& app);  // cli/resolve_command.cc
 
 }  // namespace spmdsim::cli
 

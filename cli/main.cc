@@ -13,10 +13,14 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "spmdsim 0.1.0");
   spmdsim::cli::AddMeshCommand(app);
   spmdsim::cli::AddShardCommand(app);
+  spmdsim::cli::AddRulesCommand(app);
+  spmdsim::cli::AddResolveCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version print and succeed; every other parse error is a usage error: exit 2.
+    int code = app.exit(e);
+    return code == 0 ? 0 : 2;
   } catch (const spmdsim::Error& e) {
     const char* command = app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name().c_str();
     std::fprintf(stderr, "spmdsim %s: %s\n", command, e.what());

@@ -2,6 +2,8 @@
 //
 //   spmdsim mesh --topology tpu-v4:2x2x4 --mesh data=4,model=4
 //   spmdsim mesh --topology tpu-v4:2x2x2 --slices 2 --mesh data=1,model=8 --dcn data=2,model=1 --json
+//   spmdsim mesh --topology tpu-v3:4x4 --num-partitions 4 --host 1        (T5X default_mesh, host 1's chunk)
+//   spmdsim mesh --topology tpu-v4:4x4x4 --submesh 2,2,1,1                (T5X get_mesh)
 //
 // Structure: flags fill a MeshCommandOptions; BuildMesh turns them into a Mesh (one branch per mode); the
 // printers (human or --json) only see the Mesh. A new mode is a field, a flag and a branch in BuildMesh.
@@ -22,6 +24,7 @@
 #include "common/strings.h"
 #include "mesh/mesh.h"
 #include "mesh/mesh_utils.h"
+#include "mesh/t5x_mesh.h"
 #include "mesh/topology.h"
 
 namespace spmdsim::cli {
@@ -42,15 +45,98 @@ struct MeshCommandOptions {
   bool process_is_granule = false;
   bool json = false;
   bool full = false;
+  // T5X (t5x/partitioning.py): axes ('data', 'model').
+  std::string submesh;         // "2,2,1,1": get_mesh(model_parallel_submesh)
+  int num_partitions = 0;      // > 0: default_mesh(num_partitions) (get_gpu_mesh / get_cpu_mesh off TPU)
+  bool no_tile_by_host = false;  // get_mesh(..., tile_by_host_if_needed=False)
+  std::optional<int> host;     // print what this host holds (T5X LocalChunker)
 };
 
 // How the mesh was built, for the human output.
 struct BuiltMesh {
+  BuiltMesh(Mesh built_mesh, std::string built_how) : mesh(std::move(built_mesh)), how(std::move(built_how)) {}
   Mesh mesh;
   std::string how;  // "create_device_mesh((4, 4))", ...
+  std::vector<std::string> details;  // more lines about how (T5X get_mesh's steps)
+  nlohmann::json details_json = nullptr;
 };
 
+// "2,2,1,1" -> {2, 2, 1, 1}.
+t5x::HardwareMesh ParseSubmesh(const std::string& text) {
+  t5x::HardwareMesh out;
+  for (const std::string& part : Split(text, ',')) {
+    out.push_back(static_cast<int>(ParseInt(Trim(part), "--submesh entry")));
+  }
+  return out;
+}
+
+// T5X: get_mesh / default_mesh / get_gpu_mesh / get_cpu_mesh.
+BuiltMesh BuildT5xMesh(const MeshCommandOptions& o, const std::shared_ptr<const Topology>& topology) {
+  if (!o.mesh.empty() || !o.dcn.empty() || o.allow_split_physical_axes || o.contiguous_submeshes ||
+      o.process_is_granule) {
+    Throw(ErrorCode::kInvalidArgument,
+          "--submesh / --num-partitions build T5X's ('data', 'model') mesh; they do not combine with --mesh, "
+          "--dcn, --allow-split-physical-axes, --contiguous-submeshes or --process-is-granule");
+  }
+  if (o.num_partitions < 0) Throw(ErrorCode::kInvalidArgument, "--num-partitions must be >= 1, got {}", o.num_partitions);
+  t5x::HardwareMesh submesh;
+  std::string how;
+  if (!o.submesh.empty()) {
+    submesh = ParseSubmesh(o.submesh);
+    how = o.num_partitions > 0
+              ? fmt::format("t5x default_mesh({}, model_parallel_submesh={}) = get_mesh({})", o.num_partitions,
+                            PyTuple(submesh), PyTuple(submesh))
+              : fmt::format("t5x get_mesh({})", PyTuple(submesh));
+  } else if (topology->platform() != Platform::kTpu && o.no_tile_by_host) {
+    Throw(ErrorCode::kInvalidArgument,
+          "--no-tile-by-host applies to get_mesh; default_mesh on {} uses get_{}_mesh (give --submesh HOSTS,DEVICES "
+          "for get_mesh)",
+          PlatformName(topology->platform()), PlatformName(topology->platform()));
+  } else if (topology->platform() == Platform::kCpu) {
+    return {t5x::GetCpuMesh(topology), fmt::format("t5x default_mesh({}) = get_cpu_mesh()", o.num_partitions)};
+  } else if (topology->platform() == Platform::kGpu) {
+    return {t5x::GetGpuMesh(o.num_partitions, topology),
+            fmt::format("t5x default_mesh({0}) = get_gpu_mesh({0})", o.num_partitions)};
+  } else {
+    try {
+      submesh = t5x::DefaultSubmesh(o.num_partitions, *topology);
+    } catch (const Error& e) {
+      // t5x's message spans lines; the CLI reports one line.
+      std::string line = e.message();
+      for (size_t at = line.find('\n'); at != std::string::npos; at = line.find('\n', at)) {
+        line.replace(at, 1, at > 0 && line[at - 1] == ' ' ? "" : "; ");
+      }
+      throw Error(e.code(), line, e.kind());
+    }
+    how = fmt::format("t5x default_mesh({}) = get_mesh({})", o.num_partitions, PyTuple(submesh));
+  }
+  if (o.no_tile_by_host) how.insert(how.size() - 1, ", tile_by_host_if_needed=False");
+  t5x::GetMeshSteps steps;
+  Mesh mesh = t5x::GetMesh(submesh, topology, 0, !o.no_tile_by_host, &steps);
+  BuiltMesh built{std::move(mesh), how};
+  built.details.push_back(fmt::format("hardware mesh {} ({}), per-host bounds {}",
+                                      PyTuple(steps.global_hardware_mesh),
+                                      steps.global_hardware_mesh.size() == 4 ? "x, y, z, cores" : "hosts, devices",
+                                      PyTuple(steps.local_hardware_mesh)));
+  if (!steps.z_major_swap.empty()) {
+    built.details.push_back(fmt::format("{} plane made Z-major: hardware axes reordered, submesh read as {}",
+                                        steps.z_major_swap == "yz" ? "YZ" : "XZ", PyTuple(steps.submesh_after_swap)));
+  }
+  built.details.push_back(steps.tiled_by_host
+                              ? "device order tiled by host (data hosts, data devices, model hosts, model devices)"
+                              : "device order (data, model) per hardware axis, not tiled by host");
+  built.details_json = {{"function", how},
+                        {"global_hardware_mesh", steps.global_hardware_mesh},
+                        {"local_hardware_mesh", steps.local_hardware_mesh},
+                        {"z_major_swap", steps.z_major_swap},
+                        {"submesh", submesh},
+                        {"tiled_by_host", steps.tiled_by_host}};
+  return built;
+}
+
 BuiltMesh BuildMesh(const MeshCommandOptions& o, const std::shared_ptr<const Topology>& topology) {
+  if (!o.submesh.empty() || o.num_partitions != 0) return BuildT5xMesh(o, topology);
+  if (o.no_tile_by_host) Throw(ErrorCode::kInvalidArgument, "--no-tile-by-host applies to --submesh / --num-partitions");
   if (!o.dcn.empty() && o.mesh.empty()) {
     Throw(ErrorCode::kInvalidArgument, "--dcn needs --mesh with the same axis names (the ICI part of each axis)");
   }
@@ -190,6 +276,7 @@ void PrintMesh(const BuiltMesh& built, bool full) {
   const Mesh& mesh = built.mesh;
   const Topology& t = *mesh.topology();
   fmt::print("\nmesh: {} = {}\n", mesh.ToString(), built.how);
+  for (const std::string& line : built.details) fmt::print("  {}\n", line);
   const bool abbreviate = mesh.size() > kFullOutputLimit && !full;
   const int rank = mesh.rank();
   if (rank == 0) {
@@ -239,6 +326,37 @@ void PrintMesh(const BuiltMesh& built, bool full) {
   if (rows < mesh.size()) fmt::print("  ... {} more devices (--full prints all)\n", mesh.size() - rows);
 }
 
+// What host `host` holds of the mesh (T5X LocalChunker): its block of the mesh, its chunk along each axis,
+// and the shard / replica numbers t5x gives it.
+nlohmann::json LocalChunkJson(const t5x::LocalChunker& chunker) {
+  const Mesh& global = chunker.global_mesh();
+  nlohmann::json axes = nlohmann::json::object();
+  for (int a = 0; a < global.rank(); ++a) {
+    const std::string& name = global.axis_names()[a];
+    axes[name] = {{"num_chunks", chunker.num_chunks()[a]},
+                  {"chunk_id", chunker.chunk_ids()[a]},
+                  {"shard_id", chunker.GetShardId({name})},
+                  {"replica_id", chunker.GetReplicaId({name})}};
+  }
+  return {{"host", chunker.host()},
+          {"local_shape", chunker.local_mesh().shape()},
+          {"local_device_ids", chunker.local_mesh().device_ids()},
+          {"axes", axes}};
+}
+
+void PrintLocalChunk(const t5x::LocalChunker& chunker) {
+  const Mesh& global = chunker.global_mesh();
+  const Mesh& local = chunker.local_mesh();
+  fmt::print("\nhost {} (T5X LocalChunker): local mesh {}, devices {}\n", chunker.host(), local.ToString(),
+             fmt::join(local.device_ids(), " "));
+  for (int a = 0; a < global.rank(); ++a) {
+    const std::string& name = global.axis_names()[a];
+    fmt::print("  {:<8} chunk {} of {}; an array sharded over '{}' gets shard_id {}, replica_id {}\n", name,
+               chunker.chunk_ids()[a], chunker.num_chunks()[a], name, chunker.GetShardId({name}),
+               chunker.GetReplicaId({name}));
+  }
+}
+
 void RunMeshCommand(const MeshCommandOptions& o) {
   auto topology = std::make_shared<const Topology>(Topology::Parse(o.topology, o.slices));
   std::optional<BuiltMesh> maybe_built;
@@ -250,12 +368,18 @@ void RunMeshCommand(const MeshCommandOptions& o) {
     throw Error(e.code(), e.message() + " (flag: --allow-split-physical-axes)", e.kind());
   }
   const BuiltMesh& built = *maybe_built;
+  std::optional<t5x::LocalChunker> chunker;
+  if (o.host) chunker.emplace(built.mesh, *o.host);
   if (o.json) {
-    fmt::print("{}\n", MeshJson(built.mesh, *topology).dump());
+    nlohmann::json out = MeshJson(built.mesh, *topology);
+    if (!built.details_json.is_null()) out["t5x"] = built.details_json;
+    if (chunker) out["local_chunk"] = LocalChunkJson(*chunker);
+    fmt::print("{}\n", out.dump());
     return;
   }
   PrintTopology(*topology);
   PrintMesh(built, o.full);
+  if (chunker) PrintLocalChunk(*chunker);
 }
 
 }  // namespace
@@ -285,6 +409,19 @@ void AddMeshCommand(CLI::App& app) {
                 "make each host's devices a contiguous block (only JAX's few supported shapes)");
   cmd->add_flag("--process-is-granule", options->process_is_granule,
                 "with --dcn: group devices by process instead of by slice");
+  cmd->add_option("--submesh", options->submesh,
+                  "T5X get_mesh: the model-parallel submesh X,Y,Z,CORES on TPU (HOSTS,DEVICES elsewhere), e.g. "
+                  "2,2,1,1; the mesh is ('data', 'model') with 'model' over one submesh");
+  cmd->add_option("--num-partitions", options->num_partitions,
+                  "T5X default_mesh(N): its submesh table on TPU v2/v3/v4, get_gpu_mesh(N) on GPU, get_cpu_mesh() "
+                  "on CPU; with --submesh, the submesh wins as in t5x")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--no-tile-by-host", options->no_tile_by_host,
+                "T5X get_mesh(..., tile_by_host_if_needed=False)");
+  cmd->add_option("--host", options->host,
+                  "also print what this host (process index) holds: T5X LocalChunker's chunk per axis, shard and "
+                  "replica ids (works with every mesh)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", options->json,
                 "print one JSON object: axis_names, shape, device_ids (row-major), devices, topology");
   cmd->add_flag("--full", options->full, "print the whole grid and device table even above 512 devices");

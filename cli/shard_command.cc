@@ -5,13 +5,12 @@
 //   spmdsim shard --mesh dp=2,fsdp=4,tp=2 --shape 8,1024,4096 --spec "P(('dp','fsdp'),None,'tp')" [--topology T]
 //                 [--dtype f32] [--correct none|eformer|keep-most] [--json]
 //
-// Without --topology the devices are numbered row-major over the mesh on a CPU host. With --topology the mesh takes
-// the topology's first product(mesh) devices in id order, reshaped row-major (JAX: Mesh(np.array(devices[:n])
-// .reshape(shape), names)).
+// Without --topology the devices are numbered row-major over the mesh on a CPU host. With --topology [--slices K]
+// [--dcn ...] the mesh is built as `spmdsim mesh` builds it (JAX's mesh_utils.create_device_mesh /
+// create_hybrid_device_mesh), so it must use every device of the topology.
 #include <iostream>
 #include <map>
 #include <memory>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -23,6 +22,7 @@
 #include "common/error.h"
 #include "common/strings.h"
 #include "mesh/mesh.h"
+#include "mesh/mesh_utils.h"
 #include "mesh/topology.h"
 #include "partition/correction.h"
 #include "partition/memory_analysis.h"
@@ -34,6 +34,8 @@ namespace {
 
 struct ShardArgs {
   std::string topology;
+  int slices = 1;
+  std::string dcn;
   std::string mesh;
   std::string shape;
   std::string spec;
@@ -73,24 +75,26 @@ std::vector<int64_t> ParseShape(std::string_view text) {
   return shape;
 }
 
+// The mesh as `spmdsim mesh` builds it: MakeDeviceMesh (JAX's create_device_mesh, or create_hybrid_device_mesh
+// with --dcn) on the topology; without --topology, ids 0..N-1 row-major on a CPU host.
 Mesh BuildMesh(const ShardArgs& args) {
   auto axes = ParseNamedSizes(args.mesh, "--mesh");
-  std::vector<int64_t> shape;
-  std::vector<std::string> names;
-  for (const auto& [name, size] : axes) {
-    names.push_back(name);
-    shape.push_back(size);
+  if (args.topology.empty()) {
+    if (!args.dcn.empty() || args.slices != 1) {
+      Throw(ErrorCode::kInvalidArgument, "--dcn and --slices need --topology (a TPU preset such as tpu-v4:2x2x4)");
+    }
+    std::vector<int64_t> shape;
+    std::vector<std::string> names;
+    for (const auto& [name, size] : axes) {
+      names.push_back(name);
+      shape.push_back(size);
+    }
+    return Mesh::Iota(shape, names);
   }
-  if (args.topology.empty()) return Mesh::Iota(shape, names);
-  auto topology = std::make_shared<const Topology>(Topology::Parse(args.topology));
-  const int64_t needed = Product(shape);
-  if (needed > topology->num_devices()) {
-    Throw(ErrorCode::kInvalidArgument, "--mesh {} needs {} devices but --topology {} has {}", args.mesh, needed,
-          args.topology, topology->num_devices());
-  }
-  std::vector<int> ids(needed);
-  std::iota(ids.begin(), ids.end(), 0);
-  return Mesh(DeviceArray(shape, ids), names, topology);
+  auto topology = std::make_shared<const Topology>(Topology::Parse(args.topology, args.slices));
+  std::vector<std::pair<std::string, int64_t>> dcn;
+  if (!args.dcn.empty()) dcn = ParseNamedSizes(args.dcn, "--dcn");
+  return MakeDeviceMesh(topology, axes, dcn);
 }
 
 nlohmann::json EntryJson(const PartitionSpec::Entry& e) {
@@ -210,6 +214,9 @@ void RunShard(const ShardArgs& args) {
     std::cout << fmt::format("   eformer: {} ({}), saved {}", *report.eformer_bytes_per_device,
                              HumanBytes(*report.eformer_bytes_per_device), HumanBytes(*report.bytes_saved_vs_eformer));
   }
+  if (report.mode == CorrectionMode::kKeepMost && !report.bytes_saved_vs_eformer) {
+    std::cout << fmt::format("   eformer: {} raises DuplicateSpecError", report.eformer_spec->ToString());
+  }
   std::cout << "\n";
   if (memory.capacity_bytes > 0 && !args.topology.empty()) {
     std::cout << fmt::format("capacity    {} per device: {}\n", HumanBytes(memory.capacity_bytes),
@@ -239,6 +246,8 @@ void AddShardCommand(CLI::App& app) {
   cmd->add_option("--shape", args->shape, "global shape: 8,1024,4096 (empty for a scalar)")->required();
   cmd->add_option("--spec", args->spec, "PartitionSpec as in Python: \"P(('dp','fsdp'), None, 'tp')\"")->required();
   cmd->add_option("--topology", args->topology, "topology preset (tpu-v4:2x2x4, dgx-h100:2, cpu:8, ...)");
+  cmd->add_option("--slices", args->slices, "number of identical TPU slices (with --topology)");
+  cmd->add_option("--dcn", args->dcn, "DCN part of each --mesh axis: create_hybrid_device_mesh (with --topology)");
   cmd->add_option("--dtype", args->dtype, "element type (f32, bf16, f16, f64, i32, i8, ...)");
   cmd->add_option("--correct", args->correct, "none (JAX's errors), eformer, keep-most");
   cmd->add_flag("--json", args->json, "print JSON");

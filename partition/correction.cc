@@ -306,6 +306,8 @@ CorrectionReport CorrectSpec(const PartitionSpec& spec, const Mesh& mesh, std::s
     }
     emit(std::move(c), true);
   }
+  std::stable_sort(report.corrections.begin(), report.corrections.end(),
+                   [](const Correction& a, const Correction& b) { return a.dim < b.dim; });
   report.corrected = finish(kept, &report.collapsed_to_empty);
   SPMDSIM_CHECK(CheckSpec(report.corrected, mesh, shape).empty(), "keep-most produced an invalid spec {}",
                 report.corrected.ToString());

@@ -139,7 +139,7 @@ void* ArrayAccess::mutable_data(const Array& array) {
 
 Array ArrayAccess::Rehold(const Array& array, DeviceMemory* memory) {
   if (array.holding_->memory() == memory) return array;
-  return Make(array.dtype_, array.shape_, array.holding_->buffer(), memory);
+  return Make(array.dtype_, array.shape_, array.holding_->buffer(), memory).WithVaryingAxes(array.varying_axes_);
 }
 
 }  // namespace internal

@@ -123,6 +123,21 @@ class Array {
   // Same elements, new shape; shares the buffer and the charge. REQUIRES: same number of elements.
   Array Reshape(std::vector<int64_t> shape) const;
 
+  // Varying manual axes (JAX: the value's vma, `jax.typeof(x).mat.varying`): bit i set when the value may
+  // differ between devices that differ only in mesh axis i (axis i of the mesh of the Runtime that made it).
+  // Metadata for shard_map's static replication check; it never changes the elements. 0 (invariant) for
+  // arrays made by factories; the collectives of sim/device_context.h set it by JAX's rules, and local ops
+  // take the union of their inputs' masks.
+  // Example: mesh {x:4, y:2}; an input split by P('x') has mask 0b01; Psum(it, "x") has 0; AllGather over "y"
+  // gives 0b11.
+  uint64_t varying_axes() const { return varying_axes_; }
+  // The same buffer and charge with another mask.
+  Array WithVaryingAxes(uint64_t mask) const {
+    Array a = *this;
+    a.varying_axes_ = mask;
+    return a;
+  }
+
   // Position of the device charged for this array, or -1 for a host array.
   int64_t charged_position() const;
   // True when both handles read the same host buffer.
@@ -138,6 +153,7 @@ class Array {
   std::vector<int64_t> shape_;
   int64_t size_ = 0;
   DType dtype_ = DType::kF32;
+  uint64_t varying_axes_ = 0;
   std::shared_ptr<const internal::Holding> holding_;
 };
 

@@ -26,6 +26,18 @@ int32_t DeviceContext::AxisIndex(const Axes& axes) const {
   return static_cast<int32_t>(index);
 }
 
+uint64_t DeviceContext::AxesMask(const Axes& axes) const {
+  internal::AxesKey key = internal::MakeAxesKey(mesh(), axes, "axis_index");
+  uint64_t mask = 0;
+  for (int i = 0; i < key.count; ++i) mask |= uint64_t{1} << key.index[i];
+  return mask;
+}
+
+Array DeviceContext::AxisIndexArray(const Axes& axes) const {
+  int32_t index = AxisIndex(axes);
+  return Array::Scalar<int32_t>(index).WithVaryingAxes(AxesMask(axes));
+}
+
 int64_t DeviceContext::AxisSize(const Axes& axes) const {
   return internal::GroupSize(mesh(), internal::MakeAxesKey(mesh(), axes, "axis_size"));
 }
@@ -59,7 +71,12 @@ Array Collective(internal::RuntimeCore* core, internal::DeviceSlot* slot, OpKind
   call.tiled = tiled;
   static const PermutationPairs kNoPerm;
   internal::ValidateCall(core->mesh, call, AxesText(axes), perm != nullptr ? *perm : kNoPerm);
-  return core->Collective(*slot, call);
+  Array out = core->Collective(*slot, call);
+  if (x == nullptr) return out;
+  uint64_t bits = 0;
+  for (int i = 0; i < call.axes.count; ++i) bits |= uint64_t{1} << call.axes.index[i];
+  const bool reduces = op == OpKind::kPsum || op == OpKind::kPmean || op == OpKind::kPmax || op == OpKind::kPmin;
+  return out.WithVaryingAxes(reduces ? (x->varying_axes() & ~bits) : (x->varying_axes() | bits));
 }
 
 }  // namespace

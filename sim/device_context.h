@@ -80,9 +80,17 @@ class DeviceContext {
   // kind "NameError") "Found an unbound axis name: z. To fix this, please call axis_index under
   // `jax.shard_map`."
   int32_t AxisIndex(const Axes& axes) const;
+  // axis_index as an int32 scalar Array that varies over `axes` (varying_axes() == AxesMask(axes)), as
+  // JAX types it inside shard_map.
+  Array AxisIndexArray(const Axes& axes) const;
+  // The varying-axes bitmask of `axes` (bit i for mesh axis i; sim/array.h). Unknown axis: as AxisIndex.
+  uint64_t AxesMask(const Axes& axes) const;
   // jax.lax.axis_size (== psum(1, axes)): product of the axes' sizes.
   int64_t AxisSize(const Axes& axes) const;
 
+  // Varying axes of the results (JAX's vma rules, jax/_src/lax/parallel.py): Psum/Pmean/Pmax/Pmin clear
+  // the axes' bits; AllGather, PsumScatter, AllToAll and Ppermute set them (JAX first pvary's the input
+  // over the axes). Collectives over no axes return x unchanged.
   // All-reduces; shape unchanged. Psum of bool gives int32; Pmean of int32/bool gives float32, of int64
   // float64; Pmax/Pmin propagate NaN. Empty `axes` returns x itself (JAX: no-op).
   Array Psum(const Array& x, const Axes& axes);

@@ -1,5 +1,6 @@
 #include "partition/correction.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <random>
 #include <sstream>
@@ -236,6 +237,8 @@ TEST(Correction, RandomSpecsCorrectToValidSpecsAndKeepMostNeverShardsLess) {
     CorrectionReport km = CorrectSpec(spec, mesh, shape, keep_most);
     ASSERT_TRUE(CheckSpec(km.corrected, mesh, shape).empty()) << spec.ToString() << " -> " << km.corrected.ToString();
     EXPECT_EQ(km.bytes_per_device, NamedSharding(mesh, km.corrected).Layout(shape).ShardBytes(4));
+    EXPECT_TRUE(std::is_sorted(km.corrections.begin(), km.corrections.end(),
+                               [](const Correction& x, const Correction& y) { return x.dim < y.dim; }));
 
     CorrectionOptions eformer;
     eformer.log = false;

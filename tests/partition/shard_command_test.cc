@@ -1,5 +1,6 @@
 // `spmdsim shard`, run through CLI11 as main.cc runs it.
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -104,10 +105,41 @@ TEST(ShardCommand, BadInputNamesTheOffendingToken) {
   EXPECT_THAT(message({"--mesh", "x=4", "--shape", "8", "--spec", "P('x')", "--correct", "best"}),
               HasSubstr("'best'"));
   EXPECT_THAT(message({"--mesh", "x=64", "--topology", "cpu:8", "--shape", "8", "--spec", "P('x')"}),
-              HasSubstr("needs 64 devices but --topology cpu:8 has 8"));
+              HasSubstr("64"));
+  EXPECT_THAT(message({"--mesh", "x=2", "--dcn", "x=2", "--shape", "8", "--spec", "P('x')"}),
+              HasSubstr("--dcn and --slices need --topology"));
   EXPECT_THAT(message({"--mesh", "x=2", "--shape", "8,8", "--spec", "P('x', 'x')", "--correct", "eformer"}),
               HasSubstr("DuplicateSpecError"));
 }
+
+TEST(ShardCommand, UsesTheMeshCommandsConstructionOnATopology) {
+  // tpu-v3:4x4 has 32 devices (2 cores per chip); create_device_mesh's v3 ring order, not id order.
+  nlohmann::json j = RunJson({"--mesh", "x=4,y=8", "--topology", "tpu-v3:4x4", "--shape", "4,8", "--spec",
+                              "P('x', 'y')"});
+  std::vector<int> devices;
+  for (const auto& s : j["shards"]) devices.push_back(s["device"]);
+  std::vector<int> sorted = devices;
+  std::sort(sorted.begin(), sorted.end());
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(sorted[i], i);
+  EXPECT_EQ(j["mesh"]["topology"], "tpu-v3:4x4");
+}
+
+#ifdef SPMDSIM_CLI_BINARY
+TEST(ShardCommand, BinaryExitsOneWithOneLineOnBadInput) {
+  const std::string command = std::string(SPMDSIM_CLI_BINARY) +
+                              " shard --mesh x=4 --shape 6 --spec \"P('x')\" 2>&1; echo \"rc=$?\"";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
+  pclose(pipe);
+  EXPECT_THAT(out, ::testing::StartsWith("spmdsim shard: IndivisibleError: "));
+  EXPECT_THAT(out, HasSubstr("\nrc=1\n"));
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 2);
+}
+#endif
 
 }  // namespace
 }  // namespace spmdsim

@@ -1,0 +1,196 @@
+// `spmdsim rules`: Flax / T5X logical axis rules -- print a rule set, or resolve logical axis names with it.
+//
+//   spmdsim rules --standard 1,2                                   # T5X standard_logical_axis_rules(1, 2)
+//   spmdsim rules --standard 2,2 --multislice --names batch,length,embed
+//   spmdsim rules --rules "batch=data,embed=,mlp=model,joined=data+model" --names batch,_,mlp --json
+//   spmdsim rules --rules-file rules.txt --names embed,mlp --fallback error
+//
+// Rules text: name=mesh_axes items separated by commas or newlines, `#` comments; `name=` / `name=none` map to
+// None, `a+b` to ('a', 'b'), UNCONSTRAINED to P.UNCONSTRAINED. With --standard, --rules / --rules-file are
+// T5X's additional_rules (appended). Names: `_` is an unnamed dimension.
+// JSON: {"spec": [null | "axis" | ["a", "b"], ...], "spec_repr": "P(...)", "names": [...], "rules": [[name, entry]...]}
+// (without --names: only "rules"); UNCONSTRAINED is written "UNCONSTRAINED"; a constraint that --fallback none
+// drops is "spec": null.
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "common/error.h"
+#include "common/strings.h"
+#include "partition/logical_axis_rules.h"
+
+namespace spmdsim::cli {
+namespace {
+
+struct RulesArgs {
+  std::string rules;
+  std::string rules_file;
+  std::string standard;  // "A,P"
+  bool multislice = false;
+  std::string names;
+  bool names_given = false;
+  std::string fallback = "unsharded";
+  bool json = false;
+};
+
+nlohmann::json RuleEntryJson(const PartitionSpec::Entry& e) {
+  if (e.is_unconstrained()) return "UNCONSTRAINED";
+  if (!e.has_axes()) return nullptr;
+  if (!e.is_tuple()) return e.axes()[0];
+  return e.axes();
+}
+
+nlohmann::json RuleNameJson(const LogicalAxis& n) {
+  if (n.is_name()) return n.name();
+  if (n.kind() == LogicalAxis::Kind::kUnconstrained) return "UNCONSTRAINED";
+  return nullptr;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) Throw(ErrorCode::kNotFound, "--rules-file: cannot read '{}'", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// "1,2" -> (1, 2).
+std::pair<int, int> ParseStandard(const std::string& text) {
+  std::vector<std::string> parts = Split(text, ',');
+  if (parts.size() != 2) {
+    Throw(ErrorCode::kInvalidArgument,
+          "--standard '{}': expected ACTIVATION_DIMS,PARAMETER_DIMS, each 1 or 2 (e.g. --standard 1,2)", text);
+  }
+  return {static_cast<int>(ParseInt(parts[0], "--standard activation dims")),
+          static_cast<int>(ParseInt(parts[1], "--standard parameter dims"))};
+}
+
+RulesFallback ParseFallback(const std::string& text) {
+  if (text == "unsharded") return RulesFallback::kAxisIsUnsharded;
+  if (text == "error") return RulesFallback::kRaiseError;
+  if (text == "none") return RulesFallback::kNoConstraint;
+  Throw(ErrorCode::kInvalidArgument, "--fallback '{}': valid values are unsharded, error, none", text);
+}
+
+void RunRulesCommand(const RulesArgs& args) {
+  if (args.rules.empty() && args.rules_file.empty() && args.standard.empty()) {
+    Throw(ErrorCode::kInvalidArgument, "give the rules: --rules TEXT, --rules-file PATH or --standard A,P");
+  }
+  if (!args.rules.empty() && !args.rules_file.empty()) {
+    Throw(ErrorCode::kInvalidArgument, "--rules and --rules-file: give one of them");
+  }
+  LogicalAxisRules given;
+  if (!args.rules.empty()) given = ParseLogicalAxisRules(args.rules);
+  if (!args.rules_file.empty()) given = ParseLogicalAxisRules(ReadFile(args.rules_file));
+  LogicalAxisRules rules = given;
+  std::string source = "given rules";
+  if (!args.standard.empty()) {
+    auto [a, p] = ParseStandard(args.standard);
+    rules = StandardLogicalAxisRules(a, p, given);
+    source = fmt::format("T5X standard_logical_axis_rules({}, {}){}", a, p,
+                         given.empty() ? "" : fmt::format(" + {} additional", given.size()));
+  }
+  if (args.multislice) {
+    rules = MultisliceLogicalAxisRules(rules);
+    source += ", multi-slice ('batch' -> ('replica', 'data'))";
+  }
+  RulesFallback fallback = ParseFallback(args.fallback);
+
+  std::optional<LogicalAxes> names;
+  std::optional<PartitionSpec> spec;
+  if (args.names_given) {
+    names = ParseLogicalAxes(args.names);
+    spec = LogicalConstraintSpec(names, fallback, &rules);
+    // With no rules at all Flax applies no constraint; resolution itself gives all None.
+    if (!spec.has_value() && rules.empty()) spec = LogicalToMeshAxes(*names, rules);
+  }
+
+  if (args.json) {
+    nlohmann::json j;
+    j["rules"] = nlohmann::json::array();
+    for (const auto& rule : rules) j["rules"].push_back({rule.logical_name, RuleEntryJson(rule.mesh_axes)});
+    if (names.has_value()) {
+      nlohmann::json names_json = nlohmann::json::array();
+      for (const auto& n : *names) names_json.push_back(RuleNameJson(n));
+      j["names"] = names_json;
+      if (spec.has_value()) {
+        j["spec"] = nlohmann::json::array();
+        for (const auto& e : spec->entries()) j["spec"].push_back(RuleEntryJson(e));
+        j["spec_repr"] = spec->ToString();
+      } else {
+        j["spec"] = nullptr;
+      }
+    }
+    fmt::print("{}\n", j.dump());
+    return;
+  }
+
+  fmt::print("rules: {} ({} rule{}, highest priority first)\n", source, rules.size(), rules.size() == 1 ? "" : "s");
+  for (size_t r = 0; r < rules.size(); ++r) {
+    fmt::print("  {:>2}  {:<18} -> {}\n", r, rules[r].logical_name, rules[r].mesh_axes.ToString());
+  }
+  if (!names.has_value()) return;
+  fmt::print("names: {}\n", LogicalAxesToString(*names));
+  if (!spec.has_value()) {
+    fmt::print("spec: none (a name matched no rule and --fallback none applies no constraint)\n");
+    return;
+  }
+  fmt::print("spec: {}\n", spec->ToString());
+  for (size_t d = 0; d < names->size(); ++d) {
+    const LogicalAxis& name = (*names)[d];
+    const PartitionSpec::Entry& entry = (*spec)[static_cast<int>(d)];
+    std::string why = "unnamed";
+    if (name.is_name()) {
+      why = "no rule for this name";
+      bool has_rule = false;
+      for (size_t r = 0; r < rules.size(); ++r) {
+        if (rules[r].logical_name != name.name()) continue;
+        has_rule = true;
+        if (rules[r].mesh_axes == entry) {
+          why = fmt::format("rule {}", r);
+          break;
+        }
+      }
+      if (has_rule && why == "no rule for this name") why = "its rules' mesh axes were already used";
+    } else if (name.kind() == LogicalAxis::Kind::kUnconstrained) {
+      why = "passed through";
+    }
+    fmt::print("  dim {}  {:<18} -> {:<20} ({})\n", d, name.ToString(), entry.ToString(), why);
+  }
+}
+
+}  // namespace
+
+void AddRulesCommand(CLI::App& app) {
+  auto args = std::make_shared<RulesArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "rules",
+      "Flax / T5X logical axis rules: print a rule set (T5X standard_logical_axis_rules or your own) and resolve "
+      "logical dimension names to mesh axes with Flax's logical_to_mesh_axes (priority order; each mesh axis used "
+      "once; names without a rule are None).");
+  cmd->add_option("--rules", args->rules,
+                  "rules, highest priority first: \"batch=data,embed=,mlp=model,joined=data+model\" (name= is None, "
+                  "a+b a tuple); with --standard: T5X's additional_rules");
+  cmd->add_option("--rules-file", args->rules_file, "file with the same syntax, one rule per line, # comments");
+  cmd->add_option("--standard", args->standard,
+                  "T5X standard rules for ACTIVATION_DIMS,PARAMETER_DIMS (each 1 or 2), e.g. 1,2");
+  cmd->add_flag("--multislice", args->multislice,
+                "T5X multi-slice rewrite: every 'batch' rule maps to ('replica', 'data')");
+  cmd->add_option("--names,--logical", args->names,
+                  "the array's logical dimension names, e.g. batch,length,embed (_ for an unnamed dimension)")
+      ->each([args](const std::string&) { args->names_given = true; });
+  cmd->add_option("--fallback", args->fallback,
+                  "a name no rule matches: unsharded (default, None), error (Flax's ValueError), none (no constraint)");
+  cmd->add_flag("--json", args->json, "print JSON: {\"spec\": [...], \"rules\": [...]}");
+  cmd->callback([args] { RunRulesCommand(*args); });
+}
+
+}  // namespace spmdsim::cli

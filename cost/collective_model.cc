@@ -1,0 +1,594 @@
+#include "cost/collective_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "common/error.h"
+
+namespace spmdsim {
+namespace {
+
+// What a stage does in the composition: reduce_scatter, all_gather, all-reduce, all_to_all.
+enum class Phase { kReduceScatter, kAllGather, kAllReduce, kAllToAll };
+
+Phase PhaseOf(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::kAllReduce: return Phase::kAllReduce;
+    case CollectiveOp::kAllGather: return Phase::kAllGather;
+    case CollectiveOp::kReduceScatter: return Phase::kReduceScatter;
+    case CollectiveOp::kAllToAll: return Phase::kAllToAll;
+    case CollectiveOp::kPermute: break;
+  }
+  SPMDSIM_CHECK(false, "ppermute has no phase");
+  return Phase::kAllReduce;
+}
+
+bool IsPowerOfTwo(int p) { return p > 0 && (p & (p - 1)) == 0; }
+
+struct StageTime {
+  double latency = 0;
+  double bandwidth = 0;
+  double bytes_sent = 0;
+  double total() const { return latency + bandwidth; }
+};
+
+// Time of one stage of p members at one-way bandwidth B running `algorithm` for `phase` on buffer D.
+// REQUIRES: the algorithm applies (Applies()).
+StageTime TimeOfStage(Phase phase, Algorithm algorithm, const SpanStage& stage, double B, double D) {
+  const double p = stage.size;
+  const double alpha = stage.latency_s;
+  const double fraction = (p - 1) / p;
+  StageTime t;
+  if (phase == Phase::kAllToAll) {
+    t.bytes_sent = fraction * D;
+    switch (algorithm) {
+      case Algorithm::kDirect:  // pairwise exchange through a switch (hardware.md)
+        t.latency = (p - 1) * alpha;
+        t.bandwidth = fraction * D / B;
+        break;
+      case Algorithm::kBidirectionalRing: {  // shortest-way routing; busiest directed link carries this
+        const double quarter = std::floor(p * p / 4);
+        t.latency = std::floor(p / 2) * alpha;
+        t.bandwidth = D * quarter / (2 * p) / B;
+        break;
+      }
+      case Algorithm::kRing:
+        if (stage.shape == StageShape::kLine) {  // the middle cut carries floor(p/2) ceil(p/2) chunks of D/p
+          t.latency = (p - 1) * alpha;
+          t.bandwidth = std::floor(p / 2) * std::ceil(p / 2) * (D / p) / B;
+        } else {  // one direction only: each link carries D (p-1)/2
+          t.latency = (p - 1) * alpha;
+          t.bandwidth = D * (p - 1) / 2 / B;
+        }
+        break;
+      default: SPMDSIM_CHECK(false, "algorithm {} does not apply to all_to_all", AlgorithmName(algorithm));
+    }
+    return t;
+  }
+  if (algorithm == Algorithm::kNvls) {  // the switch reduces: each GPU sends D(1 + 1/p) and receives as much
+    SPMDSIM_CHECK(phase == Phase::kAllReduce, "nvls is an all-reduce");
+    t.latency = 2 * alpha;
+    t.bandwidth = (1 + 1 / p) * D / B;
+    t.bytes_sent = (1 + 1 / p) * D;
+    return t;
+  }
+  // reduce_scatter or all_gather on D (the whole array of the stage).
+  switch (algorithm) {
+    case Algorithm::kRing:
+      t.latency = (p - 1) * alpha;
+      t.bandwidth = fraction * D / B;
+      break;
+    case Algorithm::kBidirectionalRing:
+      t.latency = std::ceil((p - 1) / 2) * alpha;
+      t.bandwidth = fraction * D / (2 * B);
+      break;
+    case Algorithm::kHalvingDoubling:
+      t.latency = std::log2(p) * alpha;
+      t.bandwidth = fraction * D / B;
+      break;
+    case Algorithm::kDirect:
+      t.latency = alpha;
+      t.bandwidth = fraction * D / B;
+      break;
+    default: SPMDSIM_CHECK(false, "algorithm {} does not apply here", AlgorithmName(algorithm));
+  }
+  t.bytes_sent = fraction * D;
+  if (phase == Phase::kAllReduce) {
+    t.latency *= 2;
+    t.bandwidth *= 2;
+    t.bytes_sent *= 2;
+  }
+  return t;
+}
+
+bool Applies(Algorithm algorithm, Phase phase, const SpanStage& stage, int num_stages) {
+  if (stage.shape == StageShape::kOnChip) return algorithm == Algorithm::kDirect;
+  switch (algorithm) {
+    case Algorithm::kRing: return true;
+    case Algorithm::kBidirectionalRing: return stage.shape == StageShape::kRing;
+    case Algorithm::kHalvingDoubling:
+      return stage.shape == StageShape::kSwitch && IsPowerOfTwo(stage.size) && phase != Phase::kAllToAll;
+    case Algorithm::kDirect: return stage.shape == StageShape::kSwitch;
+    case Algorithm::kNvls:
+      return stage.link == LinkClass::kNvlink && stage.shape == StageShape::kSwitch &&
+             phase == Phase::kAllReduce && num_stages == 1;
+    case Algorithm::kAuto: return false;
+  }
+  return false;
+}
+
+constexpr Algorithm kStageAlgorithms[] = {Algorithm::kRing, Algorithm::kBidirectionalRing,
+                                          Algorithm::kHalvingDoubling, Algorithm::kDirect, Algorithm::kNvls};
+
+std::string ApplicableNames(Phase phase, const SpanStage& stage, int num_stages) {
+  std::vector<std::string_view> names;
+  for (Algorithm a : kStageAlgorithms) {
+    if (Applies(a, phase, stage, num_stages)) names.push_back(AlgorithmName(a));
+  }
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+double Efficiency(const CollectiveOptions& options, LinkClass link) {
+  auto it = options.link_efficiency.find(link);
+  return it == options.link_efficiency.end() ? 1.0 : it->second;
+}
+
+bool IsTorus(const SpanStage& stage) {
+  return stage.shape == StageShape::kRing || stage.shape == StageShape::kLine;
+}
+
+}  // namespace
+
+std::string_view CollectiveOpName(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::kAllReduce: return "all_reduce";
+    case CollectiveOp::kAllGather: return "all_gather";
+    case CollectiveOp::kReduceScatter: return "reduce_scatter";
+    case CollectiveOp::kAllToAll: return "all_to_all";
+    case CollectiveOp::kPermute: return "ppermute";
+  }
+  return "?";
+}
+
+CollectiveOp ParseCollectiveOp(std::string_view name) {
+  static const std::pair<std::string_view, CollectiveOp> kNames[] = {
+      {"psum", CollectiveOp::kAllReduce},         {"pmean", CollectiveOp::kAllReduce},
+      {"pmax", CollectiveOp::kAllReduce},         {"pmin", CollectiveOp::kAllReduce},
+      {"all_reduce", CollectiveOp::kAllReduce},   {"all_gather", CollectiveOp::kAllGather},
+      {"psum_scatter", CollectiveOp::kReduceScatter}, {"reduce_scatter", CollectiveOp::kReduceScatter},
+      {"all_to_all", CollectiveOp::kAllToAll},    {"alltoall", CollectiveOp::kAllToAll},
+      {"ppermute", CollectiveOp::kPermute},       {"sendrecv", CollectiveOp::kPermute},
+  };
+  std::vector<std::string_view> valid;
+  for (const auto& [n, op] : kNames) {
+    if (n == name) return op;
+    valid.push_back(n);
+  }
+  Throw(ErrorCode::kNotFound, "unknown collective '{}'; valid: {}", name, fmt::join(valid, ", "));
+}
+
+std::map<LinkClass, double> DefaultLinkEfficiency() {
+  std::map<LinkClass, double> efficiency;
+  efficiency[LinkClass::kNvlink] = 0.8;
+  return efficiency;
+}
+
+double BusBandwidthFactor(CollectiveOp op, int n) {
+  switch (op) {
+    case CollectiveOp::kAllReduce: return 2.0 * (n - 1) / n;
+    case CollectiveOp::kAllGather:
+    case CollectiveOp::kReduceScatter:
+    case CollectiveOp::kAllToAll: return static_cast<double>(n - 1) / n;
+    case CollectiveOp::kPermute: return 1.0;
+  }
+  return 1.0;
+}
+
+std::string_view AlgorithmName(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::kAuto: return "auto";
+    case Algorithm::kRing: return "ring";
+    case Algorithm::kBidirectionalRing: return "bidirectional_ring";
+    case Algorithm::kHalvingDoubling: return "halving_doubling";
+    case Algorithm::kDirect: return "direct";
+    case Algorithm::kNvls: return "nvls";
+  }
+  return "?";
+}
+
+Algorithm ParseAlgorithm(std::string_view name) {
+  for (Algorithm a : {Algorithm::kAuto, Algorithm::kRing, Algorithm::kBidirectionalRing,
+                      Algorithm::kHalvingDoubling, Algorithm::kDirect, Algorithm::kNvls}) {
+    if (AlgorithmName(a) == name) return a;
+  }
+  Throw(ErrorCode::kNotFound,
+        "unknown collective algorithm '{}'; valid: auto, ring, bidirectional_ring, halving_doubling, direct, nvls",
+        name);
+}
+
+std::string_view CompositionName(Composition composition) {
+  switch (composition) {
+    case Composition::kAuto: return "auto";
+    case Composition::kSequential: return "sequential";
+    case Composition::kConcurrent: return "concurrent";
+  }
+  return "?";
+}
+
+Composition ParseComposition(std::string_view name) {
+  for (Composition c : {Composition::kAuto, Composition::kSequential, Composition::kConcurrent}) {
+    if (CompositionName(c) == name) return c;
+  }
+  Throw(ErrorCode::kNotFound, "unknown composition '{}'; valid: auto, sequential, concurrent", name);
+}
+
+std::string CollectiveCost::ToString() const {
+  std::string text = fmt::format("{} of {} B over {} devices: {:.4g} s ({}), algbw {:.4g} GB/s, busbw {:.4g} GB/s",
+                                 CollectiveOpName(op), bytes, group_size, seconds, algorithm, algbw_Bps / 1e9,
+                                 busbw_Bps / 1e9);
+  for (const StageCost& s : stages) {
+    text += fmt::format("\n  {} [{}] buffer {:.4g} B, sent {:.4g} B, {:.4g} s (alpha {:.3g} s, bytes {:.3g} s)",
+                        s.stage.ToString(), s.algorithm, s.buffer_bytes, s.bytes_sent, s.seconds,
+                        s.latency_seconds, s.bandwidth_seconds);
+    if (!s.mesh_axes.empty()) text += fmt::format(" axes ({})", fmt::join(s.mesh_axes, ", "));
+  }
+  return text;
+}
+
+CollectiveModel::CollectiveModel(Mesh mesh, CollectiveOptions options)
+    : mesh_(std::move(mesh)), options_(std::move(options)) {
+  if (mesh_.topology() == nullptr) {
+    Throw(ErrorCode::kFailedPrecondition,
+          "the cost model needs a topology: {} was built without one; pass a Topology (e.g. "
+          "Topology::Parse(\"tpu-v4:2x2x4\")) to the Mesh constructor",
+          mesh_.ToString());
+  }
+  for (const auto& [link, efficiency] : options_.link_efficiency) {
+    if (!(efficiency > 0 && efficiency <= 1)) {
+      Throw(ErrorCode::kInvalidArgument, "link efficiency for {} must be in (0, 1], got {}", LinkClassName(link),
+            efficiency);
+    }
+  }
+}
+
+std::vector<std::vector<std::string>> CollectiveModel::AxesOfStages(const GroupSpan& span,
+                                                                    std::span<const int64_t> positions,
+                                                                    std::span<const std::string> axes) const {
+  std::vector<std::vector<std::string>> result(span.stages.size());
+  if (axes.empty() || span.stages.empty()) return result;
+  if (!span.regular) {
+    for (auto& entry : result) entry.assign(axes.begin(), axes.end());
+    return result;
+  }
+  const std::vector<int64_t> origin = mesh_.CoordsOfPosition(positions[0]);
+  for (const std::string& axis : axes) {
+    const int index = mesh_.AxisIndex(axis);
+    std::vector<int64_t> members;
+    std::vector<int64_t> coords = origin;
+    for (int64_t k = 0; k < mesh_.shape()[index]; ++k) {
+      coords[index] = k;
+      members.push_back(mesh_.PositionOf(coords));
+    }
+    GroupSpan alone = SpanOfGroup(mesh_, members);
+    for (const SpanStage& s : alone.stages) {
+      for (size_t i = 0; i < span.stages.size(); ++i) {
+        if (span.stages[i].dimension == s.dimension || !alone.regular) result[i].push_back(axis);
+      }
+    }
+  }
+  for (auto& entry : result) {
+    if (entry.empty()) entry.assign(axes.begin(), axes.end());  // varied only by the axes together
+    std::vector<std::string> unique;
+    for (const std::string& a : entry) {
+      if (std::find(unique.begin(), unique.end(), a) == unique.end()) unique.push_back(a);
+    }
+    entry = std::move(unique);
+  }
+  return result;
+}
+
+CollectiveCost CollectiveModel::CostOfSpan(CollectiveOp op, const GroupSpan& span, double bytes,
+                                           std::span<const std::pair<int, int>> pairs,
+                                           const std::vector<std::vector<std::string>>& stage_axes) const {
+  CollectiveCost cost;
+  cost.op = op;
+  cost.bytes = bytes;
+  cost.group_size = span.size();
+  cost.busbw_factor = BusBandwidthFactor(op, cost.group_size);
+  const int k = static_cast<int>(span.stages.size());
+  const int n = span.size();
+
+  // ppermute pairs: validated here for every group size, default a shift by one (nccl-tests sendrecv).
+  std::vector<std::pair<int, int>> routes(pairs.begin(), pairs.end());
+  if (op == CollectiveOp::kPermute) {
+    std::set<int> sources, destinations;
+    for (const auto& [src, dst] : routes) {
+      if (src < 0 || src >= n || dst < 0 || dst >= n) {
+        Throw(ErrorCode::kInvalidArgument, "ppermute pair ({}, {}) is outside the group of {}: indices are 0..{}",
+              src, dst, n, n - 1);
+      }
+      if (!sources.insert(src).second) {
+        ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+                  "ppermute sources and destinations must be unique, got source {} twice", src);
+      }
+      if (!destinations.insert(dst).second) {
+        ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+                  "ppermute sources and destinations must be unique, got destination {} twice", dst);
+      }
+    }
+    if (pairs.empty()) {
+      for (int i = 0; i < n; ++i) routes.emplace_back(i, (i + 1) % n);
+    }
+  } else if (!pairs.empty()) {
+    Throw(ErrorCode::kInvalidArgument, "pairs apply to ppermute only, not {}", CollectiveOpName(op));
+  }
+
+  if (k == 0 || bytes == 0) {
+    cost.algorithm = "none";
+    return cost;
+  }
+  std::vector<double> B(k);
+  for (int s = 0; s < k; ++s) B[s] = span.stages[s].bandwidth_Bps * Efficiency(options_, span.stages[s].link);
+  cost.stages.resize(k);
+  for (int s = 0; s < k; ++s) {
+    cost.stages[s].stage = span.stages[s];
+    cost.stages[s].mesh_axes = stage_axes[s];
+  }
+
+  if (op == CollectiveOp::kPermute) {
+    // Dimension-order routing over the stages; a ring stage goes the shorter way round. Load per directed
+    // link (torus) or per device port (switch); time = busiest link / B + longest path's latency.
+    std::map<std::vector<int>, double> load;  // {stage, kind, position..., direction}
+    std::vector<double> stage_bw(k, 0), stage_latency(k, 0);
+    std::vector<bool> crossed(k, false);
+    double worst_latency = 0;
+    for (const auto& [src, dst] : routes) {
+      if (src == dst) continue;
+      std::vector<int> cur = span.member_coords[src];
+      const std::vector<int>& target = span.member_coords[dst];
+      double path_latency = 0;
+      for (int s = 0; s < k; ++s) {
+        if (cur[s] == target[s]) continue;
+        crossed[s] = true;
+        const SpanStage& stage = span.stages[s];
+        const int p = stage.size;
+        int hops = 1;
+        if (IsTorus(stage)) {
+          int forward = ((target[s] - cur[s]) % p + p) % p;
+          int direction = 1;
+          hops = forward;
+          if (stage.shape == StageShape::kRing && p - forward < forward) {
+            direction = -1;
+            hops = p - forward;
+          } else if (stage.shape == StageShape::kLine && target[s] < cur[s]) {
+            direction = -1;
+            hops = cur[s] - target[s];
+          }
+          int at = cur[s];
+          for (int h = 0; h < hops; ++h) {
+            std::vector<int> key = cur;
+            key[s] = at;
+            key.insert(key.begin(), {s, direction});
+            load[key] += bytes;
+            at = ((at + direction) % p + p) % p;
+          }
+        } else {  // switch / on-chip: the sender's egress and the receiver's ingress
+          std::vector<int> out = cur;
+          out.insert(out.begin(), {s, 2});
+          load[out] += bytes;
+          std::vector<int> in = cur;
+          in[s] = target[s];
+          in.insert(in.begin(), {s, 3});
+          load[in] += bytes;
+        }
+        stage_latency[s] = std::max(stage_latency[s], hops * stage.latency_s);
+        path_latency += hops * stage.latency_s;
+        cur[s] = target[s];
+      }
+      worst_latency = std::max(worst_latency, path_latency);
+    }
+    double worst_bw = 0;
+    for (const auto& [key, bytes_on_link] : load) {
+      const int s = key[0];
+      stage_bw[s] = std::max(stage_bw[s], bytes_on_link / B[s]);
+      worst_bw = std::max(worst_bw, bytes_on_link / B[s]);
+    }
+    cost.seconds = worst_bw + worst_latency;
+    cost.algorithm = "direct";
+    double busy = 0;
+    for (int s = 0; s < k; ++s) busy += stage_bw[s] + stage_latency[s];
+    for (int s = 0; s < k; ++s) {
+      StageCost& sc = cost.stages[s];
+      sc.algorithm = "direct";
+      sc.buffer_bytes = bytes;
+      sc.bytes_sent = crossed[s] ? bytes : 0;
+      sc.latency_seconds = stage_latency[s];
+      sc.bandwidth_seconds = stage_bw[s];
+      sc.seconds = busy > 0 ? cost.seconds * (stage_bw[s] + stage_latency[s]) / busy : 0;
+    }
+  } else {
+    const Phase phase = PhaseOf(op);
+    // Per-stage algorithm: forced, or the fastest applicable on the sequential buffer.
+    std::vector<Algorithm> algorithm(k);
+    std::vector<double> seq_buffer(k);
+    double buffer = bytes;
+    for (int s = 0; s < k; ++s) {
+      seq_buffer[s] = buffer;
+      const SpanStage& stage = span.stages[s];
+      if (options_.algorithm != Algorithm::kAuto && stage.shape != StageShape::kOnChip) {
+        if (!Applies(options_.algorithm, phase, stage, k)) {
+          Throw(ErrorCode::kInvalidArgument,
+                "algorithm '{}' does not apply to {} on stage '{}'{}; applicable: {}",
+                AlgorithmName(options_.algorithm), CollectiveOpName(op), stage.ToString(),
+                options_.algorithm == Algorithm::kNvls && k > 1 ? " (nvls needs a group inside one host)" : "",
+                ApplicableNames(phase, stage, k));
+        }
+        algorithm[s] = options_.algorithm;
+      } else {
+        double best = std::numeric_limits<double>::infinity();
+        for (Algorithm a : kStageAlgorithms) {
+          if (!Applies(a, phase, stage, k)) continue;
+          if (a == Algorithm::kNvls && !options_.allow_nvls) continue;
+          double t = TimeOfStage(phase, a, stage, B[s], buffer).total();
+          if (t < best) {
+            best = t;
+            algorithm[s] = a;
+          }
+        }
+      }
+      if (phase != Phase::kAllToAll) buffer /= stage.size;
+    }
+
+    // Sequential: stage s on its shrinking buffer.
+    std::vector<StageTime> seq(k);
+    double seq_total = 0;
+    for (int s = 0; s < k; ++s) {
+      seq[s] = TimeOfStage(phase, algorithm[s], span.stages[s], B[s], seq_buffer[s]);
+      seq_total += seq[s].total();
+    }
+
+    // Concurrent: the contiguous run of torus stages split into stripes visiting them in rotated orders.
+    int first = -1, last = -1;
+    for (int s = 0; s < k; ++s) {
+      if (IsTorus(span.stages[s])) {
+        if (first < 0) first = s;
+        last = s;
+      }
+    }
+    const int block = first < 0 ? 0 : last - first + 1;
+    bool concurrent_applies = block >= 2;
+    for (int s = first; concurrent_applies && s <= last; ++s) concurrent_applies = IsTorus(span.stages[s]);
+    if (options_.composition == Composition::kConcurrent && !concurrent_applies) {
+      Throw(ErrorCode::kInvalidArgument,
+            "composition 'concurrent' needs a group spanning at least two ICI torus dimensions; this group "
+            "spans {}; use 'sequential' or 'auto'",
+            span.ToString());
+    }
+    std::vector<StageTime> con = seq;
+    double con_total = std::numeric_limits<double>::infinity();
+    if (concurrent_applies) {
+      const double block_in = seq_buffer[first];
+      for (int s = first; s <= last; ++s) con[s] = StageTime{};
+      for (int r = 0; r < block; ++r) {
+        double stripe = block_in / block;
+        for (int q = 0; q < block; ++q) {
+          const int s = first + (r + q) % block;
+          StageTime t = TimeOfStage(phase, algorithm[s], span.stages[s], B[s], stripe);
+          con[s].bandwidth += t.bandwidth;
+          con[s].bytes_sent += t.bytes_sent;
+          if (r == 0) con[s].latency = t.latency;  // latency paid once per stage (stripes pipeline)
+          if (phase != Phase::kAllToAll) stripe /= span.stages[s].size;
+        }
+      }
+      double block_bw = 0, block_latency = 0;
+      for (int s = first; s <= last; ++s) {
+        block_bw = std::max(block_bw, con[s].bandwidth);
+        block_latency += con[s].latency;
+      }
+      con_total = block_bw + block_latency;
+      for (int s = 0; s < k; ++s) {
+        if (s < first || s > last) con_total += con[s].total();
+      }
+    }
+    bool use_concurrent = concurrent_applies && options_.composition != Composition::kSequential &&
+                          (options_.composition == Composition::kConcurrent || con_total < seq_total);
+    const std::vector<StageTime>& chosen = use_concurrent ? con : seq;
+    cost.seconds = use_concurrent ? con_total : seq_total;
+
+    std::vector<std::string> names;
+    for (int s = 0; s < k; ++s) names.emplace_back(AlgorithmName(algorithm[s]));
+    if (k == 1) {
+      cost.algorithm = names[0];
+    } else {
+      bool gpu = span.stages.back().link == LinkClass::kInfiniband || span.stages.back().link == LinkClass::kDcn;
+      cost.algorithm = fmt::format("{}[{}]({})", gpu && !use_concurrent ? "hierarchical" : "torus",
+                                   use_concurrent ? "concurrent" : "sequential", fmt::join(names, ", "));
+    }
+    // Concurrent torus stages overlap: their share of the block time is in proportion to their busy time.
+    double block_busy = 0, block_time = 0;
+    if (use_concurrent) {
+      double block_bw = 0;
+      for (int s = first; s <= last; ++s) {
+        block_busy += chosen[s].total();
+        block_bw = std::max(block_bw, chosen[s].bandwidth);
+        block_time += chosen[s].latency;
+      }
+      block_time += block_bw;
+    }
+    for (int s = 0; s < k; ++s) {
+      StageCost& sc = cost.stages[s];
+      sc.algorithm = names[s];
+      sc.buffer_bytes = seq_buffer[s];
+      sc.bytes_sent = chosen[s].bytes_sent;
+      sc.latency_seconds = chosen[s].latency;
+      sc.bandwidth_seconds = chosen[s].bandwidth;
+      const bool in_block = use_concurrent && s >= first && s <= last;
+      sc.seconds = in_block ? (block_busy > 0 ? block_time * chosen[s].total() / block_busy : 0) : chosen[s].total();
+    }
+  }
+
+  for (const StageCost& sc : cost.stages) {
+    if (sc.stage.shape != StageShape::kOnChip) cost.bytes_sent[sc.stage.link] += sc.bytes_sent;
+    cost.seconds_by_link[sc.stage.link] += sc.seconds;
+    for (const std::string& axis : sc.mesh_axes) {
+      cost.seconds_by_axis[axis] += sc.seconds / static_cast<double>(sc.mesh_axes.size());
+    }
+  }
+  if (cost.seconds > 0) {
+    cost.algbw_Bps = bytes / cost.seconds;
+    cost.busbw_Bps = cost.algbw_Bps * cost.busbw_factor;
+  }
+  return cost;
+}
+
+CollectiveCost CollectiveModel::CostOfGroup(CollectiveOp op, std::span<const int64_t> positions, double bytes,
+                                            std::span<const std::pair<int, int>> pairs,
+                                            std::span<const std::string> axes) const {
+  if (!(bytes >= 0) || !std::isfinite(bytes)) {
+    Throw(ErrorCode::kInvalidArgument, "{}: message size must be a finite number of bytes >= 0, got {}",
+          CollectiveOpName(op), bytes);
+  }
+  GroupSpan span = SpanOfGroup(mesh_, positions);
+  return CostOfSpan(op, span, bytes, pairs, AxesOfStages(span, positions, axes));
+}
+
+std::vector<CollectiveCost> CollectiveModel::CostPerGroup(CollectiveOp op, std::span<const std::string> axes,
+                                                          double bytes,
+                                                          std::span<const std::pair<int, int>> pairs) const {
+  mesh_.ValidateAxes(axes, fmt::format("{} axes", CollectiveOpName(op)));
+  if (!(bytes >= 0) || !std::isfinite(bytes)) {
+    Throw(ErrorCode::kInvalidArgument, "{}: message size must be a finite number of bytes >= 0, got {}",
+          CollectiveOpName(op), bytes);
+  }
+  std::vector<CollectiveCost> costs;
+  // Groups with the same physical span cost the same; the per-axis attribution is computed once per span.
+  std::map<std::string, CollectiveCost> by_span;
+  for (const std::vector<int64_t>& group : mesh_.PositionGroups(axes)) {
+    GroupSpan span = SpanOfGroup(mesh_, group);
+    std::string signature = span.ToString();
+    for (const auto& coords : span.member_coords) signature += fmt::format("|{}", fmt::join(coords, ","));
+    auto it = by_span.find(signature);
+    if (it == by_span.end()) {
+      it = by_span.emplace(signature, CostOfSpan(op, span, bytes, pairs, AxesOfStages(span, group, axes))).first;
+    }
+    costs.push_back(it->second);
+  }
+  return costs;
+}
+
+CollectiveCost CollectiveModel::Cost(CollectiveOp op, std::span<const std::string> axes, double bytes,
+                                     std::span<const std::pair<int, int>> pairs) const {
+  std::vector<CollectiveCost> costs = CostPerGroup(op, axes, bytes, pairs);
+  size_t worst = 0;
+  for (size_t i = 1; i < costs.size(); ++i) {
+    if (costs[i].seconds > costs[worst].seconds) worst = i;
+  }
+  return costs[worst];
+}
+
+}  // namespace spmdsim

@@ -1,0 +1,148 @@
+// Predicted time of a collective on the links its group spans (Hockney alpha-beta per link class).
+//
+// Message size S follows nccl-tests (doc/PERFORMANCE.md and src/*.cu GetBw), i.e. the LARGEST per-device
+// buffer of the call:
+//   all-reduce (psum, pmean, pmax, pmin)   S = per-device buffer (input = output)
+//   all_gather                            S = per-device OUTPUT = group size x input shard (the whole array)
+//   reduce_scatter (psum_scatter)         S = per-device INPUT  = group size x output shard (the whole array)
+//   all_to_all                            S = per-device send buffer (S / n goes to each member)
+//   ppermute (send/recv)                  S = bytes each device sends to its peer
+// algbw = S / t and busbw = algbw x factor, factor = 2(n-1)/n (all-reduce), (n-1)/n (all_gather,
+// reduce_scatter, all_to_all), 1 (ppermute).
+//
+// Per stage of the group's span (cost/link_model.h), p members, one-way bandwidth B (after sharing, times
+// the link-class efficiency), latency alpha, buffer D entering the stage:
+//   ring                 reduce_scatter / all_gather: (p-1) alpha + (p-1)/p D/B; all-reduce twice that
+//   bidirectional_ring   (torus ring with wraparound) ceil((p-1)/2) alpha + (p-1)/p D/(2B)
+//   halving_doubling     (p a power of two, switched) log2(p) alpha + (p-1)/p D/B per half
+//   direct               (switched) alpha + (p-1)/p D/B per half; all_to_all pairwise (p-1) alpha + (p-1)/p D/B
+//   nvls                 (NVLink SHARP, all-reduce only, opt-in) 2 alpha + (1 + 1/p) D/B
+// A line stage (torus without wraparound) runs a ring embedded on the line, which occupies both directions
+// of every link: the `ring` formula at one-way B, 2x the bidirectional ring (scaling book).
+// Several stages compose dimension by dimension on a shrinking buffer (ASTRA-sim): reduce_scatter stage 1
+// on D, stage 2 on D/p1, ...; all_gather in reverse; all-reduce = both ("sequential"). Torus (ICI) stages
+// may instead run "concurrent": the buffer split into k stripes that visit the k dimensions in rotated
+// orders, so every dimension's links are busy at once (the scaling book's V/(kW) over k axes).
+// docs/cost-model.md has every formula with its source.
+//
+// Example: dgx-h100:1 (8 GPUs, NVLink 450e9 B/s one-way, efficiency 0.8, alpha 2 us), psum of S = 1 GiB
+// over all 8 with algorithm ring: t = 14 * 2 us + 2*7/8 * 2^30 / 3.6e11 = 5.248 ms; algbw = 204.6 GB/s,
+// busbw = 358.0 GB/s.
+#ifndef SPMDSIM_COST_COLLECTIVE_MODEL_H_
+#define SPMDSIM_COST_COLLECTIVE_MODEL_H_
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "cost/link_model.h"
+#include "mesh/mesh.h"
+
+namespace spmdsim {
+
+enum class CollectiveOp { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kPermute };
+std::string_view CollectiveOpName(CollectiveOp op);  // "all_reduce", "all_gather", ...
+// Accepts JAX's names (psum, pmean, pmax, pmin, all_gather, psum_scatter, all_to_all, ppermute) and
+// nccl-tests' (all_reduce, reduce_scatter, alltoall, sendrecv). Throws Error(kNotFound) listing them.
+CollectiveOp ParseCollectiveOp(std::string_view name);
+// nccl-tests' busbw factor for a group of n.
+double BusBandwidthFactor(CollectiveOp op, int n);
+
+// Per-stage algorithm; kAuto picks the fastest applicable one per stage.
+enum class Algorithm { kAuto, kRing, kBidirectionalRing, kHalvingDoubling, kDirect, kNvls };
+std::string_view AlgorithmName(Algorithm algorithm);  // "auto", "ring", "bidirectional_ring", ...
+Algorithm ParseAlgorithm(std::string_view name);      // throws Error(kNotFound) listing the names
+
+// How several stages are combined; kAuto picks the faster.
+enum class Composition { kAuto, kSequential, kConcurrent };
+std::string_view CompositionName(Composition composition);  // "auto", "sequential", "concurrent"
+Composition ParseComposition(std::string_view name);
+
+// {nvlink: 0.8}: see CollectiveOptions::link_efficiency.
+std::map<LinkClass, double> DefaultLinkEfficiency();
+
+struct CollectiveOptions {
+  // Forced per-stage algorithm (kAuto: fastest applicable per stage). A forced algorithm that does not
+  // apply to some stage of the group is an error naming the stage and the algorithms that apply.
+  Algorithm algorithm = Algorithm::kAuto;
+  Composition composition = Composition::kAuto;
+  // Fraction of the line rate a collective library reaches, per link class (1 when absent). NVLink 0.8:
+  // the NCCL maintainers' "~20% protocol overhead" (nccl-tests issue 212).
+  std::map<LinkClass, double> link_efficiency = DefaultLinkEfficiency();
+  // Whether kAuto may choose NVLink SHARP for an all-reduce on an NVLink stage (DGX H100 has it; off by
+  // default because its busbw is not reproduced within 10%: docs/cost-model-validation.md).
+  bool allow_nvls = false;
+};
+
+// One stage of a predicted collective.
+struct StageCost {
+  SpanStage stage;
+  std::string algorithm;        // per-stage algorithm name
+  double buffer_bytes = 0;      // D entering the stage (per device)
+  double bytes_sent = 0;        // bytes one device transmits on this stage, forwarded bytes included
+  double latency_seconds = 0;   // alpha part
+  double bandwidth_seconds = 0; // bytes/B part
+  double seconds = 0;           // this stage's share of the total
+  std::vector<std::string> mesh_axes;  // axes of the call whose groups vary along this stage
+};
+
+// Predicted cost of one collective on one group.
+struct CollectiveCost {
+  CollectiveOp op = CollectiveOp::kAllReduce;
+  double bytes = 0;   // S, as in the file comment
+  int group_size = 1;
+  double seconds = 0;
+  std::string algorithm;  // "ring", "torus[concurrent](bidirectional_ring, bidirectional_ring)", "none"
+  std::vector<StageCost> stages;
+  std::map<LinkClass, double> bytes_sent;           // per device, by link class (on-chip stages excluded)
+  std::map<LinkClass, double> seconds_by_link;      // stage seconds summed by link class
+  std::map<std::string, double> seconds_by_axis;    // stage seconds split over the axes varying the stage
+  double algbw_Bps = 0;        // S / seconds (0 when seconds == 0)
+  double busbw_factor = 0;     // BusBandwidthFactor(op, group_size)
+  double busbw_Bps = 0;        // algbw * busbw_factor
+  std::string ToString() const;
+};
+
+// Collective costs on one mesh. Not thread-safe (caches group spans); cheap to copy.
+class CollectiveModel {
+ public:
+  // Throws Error(kFailedPrecondition) when the mesh has no topology, Error(kInvalidArgument) for an
+  // efficiency outside (0, 1].
+  explicit CollectiveModel(Mesh mesh, CollectiveOptions options = {});
+
+  const Mesh& mesh() const { return mesh_; }
+  const CollectiveOptions& options() const { return options_; }
+
+  // Cost of each group along `axes` (Mesh::PositionGroups order). `pairs` (ppermute only): (source,
+  // destination) indices within the group, as jax.lax.ppermute's perm.
+  // Throws Error(kNotFound) for an unknown axis, Error(kInvalidArgument) for a negative or non-finite
+  // `bytes`, a repeated axis, pairs on another op or bad pairs (out of range, a repeated source or
+  // destination), and for a forced algorithm that does not apply.
+  std::vector<CollectiveCost> CostPerGroup(CollectiveOp op, std::span<const std::string> axes, double bytes,
+                                           std::span<const std::pair<int, int>> pairs = {}) const;
+  // The slowest group's cost.
+  CollectiveCost Cost(CollectiveOp op, std::span<const std::string> axes, double bytes,
+                      std::span<const std::pair<int, int>> pairs = {}) const;
+  // Cost on an explicit group of mesh positions (`axes` only labels the per-axis breakdown).
+  CollectiveCost CostOfGroup(CollectiveOp op, std::span<const int64_t> positions, double bytes,
+                             std::span<const std::pair<int, int>> pairs = {},
+                             std::span<const std::string> axes = {}) const;
+
+ private:
+  CollectiveCost CostOfSpan(CollectiveOp op, const GroupSpan& span, double bytes,
+                            std::span<const std::pair<int, int>> pairs,
+                            const std::vector<std::vector<std::string>>& stage_axes) const;
+  std::vector<std::vector<std::string>> AxesOfStages(const GroupSpan& span, std::span<const int64_t> positions,
+                                                     std::span<const std::string> axes) const;
+
+  Mesh mesh_;
+  CollectiveOptions options_;
+};
+
+}  // namespace spmdsim
+
+#endif  // SPMDSIM_COST_COLLECTIVE_MODEL_H_
