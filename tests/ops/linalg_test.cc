@@ -273,6 +273,21 @@ TEST(Linalg, AbstractOperandsGiveAbstractResults) {
             "float32[3,5,6]");
 }
 
+template <typename A = Array>
+void ExpectVaryingUnion() {
+  if constexpr (!requires(const A& x) { x.varying_axes(); }) {
+    GTEST_SKIP() << "Array has no varying_axes() in this build";
+  } else {
+    A a = A::Zeros({2, 3}, DType::kF32).WithVaryingAxes(0b001);
+    A b = A::Zeros({3, 4}, DType::kF32).WithVaryingAxes(0b100);
+    EXPECT_EQ(MatMul(a, b).varying_axes(), 0b101u);
+    EXPECT_EQ(Einsum("ij,jk->ki", a, b).varying_axes(), 0b101u);
+    EXPECT_EQ(Dot(a, b).varying_axes(), 0b101u);
+  }
+}
+
+TEST(Linalg, ResultsCarryTheUnionOfTheOperandsVaryingAxes) { ExpectVaryingUnion(); }
+
 TEST(Linalg, MegatronMlpShardsSumToTheUnshardedMlp) {
   // Column-parallel W1 (split on f) then row-parallel W2 (split on f): the partial outputs sum to the full MLP.
   std::mt19937 rng(33);

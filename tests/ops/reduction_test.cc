@@ -192,6 +192,20 @@ TEST(Reduction, ErrorsUseNumpysWording) {
   EXPECT_THAT(ErrorOf([&] { Sum(Array()); }), HasSubstr("empty Array handle"));
 }
 
+template <typename A = Array>
+void ExpectVaryingKept() {
+  if constexpr (!requires(const A& x) { x.varying_axes(); }) {
+    GTEST_SKIP() << "Array has no varying_axes() in this build";
+  } else {
+    A a = A::Zeros({2, 3}, DType::kF32).WithVaryingAxes(0b10);
+    EXPECT_EQ(Sum(a, {1}).varying_axes(), 0b10u);
+    EXPECT_EQ(Softmax(a).varying_axes(), 0b10u);
+    EXPECT_EQ(ArgMax(a, 0).varying_axes(), 0b10u);
+  }
+}
+
+TEST(Reduction, ResultsKeepTheInputsVaryingAxes) { ExpectVaryingKept(); }
+
 TEST(Reduction, AbstractInputsGiveAbstractResults) {
   Array a = Array::Abstract({4, 8, 16}, DType::kBF16);
   EXPECT_EQ(Sum(a, {1}).ShapeString(), "bfloat16[4,16]");

@@ -218,6 +218,24 @@ TEST(ShapeOps, IotaAndBroadcastedIota) {
   EXPECT_THAT(ErrorOf([&] { BroadcastedIota(DType::kF32, {2}, 1); }), HasSubstr("axis 1 is out of bounds"));
 }
 
+template <typename A = Array>
+void ExpectVaryingUnion() {
+  if constexpr (!requires(const A& x) { x.varying_axes(); }) {
+    GTEST_SKIP() << "Array has no varying_axes() in this build";
+  } else {
+    A a = A::Zeros({2, 3}, DType::kF32).WithVaryingAxes(0b01);
+    A b = A::Zeros({2, 3}, DType::kF32).WithVaryingAxes(0b10);
+    EXPECT_EQ(Concatenate({a, b}, 0).varying_axes(), 0b11u);
+    EXPECT_EQ(Transpose(a).varying_axes(), 0b01u);
+    EXPECT_EQ(Reshape(b, {6}).varying_axes(), 0b10u);
+    EXPECT_EQ(Slice(a, {0, 0}, {1, 1}).varying_axes(), 0b01u);
+    EXPECT_EQ(DynamicUpdateSlice(a, Slice(b, {0, 0}, {1, 1}), {0, 0}).varying_axes(), 0b11u);
+    EXPECT_EQ(Pad(a, {1, 1}, {0, 0}).varying_axes(), 0b01u);
+  }
+}
+
+TEST(ShapeOps, ResultsCarryTheUnionOfTheOperandsVaryingAxes) { ExpectVaryingUnion(); }
+
 TEST(ShapeOps, AbstractInputsGiveAbstractResults) {
   Array a = Array::Abstract({4, 6}, DType::kF16);
   EXPECT_TRUE(Transpose(a).is_abstract());
