@@ -16,6 +16,7 @@ int main() {
                          mesh, {P("data", "model"), P("model", kNone)}, {P("data", kNone)});
   Array x = Array::Iota({4, 8}, DType::kF32), w = Array::Full({8, 2}, DType::kF32, 1.0);
   Array y = matmul(x, w)[0];  // row i of x @ ones sums 8i..8i+7: 64i + 28
-  std::printf("%s\ny = %s\n", mesh.ToString().c_str(), y.ToString().c_str());
+  std::printf("%s on devices %s\ny = %s\n", mesh.ToString().c_str(), mesh.devices().ToString().c_str(),
+              y.ToString().c_str());
   return y.BitwiseEquals(MatMul(x, w)) ? 0 : 1;
 }
