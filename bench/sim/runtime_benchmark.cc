@@ -1,0 +1,121 @@
+// Runtime benchmarks: one barrier episode (every device arrives and leaves) and psum latency/bandwidth, next
+// to peers in the same binary: one OS thread per device with std::barrier, and Boost.Fiber fibers on one
+// thread with boost::fibers::barrier (when built with SPMDSIM_HAVE_BOOST_FIBER). Open MPI runs in its own
+// processes: scripts/bench-peers.sh. Figures and their discussion: docs/runtime.md.
+//
+// Run: build/bench/bench/sim/sim_runtime_benchmark --benchmark_counters_tabular=true
+// Counters: `episode` = seconds per barrier episode (or per collective), `algbw`/`busbw` = nccl-tests'
+// algorithm and bus bandwidth (bytes per device / time; busbw = algbw * 2(n-1)/n for an all-reduce).
+#include <barrier>
+#include <thread>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#if defined(SPMDSIM_HAVE_BOOST_FIBER)
+#include <boost/fiber/all.hpp>
+#endif
+
+#include "mesh/mesh.h"
+#include "sim/runtime.h"
+
+namespace spmdsim {
+namespace {
+
+int64_t RoundsFor(int64_t devices) { return devices <= 64 ? 20000 : (devices <= 512 ? 2000 : 300); }
+
+void SetEpisodeCounter(benchmark::State& state, int64_t rounds) {
+  state.counters["episode"] = benchmark::Counter(static_cast<double>(state.iterations() * rounds),
+                                                 benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+// Our runtime, default worker count.
+void BM_RuntimeBarrier(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  Runtime runtime(Mesh::Iota({n}, {"x"}));
+  const int64_t rounds = RoundsFor(n);
+  for (auto _ : state) {
+    runtime.Run([&](DeviceContext& d) {
+      for (int64_t r = 0; r < rounds; ++r) d.Barrier();
+    });
+  }
+  SetEpisodeCounter(state, rounds);
+  state.counters["workers"] = runtime.num_workers();
+}
+BENCHMARK(BM_RuntimeBarrier)->ArgNames({"devices"})->Arg(2)->Arg(8)->Arg(64)->Arg(512)->Arg(4096)->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// An empty Run: the cost of dispatching to the workers and starting/finishing every device.
+void BM_RuntimeEmptyRun(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  Runtime runtime(Mesh::Iota({n}, {"x"}));
+  for (auto _ : state) runtime.Run([](DeviceContext&) {});
+}
+BENCHMARK(BM_RuntimeEmptyRun)->ArgNames({"devices"})->Arg(8)->Arg(4096)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// Peer: one OS thread per device, std::barrier.
+void BM_StdBarrierThreads(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const int64_t rounds = n <= 8 ? 20000 : 2000;
+  for (auto _ : state) {
+    std::barrier barrier(n);
+    std::vector<std::thread> threads;
+    for (int64_t d = 0; d < n; ++d)
+      threads.emplace_back([&] {
+        for (int64_t r = 0; r < rounds; ++r) barrier.arrive_and_wait();
+      });
+    for (auto& t : threads) t.join();
+  }
+  SetEpisodeCounter(state, rounds);
+}
+BENCHMARK(BM_StdBarrierThreads)->ArgNames({"devices"})->Arg(2)->Arg(8)->Arg(64)->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+#if defined(SPMDSIM_HAVE_BOOST_FIBER)
+// Peer: Boost.Fiber fibers on one thread, boost::fibers::barrier (shared/peers/fiber_barrier.cpp).
+void BM_BoostFiberBarrier(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const int64_t rounds = RoundsFor(n) / (n >= 4096 ? 3 : 1);
+  for (auto _ : state) {
+    boost::fibers::barrier barrier(static_cast<size_t>(n));
+    std::vector<boost::fibers::fiber> fibers;
+    for (int64_t d = 0; d < n; ++d)
+      fibers.emplace_back([&] {
+        for (int64_t r = 0; r < rounds; ++r) barrier.wait();
+      });
+    for (auto& f : fibers) f.join();
+  }
+  SetEpisodeCounter(state, rounds);
+}
+BENCHMARK(BM_BoostFiberBarrier)->ArgNames({"devices"})->Arg(2)->Arg(8)->Arg(64)->Arg(512)->Arg(4096)->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+#endif
+
+// psum of `bytes` of float32 per device over all n devices.
+void BM_RuntimePsum(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const int64_t bytes = state.range(1);
+  const int64_t elements = std::max<int64_t>(1, bytes / 4);
+  Runtime runtime(Mesh::Iota({n}, {"x"}));
+  const int64_t rounds = bytes <= 4096 ? 5000 : (bytes <= (256 << 10) ? 200 : (bytes <= (2 << 20) ? 20 : 4));
+  for (auto _ : state) {
+    runtime.Run([&](DeviceContext& d) {
+      Array x = Array::Full({elements}, DType::kF32, 1.0);
+      for (int64_t r = 0; r < rounds; ++r) benchmark::DoNotOptimize(d.Psum(x, "x"));
+    });
+  }
+  SetEpisodeCounter(state, rounds);
+  const double per_device = static_cast<double>(elements * 4);
+  const double total = static_cast<double>(state.iterations() * rounds) * per_device;
+  state.counters["algbw"] = benchmark::Counter(total, benchmark::Counter::kIsRate, benchmark::Counter::kIs1024);
+  state.counters["busbw"] = benchmark::Counter(total * 2.0 * static_cast<double>(n - 1) / static_cast<double>(n),
+                                               benchmark::Counter::kIsRate, benchmark::Counter::kIs1024);
+}
+BENCHMARK(BM_RuntimePsum)
+    ->ArgNames({"devices", "bytes"})
+    ->ArgsProduct({{2, 4, 8}, {4, 4 << 10, 256 << 10, 2 << 20, 16 << 20}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace spmdsim

@@ -1,0 +1,119 @@
+// Internals: what a device asks of a collective (CollectiveCall), JAX's shape rules, and the plan the
+// runtime's workers execute to compute every device's result. Not for users.
+//
+// Thread safety: a CollectiveCall lives on its device's fiber stack and is written only by that device
+// before it arrives at the barrier; afterwards it is read-only until the device is resumed. A Plan is built
+// by one worker (the last to arrive) and executed by all workers on disjoint unit ranges between two
+// barrier phases (sim/runtime.cc); the barriers order those accesses.
+#ifndef SPMDSIM_SIM_INTERNAL_COLLECTIVES_H_
+#define SPMDSIM_SIM_INTERNAL_COLLECTIVES_H_
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mesh/mesh.h"
+#include "sim/array.h"
+#include "sim/device_context.h"
+#include "sim/internal/buffer.h"
+
+namespace spmdsim::internal {
+
+enum class OpKind : uint8_t { kBarrier, kPsum, kPmean, kPmax, kPmin, kAllGather, kPsumScatter, kAllToAll, kPpermute };
+std::string_view OpName(OpKind op);  // JAX's names: "psum", "all_gather", ...
+
+inline constexpr int kMaxAxes = 15;
+
+// Mesh axes of a call as indices into the mesh's axis names, in the call's order.
+struct AxesKey {
+  uint8_t count = 0;
+  std::array<uint8_t, kMaxAxes> index{};
+  bool operator==(const AxesKey& other) const {
+    if (count != other.count) return false;
+    for (int i = 0; i < count; ++i)
+      if (index[i] != other.index[i]) return false;
+    return true;
+  }
+  bool operator<(const AxesKey& other) const {
+    if (count != other.count) return count < other.count;
+    for (int i = 0; i < count; ++i)
+      if (index[i] != other.index[i]) return index[i] < other.index[i];
+    return false;
+  }
+};
+
+// Validates axis names for `api` (JAX's NameError for an unknown one) and returns their key.
+AxesKey MakeAxesKey(const Mesh& mesh, const Axes& axes, std::string_view api);
+int64_t GroupSize(const Mesh& mesh, const AxesKey& key);
+std::vector<std::string> AxesNames(const Mesh& mesh, const AxesKey& key);
+
+struct CollectiveCall {
+  OpKind op = OpKind::kBarrier;
+  AxesKey axes;
+  int64_t group_size = 1;
+  bool tiled = false;
+  int64_t p0 = 0;  // all_gather axis / psum_scatter dimension / all_to_all split axis (canonical)
+  int64_t p1 = 0;  // all_to_all concat axis (canonical)
+  const Array* input = nullptr;      // nullptr for a barrier
+  PermutationPairs perm;             // ppermute, indices reduced modulo group_size
+  // Derived by ValidateCall: the result's dtype and shape.
+  DType out_dtype = DType::kF32;
+  std::vector<int64_t> out_shape;
+};
+
+// Checks parameters against the input as jax.lax does (its errors and wording) and fills out_dtype and
+// out_shape. Throws Error on the device that calls it.
+void ValidateCall(const Mesh& mesh, CollectiveCall& call, std::string_view axes_text, const PermutationPairs& raw_perm);
+// Same op, axes, parameters, input shape, dtype and abstractness.
+bool SameCall(const CollectiveCall& a, const CollectiveCall& b);
+// "psum(float32[4], axes=('x',))", "all_gather(float32[4], axes=('x', 'y'), axis=0, tiled=False)".
+std::string DescribeCall(const Mesh& mesh, const CollectiveCall& call);
+
+// The groups of one tuple of axes, cached by the runtime.
+struct GroupInfo {
+  std::vector<std::vector<int64_t>> groups;  // Mesh::PositionGroups
+  std::vector<int64_t> group_of;             // by position
+  std::vector<int64_t> index_in_group;       // by position
+};
+GroupInfo MakeGroupInfo(const Mesh& mesh, const AxesKey& key);
+
+// What the workers compute for one collective. Units are disjoint pieces of work (e.g. a group and a range
+// of elements); any partition of [0, num_units) among workers gives bitwise the same results.
+class Plan {
+ public:
+  // `calls[p]` is position p's call (all SameCall); `inputs` their arrays.
+  void Build(const Mesh& mesh, const GroupInfo& groups, const std::vector<const CollectiveCall*>& calls);
+  int64_t num_units() const { return num_units_; }
+  int64_t bytes_written() const { return bytes_written_; }
+  void Execute(int64_t unit_begin, int64_t unit_end) const;
+  // The result buffer of `position` (nullptr for abstract arrays).
+  const std::shared_ptr<Buffer>& ResultBuffer(int64_t position) const;
+  void Clear();
+
+ private:
+  void ExecuteUnit(int64_t unit) const;
+
+  OpKind op_ = OpKind::kBarrier;
+  const GroupInfo* groups_ = nullptr;
+  const CollectiveCall* ref_ = nullptr;
+  DType in_dtype_ = DType::kF32;
+  int64_t in_elements_ = 0;
+  int64_t out_elements_ = 0;
+  bool abstract_ = false;
+  bool per_group_output_ = true;  // psum/pmean/pmax/pmin/all_gather: one buffer per group
+  std::vector<const void*> inputs_;  // by position
+  std::vector<std::shared_ptr<Buffer>> outputs_;  // by group or by position
+  std::vector<int64_t> result_source_;  // ppermute: source position or -1
+  std::shared_ptr<Buffer> zeros_;
+  int64_t num_units_ = 0;
+  int64_t units_per_target_ = 1;  // reductions: element chunks per group
+  int64_t bytes_written_ = 0;
+};
+
+}  // namespace spmdsim::internal
+
+#endif  // SPMDSIM_SIM_INTERNAL_COLLECTIVES_H_

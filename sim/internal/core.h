@@ -1,0 +1,159 @@
+// Internals of sim/runtime.h: device fibers, worker blocks, the cross-thread barrier and one Run's state.
+// Not for users; docs/runtime.md explains the design.
+//
+// Thread safety and ordering:
+//  - A DeviceSlot's non-atomic fields are touched only by the worker thread that owns the slot's block and
+//    by the device's own fiber, which runs on that thread (the worker switches into the fiber and back), so
+//    they need no synchronisation; `state` and `waiting_op` are atomics because the watchdog (the thread in
+//    Runtime::Run) reads them.
+//  - A Block's summary is written by its worker before it arrives at the cross-thread barrier
+//    (fetch_add acq_rel) and read by the last worker to arrive, which publishes the plan with a release
+//    store of the barrier's epoch; the other workers acquire that epoch before reading the plan.
+//  - RunState::abort moves once from kNone to a reason (compare-exchange); the reason's message is written
+//    before the exchange (release) and read after an acquire load.
+#ifndef SPMDSIM_SIM_INTERNAL_CORE_H_
+#define SPMDSIM_SIM_INTERNAL_CORE_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <boost/context/fiber.hpp>
+#include <boost/context/stack_context.hpp>
+
+#include "common/error.h"
+#include "mesh/mesh.h"
+#include "sim/device_context.h"
+#include "sim/internal/collectives.h"
+#include "sim/memory.h"
+#include "sim/observer.h"
+#include "sim/runtime.h"
+
+namespace spmdsim::internal {
+
+// Thrown inside a device's fiber to unwind it when the Run is aborted (another device failed, the devices
+// disagreed, or the deadline passed). Not derived from std::exception so that `catch (const std::exception&)`
+// in user code lets it through.
+struct DeviceAborted {};
+
+enum class DeviceState : uint8_t {
+  kNotStarted,  // fiber not yet entered in this Run
+  kReady,       // will be resumed in the worker's next pass
+  kRunning,     // the worker has switched into it
+  kWaiting,     // at a collective (call points at its CollectiveCall)
+  kFinished,    // returned (or was unwound); `outcome` says how
+};
+
+enum class Outcome : uint8_t { kNone, kReturned, kThrew, kAborted };
+
+// A fiber stack kept for the device across Runs (mmap'd, with a guard page below it).
+struct FiberStack {
+  void* base = nullptr;  // start of the mapping (guard page)
+  size_t mapped = 0;     // bytes mapped including the guard page
+  boost::context::stack_context context;
+};
+
+struct alignas(64) DeviceSlot {
+  std::atomic<DeviceState> state{DeviceState::kNotStarted};
+  std::atomic<OpKind> waiting_op{OpKind::kBarrier};
+  bool resume_aborted = false;          // set before resuming a waiting fiber that must unwind
+  Outcome outcome = Outcome::kNone;
+  CollectiveCall* call = nullptr;       // on the fiber's stack while it waits
+  boost::context::fiber fiber;          // the device while it is switched out
+  boost::context::fiber worker;         // the worker while the device runs
+  std::exception_ptr error;
+  FiberStack stack;
+  void* asan_fake_stack = nullptr;      // the device's saved ASan fake stack while switched out
+  void* tsan_fiber = nullptr;
+  std::shared_ptr<DeviceMemory> memory;
+  std::unique_ptr<DeviceContext> context;
+  struct RunState* run = nullptr;       // the Run this fiber belongs to
+  int64_t position = 0;
+  // ASan: the bounds of the worker thread's stack, learnt when the fiber is entered.
+  const void* worker_stack_bottom = nullptr;
+  size_t worker_stack_size = 0;
+  void* worker_tsan_fiber = nullptr;    // TSan: the worker thread's own fiber
+};
+
+// A contiguous range of devices run by one worker thread.
+struct alignas(64) Block {
+  int64_t begin = 0;
+  int64_t end = 0;
+  // Summary of the last pass, for the barrier's leader.
+  const CollectiveCall* ref = nullptr;  // the first waiting device's call
+  int64_t ref_position = -1;
+  int64_t waiting = 0;
+  int64_t finished = 0;
+  bool mismatch = false;                // some waiting device's call differs from ref
+  bool closed = false;                  // every device finished; set once per Run
+};
+
+enum class AbortReason : int { kNone = 0, kDeviceFailed, kMismatch, kEarlyReturn, kDeadline, kHostError };
+
+// Sense-free barrier over blocks: arrivals add the number of blocks they bring; the arrival that completes
+// the count runs the leader's section and then bumps the epoch, which the others spin on.
+struct CrossBarrier {
+  alignas(64) std::atomic<int64_t> arrived{0};
+  alignas(64) std::atomic<uint64_t> epoch{0};
+};
+
+struct RunState {
+  std::function<void(DeviceContext&)> fn;
+  std::atomic<bool> published{false};          // set (release) once the Run's setup is complete
+  int num_blocks = 0;
+  alignas(64) std::atomic<int> next_block{0};  // blocks are claimed by the worker tasks that start first
+  CrossBarrier barrier;
+  alignas(64) std::atomic<int> abort{0};       // AbortReason
+  ErrorCode abort_code = ErrorCode::kAborted;
+  std::string abort_message;
+  std::chrono::steady_clock::time_point abort_time;
+  // The current collective, written by the leader between barrier phases.
+  Plan plan;
+  bool plan_parallel = false;
+  bool plan_has_result = false;
+  DType result_dtype = DType::kF32;
+  std::vector<int64_t> result_shape;
+  bool done = false;
+  uint64_t sequence = 0;                       // collectives so far
+  std::atomic<uint64_t> episodes{0};           // barrier episodes completed (watchdog's progress signal)
+  std::vector<const CollectiveCall*> calls;    // leader's scratch
+  // Completion: blocks closed (every device finished).
+  std::mutex mu;
+  std::condition_variable cv;
+  int closed_blocks = 0;
+
+  bool aborted() const { return abort.load(std::memory_order_acquire) != 0; }
+  // First reason wins; returns whether this call set it.
+  bool SetAbort(AbortReason reason, ErrorCode code, std::string message);
+};
+
+struct RuntimeCore {
+  RuntimeCore(Mesh mesh, RuntimeOptions options, int num_workers);
+  ~RuntimeCore();
+
+  // Called by DeviceContext on the device's fiber.
+  Array Collective(DeviceSlot& slot, CollectiveCall& call);
+  const GroupInfo& Groups(const AxesKey& key);  // cached; leader only (or under groups_mu)
+
+  Mesh mesh;
+  RuntimeOptions options;
+  int num_workers;
+  std::vector<DeviceSlot> slots;
+  std::vector<Block> blocks;
+  std::mutex run_mu;               // held by Runtime::Run for its whole duration
+  std::shared_ptr<RunState> run;  // the current (or last) Run
+  std::mutex groups_mu;
+  std::map<AxesKey, std::unique_ptr<GroupInfo>> groups;
+};
+
+}  // namespace spmdsim::internal
+
+#endif  // SPMDSIM_SIM_INTERNAL_CORE_H_

@@ -1,0 +1,780 @@
+#include "sim/runtime.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include <boost/context/fiber.hpp>
+#include <fmt/format.h>
+#include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include "common/strings.h"
+#include "sim/internal/core.h"
+
+#if defined(SPMDSIM_ASAN)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+#if defined(SPMDSIM_TSAN)
+#include <sanitizer/tsan_interface.h>
+#endif
+
+namespace spmdsim {
+
+namespace ctx = boost::context;
+
+DeviceError::DeviceError(ErrorCode code, std::string message, std::string kind, int64_t position, int device_id,
+                         std::exception_ptr original)
+    : Error(code, std::move(message), std::move(kind)),
+      position_(position),
+      device_id_(device_id),
+      original_(std::move(original)) {}
+
+namespace internal {
+
+struct WorkerPool {
+  explicit WorkerPool(int workers)
+      // One thread more than the arena's slots: oneTBB counts the (absent) external thread in the limit.
+      : limit(tbb::global_control::max_allowed_parallelism, static_cast<size_t>(workers) + 1),
+        arena(workers, /*reserved_for_masters=*/0) {}
+  tbb::global_control limit;
+  tbb::task_arena arena;
+};
+
+bool RunState::SetAbort(AbortReason reason, ErrorCode code, std::string message) {
+  // The message is written under `mu` by the one caller that wins the exchange; readers take `mu` too.
+  std::lock_guard lock(mu);
+  int expected = 0;
+  if (!abort.compare_exchange_strong(expected, static_cast<int>(reason), std::memory_order_acq_rel)) return false;
+  abort_code = code;
+  abort_message = std::move(message);
+  abort_time = std::chrono::steady_clock::now();
+  cv.notify_all();
+  return true;
+}
+
+namespace {
+
+constexpr int64_t kParallelBytes = 64 * 1024;  // below this a collective's results are computed by one worker
+
+// "0-3, 5, 7-8"
+std::string PositionRanges(const std::vector<int64_t>& positions) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < positions.size();) {
+    size_t j = i;
+    while (j + 1 < positions.size() && positions[j + 1] == positions[j] + 1) ++j;
+    parts.push_back(j == i ? fmt::format("{}", positions[i]) : fmt::format("{}-{}", positions[i], positions[j]));
+    i = j + 1;
+  }
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+// "positions 0-2 (devices 0, 1, 2)"; device ids are listed only when they are not the positions.
+std::string DescribeDevices(const Mesh& mesh, const std::vector<int64_t>& positions) {
+  if (positions.empty()) return "none";
+  std::string text = fmt::format("{} {}", positions.size() == 1 ? "position" : "positions", PositionRanges(positions));
+  bool same = true;
+  for (int64_t p : positions) same = same && mesh.DeviceAt(p) == p;
+  if (!same) {
+    std::vector<int> ids;
+    for (int64_t p : positions) ids.push_back(mesh.DeviceAt(p));
+    text += fmt::format(" (device ids {})", fmt::join(ids, ", "));
+  }
+  return text;
+}
+
+// --- Fiber stacks ------------------------------------------------------------------------------------------
+
+void EnsureStack(FiberStack& stack, size_t size) {
+  if (stack.base != nullptr) {
+#if defined(SPMDSIM_ASAN)
+    // A finished fiber may leave its frames' redzones poisoned.
+    ASAN_UNPOISON_MEMORY_REGION(static_cast<char*>(stack.base) + (stack.mapped - stack.context.size),
+                                stack.context.size);
+#endif
+    return;
+  }
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t usable = (size + page - 1) / page * page;
+  const size_t mapped = usable + page;
+  void* base = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) {
+    Throw(ErrorCode::kResourceExhausted, "cannot map a {} fiber stack for a virtual device", HumanBytes(mapped));
+  }
+  mprotect(base, page, PROT_NONE);  // guard page: a stack overflow faults instead of corrupting memory
+  stack.base = base;
+  stack.mapped = mapped;
+  stack.context.size = usable;
+  stack.context.sp = static_cast<char*>(base) + mapped;
+}
+
+void FreeStack(FiberStack& stack) {
+  if (stack.base != nullptr) munmap(stack.base, stack.mapped);
+  stack.base = nullptr;
+}
+
+// boost::context StackAllocator handing out the device's pooled stack; deallocate keeps it for the next Run.
+struct PooledStack {
+  FiberStack* stack;
+  ctx::stack_context allocate() { return stack->context; }
+  void deallocate(ctx::stack_context&) noexcept {}
+};
+
+// --- Switching, with the sanitizers told about every stack switch --------------------------------------------
+
+struct WorkerThreadState {
+  void* asan_fake_stack = nullptr;
+  void* tsan_fiber = nullptr;
+};
+thread_local WorkerThreadState worker_thread;
+
+// Worker -> device. Returns when the device switches back (it waits or has finished).
+void SwitchIntoDevice(DeviceSlot& s) {
+  WorkerThreadState& w = worker_thread;
+  s.worker_tsan_fiber = w.tsan_fiber;
+#if defined(SPMDSIM_ASAN)
+  __sanitizer_start_switch_fiber(&w.asan_fake_stack,
+                                 static_cast<char*>(s.stack.context.sp) - s.stack.context.size,
+                                 s.stack.context.size);
+#endif
+#if defined(SPMDSIM_TSAN)
+  __tsan_switch_to_fiber(s.tsan_fiber, 0);
+#endif
+  s.fiber = std::move(s.fiber).resume();
+#if defined(SPMDSIM_ASAN)
+  __sanitizer_finish_switch_fiber(w.asan_fake_stack, nullptr, nullptr);
+#endif
+}
+
+// Tells the sanitizers that the device's stack is being left for the worker's. `finishing`: for good (the fiber
+// returns to the worker; it is never resumed).
+void AnnounceSwitchToWorker(DeviceSlot& s, bool finishing) {
+#if defined(SPMDSIM_ASAN)
+  __sanitizer_start_switch_fiber(finishing ? nullptr : &s.asan_fake_stack, s.worker_stack_bottom,
+                                 s.worker_stack_size);
+#endif
+#if defined(SPMDSIM_TSAN)
+  __tsan_switch_to_fiber(s.worker_tsan_fiber, 0);
+#endif
+  (void)s;
+  (void)finishing;
+}
+
+// Device -> worker, from a device that waits; returns when the worker resumes it.
+void SwitchToWorker(DeviceSlot& s) {
+  AnnounceSwitchToWorker(s, /*finishing=*/false);
+  s.worker = std::move(s.worker).resume();
+#if defined(SPMDSIM_ASAN)
+  __sanitizer_finish_switch_fiber(s.asan_fake_stack, &s.worker_stack_bottom, &s.worker_stack_size);
+#endif
+}
+
+// --- Workers -----------------------------------------------------------------------------------------------
+
+class Worker {
+ public:
+  Worker(RuntimeCore& core, RunState& run) : core_(core), run_(run), mesh_(core.mesh) {}
+
+  void Main() {
+    int b = run_.next_block.fetch_add(1, std::memory_order_relaxed);
+    if (b >= run_.num_blocks) return;  // a late task: every block is already taken
+    AddBlock(b);
+    for (;;) {
+      for (int block : blocks_) Pass(core_.blocks[block]);
+      if (run_.aborted() || !Barrier(/*lead=*/true)) break;
+      if (run_.done) {
+        CloseBlocks();
+        return;
+      }
+      if (run_.plan_parallel) {
+        ExecuteShare();
+        if (!Barrier(/*lead=*/false)) break;
+      }
+      for (int block : blocks_) {
+        const Block& bl = core_.blocks[block];
+        for (int64_t p = bl.begin; p < bl.end; ++p) {
+          DeviceSlot& s = core_.slots[p];
+          if (s.state.load(std::memory_order_relaxed) == DeviceState::kWaiting)
+            s.state.store(DeviceState::kReady, std::memory_order_relaxed);
+        }
+      }
+    }
+    Unwind();
+  }
+
+ private:
+  void AddBlock(int b) {
+    blocks_.push_back(b);
+    const Block& bl = core_.blocks[b];
+    for (int64_t p = bl.begin; p < bl.end; ++p) {
+      DeviceSlot& s = core_.slots[p];
+      EnsureStack(s.stack, core_.options.fiber_stack_bytes);
+      s.run = &run_;
+    }
+  }
+
+  void StartFiber(DeviceSlot& s) {
+    s.fiber = ctx::fiber(std::allocator_arg, PooledStack{&s.stack}, [&s](ctx::fiber&& worker) {
+      s.worker = std::move(worker);
+#if defined(SPMDSIM_ASAN)
+      __sanitizer_finish_switch_fiber(nullptr, &s.worker_stack_bottom, &s.worker_stack_size);
+#endif
+      try {
+        s.run->fn(*s.context);
+        s.outcome = Outcome::kReturned;
+      } catch (const DeviceAborted&) {
+        s.outcome = Outcome::kAborted;
+      } catch (...) {
+        s.error = std::current_exception();
+        s.outcome = Outcome::kThrew;
+      }
+      s.call = nullptr;
+      s.state.store(DeviceState::kFinished, std::memory_order_relaxed);
+      AnnounceSwitchToWorker(s, /*finishing=*/true);
+      return std::move(s.worker);
+    });
+#if defined(SPMDSIM_TSAN)
+    s.tsan_fiber = __tsan_create_fiber(0);
+#endif
+    if (core_.options.observer != nullptr) core_.options.observer->OnDeviceStart(s.position);
+  }
+
+  void Resume(DeviceSlot& s) {
+    s.state.store(DeviceState::kRunning, std::memory_order_relaxed);
+    SetCurrentDeviceMemory(s.memory.get());
+    SwitchIntoDevice(s);
+    SetCurrentDeviceMemory(nullptr);
+    if (s.state.load(std::memory_order_relaxed) == DeviceState::kFinished) {
+#if defined(SPMDSIM_TSAN)
+      __tsan_destroy_fiber(s.tsan_fiber);
+      s.tsan_fiber = nullptr;
+#endif
+      if (s.outcome == Outcome::kThrew) {
+        run_.SetAbort(AbortReason::kDeviceFailed, ErrorCode::kAborted, "a device failed");
+      }
+      if (core_.options.observer != nullptr)
+        core_.options.observer->OnDeviceFinish(s.position, s.outcome != Outcome::kReturned);
+    }
+  }
+
+  // Runs every ready device of the block until it waits or finishes, and summarises the block.
+  void Pass(Block& bl) {
+    bl.ref = nullptr;
+    bl.ref_position = -1;
+    bl.waiting = 0;
+    bl.finished = 0;
+    bl.mismatch = false;
+    for (int64_t p = bl.begin; p < bl.end; ++p) {
+      DeviceSlot& s = core_.slots[p];
+      DeviceState st = s.state.load(std::memory_order_relaxed);
+      if (st == DeviceState::kNotStarted) {
+        if (run_.aborted()) {
+          s.outcome = Outcome::kAborted;
+          s.state.store(DeviceState::kFinished, std::memory_order_relaxed);
+          ++bl.finished;
+          continue;
+        }
+        StartFiber(s);
+        st = DeviceState::kReady;
+      }
+      if (st == DeviceState::kReady) {
+        Resume(s);
+        st = s.state.load(std::memory_order_relaxed);
+      }
+      if (st == DeviceState::kWaiting) {
+        ++bl.waiting;
+        if (bl.ref == nullptr) {
+          bl.ref = s.call;
+          bl.ref_position = p;
+        } else if (!bl.mismatch && !SameCall(*bl.ref, *s.call)) {
+          bl.mismatch = true;
+        }
+      } else {
+        ++bl.finished;
+      }
+    }
+  }
+
+  // The cross-thread barrier. Returns false when the Run was aborted.
+  bool Barrier(bool lead) {
+    CrossBarrier& bar = run_.barrier;
+    const uint64_t epoch = bar.epoch.load(std::memory_order_acquire);
+    if (Arrive(static_cast<int64_t>(blocks_.size()))) return Lead(epoch, lead);
+    for (uint64_t spin = 1;; ++spin) {
+      if (bar.epoch.load(std::memory_order_acquire) != epoch) return !run_.aborted();
+      if (run_.aborted()) return false;
+      if (spin < 2000) {
+        __builtin_ia32_pause();
+        continue;
+      }
+      // Backing off. A block no thread has claimed yet (oneTBB did not give us all the threads we asked for)
+      // is taken over here, so the Run completes with any number of threads.
+      if (lead && run_.next_block.load(std::memory_order_relaxed) < run_.num_blocks) {
+        int b = run_.next_block.fetch_add(1, std::memory_order_relaxed);
+        if (b < run_.num_blocks) {
+          AddBlock(b);
+          Pass(core_.blocks[b]);
+          if (Arrive(1)) return Lead(epoch, lead);
+          continue;
+        }
+      }
+      if (spin < 2200) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(spin < 3000 ? 20 : 200));
+      }
+    }
+  }
+
+  bool Arrive(int64_t blocks) {
+    return run_.barrier.arrived.fetch_add(blocks, std::memory_order_acq_rel) + blocks == run_.num_blocks;
+  }
+
+  bool Lead(uint64_t epoch, bool lead) {
+    run_.barrier.arrived.store(0, std::memory_order_relaxed);
+    if (lead) LeaderSection();
+    run_.episodes.fetch_add(1, std::memory_order_relaxed);
+    run_.barrier.epoch.store(epoch + 1, std::memory_order_release);
+    return !run_.aborted();
+  }
+
+  void LeaderSection() {
+    run_.plan_parallel = false;
+    if (run_.aborted()) return;
+    int64_t waiting = 0, finished = 0;
+    const CollectiveCall* ref = nullptr;
+    bool mismatch = false;
+    for (const Block& bl : core_.blocks) {
+      waiting += bl.waiting;
+      finished += bl.finished;
+      mismatch = mismatch || bl.mismatch;
+      if (bl.ref != nullptr) {
+        if (ref == nullptr) {
+          ref = bl.ref;
+        } else if (!mismatch && !SameCall(*ref, *bl.ref)) {
+          mismatch = true;
+        }
+      }
+    }
+    if (waiting == 0) {
+      run_.done = true;
+      return;
+    }
+    if (finished > 0) {
+      ReportEarlyReturn();
+      return;
+    }
+    if (mismatch) {
+      ReportMismatch();
+      return;
+    }
+    const int64_t n = mesh_.size();
+    run_.calls.resize(n);
+    for (int64_t p = 0; p < n; ++p) run_.calls[p] = core_.slots[p].call;
+    const GroupInfo& groups = core_.Groups(ref->axes);
+    try {
+      run_.plan.Build(mesh_, groups, run_.calls);
+    } catch (const std::bad_alloc&) {
+      run_.SetAbort(AbortReason::kHostError, ErrorCode::kResourceExhausted,
+                    fmt::format("the host ran out of memory computing {}", DescribeCall(mesh_, *ref)));
+      return;
+    }
+    if (RuntimeObserver* observer = core_.options.observer) {
+      CollectiveEvent event;
+      event.op = OpName(ref->op);
+      std::vector<std::string> names = AxesNames(mesh_, ref->axes);
+      event.axes = names;
+      event.group_size = ref->group_size;
+      event.num_groups = ref->op == OpKind::kBarrier ? 1 : static_cast<int64_t>(groups.groups.size());
+      if (ref->op != OpKind::kBarrier) {
+        event.groups = groups.groups;
+        event.dtype = ref->input->dtype();
+        event.input_bytes_per_device = ref->input->nbytes();
+        event.output_bytes_per_device = NumElements(ref->out_shape) * DTypeSize(ref->out_dtype);
+        event.abstract = ref->input->is_abstract();
+      }
+      event.sequence = run_.sequence;
+      observer->OnCollective(event);
+    }
+    ++run_.sequence;
+    run_.plan_parallel = run_.num_blocks > 1 && run_.plan.num_units() > 1 && run_.plan.bytes_written() >= kParallelBytes;
+    if (!run_.plan_parallel) run_.plan.Execute(0, run_.plan.num_units());
+  }
+
+  void ReportEarlyReturn() {
+    std::vector<int64_t> finished;
+    std::map<std::string, std::vector<int64_t>> waiting;
+    for (int64_t p = 0; p < mesh_.size(); ++p) {
+      const DeviceSlot& s = core_.slots[p];
+      if (s.state.load(std::memory_order_relaxed) == DeviceState::kWaiting) {
+        waiting[DescribeCall(mesh_, *s.call)].push_back(p);
+      } else {
+        finished.push_back(p);
+      }
+    }
+    std::vector<std::string> parts;
+    for (const auto& [call, positions] : waiting)
+      parts.push_back(fmt::format("{} wait at {}", DescribeDevices(mesh_, positions), call));
+    run_.SetAbort(AbortReason::kEarlyReturn, ErrorCode::kFailedPrecondition,
+                  fmt::format("devices returned while others wait at a collective: {} returned; {}",
+                              DescribeDevices(mesh_, finished), fmt::join(parts, "; ")));
+  }
+
+  void ReportMismatch() {
+    // Distinct calls in order of their first device.
+    std::vector<std::pair<const CollectiveCall*, std::vector<int64_t>>> kinds;
+    for (int64_t p = 0; p < mesh_.size(); ++p) {
+      const CollectiveCall* call = core_.slots[p].call;
+      auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return SameCall(*k.first, *call); });
+      if (it == kinds.end()) {
+        kinds.push_back({call, {p}});
+      } else {
+        it->second.push_back(p);
+      }
+    }
+    std::vector<std::string> parts;
+    for (const auto& [call, positions] : kinds)
+      parts.push_back(fmt::format("{} called {}", DescribeDevices(mesh_, positions), DescribeCall(mesh_, *call)));
+    run_.SetAbort(AbortReason::kMismatch, ErrorCode::kInvalidArgument,
+                  fmt::format("devices called different collectives at the same step (every device must call the "
+                              "same collective with the same axes, parameters, shape and dtype): {}",
+                              fmt::join(parts, "; ")));
+  }
+
+  void ExecuteShare() {
+    const int64_t units = run_.plan.num_units();
+    for (int b : blocks_) {
+      int64_t begin = units * b / run_.num_blocks;
+      int64_t end = units * (b + 1) / run_.num_blocks;
+      run_.plan.Execute(begin, end);
+    }
+  }
+
+  // Releases every device of this worker's blocks (and of any block no thread claimed) and closes them.
+  void Unwind() {
+    for (;;) {
+      int b = run_.next_block.fetch_add(1, std::memory_order_relaxed);
+      if (b >= run_.num_blocks) break;
+      AddBlock(b);
+    }
+    bool again = true;
+    while (again) {
+      again = false;
+      for (int block : blocks_) {
+        const Block& bl = core_.blocks[block];
+        for (int64_t p = bl.begin; p < bl.end; ++p) {
+          DeviceSlot& s = core_.slots[p];
+          switch (s.state.load(std::memory_order_relaxed)) {
+            case DeviceState::kNotStarted:
+              s.outcome = Outcome::kAborted;
+              s.state.store(DeviceState::kFinished, std::memory_order_relaxed);
+              break;
+            case DeviceState::kWaiting:
+              s.resume_aborted = true;
+              [[fallthrough]];
+            case DeviceState::kReady:
+              Resume(s);
+              again = true;  // a device that swallowed DeviceAborted may wait again
+              break;
+            default:
+              break;
+          }
+        }
+      }
+    }
+    CloseBlocks();
+  }
+
+  void CloseBlocks() {
+    std::lock_guard lock(run_.mu);
+    for (int b : blocks_) {
+      core_.blocks[b].closed = true;
+      ++run_.closed_blocks;
+    }
+    if (run_.closed_blocks == run_.num_blocks) run_.cv.notify_all();
+  }
+
+  RuntimeCore& core_;
+  RunState& run_;
+  const Mesh& mesh_;
+  std::vector<int> blocks_;
+};
+
+void WorkerEntry(const std::shared_ptr<RuntimeCore>& core, const std::shared_ptr<RunState>& run) {
+  // Acquire what the thread in Run set up (oneTBB's hand-over is invisible to ThreadSanitizer).
+  while (!run->published.load(std::memory_order_acquire)) std::this_thread::yield();
+#if defined(SPMDSIM_TSAN)
+  worker_thread.tsan_fiber = __tsan_get_current_fiber();
+#endif
+  Worker(*core, *run).Main();
+}
+
+}  // namespace
+
+RuntimeCore::RuntimeCore(Mesh mesh_in, RuntimeOptions options_in, int workers)
+    : mesh(std::move(mesh_in)), options(std::move(options_in)), num_workers(workers), slots(mesh.size()) {
+  int64_t capacity = options.device_memory_bytes;
+  if (capacity == 0) capacity = mesh.topology() != nullptr ? mesh.topology()->memory_bytes() : kDefaultDeviceMemoryBytes;
+  if (capacity <= 0) capacity = kDefaultDeviceMemoryBytes;
+  for (int64_t p = 0; p < mesh.size(); ++p) {
+    DeviceSlot& s = slots[p];
+    s.position = p;
+    s.memory = std::make_shared<DeviceMemory>(p, mesh.DeviceAt(p), capacity);
+    s.context.reset(new DeviceContext(this, &s, p, mesh.DeviceAt(p), mesh.CoordsOfPosition(p)));
+  }
+  blocks.resize(workers);
+  for (int b = 0; b < workers; ++b) {
+    blocks[b].begin = mesh.size() * b / workers;
+    blocks[b].end = mesh.size() * (b + 1) / workers;
+  }
+}
+
+RuntimeCore::~RuntimeCore() {
+  for (DeviceSlot& s : slots) FreeStack(s.stack);
+}
+
+const GroupInfo& RuntimeCore::Groups(const AxesKey& key) {
+  std::lock_guard lock(groups_mu);
+  auto it = groups.find(key);
+  if (it == groups.end()) it = groups.emplace(key, std::make_unique<GroupInfo>(MakeGroupInfo(mesh, key))).first;
+  return *it->second;
+}
+
+Array RuntimeCore::Collective(DeviceSlot& slot, CollectiveCall& call) {
+  RunState& run = *slot.run;
+  if (run.aborted()) throw DeviceAborted{};
+  slot.call = &call;
+  slot.waiting_op.store(call.op, std::memory_order_relaxed);
+  slot.state.store(DeviceState::kWaiting, std::memory_order_relaxed);
+  SwitchToWorker(slot);
+  slot.call = nullptr;
+  if (slot.resume_aborted) {
+    slot.resume_aborted = false;
+    throw DeviceAborted{};
+  }
+  if (call.op == OpKind::kBarrier) return Array();
+  return ArrayAccess::Make(call.out_dtype, call.out_shape, run.plan.ResultBuffer(slot.position), slot.memory.get());
+}
+
+}  // namespace internal
+
+using internal::DeviceState;
+using internal::RunState;
+
+Runtime::Runtime(Mesh mesh, RuntimeOptions options) {
+  if (mesh.empty()) Throw(ErrorCode::kInvalidArgument, "Runtime needs a mesh with at least one device");
+  if (mesh.size() > (int64_t{1} << 31)) Throw(ErrorCode::kInvalidArgument, "mesh of {} devices is too large", mesh.size());
+  if (options.num_threads < 0)
+    Throw(ErrorCode::kInvalidArgument, "RuntimeOptions::num_threads must be >= 0 (0: one per core), got {}",
+          options.num_threads);
+  if (options.fiber_stack_bytes < 16 * 1024)
+    Throw(ErrorCode::kInvalidArgument, "RuntimeOptions::fiber_stack_bytes must be at least 16 KiB, got {}",
+          options.fiber_stack_bytes);
+  if (options.device_memory_bytes < 0)
+    Throw(ErrorCode::kInvalidArgument, "RuntimeOptions::device_memory_bytes must be >= 0, got {}",
+          options.device_memory_bytes);
+  if (options.collective_timeout.count() <= 0)
+    Throw(ErrorCode::kInvalidArgument, "RuntimeOptions::collective_timeout must be positive, got {} ms",
+          options.collective_timeout.count());
+  int threads = options.num_threads;
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  const int workers = static_cast<int>(std::min<int64_t>(threads, mesh.size()));
+  core_ = std::make_shared<internal::RuntimeCore>(std::move(mesh), std::move(options), workers);
+  pool_ = std::make_unique<internal::WorkerPool>(workers);
+}
+
+namespace {
+
+// Waits until every block of `run` is closed or `deadline` passes; returns whether all closed.
+bool WaitClosed(RunState& run, std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(run.mu);
+  return run.cv.wait_until(lock, deadline, [&] { return run.closed_blocks == run.num_blocks; });
+}
+
+std::string StillRunning(const internal::RuntimeCore& core) {
+  std::vector<int64_t> running;
+  for (int64_t p = 0; p < core.mesh.size(); ++p) {
+    if (core.slots[p].state.load(std::memory_order_relaxed) != DeviceState::kFinished) running.push_back(p);
+  }
+  return internal::PositionRanges(running);
+}
+
+}  // namespace
+
+Runtime::~Runtime() {
+  if (core_ && core_->run) {
+    auto deadline = std::chrono::steady_clock::now() + core_->options.collective_timeout;
+    if (!WaitClosed(*core_->run, deadline)) {
+      // A device is still running on a worker thread: leave the threads and the state they use behind.
+      (void)pool_.release();
+    }
+  }
+}
+
+const Mesh& Runtime::mesh() const { return core_->mesh; }
+int64_t Runtime::num_devices() const { return core_->mesh.size(); }
+int Runtime::num_workers() const { return core_->num_workers; }
+const RuntimeOptions& Runtime::options() const { return core_->options; }
+
+MemoryStats Runtime::memory_stats(int64_t position) const {
+  if (position < 0 || position >= num_devices())
+    Throw(ErrorCode::kOutOfRange, "device position {} out of range [0, {})", position, num_devices());
+  return core_->slots[position].memory->stats();
+}
+
+void Runtime::ResetPeakMemory() {
+  for (auto& s : core_->slots) s.memory->ResetPeak();
+}
+
+void Runtime::Run(const std::function<void(DeviceContext&)>& fn) {
+  using Clock = std::chrono::steady_clock;
+  internal::RuntimeCore& core = *core_;
+  if (internal::CurrentDeviceMemory() != nullptr)
+    Throw(ErrorCode::kFailedPrecondition, "Runtime::Run called from inside a virtual device");
+  std::unique_lock<std::mutex> one_run(core.run_mu, std::try_to_lock);
+  if (!one_run.owns_lock()) Throw(ErrorCode::kFailedPrecondition, "Runtime::Run is already running on another thread");
+  if (core.run) {
+    RunState& previous = *core.run;
+    if (previous.published.load() && !WaitClosed(previous, Clock::now() + core.options.collective_timeout)) {
+      Throw(ErrorCode::kFailedPrecondition,
+            "a device of the previous Run is still running (positions {}); it never reached a collective after the "
+            "Run was aborted",
+            StillRunning(core));
+    }
+  }
+  auto run = std::make_shared<RunState>();
+  core.run = run;
+  run->fn = fn;
+  run->num_blocks = core.num_workers;
+  for (auto& s : core.slots) {
+    s.state.store(DeviceState::kNotStarted, std::memory_order_relaxed);
+    s.outcome = internal::Outcome::kNone;
+    s.error = nullptr;
+    s.resume_aborted = false;
+    s.call = nullptr;
+  }
+  for (auto& b : core.blocks) b.closed = false;
+  RuntimeObserver* observer = core.options.observer;
+  if (observer != nullptr) observer->OnRunStart(core.mesh.size());
+  run->published.store(true, std::memory_order_release);
+  for (int w = 0; w < core.num_workers; ++w) {
+    pool_->arena.enqueue([core_ptr = core_, run] { internal::WorkerEntry(core_ptr, run); });
+  }
+
+  // Watchdog: devices waiting at a collective while no barrier completes for collective_timeout.
+  const auto timeout = core.options.collective_timeout;
+  const auto period = std::clamp<Clock::duration>(timeout / 20, std::chrono::milliseconds(1),
+                                                  std::chrono::milliseconds(100));
+  const auto grace = std::min<Clock::duration>(timeout, std::chrono::seconds(1));
+  uint64_t last_episodes = ~uint64_t{0};
+  bool stalled = false;
+  Clock::time_point stalled_since{};
+  bool all_closed = false;
+  {
+    std::unique_lock lock(run->mu);
+    for (;;) {
+      if (run->cv.wait_for(lock, period, [&] { return run->closed_blocks == run->num_blocks; })) {
+        all_closed = true;
+        break;
+      }
+      const auto now = Clock::now();
+      if (run->aborted()) {
+        if (now - run->abort_time >= grace) break;
+        continue;
+      }
+      const uint64_t episodes = run->episodes.load(std::memory_order_relaxed);
+      bool any_waiting = false;
+      for (const auto& s : core.slots) {
+        if (s.state.load(std::memory_order_relaxed) == DeviceState::kWaiting) {
+          any_waiting = true;
+          break;
+        }
+      }
+      if (episodes != last_episodes || !any_waiting) {
+        last_episodes = episodes;
+        stalled = false;
+        continue;
+      }
+      if (!stalled) {
+        stalled = true;
+        stalled_since = now;
+      }
+      if (now - stalled_since < timeout) continue;
+      // Deadline: name who waits where and who never arrived (atomics only: the devices are not ours to read).
+      std::map<std::string_view, std::vector<int64_t>> waiting;
+      std::vector<int64_t> missing, finished;
+      for (int64_t p = 0; p < core.mesh.size(); ++p) {
+        const auto& s = core.slots[p];
+        switch (s.state.load(std::memory_order_relaxed)) {
+          case DeviceState::kWaiting:
+            waiting[internal::OpName(s.waiting_op.load(std::memory_order_relaxed))].push_back(p);
+            break;
+          case DeviceState::kFinished:
+            finished.push_back(p);
+            break;
+          default:
+            missing.push_back(p);
+        }
+      }
+      std::vector<std::string> parts;
+      for (const auto& [op, positions] : waiting)
+        parts.push_back(fmt::format("{} wait at {}", internal::DescribeDevices(core.mesh, positions), op));
+      std::string message = fmt::format(
+          "devices did not arrive at a collective within the timeout of {} ms: {} never arrived (still running); {}",
+          timeout.count(), internal::DescribeDevices(core.mesh, missing), fmt::join(parts, "; "));
+      if (!finished.empty()) message += fmt::format("; {} returned", internal::DescribeDevices(core.mesh, finished));
+      lock.unlock();
+      run->SetAbort(internal::AbortReason::kDeadline, ErrorCode::kDeadlineExceeded, std::move(message));
+      lock.lock();
+    }
+  }
+
+  // Results. Only blocks that closed may be read (a stuck device's block still belongs to its worker).
+  const int reason = run->abort.load(std::memory_order_acquire);
+  if (reason == static_cast<int>(internal::AbortReason::kNone) && all_closed) {
+    if (observer != nullptr) observer->OnRunEnd(true);
+    return;
+  }
+  if (observer != nullptr) observer->OnRunEnd(false);
+  std::unique_lock lock(run->mu);
+  for (const auto& bl : core.blocks) {
+    if (!bl.closed) continue;
+    for (int64_t p = bl.begin; p < bl.end; ++p) {
+      const auto& s = core.slots[p];
+      if (s.outcome != internal::Outcome::kThrew) continue;
+      ErrorCode code = ErrorCode::kAborted;
+      std::string kind, what;
+      try {
+        std::rethrow_exception(s.error);
+      } catch (const Error& e) {
+        code = e.code();
+        kind = e.kind();
+        what = e.what();
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+        what = "an exception that is not a std::exception";
+      }
+      throw DeviceError(code,
+                        fmt::format("device {} (position {}, coords {}) failed: {}", s.context->device_id(), p,
+                                    PyTuple(s.context->coords()), what),
+                        kind, p, s.context->device_id(), s.error);
+    }
+  }
+  std::string message = run->abort_message;
+  ErrorCode code = run->abort_code;
+  if (!all_closed) {
+    message += fmt::format(
+        " [devices at positions {} are still running on their worker threads; they are unwound when they reach a "
+        "collective]",
+        StillRunning(core));
+  }
+  throw Error(code, message);
+}
+
+}  // namespace spmdsim

@@ -1,0 +1,205 @@
+#include "sim/array.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "sim/internal/buffer.h"
+#include "sim/memory.h"
+
+namespace spmdsim {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(Array, FromVectorKeepsShapeDtypeAndValues) {
+  Array a = Array::FromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_EQ(a.ShapeString(), "float32[2,3]");
+  EXPECT_EQ(a.rank(), 2);
+  EXPECT_EQ(a.size(), 6);
+  EXPECT_EQ(a.nbytes(), 24);
+  EXPECT_EQ(a.data<float>()[4], 5.0f);
+  EXPECT_EQ(a.ToString(), "[[1, 2, 3], [4, 5, 6]]");
+}
+
+TEST(Array, ReadingWithTheWrongTypeIsAnError) {
+  Array a = Array::FromVector<float>({1, 2}, {2});
+  try {
+    (void)a.data<int32_t>();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_THAT(e.message(), HasSubstr("array is float32[2], not int32"));
+  }
+}
+
+TEST(Array, FromVectorRejectsAWrongNumberOfValues) {
+  try {
+    Array::FromVector<int32_t>({1, 2, 3}, {2, 2});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_THAT(e.message(), HasSubstr("3 values cannot fill an array of shape [2,2] (4 elements)"));
+  }
+}
+
+TEST(Array, ScalarHasRankZero) {
+  Array s = Array::Scalar<int64_t>(7);
+  EXPECT_EQ(s.rank(), 0);
+  EXPECT_EQ(s.size(), 1);
+  EXPECT_EQ(s.ShapeString(), "int64[]");
+  EXPECT_EQ(s.ToString(), "7");
+}
+
+TEST(Array, ZerosFullAndIotaFillEveryDtype) {
+  for (DType d : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16, DType::kI32, DType::kI64, DType::kBool}) {
+    SCOPED_TRACE(DTypeName(d));
+    EXPECT_THAT(Array::Zeros({3}, d).ToDoubles(), ElementsAre(0, 0, 0));
+    EXPECT_THAT(Array::Full({2}, d, 1.0).ToDoubles(), ElementsAre(1, 1));
+    if (d != DType::kBool) {
+      EXPECT_THAT(Array::Iota({2, 2}, d).ToDoubles(), ElementsAre(0, 1, 2, 3));
+    }
+    EXPECT_EQ(Array::Zeros({3}, d).nbytes(), 3 * DTypeSize(d));
+  }
+}
+
+TEST(Array, BoolArraysStoreOneBytePerElement) {
+  Array b = Array::FromVector(std::vector<bool>{true, false, true}, {3});
+  EXPECT_EQ(b.dtype(), DType::kBool);
+  EXPECT_EQ(b.nbytes(), 3);
+  EXPECT_THAT(b.ToDoubles(), ElementsAre(1, 0, 1));
+}
+
+TEST(DType, NamesRoundTripAndUnknownNamesAreListed) {
+  for (DType d : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16, DType::kI32, DType::kI64, DType::kBool})
+    EXPECT_EQ(ParseDType(DTypeName(d)), d);
+  try {
+    ParseDType("float8");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("unknown dtype 'float8'; valid dtypes are float32"));
+  }
+  EXPECT_TRUE(IsFloating(DType::kBF16));
+  EXPECT_FALSE(IsFloating(DType::kI32));
+  EXPECT_TRUE(IsInteger(DType::kI64));
+  EXPECT_FALSE(IsInteger(DType::kBool));
+}
+
+TEST(HalfPrecision, ConversionsRoundToNearestEven) {
+  // bfloat16 keeps 8 significant bits: 1 + 2^-8 is halfway between 1 and 1 + 2^-7 and rounds to even (1).
+  EXPECT_EQ(ToFloat(ToBFloat16(1.0f + 1.0f / 256)), 1.0f);
+  EXPECT_EQ(ToFloat(ToBFloat16(1.0f + 3.0f / 256)), 1.0f + 4.0f / 256);
+  EXPECT_EQ(ToBFloat16(1.0f).bits, 0x3f80);  // the top half of float 1.0f (0x3f800000)
+  // float16 has 11 significant bits: 2049 is halfway between 2048 and 2050 and rounds to 2048.
+  EXPECT_EQ(ToFloat(ToFloat16(2049.0f)), 2048.0f);
+  EXPECT_EQ(ToFloat16(1.0f).bits, 0x3c00);  // IEEE 754 binary16 1.0
+  EXPECT_TRUE(std::isinf(ToFloat(ToFloat16(70000.0f))));
+}
+
+TEST(Array, ReshapeSharesTheBuffer) {
+  Array a = Array::Iota({2, 3}, DType::kI32);
+  Array b = a.Reshape({3, 2});
+  EXPECT_TRUE(b.SharesBufferWith(a));
+  EXPECT_EQ(b.ShapeString(), "int32[3,2]");
+  EXPECT_THROW(a.Reshape({4}), Error);
+}
+
+TEST(Array, BitwiseEqualsComparesShapeDtypeAndBytes) {
+  Array a = Array::FromVector<float>({1, std::numeric_limits<float>::quiet_NaN()}, {2});
+  Array b = Array::FromVector<float>({1, std::numeric_limits<float>::quiet_NaN()}, {2});
+  EXPECT_TRUE(a.BitwiseEquals(b));
+  EXPECT_FALSE(a.BitwiseEquals(a.Reshape({1, 2})));
+  EXPECT_FALSE(a.BitwiseEquals(Array::FromVector<float>({1, 2}, {2})));
+  EXPECT_FALSE(a.BitwiseEquals(Array::FromVector<int32_t>({1, 2}, {2})));
+}
+
+TEST(Array, AbstractArraysHaveAShapeButNoElements) {
+  Array a = Array::Abstract({1024, 1024}, DType::kBF16);
+  EXPECT_TRUE(a.is_abstract());
+  EXPECT_EQ(a.nbytes(), 2 << 20);
+  EXPECT_EQ(a.raw_data(), nullptr);
+  EXPECT_EQ(a.ToString(), "bfloat16[1024,1024]{abstract}");
+  try {
+    (void)a.data<bfloat16>();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kFailedPrecondition);
+    EXPECT_THAT(e.message(), HasSubstr("is abstract"));
+  }
+}
+
+TEST(Array, HostArraysAreNotChargedToAnyDevice) {
+  EXPECT_EQ(Array::Zeros({4}, DType::kF32).charged_position(), -1);
+  EXPECT_FALSE(Array().valid());
+}
+
+TEST(Array, ArraysMadeWhileADeviceIsCurrentAreChargedToItUntilTheLastCopyGoes) {
+  auto memory = std::make_shared<internal::DeviceMemory>(5, 5, 1000);
+  internal::SetCurrentDeviceMemory(memory.get());
+  Array a = Array::Zeros({100}, DType::kF32);  // 400 bytes
+  internal::SetCurrentDeviceMemory(nullptr);
+  EXPECT_EQ(a.charged_position(), 5);
+  EXPECT_EQ(memory->stats().in_use_bytes, 400);
+  {
+    Array copy = a;
+    Array reshaped = a.Reshape({10, 10});
+    EXPECT_EQ(memory->stats().in_use_bytes, 400);  // copies share the one charge
+  }
+  a = Array();
+  EXPECT_EQ(memory->stats().in_use_bytes, 0);
+  EXPECT_EQ(memory->stats().peak_bytes, 400);
+}
+
+TEST(Array, OneBufferHeldByTwoDevicesIsChargedToBoth) {
+  auto d0 = std::make_shared<internal::DeviceMemory>(0, 0, 1 << 20);
+  auto d1 = std::make_shared<internal::DeviceMemory>(1, 1, 1 << 20);
+  Array host = Array::Iota({256}, DType::kF32);
+  Array on0 = internal::ArrayAccess::Rehold(host, d0.get());
+  Array on1 = internal::ArrayAccess::Rehold(host, d1.get());
+  EXPECT_TRUE(on0.SharesBufferWith(on1));
+  EXPECT_EQ(d0->stats().in_use_bytes, 1024);
+  EXPECT_EQ(d1->stats().in_use_bytes, 1024);
+  on0 = Array();
+  EXPECT_EQ(d0->stats().in_use_bytes, 0);
+  EXPECT_EQ(d1->stats().in_use_bytes, 1024);
+}
+
+TEST(Array, AnArrayOverCapacityIsRefusedBeforeAnyHostMemoryIsAllocated) {
+  auto memory = std::make_shared<internal::DeviceMemory>(3, 7, 1 << 20);
+  internal::SetCurrentDeviceMemory(memory.get());
+  try {
+    // 1 TiB: had it been allocated first, the host would have failed instead.
+    Array::Zeros({int64_t{1} << 38}, DType::kF32);
+    internal::SetCurrentDeviceMemory(nullptr);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    internal::SetCurrentDeviceMemory(nullptr);
+    EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted);
+    EXPECT_THAT(e.what(), HasSubstr("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1.00TiB"));
+    EXPECT_THAT(e.message(), HasSubstr("on device 7 (position 3)"));
+  }
+  EXPECT_EQ(memory->stats().in_use_bytes, 0);
+}
+
+TEST(Array, RandomShapesRoundTripThroughToDoubles) {
+  std::srand(42);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<int64_t> shape;
+    int rank = std::rand() % 4;
+    for (int i = 0; i < rank; ++i) shape.push_back(std::rand() % 4);
+    int64_t n = NumElements(shape);
+    std::vector<int32_t> values(n);
+    for (auto& v : values) v = std::rand() % 1000 - 500;
+    Array a = Array::FromVector(values, shape);
+    std::vector<double> back = a.ToDoubles();
+    ASSERT_EQ(back.size(), values.size());
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(back[i], values[i]);
+  }
+}
+
+}  // namespace
+}  // namespace spmdsim
