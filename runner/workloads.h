@@ -118,8 +118,8 @@ struct WorkloadTotals {
   // seconds: the makespan (latest simulated clock at the end of the workload; for a sweep: the sum over rows of
   // one iteration's time).
   double predicted_seconds = 0;
-  double compute_seconds = 0;         // seconds: sum of the steps' compute_seconds
-  double communication_seconds = 0;   // seconds: sum of the steps' communication_seconds
+  double compute_seconds = 0;         // seconds: sum of the steps' compute_seconds x count
+  double communication_seconds = 0;   // seconds: sum of the steps' communication_seconds x count
   double wait_seconds = 0;            // seconds: the most any device waited at collectives for late arrivals
   std::map<std::string, double> communication_seconds_by_axis;  // seconds, summed over steps
   std::map<std::string, double> bytes_by_link;  // bytes sent per device (slowest group), summed over steps
@@ -238,7 +238,8 @@ struct CollectivesConfig {
   // JAX names (psum, all_gather, psum_scatter, all_to_all, ppermute; also pmean, pmax, pmin) or nccl-tests
   // names (all_reduce, reduce_scatter, alltoall, sendrecv).
   std::vector<std::string> ops = {"psum"};
-  // Each entry is one group of mesh axes to run over (e.g. {{"model"}, {"data", "model"}}). Empty: all axes.
+  // Each entry is one group of mesh axes to run over (e.g. {{"model"}, {"data", "model"}}). Empty: each mesh
+  // axis on its own.
   std::vector<std::vector<std::string>> axes;
   // Message sizes S in bytes, nccl-tests' convention per op (cost/collective_model.h):
   //   psum: the per-device buffer; all_gather: the per-device OUTPUT (n x input); psum_scatter: the per-device
