@@ -185,7 +185,7 @@ WorkloadResult RunCollectives(const WorkloadContext& context, const CollectivesC
               double worst = 0;
               bool good = true;
               for (size_t j = 0; j < got.size(); ++j) {
-                const double want = Expected(op, members, index_of[p], count, config.ppermute_shift,
+                const double want = Expected(op, members, index_of[p], in_count, config.ppermute_shift,
                                              static_cast<int64_t>(j));
                 const double err = std::abs(got[j] - want);
                 worst = std::max(worst, err);

@@ -278,8 +278,8 @@ TEST(RunShardMapProgram, RecordsOneTraceEventPerDevicePerStep) {
 TEST(RunShardMapProgram, EveryOpRunsAndMatchesOneDevice) {
   WorkloadContext ctx = Context("cpu:8", {{"x", 4}, {"y", 2}});
   ShardMapConfig p;
-  p.inputs = {{"a", RandomArray({8, 4}, DType::kF32, 5), P("x", "y")},
-              {"b", RandomArray({8, 4}, DType::kF32, 6), P("x", "y")}};
+  p.inputs = {{"a", RandomArray({8, 4}, DType::kF32, 5), P("x")},
+              {"b", RandomArray({8, 4}, DType::kF32, 6), P("x")}};
   auto step = [](std::string name, std::string op, std::vector<std::string> args) {
     ProgramStep s;
     s.name = std::move(name);
@@ -303,29 +303,25 @@ TEST(RunShardMapProgram, EveryOpRunsAndMatchesOneDevice) {
   ProgramStep tr = step("tr", "transpose", {"a"});
   tr.dims = {1, 0};
   ProgramStep rs = step("rs", "reshape", {"tr"});
-  rs.shape = {2};
+  rs.shape = {-1};
   ProgramStep sl = step("sl", "slice", {"a"});
   sl.start = {0, 0};
   sl.limit = {1, 2};
-  ProgramStep red = step("red", "sum", {"a"});
-  red.dims = {1};
-  ProgramStep ag = step("ag", "all_gather", {"a"});
-  ag.axes = {"x"};
-  ag.tiled = true;
-  ProgramStep ps = step("ps", "psum_scatter", {"ag"});
-  ps.axes = {"x"};
-  ps.tiled = true;
+  ProgramStep red = step("red", "sum", {"a"});  // every element of the block: a scalar
   ProgramStep tot = step("tot", "psum", {"red"});
-  tot.axes = {"x", "y"};
+  tot.axes = {"x"};
   ProgramStep mm = step("mm", "einsum", {"a", "b"});
   mm.equation = "ij,ij->i";
-  ProgramStep mms = step("mms", "psum", {"mm"});
-  mms.axes = {"y"};
-  for (auto s : {sq, scaled, sm, smg, gg, tr, rs, sl, red, ag, ps, tot, mm, mms}) steps.push_back(s);
+  // A reshard from rows to columns: P('x', None) -> P(None, 'x').
+  ProgramStep a2a = step("a2a", "all_to_all", {"a"});
+  a2a.axes = {"x"};
+  a2a.split_axis = 1;
+  a2a.concat_axis = 0;
+  a2a.tiled = true;
+  for (auto s : {sq, scaled, sm, smg, gg, tr, rs, sl, red, tot, mm, a2a}) steps.push_back(s);
   p.steps = steps;
-  p.outputs = {{"add", P("x", "y")}, {"gelu", P("x", "y")}, {"smg", P("x", "y")}, {"gg", P("x", "y")},
-               {"tot", P()}, {"mms", P("x")}, {"ps", P("x", "y")}, {"sqrt", P("x", "y")}};
-  // psum_scatter of 4 identical all-gathered copies: 4x the block.
+  p.outputs = {{"add", P("x")}, {"gelu", P("x")}, {"smg", P("x")}, {"gg", P("x")}, {"tot", P()},
+               {"mm", P("x")}, {"a2a", P(kNone, "x")}, {"sqrt", P("x")}, {"scaled", P("x")}};
   WorkloadResult r = RunShardMapProgram(ctx, p);
   EXPECT_TRUE(r.check.passed);
   for (const CheckedValue& v : r.check.values) EXPECT_TRUE(v.passed) << v.worst;
@@ -360,9 +356,9 @@ TEST(RunShardMapProgram, BadProgramsNameWhatIsWrong) {
 // ---- mlp and transformer_block ------------------------------------------------------------------------------------
 
 struct ShardingCase {
-  std::string topology;
-  std::vector<std::pair<std::string, int64_t>> axes;
-  LayerSharding sharding;
+  std::string topology{};
+  std::vector<std::pair<std::string, int64_t>> axes{};
+  LayerSharding sharding{};
 };
 
 std::vector<ShardingCase> ShardingCases() {
@@ -426,7 +422,9 @@ TEST(RunMlp, AWrongReductionAxisFailsTheCheck) {
   bool dw1_failed = false;
   for (const CheckedValue& v : r.check.values) {
     if (v.name == "bwd/dw1") dw1_failed = !v.passed;
-    if (v.name == "fwd/out") EXPECT_TRUE(v.passed);
+    if (v.name == "fwd/out") {
+      EXPECT_TRUE(v.passed);
+    }
   }
   EXPECT_TRUE(dw1_failed);
 }
