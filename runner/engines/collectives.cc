@@ -96,6 +96,10 @@ WorkloadResult RunCollectives(const WorkloadContext& context, const CollectivesC
   result.abstract = context.abstract;
   internal::CostRecorder recorder(context, mesh);
   RuntimeOptions options = context.runtime;
+  // Eigen's GEMM keeps its blocking buffers on the stack (up to EIGEN_STACK_ALLOCATION_LIMIT, 128 KiB): a
+  // [128,256] x [256,128] matmul overflows the runtime's default 256 KiB fiber stack. Only touched pages are
+  // resident, so a larger reservation costs address space, not memory.
+  options.fiber_stack_bytes = std::max<size_t>(options.fiber_stack_bytes, internal::kMinFiberStackBytes);
   options.observer = &recorder;
   Runtime runtime(mesh, options);
   const int64_t esize = DTypeSize(config.dtype);

@@ -586,3 +586,19 @@ TEST(RunPartition, NoCorrectionModeThrowsJaxsError) {
 
 }  // namespace
 }  // namespace spmdsim
+
+namespace spmdsim {
+namespace {
+
+// A [128,256] x [256,128] float32 GEMM puts Eigen's blocking buffers on the device fiber's stack; the engines
+// give each device at least 1 MiB so it does not overflow (the runtime's default is 256 KiB).
+TEST(RunMlp, LargeLocalMatmulsDoNotOverflowTheDeviceStack) {
+  WorkloadContext ctx = Context("cpu:8", {{"data", 2}, {"model", 4}});
+  MlpConfig mlp{.batch = 8, .seq = 64, .d_model = 128, .d_ff = 512};
+  mlp.sharding = {.batch_axes = {"data"}, .tensor_axes = {"model"}};
+  mlp.rtol = 1e-3;
+  EXPECT_TRUE(RunMlp(ctx, mlp).check.passed);
+}
+
+}  // namespace
+}  // namespace spmdsim
