@@ -1,0 +1,64 @@
+#include "ops/cost.h"
+
+#include <atomic>
+
+namespace spmdsim {
+namespace {
+std::atomic<OpCostSink*> g_sink{nullptr};
+}  // namespace
+
+OpCost& OpCost::operator+=(const OpCost& other) {
+  flops += other.flops;
+  transcendentals += other.transcendentals;
+  bytes_read += other.bytes_read;
+  bytes_written += other.bytes_written;
+  return *this;
+}
+
+ScopedOpCostSink::ScopedOpCostSink(OpCostSink* sink) : previous_(g_sink.exchange(sink, std::memory_order_acq_rel)) {}
+ScopedOpCostSink::~ScopedOpCostSink() { g_sink.store(previous_, std::memory_order_release); }
+
+OpCostSink* CurrentOpCostSink() { return g_sink.load(std::memory_order_acquire); }
+
+void OpCostTally::Record(int64_t device_position, const OpCost& cost) {
+  std::lock_guard<std::mutex> lock(mu_);
+  OpCost& d = by_device_[device_position];
+  d.op = "total";
+  d += cost;
+  auto it = by_op_.find(cost.op);
+  if (it == by_op_.end()) it = by_op_.emplace(std::string(cost.op), OpCost{cost.op}).first;
+  it->second += cost;
+  ++num_records_;
+}
+
+OpCost OpCostTally::Total() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  OpCost total{"total"};
+  for (const auto& [position, cost] : by_device_) total += cost;
+  return total;
+}
+
+OpCost OpCostTally::TotalFor(int64_t device_position) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = by_device_.find(device_position);
+  return it == by_device_.end() ? OpCost{"total"} : it->second;
+}
+
+std::map<std::string, OpCost> OpCostTally::ByOp() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {by_op_.begin(), by_op_.end()};
+}
+
+int64_t OpCostTally::num_records() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return num_records_;
+}
+
+void OpCostTally::Clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  by_device_.clear();
+  by_op_.clear();
+  num_records_ = 0;
+}
+
+}  // namespace spmdsim
