@@ -90,13 +90,18 @@ std::string DescribeDevices(const Mesh& mesh, const std::vector<int64_t>& positi
 
 // --- Fiber stacks ------------------------------------------------------------------------------------------
 
+// ASan keeps shadow memory for addresses, not mappings: frames a fiber left poisoned (a stack switched away
+// from, or unwound past) would still be poisoned when the stack is reused or its addresses mapped again.
+void UnpoisonStack(FiberStack& stack) {
+#if defined(SPMDSIM_ASAN)
+  if (stack.base != nullptr) ASAN_UNPOISON_MEMORY_REGION(stack.base, stack.mapped);
+#endif
+  (void)stack;
+}
+
 void EnsureStack(FiberStack& stack, size_t size) {
   if (stack.base != nullptr) {
-#if defined(SPMDSIM_ASAN)
-    // A finished fiber may leave its frames' redzones poisoned.
-    ASAN_UNPOISON_MEMORY_REGION(static_cast<char*>(stack.base) + (stack.mapped - stack.context.size),
-                                stack.context.size);
-#endif
+    UnpoisonStack(stack);
     return;
   }
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
@@ -111,10 +116,13 @@ void EnsureStack(FiberStack& stack, size_t size) {
   stack.mapped = mapped;
   stack.context.size = usable;
   stack.context.sp = static_cast<char*>(base) + mapped;
+  UnpoisonStack(stack);
 }
 
 void FreeStack(FiberStack& stack) {
-  if (stack.base != nullptr) munmap(stack.base, stack.mapped);
+  if (stack.base == nullptr) return;
+  UnpoisonStack(stack);
+  munmap(stack.base, stack.mapped);
   stack.base = nullptr;
 }
 
@@ -373,12 +381,19 @@ class Worker {
       ReportMismatch();
       return;
     }
-    const int64_t n = mesh_.size();
-    run_.calls.resize(n);
-    for (int64_t p = 0; p < n; ++p) run_.calls[p] = core_.slots[p].call;
-    const GroupInfo& groups = core_.Groups(ref->axes);
+    const GroupInfo* groups = nullptr;
+    if (ref->op != OpKind::kBarrier) {  // a barrier has no data: nothing to plan
+      const int64_t n = mesh_.size();
+      run_.calls.resize(n);
+      for (int64_t p = 0; p < n; ++p) run_.calls[p] = core_.slots[p].call;
+      groups = &core_.Groups(ref->axes);
+    }
     try {
-      run_.plan.Build(mesh_, groups, run_.calls);
+      if (groups != nullptr) {
+        run_.plan.Build(mesh_, *groups, run_.calls);
+      } else {
+        run_.plan.Clear();
+      }
     } catch (const std::bad_alloc&) {
       run_.SetAbort(AbortReason::kHostError, ErrorCode::kResourceExhausted,
                     fmt::format("the host ran out of memory computing {}", DescribeCall(mesh_, *ref)));
@@ -390,9 +405,9 @@ class Worker {
       std::vector<std::string> names = AxesNames(mesh_, ref->axes);
       event.axes = names;
       event.group_size = ref->group_size;
-      event.num_groups = ref->op == OpKind::kBarrier ? 1 : static_cast<int64_t>(groups.groups.size());
-      if (ref->op != OpKind::kBarrier) {
-        event.groups = groups.groups;
+      event.num_groups = groups == nullptr ? 1 : static_cast<int64_t>(groups->groups.size());
+      if (groups != nullptr) {
+        event.groups = groups->groups;
         event.dtype = ref->input->dtype();
         event.input_bytes_per_device = ref->input->nbytes();
         event.output_bytes_per_device = NumElements(ref->out_shape) * DTypeSize(ref->out_dtype);
@@ -505,13 +520,39 @@ class Worker {
   std::vector<int> blocks_;
 };
 
-void WorkerEntry(const std::shared_ptr<RuntimeCore>& core, const std::shared_ptr<RunState>& run) {
-  // Acquire what the thread in Run set up (oneTBB's hand-over is invisible to ThreadSanitizer).
-  while (!run->published.load(std::memory_order_acquire)) std::this_thread::yield();
+// What a worker task needs, handed to it through oneTBB.
+struct TaskArgs {
+  std::shared_ptr<RuntimeCore> core;
+  std::shared_ptr<RunState> run;
+};
+
+// The pointer to a task's arguments, stored in the oneTBB task object. oneTBB hands the object to the
+// worker through libtbb's own atomics, which ThreadSanitizer does not see (libtbb is not instrumented);
+// storing the pointer with release and loading it with acquire makes the hand-over visible to it (and is a
+// plain move on x86).
+class Handoff {
+ public:
+  explicit Handoff(TaskArgs* args) { args_.store(args, std::memory_order_release); }
+  Handoff(Handoff&& other) noexcept { args_.store(other.args_.load(std::memory_order_acquire), std::memory_order_release); }
+  Handoff(const Handoff&) = delete;
+  TaskArgs* get() const { return args_.load(std::memory_order_acquire); }
+
+ private:
+  std::atomic<TaskArgs*> args_{nullptr};
+};
+
+void WorkerEntry(std::unique_ptr<TaskArgs> args) {
+  RunState& run = *args->run;
+  // Wait until Run has enqueued every task (so that oneTBB's writes to the task object happen before this
+  // thread's reads of it, for ThreadSanitizer's benefit too).
+  while (!run.published.load(std::memory_order_acquire)) std::this_thread::yield();
 #if defined(SPMDSIM_TSAN)
   worker_thread.tsan_fiber = __tsan_get_current_fiber();
 #endif
-  Worker(*core, *run).Main();
+  Worker(*args->core, run).Main();
+  RuntimeCore& core = *args->core;
+  std::lock_guard lock(core.tasks_mu);
+  if (--core.tasks_outstanding == 0) core.tasks_cv.notify_all();
 }
 
 }  // namespace
@@ -607,12 +648,14 @@ std::string StillRunning(const internal::RuntimeCore& core) {
 }  // namespace
 
 Runtime::~Runtime() {
-  if (core_ && core_->run) {
-    auto deadline = std::chrono::steady_clock::now() + core_->options.collective_timeout;
-    if (!WaitClosed(*core_->run, deadline)) {
-      // A device is still running on a worker thread: leave the threads and the state they use behind.
-      (void)pool_.release();
-    }
+  if (!core_) return;
+  auto deadline = std::chrono::steady_clock::now() + core_->options.collective_timeout;
+  // Every task enqueued must have returned before the arena goes (oneTBB would drop a task that has not
+  // started yet, and its arguments with it).
+  std::unique_lock lock(core_->tasks_mu);
+  if (!core_->tasks_cv.wait_until(lock, deadline, [&] { return core_->tasks_outstanding == 0; })) {
+    // A device is still running on a worker thread: leave the threads and the state they use behind.
+    (void)pool_.release();
   }
 }
 
@@ -661,10 +704,17 @@ void Runtime::Run(const std::function<void(DeviceContext&)>& fn) {
   for (auto& b : core.blocks) b.closed = false;
   RuntimeObserver* observer = core.options.observer;
   if (observer != nullptr) observer->OnRunStart(core.mesh.size());
-  run->published.store(true, std::memory_order_release);
-  for (int w = 0; w < core.num_workers; ++w) {
-    pool_->arena.enqueue([core_ptr = core_, run] { internal::WorkerEntry(core_ptr, run); });
+  {
+    std::lock_guard lock(core.tasks_mu);
+    core.tasks_outstanding += core.num_workers;
   }
+  for (int w = 0; w < core.num_workers; ++w) {
+    internal::Handoff handoff(new internal::TaskArgs{core_, run});
+    pool_->arena.enqueue([handoff = std::move(handoff)] {
+      internal::WorkerEntry(std::unique_ptr<internal::TaskArgs>(handoff.get()));
+    });
+  }
+  run->published.store(true, std::memory_order_release);
 
   // Watchdog: devices waiting at a collective while no barrier completes for collective_timeout.
   const auto timeout = core.options.collective_timeout;

@@ -29,10 +29,12 @@ void SetEpisodeCounter(benchmark::State& state, int64_t rounds) {
                                                  benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
-// Our runtime, default worker count.
+// Our runtime; workers 0 = the default (one per core).
 void BM_RuntimeBarrier(benchmark::State& state) {
   const int64_t n = state.range(0);
-  Runtime runtime(Mesh::Iota({n}, {"x"}));
+  RuntimeOptions options;
+  options.num_threads = static_cast<int>(state.range(1));
+  Runtime runtime(Mesh::Iota({n}, {"x"}), options);
   const int64_t rounds = RoundsFor(n);
   for (auto _ : state) {
     runtime.Run([&](DeviceContext& d) {
@@ -42,7 +44,10 @@ void BM_RuntimeBarrier(benchmark::State& state) {
   SetEpisodeCounter(state, rounds);
   state.counters["workers"] = runtime.num_workers();
 }
-BENCHMARK(BM_RuntimeBarrier)->ArgNames({"devices"})->Arg(2)->Arg(8)->Arg(64)->Arg(512)->Arg(4096)->UseRealTime()
+BENCHMARK(BM_RuntimeBarrier)
+    ->ArgNames({"devices", "workers"})
+    ->ArgsProduct({{2, 8, 64, 512, 4096}, {0, 1}})
+    ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
 // An empty Run: the cost of dispatching to the workers and starting/finishing every device.

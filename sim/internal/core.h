@@ -149,6 +149,10 @@ struct RuntimeCore {
   std::vector<DeviceSlot> slots;
   std::vector<Block> blocks;
   std::mutex run_mu;               // held by Runtime::Run for its whole duration
+  // Worker tasks enqueued and not yet returned (a task oneTBB starts after its Run ended returns at once).
+  std::mutex tasks_mu;
+  std::condition_variable tasks_cv;
+  int tasks_outstanding = 0;
   std::shared_ptr<RunState> run;  // the current (or last) Run
   std::mutex groups_mu;
   std::map<AxesKey, std::unique_ptr<GroupInfo>> groups;

@@ -282,6 +282,7 @@ TEST(Conformance, NotebookPsumOnAOneDimensionalMeshOfFour) {
   Array x = Array::FromVector<int32_t>({3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 1, 2}, {16});
   auto f1 = ShardMap([](DeviceContext& d, const Array& b) { return d.Psum(b, "i"); }, mesh1d, {P("i")}, {P()});
   EXPECT_THAT(f1(x)[0].ToDoubles(), ElementsAre(22, 20, 12, 17));
+  EXPECT_EQ(f1(x)[0].ToString(), "[22, 20, 12, 17]");  // docs/shardmap.md's opening example
 }
 
 TEST(Conformance, NotebookTiledAllToAll) {

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Runs the peers that cannot live in our benchmark binary (Open MPI needs its own processes) next to
+# spmdsim's runtime benchmark, and prints the figures side by side with their ratios.
+#
+#   scripts/bench-peers.sh            # installs Open MPI if missing, builds, runs (~3 minutes on 2 cores)
+#
+# Peers: ../shared/peers/*.cpp (relative to the repository root), built into build/peers/.
+# Ours:  build/bench/bench/sim/sim_runtime_benchmark (preset `bench`; built here if missing).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+peers_src="${root}/../shared/peers"
+out="${root}/build/peers"
+mkdir -p "${out}"
+
+if ! command -v mpicxx >/dev/null || ! command -v mpirun >/dev/null; then
+  echo "bench-peers: installing Open MPI (libopenmpi-dev openmpi-bin)" >&2
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq libopenmpi-dev openmpi-bin >&2
+fi
+
+echo "== building peers into ${out}" >&2
+mpicxx -O2 "${peers_src}/mpi_allreduce.cpp" -o "${out}/mpi_allreduce"
+g++ -O2 -std=c++20 "${peers_src}/ctx_barrier.cpp" -lboost_context -o "${out}/ctx_barrier"
+if [ -e /usr/include/boost/fiber/all.hpp ]; then
+  g++ -O2 -std=c++20 "${peers_src}/fiber_barrier.cpp" -lboost_fiber -lboost_context -o "${out}/fiber_barrier"
+fi
+g++ -O2 -std=c++20 "${peers_src}/tbb_suspend_barrier.cpp" -ltbb -o "${out}/tbb_suspend_barrier"
+
+bench="${root}/build/bench/bench/sim/sim_runtime_benchmark"
+if [ ! -x "${bench}" ]; then
+  (cd "${root}" && cmake --preset bench >/dev/null && cmake --build --preset bench -j2 --target sim_runtime_benchmark >&2)
+fi
+
+mpirun_flags=(--allow-run-as-root --oversubscribe)
+for np in 2 4 8; do
+  echo "== mpi_allreduce np=${np}" >&2
+  mpirun "${mpirun_flags[@]}" -np "${np}" "${out}/mpi_allreduce" | tee "${out}/mpi_np${np}.txt"
+done
+echo "== raw boost::context round-robin (one thread)" >&2
+"${out}/ctx_barrier" | tee "${out}/ctx_barrier.txt"
+
+echo "== spmdsim runtime benchmark" >&2
+"${bench}" --benchmark_filter='BM_RuntimeBarrier|BM_RuntimePsum' --benchmark_min_time=0.2 \
+  --benchmark_format=json --benchmark_out="${out}/spmdsim.json" --benchmark_out_format=json >/dev/null
+
+/usr/bin/python3 - "${out}" <<'PY'
+import json, re, sys, glob, os
+out = sys.argv[1]
+mpi = {}       # (np, bytes) -> us
+mpi_barrier = {}
+for path in glob.glob(os.path.join(out, "mpi_np*.txt")):
+    for line in open(path):
+        m = re.match(r"np=(\d+) bytes=(\d+) median_us=([\d.]+)", line)
+        if m: mpi[(int(m[1]), int(m[2]))] = float(m[3])
+        m = re.match(r"np=(\d+) barrier_us=([\d.]+)", line)
+        if m: mpi_barrier[int(m[1])] = float(m[2])
+ours = {}
+for b in json.load(open(os.path.join(out, "spmdsim.json")))["benchmarks"]:
+    name = b["name"]
+    m = re.match(r"BM_RuntimePsum/devices:(\d+)/bytes:(\d+)", name)
+    if m: ours[("psum", int(m[1]), int(m[2]))] = b["episode"] * 1e6
+    m = re.match(r"BM_RuntimeBarrier/devices:(\d+)/workers:0", name)
+    if m: ours[("barrier", int(m[1]))] = b["episode"] * 1e6
+print("\nall-reduce of float32 (median us per call; MPI's smallest message is 8 B = 2 floats, ours 4 B)")
+print(f"{'devices':>7} {'bytes':>9} {'spmdsim us':>11} {'MPI us':>9} {'MPI/spmdsim':>11} {'spmdsim algbw GB/s':>19} {'MPI algbw GB/s':>15}")
+for (np_, size), mpi_us in sorted(mpi.items()):
+    our_size = 4 if size == 8 else size
+    key = ("psum", np_, our_size)
+    if key not in ours: continue
+    us = ours[key]
+    print(f"{np_:>7} {our_size:>9} {us:>11.2f} {mpi_us:>9.2f} {mpi_us/us:>11.1f}x {our_size/us/1e3:>19.3f} {size/mpi_us/1e3:>15.3f}")
+print("\nbarrier episode (us)")
+print(f"{'devices':>7} {'spmdsim':>9} {'MPI_Barrier':>12} {'ratio':>7}")
+for n in (2, 4, 8, 64, 512, 4096):
+    if ("barrier", n) not in ours: continue
+    us = ours[("barrier", n)]
+    m = mpi_barrier.get(n)
+    print(f"{n:>7} {us:>9.3f} {('%.3f' % m) if m else '-':>12} {('%.1fx' % (m/us)) if m else '-':>7}")
+PY
