@@ -1,5 +1,5 @@
 // spmdsim::testing: a GoogleTest harness for users' partitioning code and device functions. Link
-// spmdsim::testing (it brings GoogleTest/gmock) and copy examples/testing/my_rules_test.cc to start.
+// spmdsim::testing (it brings GoogleTest/gmock) and copy examples/testing/my_partitioning_test.cc to start.
 //
 //  - SpmdTest: a fixture that builds a Mesh the way JAX's mesh_utils do (MakeDeviceMesh on a topology preset)
 //    and runs device functions on it (Runtime::Run), collecting one result per device.
