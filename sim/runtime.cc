@@ -326,15 +326,24 @@ class Worker {
     CrossBarrier& bar = run_.barrier;
     const uint64_t epoch = bar.epoch.load(std::memory_order_acquire);
     if (Arrive(static_cast<int64_t>(blocks_.size()))) return Lead(epoch, lead);
+    // Back-off by elapsed time: spin ~50 us (a pass over a few thousand devices), then yield the core up to
+    // ~2 ms, then sleep in 50 us steps (a device computing for long; sleeping earlier costs a wake-up
+    // latency per episode on a loaded machine).
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point start{};
     for (uint64_t spin = 1;; ++spin) {
       if (bar.epoch.load(std::memory_order_acquire) != epoch) return !run_.aborted();
       if (run_.aborted()) return false;
-      if (spin < 2000) {
+      if ((spin & 63) != 0) {
         __builtin_ia32_pause();
         continue;
       }
-      // Backing off. A block no thread has claimed yet (oneTBB did not give us all the threads we asked for)
-      // is taken over here, so the Run completes with any number of threads.
+      const Clock::time_point now = Clock::now();
+      if (spin == 64) start = now;
+      const auto waited = now - start;
+      if (waited < std::chrono::microseconds(50)) continue;
+      // A block no thread has claimed yet (oneTBB did not give us all the threads we asked for) is taken
+      // over here, so the Run completes with any number of threads.
       if (lead && run_.next_block.load(std::memory_order_relaxed) < run_.num_blocks) {
         int b = run_.next_block.fetch_add(1, std::memory_order_relaxed);
         if (b < run_.num_blocks) {
@@ -344,10 +353,10 @@ class Worker {
           continue;
         }
       }
-      if (spin < 2200) {
+      if (waited < std::chrono::milliseconds(2)) {
         std::this_thread::yield();
       } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(spin < 3000 ? 20 : 200));
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
     }
   }
