@@ -4,11 +4,16 @@
 #
 #   scripts/bench-peers.sh            # installs Open MPI if missing, builds, runs (~3 minutes on 2 cores)
 #
-# Peers: ../shared/peers/*.cpp (relative to the repository root), built into build/peers/.
+# Peers: ../shared/peers/*.cpp (relative to the repository root; or $SPMDSIM_PEERS), built into build/peers/.
 # Ours:  build/bench/bench/sim/sim_runtime_benchmark (preset `bench`; built here if missing).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-peers_src="${root}/../shared/peers"
+# ../shared/peers next to the main checkout; a worktree under wt/ finds it one level further up.
+peers_src="${SPMDSIM_PEERS:-}"
+for candidate in "${root}/../shared/peers" "${root}/../../shared/peers"; do
+  [ -z "${peers_src}" ] && [ -d "${candidate}" ] && peers_src="$(cd "${candidate}" && pwd)"
+done
+[ -n "${peers_src}" ] || { echo "bench-peers: cannot find shared/peers (set SPMDSIM_PEERS)" >&2; exit 1; }
 out="${root}/build/peers"
 mkdir -p "${out}"
 

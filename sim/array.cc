@@ -4,6 +4,8 @@
 #include <bit>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <new>
 
 #include <fmt/format.h>
@@ -76,9 +78,57 @@ int64_t NumElements(std::span<const int64_t> shape) {
 
 namespace internal {
 
-std::shared_ptr<Buffer> Buffer::Allocate(int64_t bytes) {
+namespace {
+
+// Freed buffers of 1 MiB and more are kept (up to 512 MiB in all) for the next allocation of the same
+// size: a collective that runs again needs the same output sizes, and reusing them saves the mmap, the
+// page faults and the kernel's zeroing of fresh pages (a 16 MiB psum result would otherwise pay ~4096 page
+// faults every time).
+class LargeBufferPool {
+ public:
+  static constexpr size_t kMinBytes = size_t{1} << 20;
+  static constexpr size_t kMaxPooledBytes = size_t{512} << 20;
+
+  void* Take(size_t bytes) {
+    std::lock_guard lock(mu_);
+    auto it = free_.find(bytes);
+    if (it == free_.end()) return nullptr;
+    void* data = it->second;
+    free_.erase(it);
+    pooled_ -= bytes;
+    return data;
+  }
+  // Returns false when the pool is full (the caller frees).
+  bool Give(void* data, size_t bytes) {
+    std::lock_guard lock(mu_);
+    if (pooled_ + bytes > kMaxPooledBytes) return false;
+    free_.emplace(bytes, data);
+    pooled_ += bytes;
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  std::multimap<size_t, void*> free_;
+  size_t pooled_ = 0;
+};
+
+LargeBufferPool& Pool() {
+  static LargeBufferPool* pool = new LargeBufferPool;  // never destroyed: buffers may die after main
+  return *pool;
+}
+
+size_t RoundedSize(int64_t bytes) {
   size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
-  void* data = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  return rounded == 0 ? 64 : rounded;
+}
+
+}  // namespace
+
+std::shared_ptr<Buffer> Buffer::Allocate(int64_t bytes) {
+  const size_t rounded = RoundedSize(bytes);
+  void* data = rounded >= LargeBufferPool::kMinBytes ? Pool().Take(rounded) : nullptr;
+  if (data == nullptr) data = std::aligned_alloc(64, rounded);
   if (data == nullptr) throw std::bad_alloc();
   return std::shared_ptr<Buffer>(new Buffer(data, bytes));
 }
@@ -89,7 +139,11 @@ std::shared_ptr<Buffer> Buffer::AllocateZeroed(int64_t bytes) {
   return buffer;
 }
 
-Buffer::~Buffer() { std::free(data_); }
+Buffer::~Buffer() {
+  const size_t rounded = RoundedSize(bytes_);
+  if (rounded >= LargeBufferPool::kMinBytes && Pool().Give(data_, rounded)) return;
+  std::free(data_);
+}
 
 Array ArrayAccess::Make(DType dtype, std::vector<int64_t> shape, std::shared_ptr<Buffer> buffer,
                         DeviceMemory* memory) {

@@ -60,7 +60,14 @@ bool RunState::SetAbort(AbortReason reason, ErrorCode code, std::string message)
 
 namespace {
 
-constexpr int64_t kParallelBytes = 64 * 1024;  // below this a collective's results are computed by one worker
+constexpr int64_t kParallelBytes = 64 * 1024;
+
+// Sanitizer builds have much larger frames (redzones, fake stacks).
+#if defined(SPMDSIM_ASAN) || defined(SPMDSIM_TSAN)
+constexpr size_t kSanitizerStackFactor = 4;
+#else
+constexpr size_t kSanitizerStackFactor = 1;
+#endif  // below this a collective's results are computed by one worker
 
 // "0-3, 5, 7-8"
 std::string PositionRanges(const std::vector<int64_t>& positions) {
@@ -114,8 +121,12 @@ void EnsureStack(FiberStack& stack, size_t size) {
   mprotect(base, page, PROT_NONE);  // guard page: a stack overflow faults instead of corrupting memory
   stack.base = base;
   stack.mapped = mapped;
-  stack.context.size = usable;
-  stack.context.sp = static_cast<char*>(base) + mapped;
+  // Stack colouring: the tops of page-aligned stacks all share one page offset, so the hot top frames of
+  // thousands of devices would compete for the same cache sets; shift each top by 0..31 cache lines.
+  // (At most half a page, so that the few hot frames stay on the stack's top page.)
+  const size_t colour = (reinterpret_cast<uintptr_t>(base) / mapped % 32) * 64;
+  stack.context.size = usable - colour;
+  stack.context.sp = static_cast<char*>(base) + mapped - colour;
   UnpoisonStack(stack);
 }
 
@@ -143,9 +154,11 @@ thread_local WorkerThreadState worker_thread;
 
 // Worker -> device. Returns when the device switches back (it waits or has finished).
 void SwitchIntoDevice(DeviceSlot& s) {
-  WorkerThreadState& w = worker_thread;
-  s.worker_tsan_fiber = w.tsan_fiber;
+#if defined(SPMDSIM_TSAN)
+  s.worker_tsan_fiber = worker_thread.tsan_fiber;
+#endif
 #if defined(SPMDSIM_ASAN)
+  WorkerThreadState& w = worker_thread;
   __sanitizer_start_switch_fiber(&w.asan_fake_stack,
                                  static_cast<char*>(s.stack.context.sp) - s.stack.context.size,
                                  s.stack.context.size);
@@ -221,7 +234,7 @@ class Worker {
     const Block& bl = core_.blocks[b];
     for (int64_t p = bl.begin; p < bl.end; ++p) {
       DeviceSlot& s = core_.slots[p];
-      EnsureStack(s.stack, core_.options.fiber_stack_bytes);
+      EnsureStack(s.stack, core_.options.fiber_stack_bytes * kSanitizerStackFactor);
       s.run = &run_;
     }
   }
@@ -233,7 +246,7 @@ class Worker {
       __sanitizer_finish_switch_fiber(nullptr, &s.worker_stack_bottom, &s.worker_stack_size);
 #endif
       try {
-        s.run->fn(*s.context);
+        s.run->fn(s.context());
         s.outcome = Outcome::kReturned;
       } catch (const DeviceAborted&) {
         s.outcome = Outcome::kAborted;
@@ -254,7 +267,7 @@ class Worker {
 
   void Resume(DeviceSlot& s) {
     s.state.store(DeviceState::kRunning, std::memory_order_relaxed);
-    SetCurrentDeviceMemory(s.memory.get());
+    SetCurrentDeviceMemory(s.memory_raw);
     SwitchIntoDevice(s);
     SetCurrentDeviceMemory(nullptr);
     if (s.state.load(std::memory_order_relaxed) == DeviceState::kFinished) {
@@ -313,15 +326,24 @@ class Worker {
     CrossBarrier& bar = run_.barrier;
     const uint64_t epoch = bar.epoch.load(std::memory_order_acquire);
     if (Arrive(static_cast<int64_t>(blocks_.size()))) return Lead(epoch, lead);
+    // Back-off by elapsed time: spin ~50 us (a pass over a few thousand devices), then yield the core up to
+    // ~2 ms, then sleep in 50 us steps (a device computing for long; sleeping earlier costs a wake-up
+    // latency per episode on a loaded machine).
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point start{};
     for (uint64_t spin = 1;; ++spin) {
       if (bar.epoch.load(std::memory_order_acquire) != epoch) return !run_.aborted();
       if (run_.aborted()) return false;
-      if (spin < 2000) {
+      if ((spin & 63) != 0) {
         __builtin_ia32_pause();
         continue;
       }
-      // Backing off. A block no thread has claimed yet (oneTBB did not give us all the threads we asked for)
-      // is taken over here, so the Run completes with any number of threads.
+      const Clock::time_point now = Clock::now();
+      if (spin == 64) start = now;
+      const auto waited = now - start;
+      if (waited < std::chrono::microseconds(50)) continue;
+      // A block no thread has claimed yet (oneTBB did not give us all the threads we asked for) is taken
+      // over here, so the Run completes with any number of threads.
       if (lead && run_.next_block.load(std::memory_order_relaxed) < run_.num_blocks) {
         int b = run_.next_block.fetch_add(1, std::memory_order_relaxed);
         if (b < run_.num_blocks) {
@@ -331,10 +353,10 @@ class Worker {
           continue;
         }
       }
-      if (spin < 2200) {
+      if (waited < std::chrono::milliseconds(2)) {
         std::this_thread::yield();
       } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(spin < 3000 ? 20 : 200));
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
     }
   }
@@ -566,7 +588,8 @@ RuntimeCore::RuntimeCore(Mesh mesh_in, RuntimeOptions options_in, int workers)
     DeviceSlot& s = slots[p];
     s.position = p;
     s.memory = std::make_shared<DeviceMemory>(p, mesh.DeviceAt(p), capacity);
-    s.context.reset(new DeviceContext(this, &s, p, mesh.DeviceAt(p), mesh.CoordsOfPosition(p)));
+    s.memory_raw = s.memory.get();
+    new (s.context_storage) DeviceContext(this, &s, p, mesh.DeviceAt(p), mesh.CoordsOfPosition(p));
   }
   blocks.resize(workers);
   for (int b = 0; b < workers; ++b) {
@@ -576,7 +599,10 @@ RuntimeCore::RuntimeCore(Mesh mesh_in, RuntimeOptions options_in, int workers)
 }
 
 RuntimeCore::~RuntimeCore() {
-  for (DeviceSlot& s : slots) FreeStack(s.stack);
+  for (DeviceSlot& s : slots) {
+    FreeStack(s.stack);
+    s.context().~DeviceContext();
+  }
 }
 
 const GroupInfo& RuntimeCore::Groups(const AxesKey& key) {
@@ -584,6 +610,21 @@ const GroupInfo& RuntimeCore::Groups(const AxesKey& key) {
   auto it = groups.find(key);
   if (it == groups.end()) it = groups.emplace(key, std::make_unique<GroupInfo>(MakeGroupInfo(mesh, key))).first;
   return *it->second;
+}
+
+const CollectiveCall kBarrierCall{};
+
+void RuntimeCore::WaitAtBarrier(DeviceSlot& slot) {
+  if (slot.run->aborted()) throw DeviceAborted{};
+  slot.call = &kBarrierCall;
+  slot.waiting_op.store(OpKind::kBarrier, std::memory_order_relaxed);
+  slot.state.store(DeviceState::kWaiting, std::memory_order_relaxed);
+  SwitchToWorker(slot);
+  slot.call = nullptr;
+  if (slot.resume_aborted) {
+    slot.resume_aborted = false;
+    throw DeviceAborted{};
+  }
 }
 
 Array RuntimeCore::Collective(DeviceSlot& slot, CollectiveCall& call) {
@@ -811,9 +852,9 @@ void Runtime::Run(const std::function<void(DeviceContext&)>& fn) {
         what = "an exception that is not a std::exception";
       }
       throw DeviceError(code,
-                        fmt::format("device {} (position {}, coords {}) failed: {}", s.context->device_id(), p,
-                                    PyTuple(s.context->coords()), what),
-                        kind, p, s.context->device_id(), s.error);
+                        fmt::format("device {} (position {}, coords {}) failed: {}", s.context().device_id(), p,
+                                    PyTuple(s.context().coords()), what),
+                        kind, p, s.context().device_id(), s.error);
     }
   }
   std::string message = run->abort_message;

@@ -67,8 +67,10 @@ struct RuntimeOptions {
   // Error(kDeadlineExceeded). Default 60 s.
   std::chrono::milliseconds collective_timeout{60'000};
   // Stack of each device fiber, with a guard page below it (overflow faults instead of corrupting memory).
-  // Default 256 KiB; only the pages a device touches become resident. Stacks are pooled across Runs.
-  size_t fiber_stack_bytes = 256 * 1024;
+  // Default 64 KiB (x4 in ASan/TSan builds, whose frames are larger); only the pages a device touches become
+  // resident. Stacks are pooled across Runs. Larger stacks spread 4096 devices over more page-table
+  // entries: a barrier episode at 4096 devices costs ~2x more with 256 KiB (docs/runtime.md).
+  size_t fiber_stack_bytes = 64 * 1024;
   // Memory capacity of every device. Default 0: the mesh topology's memory_bytes(), or
   // kDefaultDeviceMemoryBytes for a mesh without a topology.
   int64_t device_memory_bytes = 0;

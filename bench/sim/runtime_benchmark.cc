@@ -35,6 +35,7 @@ void BM_RuntimeBarrier(benchmark::State& state) {
   RuntimeOptions options;
   options.num_threads = static_cast<int>(state.range(1));
   Runtime runtime(Mesh::Iota({n}, {"x"}), options);
+  runtime.Run([](DeviceContext& d) { d.Barrier(); });  // warm-up: maps the pooled fiber stacks
   const int64_t rounds = RoundsFor(n);
   for (auto _ : state) {
     runtime.Run([&](DeviceContext& d) {
@@ -54,6 +55,7 @@ BENCHMARK(BM_RuntimeBarrier)
 void BM_RuntimeEmptyRun(benchmark::State& state) {
   const int64_t n = state.range(0);
   Runtime runtime(Mesh::Iota({n}, {"x"}));
+  runtime.Run([](DeviceContext&) {});  // warm-up: maps the pooled fiber stacks
   for (auto _ : state) runtime.Run([](DeviceContext&) {});
 }
 BENCHMARK(BM_RuntimeEmptyRun)->ArgNames({"devices"})->Arg(8)->Arg(4096)->UseRealTime()->Unit(benchmark::kMicrosecond);
@@ -102,6 +104,7 @@ void BM_RuntimePsum(benchmark::State& state) {
   const int64_t bytes = state.range(1);
   const int64_t elements = std::max<int64_t>(1, bytes / 4);
   Runtime runtime(Mesh::Iota({n}, {"x"}));
+  runtime.Run([](DeviceContext&) {});
   const int64_t rounds = bytes <= 4096 ? 5000 : (bytes <= (256 << 10) ? 200 : (bytes <= (2 << 20) ? 20 : 4));
   for (auto _ : state) {
     runtime.Run([&](DeviceContext& d) {

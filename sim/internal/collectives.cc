@@ -39,7 +39,7 @@ AxesKey MakeAxesKey(const Mesh& mesh, const Axes& axes, std::string_view api) {
                 "Found an unbound axis name: {}. To fix this, please call {} under `jax.shard_map`.", name, api);
     }
   }
-  mesh.ValidateAxes(names, fmt::format("{} axes", api));
+  if (names.size() > 1) mesh.ValidateAxes(names, api);  // duplicates (no formatting on this hot path)
   if (names.size() > static_cast<size_t>(kMaxAxes)) {
     Throw(ErrorCode::kInvalidArgument, "{} over {} axes; at most {} are supported", api, names.size(), kMaxAxes);
   }
@@ -82,8 +82,12 @@ int64_t PyMod(int64_t a, int64_t n) { return ((a % n) + n) % n; }
 
 }  // namespace
 
-void ValidateCall(const Mesh& mesh, CollectiveCall& call, std::string_view axes_text,
-                  const PermutationPairs& raw_perm) {
+// How JAX prints axis_name in messages: a single name bare, several as a tuple.
+std::string AxesText(const Axes& axes) {
+  return axes.names().size() == 1 ? axes.names()[0] : PyTuple(axes.names());
+}
+
+void ValidateCall(const Mesh& mesh, CollectiveCall& call, const Axes& axes, const PermutationPairs& raw_perm) {
   call.group_size = GroupSize(mesh, call.axes);
   const int64_t n = call.group_size;
   if (call.op == OpKind::kBarrier) return;
@@ -143,7 +147,7 @@ void ValidateCall(const Mesh& mesh, CollectiveCall& call, std::string_view axes_
         if (size % n != 0) {
           ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
                     "The size of all_to_all split_axis ({}) has to be divisible by the size of the named axis {} ({})",
-                    size, axes_text, n);
+                    size, AxesText(axes), n);
         }
         call.out_shape[call.p0] /= n;
         call.out_shape[call.p1] *= n;
@@ -189,6 +193,7 @@ void ValidateCall(const Mesh& mesh, CollectiveCall& call, std::string_view axes_
 }
 
 bool SameCall(const CollectiveCall& a, const CollectiveCall& b) {
+  if (&a == &b) return true;
   if (a.op != b.op || !(a.axes == b.axes) || a.tiled != b.tiled || a.p0 != b.p0 || a.p1 != b.p1) return false;
   if ((a.input == nullptr) != (b.input == nullptr)) return false;
   if (a.input != nullptr) {

@@ -67,7 +67,7 @@ struct CollectiveCall {
 
 // Checks parameters against the input as jax.lax does (its errors and wording) and fills out_dtype and
 // out_shape. Throws Error on the device that calls it.
-void ValidateCall(const Mesh& mesh, CollectiveCall& call, std::string_view axes_text, const PermutationPairs& raw_perm);
+void ValidateCall(const Mesh& mesh, CollectiveCall& call, const Axes& axes, const PermutationPairs& raw_perm);
 // Same op, axes, parameters, input shape, dtype and abstractness.
 bool SameCall(const CollectiveCall& a, const CollectiveCall& b);
 // "psum(float32[4], axes=('x',))", "all_gather(float32[4], axes=('x', 'y'), axis=0, tiled=False)".

@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -61,27 +62,39 @@ struct FiberStack {
   boost::context::stack_context context;
 };
 
+// Hot fields first: a barrier touches only the first cache line of the slot.
 struct alignas(64) DeviceSlot {
   std::atomic<DeviceState> state{DeviceState::kNotStarted};
   std::atomic<OpKind> waiting_op{OpKind::kBarrier};
   bool resume_aborted = false;          // set before resuming a waiting fiber that must unwind
   Outcome outcome = Outcome::kNone;
-  CollectiveCall* call = nullptr;       // on the fiber's stack while it waits
+  const CollectiveCall* call = nullptr; // on the fiber's stack (or kBarrierCall) while it waits
   boost::context::fiber fiber;          // the device while it is switched out
   boost::context::fiber worker;         // the worker while the device runs
+  struct RunState* run = nullptr;       // the Run this fiber belongs to
+  DeviceMemory* memory_raw = nullptr;   // == memory.get()
+  int64_t position = 0;
+  // The device's DeviceContext lives in the slot (constructed by RuntimeCore), next to the hot line.
+  alignas(DeviceContext) std::byte context_storage[sizeof(DeviceContext)];
+  DeviceContext& context() { return *std::launder(reinterpret_cast<DeviceContext*>(context_storage)); }
+  const DeviceContext& context() const {
+    return *std::launder(reinterpret_cast<const DeviceContext*>(context_storage));
+  }
+  // Cold.
+  alignas(64) std::shared_ptr<DeviceMemory> memory;
   std::exception_ptr error;
   FiberStack stack;
   void* asan_fake_stack = nullptr;      // the device's saved ASan fake stack while switched out
   void* tsan_fiber = nullptr;
-  std::shared_ptr<DeviceMemory> memory;
-  std::unique_ptr<DeviceContext> context;
-  struct RunState* run = nullptr;       // the Run this fiber belongs to
-  int64_t position = 0;
   // ASan: the bounds of the worker thread's stack, learnt when the fiber is entered.
   const void* worker_stack_bottom = nullptr;
   size_t worker_stack_size = 0;
   void* worker_tsan_fiber = nullptr;    // TSan: the worker thread's own fiber
 };
+
+// The call every device makes at a Barrier: one shared object, so comparing two barrier calls is comparing
+// two pointers and a waiting device keeps nothing on its stack.
+extern const CollectiveCall kBarrierCall;
 
 // A contiguous range of devices run by one worker thread.
 struct alignas(64) Block {
@@ -141,6 +154,7 @@ struct RuntimeCore {
 
   // Called by DeviceContext on the device's fiber.
   Array Collective(DeviceSlot& slot, CollectiveCall& call);
+  void WaitAtBarrier(DeviceSlot& slot);
   const GroupInfo& Groups(const AxesKey& key);  // cached; leader only (or under groups_mu)
 
   Mesh mesh;
