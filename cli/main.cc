@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
     if (command.empty() && argc > 1 && argv[1][0] != '-') {
       std::string names;
       for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
-        names += (names.empty() ? "" : ", ") + sub->get_name();
+        if (!names.empty()) names += ", ";
+        names += sub->get_name();
       }
       std::fprintf(stderr, "spmdsim: unknown command '%s'; commands are %s (see spmdsim --help)\n", argv[1],
                    names.c_str());

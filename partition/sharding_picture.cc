@@ -23,7 +23,9 @@ std::string CellLabel(const std::vector<int>& ids, size_t cap) {
   const std::string tail = fmt::format(",... ({})", ids.size());
   std::string label;
   for (int id : ids) {
-    std::string next = label.empty() ? std::to_string(id) : label + "," + std::to_string(id);
+    std::string next = label;
+    if (!next.empty()) next += ',';
+    next += std::to_string(id);
     if (next.size() + tail.size() > cap && !label.empty()) break;
     label = std::move(next);
   }
@@ -167,7 +169,8 @@ std::string ShardingPicture(const ShardingLayout& layout, const ShardingPictureO
     line += '+';
     for (int64_t j = 0; j < cols_drawn; ++j) line += std::string(cell_width, '-') + '+';
     if (folded_cols) line += "-----+";
-    return line + "\n";
+    line += '\n';
+    return line;
   };
 
   for (int64_t g = 0; g < grids_drawn; ++g) {
@@ -186,17 +189,31 @@ std::string ShardingPicture(const ShardingLayout& layout, const ShardingPictureO
     }
     if (col_dim >= 0) {
       std::string header(prefix + 1, ' ');
-      for (int64_t j = 0; j < cols_drawn; ++j) header += " " + Pad(col_headers[j], cell_width - 1) + " ";
+      for (int64_t j = 0; j < cols_drawn; ++j) {  // appended piecewise: GCC 12 -O3 warns (-Wrestrict) on " " + str
+        header += ' ';
+        header += Pad(col_headers[j], cell_width - 1);
+        header += ' ';
+      }
       while (!header.empty() && header.back() == ' ') header.pop_back();
-      out += header + "\n";
+      out += header;
+      out += '\n';
     }
     out += rule();
     for (int64_t i = 0; i < rows_drawn; ++i) {
-      std::string line = row_dim >= 0 ? Pad(row_labels[i], row_label_width, /*right_align=*/true) + " " : "";
+      std::string line;
+      if (row_dim >= 0) {
+        line += Pad(row_labels[i], row_label_width, /*right_align=*/true);
+        line += ' ';
+      }
       line += '|';
-      for (int64_t j = 0; j < cols_drawn; ++j) line += " " + Pad(cells[g][i][j], cell_width - 1) + "|";
+      for (int64_t j = 0; j < cols_drawn; ++j) {
+        line += ' ';
+        line += Pad(cells[g][i][j], cell_width - 1);
+        line += '|';
+      }
       if (folded_cols) line += " ... |";
-      out += line + "\n";
+      out += line;
+      out += '\n';
       out += rule();
     }
     if (rows_drawn < num_rows) {

@@ -16,14 +16,15 @@
 // `max_rows` rows or `max_grids` grids are cut, and the picture says how many were left out. A cell label longer
 // than a third of the width is shortened to its first ids and the count ("0,4,8,... (64)").
 //
-// Example: Mesh {x:2, y:2} (ids 0..3 row-major), shape (4, 8), P('x'):
-//            0:8
-//         +-------+
-//     0:2 | 0-1   |   <- in the picture: "0,1" (runs of two are written out)
-//         +-------+
-//     2:4 | 2,3   |
-//         +-------+
-//   (the real output is in tests/partition/sharding_picture_test.cc).
+// Example: Mesh {x:2, y:2} (ids 0..3 row-major), shape (4, 8), P('x'): devices 0 and 1 (x = 0) hold rows 0:2.
+//   rows: dim 0 (2 blocks), columns: dim 1 (1 block)
+//   cells: the devices holding each block
+//         0:8
+//       +-----+
+//   0:2 | 0,1 |
+//       +-----+
+//   2:4 | 2,3 |
+//       +-----+
 #ifndef SPMDSIM_PARTITION_SHARDING_PICTURE_H_
 #define SPMDSIM_PARTITION_SHARDING_PICTURE_H_
 
