@@ -1,6 +1,7 @@
 // spmdsim: run and study SPMD partitioning code on virtual device meshes. See README.md for the commands.
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -15,12 +16,26 @@ int main(int argc, char** argv) {
   spmdsim::cli::AddShardCommand(app);
   spmdsim::cli::AddRulesCommand(app);
   spmdsim::cli::AddResolveCommand(app);
+  spmdsim::cli::AddAnalyzeCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // --help and --version print and succeed; every other parse error is a usage error: exit 2.
-    int code = app.exit(e);
-    return code == 0 ? 0 : 2;
+    // --help and --version print and succeed; every other parse error is a usage error: one line, exit 2.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    const std::string command = app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name();
+    if (command.empty() && argc > 1 && argv[1][0] != '-') {
+      std::string names;
+      for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+        if (!names.empty()) names += ", ";
+        names += sub->get_name();
+      }
+      std::fprintf(stderr, "spmdsim: unknown command '%s'; commands are %s (see spmdsim --help)\n", argv[1],
+                   names.c_str());
+      return 2;
+    }
+    std::fprintf(stderr, "spmdsim%s%s: %s (see spmdsim %s--help)\n", command.empty() ? "" : " ", command.c_str(),
+                 e.what(), command.empty() ? "" : (command + " ").c_str());
+    return 2;
   } catch (const spmdsim::Error& e) {
     const char* command = app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name().c_str();
     std::fprintf(stderr, "spmdsim %s: %s\n", command, e.what());

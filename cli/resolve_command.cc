@@ -41,6 +41,9 @@
 namespace spmdsim::cli {
 namespace {
 
+// Meshes are laid out in memory per device; beyond this the mesh alone would take gigabytes.
+constexpr int64_t kMaxIotaDevices = int64_t{1} << 20;
+
 struct ResolveArgs {
   std::string axes;
   std::string preset;
@@ -191,6 +194,13 @@ void RunResolveCommand(const ResolveArgs& args) {
     auto sizes = ParseNamedSizes(args.mesh, "--mesh");
     std::vector<int64_t> mesh_shape;
     std::vector<std::string> mesh_names;
+    int64_t devices = 1;
+    for (const auto& [name, size] : sizes) {
+      if (__builtin_mul_overflow(devices, size, &devices) || devices > kMaxIotaDevices) {
+        Throw(ErrorCode::kInvalidArgument, "--mesh '{}': more than {} devices; spmdsim numbers at most 2^20 devices",
+              args.mesh, kMaxIotaDevices);
+      }
+    }
     for (const auto& [name, size] : sizes) {
       mesh_names.push_back(name);
       mesh_shape.push_back(size);

@@ -8,6 +8,7 @@
 // Without --topology the devices are numbered row-major over the mesh on a CPU host. With --topology [--slices K]
 // [--dcn ...] the mesh is built as `spmdsim mesh` builds it (JAX's mesh_utils.create_device_mesh /
 // create_hybrid_device_mesh), so it must use every device of the topology.
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -28,9 +29,13 @@
 #include "partition/memory_analysis.h"
 #include "partition/named_sharding.h"
 #include "partition/partition_spec.h"
+#include "partition/sharding_picture.h"
 
 namespace spmdsim::cli {
 namespace {
+
+// Meshes without a topology are laid out in memory per device; beyond this the layout would take gigabytes.
+constexpr int64_t kMaxIotaDevices = int64_t{1} << 20;
 
 struct ShardArgs {
   std::string topology;
@@ -41,39 +46,10 @@ struct ShardArgs {
   std::string spec;
   std::string dtype = "f32";
   std::string correct = "none";
+  int width = 80;
+  int max_devices = 64;
   bool json = false;
 };
-
-// Bytes per element of the dtype names JAX prints (jnp.dtype(...).name short forms).
-int64_t DtypeBytes(const std::string& dtype) {
-  static const std::map<std::string, int64_t> kBytes{
-      {"bool", 1}, {"i8", 1},   {"u8", 1},   {"f8e4m3", 1}, {"f8e5m2", 1}, {"i16", 2}, {"u16", 2},
-      {"f16", 2},  {"bf16", 2}, {"i32", 4},  {"u32", 4},    {"f32", 4},    {"i64", 8}, {"u64", 8},
-      {"f64", 8},  {"c64", 8},  {"c128", 16}};
-  auto it = kBytes.find(dtype);
-  if (it == kBytes.end()) {
-    std::vector<std::string> names;
-    for (const auto& [name, bytes] : kBytes) names.push_back(name);
-    Throw(ErrorCode::kInvalidArgument, "--dtype: unknown dtype '{}'; valid dtypes are {}", dtype,
-          fmt::join(names, ", "));
-  }
-  return it->second;
-}
-
-// "8,1024,4096" -> {8, 1024, 4096}; "" or "()" is a scalar.
-std::vector<int64_t> ParseShape(std::string_view text) {
-  std::string_view t = Trim(text);
-  if (t.size() >= 2 && t.front() == '(' && t.back() == ')') t = Trim(t.substr(1, t.size() - 2));
-  std::vector<int64_t> shape;
-  if (t.empty()) return shape;
-  for (const std::string& part : Split(t, ',')) {
-    if (Trim(part).empty()) continue;  // a trailing comma, as in Python's (8,)
-    const int64_t v = ParseInt(part, "--shape");
-    if (v < 0) Throw(ErrorCode::kInvalidArgument, "--shape: dimension sizes must be >= 0, got {} in '{}'", v, text);
-    shape.push_back(v);
-  }
-  return shape;
-}
 
 // The mesh as `spmdsim mesh` builds it: MakeDeviceMesh (JAX's create_device_mesh, or create_hybrid_device_mesh
 // with --dcn) on the topology; without --topology, ids 0..N-1 row-major on a CPU host.
@@ -82,6 +58,14 @@ Mesh BuildMesh(const ShardArgs& args) {
   if (args.topology.empty()) {
     if (!args.dcn.empty() || args.slices != 1) {
       Throw(ErrorCode::kInvalidArgument, "--dcn and --slices need --topology (a TPU preset such as tpu-v4:2x2x4)");
+    }
+    int64_t devices = 1;
+    for (const auto& [name, size] : axes) {
+      if (__builtin_mul_overflow(devices, size, &devices) || devices > kMaxIotaDevices) {
+        Throw(ErrorCode::kInvalidArgument,
+              "--mesh '{}': more than {} devices; without --topology spmdsim numbers at most 2^20 devices", args.mesh,
+              kMaxIotaDevices);
+      }
     }
     std::vector<int64_t> shape;
     std::vector<std::string> names;
@@ -108,17 +92,6 @@ nlohmann::json SpecJson(const PartitionSpec& spec) {
   return out;
 }
 
-std::string HumanBytes(int64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.4g} {}", v, units[u]);
-}
-
 std::string RangeText(std::span<const IndexRange> index) {
   std::vector<std::string> parts;
   for (const auto& r : index) parts.push_back(fmt::format("{}:{}", r.start, r.stop));
@@ -127,9 +100,14 @@ std::string RangeText(std::span<const IndexRange> index) {
 
 void RunShard(const ShardArgs& args) {
   const Mesh mesh = BuildMesh(args);
-  const std::vector<int64_t> shape = ParseShape(args.shape);
+  const std::vector<int64_t> shape = ParseShape(args.shape, "--shape");
   const PartitionSpec requested = PartitionSpec::Parse(args.spec);
-  const int64_t element_bytes = DtypeBytes(args.dtype);
+  int64_t element_bytes = 0;
+  try {
+    element_bytes = DtypeBytes(args.dtype);
+  } catch (const Error& e) {
+    Throw(e.code(), "--dtype: {}", e.message());
+  }
   CorrectionOptions options;
   options.mode = ParseCorrectionMode(args.correct);
   options.element_bytes = element_bytes;
@@ -222,9 +200,19 @@ void RunShard(const ShardArgs& args) {
     std::cout << fmt::format("capacity    {} per device: {}\n", HumanBytes(memory.capacity_bytes),
                              memory.fits() ? "fits" : "DOES NOT FIT");
   }
+  std::cout << "blocks\n";
+  ShardingPictureOptions picture;
+  picture.max_width = args.width;
+  std::cout << ShardingPicture(layout, picture);
   std::cout << "devices     device [host]: index  replica\n";
-  for (const DeviceShard& s : layout.shards) {
+  const size_t listed = std::min(layout.shards.size(), static_cast<size_t>(args.max_devices));
+  for (size_t i = 0; i < listed; ++i) {
+    const DeviceShard& s = layout.shards[i];
     std::cout << fmt::format("  {:>5} [{}]: {}  r{}\n", s.device, s.process_index, RangeText(s.index), s.replica_id);
+  }
+  if (listed < layout.shards.size()) {
+    std::cout << fmt::format("  ... {} more device(s) (of {}; --max-devices N or --json lists them all)\n",
+                             layout.shards.size() - listed, layout.shards.size());
   }
   std::cout << "hosts\n";
   for (size_t h = 0; h < by_process.size(); ++h) {
@@ -250,7 +238,11 @@ void AddShardCommand(CLI::App& app) {
   cmd->add_option("--dcn", args->dcn, "DCN part of each --mesh axis: create_hybrid_device_mesh (with --topology)");
   cmd->add_option("--dtype", args->dtype, "element type (f32, bf16, f16, f64, i32, i8, ...)");
   cmd->add_option("--correct", args->correct, "none (JAX's errors), eformer, keep-most");
-  cmd->add_flag("--json", args->json, "print JSON");
+  cmd->add_option("--width", args->width, "width of the block picture in characters (default 80, at least 20)")
+      ->check(CLI::Range(20, 100000));
+  cmd->add_option("--max-devices", args->max_devices, "devices listed in the human output (default 64)")
+      ->check(CLI::Range(0, 1 << 30));
+  cmd->add_flag("--json", args->json, "print JSON (every device; no picture)");
   cmd->callback([args] { RunShard(*args); });
 }
 

@@ -2,10 +2,92 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 
+#include <fmt/format.h>
+
+#include "common/strings.h"
 #include "partition/named_sharding.h"
+#include "partition/sharding_picture.h"
 
 namespace spmdsim {
+
+bool ElementCountOverflows(std::span<const int64_t> shape, int64_t element_bytes) {
+  int64_t total = element_bytes;
+  for (int64_t d : shape) {
+    if (d == 0) return false;
+    if (__builtin_mul_overflow(total, d, &total)) return true;
+  }
+  return false;
+}
+
+int64_t DtypeBytes(std::string_view dtype) {
+  // jnp.dtype(...).itemsize of the dtypes JAX arrays use, by the short names JAX prints.
+  static const std::map<std::string, int64_t, std::less<>> kBytes{
+      {"bool", 1}, {"i8", 1},  {"u8", 1},  {"f8e4m3", 1}, {"f8e5m2", 1}, {"i16", 2}, {"u16", 2},
+      {"f16", 2},  {"bf16", 2}, {"i32", 4}, {"u32", 4},    {"f32", 4},    {"i64", 8}, {"u64", 8},
+      {"f64", 8},  {"c64", 8},  {"c128", 16}};
+  auto it = kBytes.find(Trim(dtype));
+  if (it == kBytes.end()) {
+    std::vector<std::string> names;
+    for (const auto& [name, bytes] : kBytes) names.push_back(name);
+    Throw(ErrorCode::kInvalidArgument, "unknown dtype '{}'; valid dtypes are {}", dtype, fmt::join(names, ", "));
+  }
+  return it->second;
+}
+
+std::vector<int64_t> ParseShape(std::string_view text, std::string_view what) {
+  std::string_view t = Trim(text);
+  if (t.size() >= 2 && t.front() == '(' && t.back() == ')') t = Trim(t.substr(1, t.size() - 2));
+  std::vector<int64_t> shape;
+  if (t.empty()) return shape;
+  const char separator = t.find(',') == std::string_view::npos && t.find('x') != std::string_view::npos ? 'x' : ',';
+  const std::vector<std::string> parts = Split(t, separator);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (Trim(parts[i]).empty()) {
+      if (separator == ',' && i + 1 == parts.size() && i > 0) continue;  // Python's trailing comma: (8,)
+      Throw(ErrorCode::kInvalidArgument, "{}: empty dimension in shape '{}'; expected sizes such as 8,1024,4096", what,
+            text);
+    }
+    const int64_t v = ParseInt(parts[i], what);
+    if (v < 0) Throw(ErrorCode::kInvalidArgument, "{}: dimension sizes must be >= 0, got {} in '{}'", what, v, text);
+    shape.push_back(v);
+  }
+  if (ElementCountOverflows(shape, 16)) {
+    Throw(ErrorCode::kInvalidArgument, "{}: shape '{}' holds more than 2^63 bytes (the largest dtype is 16 bytes)",
+          what, text);
+  }
+  return shape;
+}
+
+NamedArray ParseNamedArray(std::string_view text) {
+  const auto bad = [&](std::string_view why) {
+    Throw(ErrorCode::kInvalidArgument,
+          "--array '{}': {}; expected name:shape:dtype:spec, e.g. \"w:1024,4096:bf16:P(None, 'tp')\"", text, why);
+  };
+  std::vector<size_t> colons;
+  for (size_t i = 0; i < text.size() && colons.size() < 3; ++i) {
+    if (text[i] == ':') colons.push_back(i);
+  }
+  if (colons.size() < 3) bad(fmt::format("{} of the 3 ':' separators", colons.size()));
+  NamedArray array;
+  array.name = std::string(Trim(text.substr(0, colons[0])));
+  if (array.name.empty()) bad("the name is empty");
+  const std::string what = fmt::format("--array '{}' shape", array.name);
+  array.shape = ParseShape(text.substr(colons[0] + 1, colons[1] - colons[0] - 1), what);
+  array.dtype = std::string(Trim(text.substr(colons[1] + 1, colons[2] - colons[1] - 1)));
+  try {
+    array.element_bytes = DtypeBytes(array.dtype);
+  } catch (const Error& e) {
+    ThrowKind(e.code(), e.kind(), "--array '{}': {}", array.name, e.message());
+  }
+  try {
+    array.spec = PartitionSpec::Parse(text.substr(colons[2] + 1));
+  } catch (const Error& e) {
+    ThrowKind(e.code(), e.kind(), "--array '{}' spec: {}", array.name, e.message());
+  }
+  return array;
+}
 
 MemoryAnalysis AnalyzeMemory(const std::vector<NamedArray>& arrays, const Mesh& mesh) {
   MemoryAnalysis out;
@@ -14,6 +96,10 @@ MemoryAnalysis AnalyzeMemory(const std::vector<NamedArray>& arrays, const Mesh& 
   out.device_of_position = mesh.device_ids();
   std::vector<int64_t> sharded_per_position(n, 0);
   for (const NamedArray& array : arrays) {
+    if (ElementCountOverflows(array.shape, array.element_bytes)) {
+      Throw(ErrorCode::kInvalidArgument, "array '{}': shape {} of {}-byte elements holds more than 2^63 bytes",
+            array.name, PyTuple(array.shape), array.element_bytes);
+    }
     ShardingLayout layout;
     try {
       layout = NamedSharding(mesh, array.spec).Layout(array.shape);
@@ -24,7 +110,11 @@ MemoryAnalysis AnalyzeMemory(const std::vector<NamedArray>& arrays, const Mesh& 
     }
     ArrayMemory m;
     m.name = array.name;
-    m.global_bytes = Product(array.shape) * array.element_bytes;
+    m.shape = array.shape;
+    m.spec = array.spec;
+    m.shard_shape = layout.shard_shape;
+    m.elements = Product(array.shape);
+    m.global_bytes = m.elements * array.element_bytes;
     m.bytes_per_device = layout.ShardBytes(array.element_bytes);
     m.num_shards = layout.num_shards;
     m.replication = layout.num_replicas;
@@ -34,6 +124,9 @@ MemoryAnalysis AnalyzeMemory(const std::vector<NamedArray>& arrays, const Mesh& 
       if (m.sharded) sharded_per_position[s.position] += m.bytes_per_device;
     }
     if (!m.sharded) out.replicated_bytes_per_device += m.bytes_per_device;
+    out.total_parameters += m.elements;
+    if (m.sharded) out.sharded_parameters += m.elements;
+    out.total_bytes += m.global_bytes;
     out.arrays.push_back(std::move(m));
   }
   if (n > 0) {
@@ -46,6 +139,13 @@ MemoryAnalysis AnalyzeMemory(const std::vector<NamedArray>& arrays, const Mesh& 
     out.max_device = out.device_of_position[max_pos];
     out.min_device = out.device_of_position[lo - out.bytes_per_position.begin()];
     out.sharded_bytes_per_device = sharded_per_position[max_pos];
+    const int64_t held = std::accumulate(out.bytes_per_position.begin(), out.bytes_per_position.end(), int64_t{0});
+    if (out.max_bytes > 0) {
+      out.balance_score = static_cast<double>(held) / static_cast<double>(n) / static_cast<double>(out.max_bytes);
+      out.memory_efficiency =
+          static_cast<double>(out.total_bytes) / static_cast<double>(n) / static_cast<double>(out.max_bytes);
+    }
+    if (out.total_bytes > 0) out.replication_factor = static_cast<double>(held) / static_cast<double>(out.total_bytes);
   }
   const Topology* topology = mesh.topology();
   std::map<int, int64_t> per_process;
@@ -78,6 +178,77 @@ void CheckCapacity(const MemoryAnalysis& analysis) {
         "dimensions or use a larger mesh",
         device, bytes, analysis.capacity_bytes, analysis.devices_over_capacity.size(),
         analysis.device_of_position.size());
+}
+
+std::string HumanBytes(int64_t bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.4g} {}", v, kUnits[u]);
+}
+
+std::string FormatMemoryAnalysis(const MemoryAnalysis& analysis) {
+  std::string out;
+  size_t name_width = 5, spec_width = 4, shape_width = 5;
+  for (const ArrayMemory& a : analysis.arrays) {
+    name_width = std::max(name_width, a.name.size());
+    spec_width = std::max(spec_width, a.spec.ToString().size());
+    shape_width = std::max(shape_width, PyTuple(a.shape).size());
+  }
+  out += fmt::format("{:<{}}  {:<{}}  {:<{}}  {:>12}  {:>6}  {:>11}\n", "array", name_width, "shape", shape_width,
+                     "spec", spec_width, "bytes/device", "blocks", "replication");
+  for (const ArrayMemory& a : analysis.arrays) {
+    out += fmt::format("{:<{}}  {:<{}}  {:<{}}  {:>12}  {:>6}  {:>11}\n", a.name, name_width, PyTuple(a.shape),
+                       shape_width, a.spec.ToString(), spec_width, HumanBytes(a.bytes_per_device), a.num_shards,
+                       a.replication);
+  }
+  const int64_t n = static_cast<int64_t>(analysis.bytes_per_position.size());
+  out += fmt::format("parameters          {} total, {} in sharded arrays ({:.1f}%)\n", analysis.total_parameters,
+                     analysis.sharded_parameters,
+                     analysis.total_parameters > 0
+                         ? 100.0 * static_cast<double>(analysis.sharded_parameters) /
+                               static_cast<double>(analysis.total_parameters)
+                         : 0.0);
+  out += fmt::format("bytes               {} ({}) in all, {} devices\n", analysis.total_bytes,
+                     HumanBytes(analysis.total_bytes), n);
+  out += fmt::format("largest device      {}: {} ({})\n", analysis.max_device, analysis.max_bytes,
+                     HumanBytes(analysis.max_bytes));
+  out += fmt::format("smallest device     {}: {} ({})\n", analysis.min_device, analysis.min_bytes,
+                     HumanBytes(analysis.min_bytes));
+  out += fmt::format("balance score       {:.4f} (mean / max bytes per device)\n", analysis.balance_score);
+  out += fmt::format("memory efficiency   {:.4f} (ideal bytes per device / max; 1 = no replication)\n",
+                     analysis.memory_efficiency);
+  out += fmt::format("replication factor  {:.4f} (bytes held on all devices / array bytes)\n",
+                     analysis.replication_factor);
+  if (analysis.capacity_bytes > 0) {
+    out += fmt::format("capacity            {} per device: {}\n", HumanBytes(analysis.capacity_bytes),
+                       analysis.fits() ? "fits"
+                                       : fmt::format("{} device(s) over", analysis.devices_over_capacity.size()));
+  }
+  // Every device's bytes; devices holding the same bytes share a line, in order of first appearance.
+  std::vector<int64_t> values;
+  std::map<int64_t, std::vector<int>> devices_by_bytes;
+  for (int64_t p = 0; p < n; ++p) {
+    const int64_t b = analysis.bytes_per_position[p];
+    if (devices_by_bytes.find(b) == devices_by_bytes.end()) values.push_back(b);
+    devices_by_bytes[b].push_back(analysis.device_of_position[p]);
+  }
+  out += "bytes per device\n";
+  for (int64_t b : values) {
+    out += fmt::format("  devices {}: {} ({})\n", DeviceIdsLabel(devices_by_bytes[b]), b, HumanBytes(b));
+  }
+  if (analysis.processes.size() > 1) {
+    out += "bytes per host\n";
+    for (size_t h = 0; h < analysis.processes.size(); ++h) {
+      out += fmt::format("  host {}: {} ({})\n", analysis.processes[h], analysis.bytes_per_process[h],
+                         HumanBytes(analysis.bytes_per_process[h]));
+    }
+  }
+  return out;
 }
 
 }  // namespace spmdsim

@@ -83,5 +83,144 @@ TEST(AnalyzeMemory, NamesTheArrayWhoseSpecDoesNotFit) {
   }
 }
 
+// The example of memory_analysis.h, every figure.
+TEST(AnalyzeMemory, FillsWhatEformersAnalyzeShardingStrategyLeavesEmpty) {
+  Mesh mesh = Mesh::Iota({2, 4}, {"dp", "tp"});
+  MemoryAnalysis m = AnalyzeMemory({{"w", {1024, 4096}, 4, PartitionSpec::Parse("P(None, 'tp')")},
+                                    {"b", {4096}, 4, PartitionSpec()}},
+                                   mesh);
+  EXPECT_EQ(m.total_parameters, 1024 * 4096 + 4096);
+  EXPECT_EQ(m.sharded_parameters, 1024 * 4096);
+  EXPECT_EQ(m.total_bytes, 16793600);
+  EXPECT_THAT(m.bytes_per_position, Each(4210688));
+  EXPECT_DOUBLE_EQ(m.balance_score, 1.0);
+  EXPECT_DOUBLE_EQ(m.memory_efficiency, 16793600.0 / 8 / 4210688);
+  EXPECT_DOUBLE_EQ(m.replication_factor, 8.0 * 4210688 / 16793600);
+  ASSERT_EQ(m.arrays.size(), 2u);
+  EXPECT_EQ(m.arrays[0].elements, 1024 * 4096);
+  EXPECT_EQ(m.arrays[0].shape, (std::vector<int64_t>{1024, 4096}));
+  EXPECT_EQ(m.arrays[0].shard_shape, (std::vector<int64_t>{1024, 1024}));
+  EXPECT_EQ(m.arrays[0].spec, PartitionSpec::Parse("P(None, 'tp')"));
+  EXPECT_EQ(m.arrays[0].replication, 2);
+  EXPECT_EQ(m.arrays[1].replication, 8);
+}
+
+TEST(AnalyzeMemory, CountsASpecThatSplitsNothingAsUnshardedUnlikeEformer) {
+  // eformer counts every array whose spec != P() as sharded; P(None) and an axis of size 1 split nothing.
+  Mesh mesh = Mesh::Iota({1, 4}, {"one", "x"});
+  MemoryAnalysis m = AnalyzeMemory({{"a", {8}, 4, PartitionSpec::Parse("P(None)")},
+                                    {"b", {8}, 4, PartitionSpec::Parse("P('one')")},
+                                    {"c", {8}, 4, PartitionSpec::Parse("P('x')")}},
+                                   mesh);
+  EXPECT_EQ(m.total_parameters, 24);
+  EXPECT_EQ(m.sharded_parameters, 8);
+  // 4 devices hold 8*4 + 8*4 + 2*4 = 72 bytes each; ideal 96 / 4 = 24.
+  EXPECT_DOUBLE_EQ(m.memory_efficiency, 24.0 / 72.0);
+  EXPECT_DOUBLE_EQ(m.replication_factor, 4.0 * 72 / 96);
+}
+
+TEST(AnalyzeMemory, ScoresAreOneWhenNothingIsHeld) {
+  Mesh mesh = Mesh::Iota({2}, {"x"});
+  MemoryAnalysis none = AnalyzeMemory({}, mesh);
+  EXPECT_EQ(none.total_parameters, 0);
+  EXPECT_DOUBLE_EQ(none.balance_score, 1.0);
+  EXPECT_DOUBLE_EQ(none.memory_efficiency, 1.0);
+  EXPECT_DOUBLE_EQ(none.replication_factor, 1.0);
+  MemoryAnalysis empty = AnalyzeMemory({{"e", {0, 4}, 4, PartitionSpec::Parse("P('x')")}}, mesh);
+  EXPECT_EQ(empty.total_bytes, 0);
+  EXPECT_DOUBLE_EQ(empty.balance_score, 1.0);
+}
+
+TEST(DtypeBytes, KnowsJaxsDtypesAndListsThemOnError) {
+  EXPECT_EQ(DtypeBytes("bf16"), 2);
+  EXPECT_EQ(DtypeBytes("f32"), 4);
+  EXPECT_EQ(DtypeBytes("c128"), 16);
+  EXPECT_EQ(DtypeBytes("bool"), 1);
+  try {
+    DtypeBytes("float32");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_THAT(e.message(), HasSubstr("unknown dtype 'float32'; valid dtypes are bf16, bool, c128"));
+  }
+}
+
+TEST(ParseShape, AcceptsCommasTimesAndPythonTuples) {
+  EXPECT_EQ(ParseShape("8,1024,4096", "s"), (std::vector<int64_t>{8, 1024, 4096}));
+  EXPECT_EQ(ParseShape("8x1024", "s"), (std::vector<int64_t>{8, 1024}));
+  EXPECT_EQ(ParseShape("(8, 2)", "s"), (std::vector<int64_t>{8, 2}));
+  EXPECT_EQ(ParseShape("(8,)", "s"), (std::vector<int64_t>{8}));
+  EXPECT_EQ(ParseShape("()", "s"), (std::vector<int64_t>{}));
+  EXPECT_EQ(ParseShape("", "s"), (std::vector<int64_t>{}));
+}
+
+TEST(ParseShape, NamesTheBadToken) {
+  auto message = [](std::string_view text) {
+    try {
+      ParseShape(text, "--shape");
+    } catch (const Error& e) {
+      return e.message();
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(message("8,a"), HasSubstr("'a'"));
+  EXPECT_THAT(message("8,-2"), HasSubstr("must be >= 0, got -2 in '8,-2'"));
+  EXPECT_THAT(message("8,,2"), HasSubstr("empty dimension in shape '8,,2'"));
+  EXPECT_THAT(message(",8"), HasSubstr("empty dimension"));
+  EXPECT_THAT(message("8x"), HasSubstr("empty dimension"));
+}
+
+TEST(ParseNamedArray, ReadsNameShapeDtypeAndSpec) {
+  NamedArray a = ParseNamedArray("layer0/w:1024,4096:bf16:P(None, 'tp')");
+  EXPECT_EQ(a.name, "layer0/w");
+  EXPECT_EQ(a.shape, (std::vector<int64_t>{1024, 4096}));
+  EXPECT_EQ(a.dtype, "bf16");
+  EXPECT_EQ(a.element_bytes, 2);
+  EXPECT_EQ(a.spec, PartitionSpec::Parse("P(None, 'tp')"));
+  NamedArray scalar = ParseNamedArray("step::i32:");
+  EXPECT_TRUE(scalar.shape.empty());
+  EXPECT_EQ(scalar.spec, PartitionSpec());
+}
+
+TEST(ParseNamedArray, NamesTheTokenAndTheExpectedForm) {
+  auto message = [](std::string_view text) {
+    try {
+      ParseNamedArray(text);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(message("w:8:f32"), HasSubstr("--array 'w:8:f32': 2 of the 3 ':' separators; expected "
+                                            "name:shape:dtype:spec"));
+  EXPECT_THAT(message(":8:f32:P()"), HasSubstr("the name is empty"));
+  EXPECT_THAT(message("w:8,b:f32:P()"), HasSubstr("'b'"));
+  EXPECT_THAT(message("w:8:f33:P()"), HasSubstr("--array 'w': unknown dtype 'f33'"));
+  EXPECT_THAT(message("w:8:f32:P('x' 'y')"), HasSubstr("--array 'w' spec: "));
+  EXPECT_THAT(message("w:8:f32:P(('a', ('b',)))"), HasSubstr("ValueError"));
+}
+
+TEST(FormatMemoryAnalysis, ShowsTotalsScoresAndEveryDevice) {
+  Mesh mesh = Mesh::Iota({2, 4}, {"dp", "tp"});
+  MemoryAnalysis m = AnalyzeMemory({{"w", {1024, 4096}, 4, PartitionSpec::Parse("P(None, 'tp')")},
+                                    {"b", {4096}, 4, PartitionSpec()}},
+                                   mesh);
+  const std::string text = FormatMemoryAnalysis(m);
+  EXPECT_THAT(text, HasSubstr("w      (1024, 4096)  P(None, 'tp')         4 MiB       4            2\n"));
+  EXPECT_THAT(text, HasSubstr("parameters          4198400 total, 4194304 in sharded arrays (99.9%)"));
+  EXPECT_THAT(text, HasSubstr("largest device      0: 4210688 (4.016 MiB)"));
+  EXPECT_THAT(text, HasSubstr("balance score       1.0000"));
+  EXPECT_THAT(text, HasSubstr("memory efficiency   0.4985"));
+  EXPECT_THAT(text, HasSubstr("replication factor  2.0059"));
+  EXPECT_THAT(text, HasSubstr("  devices 0-7: 4210688 (4.016 MiB)\n"));
+}
+
+TEST(HumanBytes, UsesBinaryUnits) {
+  EXPECT_EQ(HumanBytes(12), "12 B");
+  EXPECT_EQ(HumanBytes(16384), "16 KiB");
+  EXPECT_EQ(HumanBytes(4210688), "4.016 MiB");
+  EXPECT_EQ(HumanBytes(int64_t{3} << 40), "3 TiB");
+}
+
 }  // namespace
 }  // namespace spmdsim

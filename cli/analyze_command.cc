@@ -1,0 +1,331 @@
+// `spmdsim analyze`: the memory a set of named arrays takes on a mesh under their PartitionSpecs -- total and sharded
+// parameters, the bytes of every device, the largest and smallest device, a balance score, the replication factor
+// of every array (what eformer's analyze_sharding_strategy promises; see partition/memory_analysis.h for the
+// definitions).
+//
+//   spmdsim analyze --mesh dp=2,tp=4 --array "w:1024,4096:f32:P(None,'tp')" --array "b:4096:f32:P()"
+//   spmdsim analyze --mesh data=4,model=2 --topology tpu-v4:2x2x2 --file arrays.yaml --correct keep-most --json
+//
+// A separate command rather than a mode of `spmdsim shard`: shard lays out ONE array and draws it; analyze sums
+// MANY arrays per device and draws nothing.
+//
+// --file: YAML, either a list of arrays or a map with an `arrays:` list; each array
+//     {name: w, shape: [1024, 4096], dtype: bf16, spec: "P(None, 'tp')"}
+// dtype defaults to f32; spec is Python text as for --spec, or a list with one entry per dimension (null, an axis,
+// or a list of axes), as in the JSON output; a missing spec is P().
+// JSON: {"mesh", "arrays": [{"name","shape","dtype","spec","requested_spec","corrections","shard_shape",
+// "elements","bytes","bytes_per_device","blocks","replication","sharded"}], "total_parameters",
+// "sharded_parameters", "total_bytes", "devices": [ids, mesh order], "bytes_per_device": [same order],
+// "largest": {"device","bytes"}, "smallest": {"device","bytes"}, "balance_score", "memory_efficiency",
+// "replication_factor", "hosts": [{"process_index","bytes"}], "capacity_bytes", "fits", "devices_over_capacity"}.
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "cli/commands.h"
+#include "common/error.h"
+#include "common/strings.h"
+#include "mesh/mesh.h"
+#include "mesh/mesh_utils.h"
+#include "mesh/topology.h"
+#include "partition/correction.h"
+#include "partition/memory_analysis.h"
+#include "partition/partition_spec.h"
+
+namespace spmdsim::cli {
+namespace {
+
+// Meshes without a topology are laid out in memory per device; beyond this the layout would take gigabytes.
+constexpr int64_t kMaxIotaDevices = int64_t{1} << 20;
+
+struct AnalyzeArgs {
+  std::string topology;
+  int slices = 1;
+  std::string dcn;
+  std::string mesh;
+  std::vector<std::string> arrays;
+  std::string file;
+  std::string correct = "none";
+  bool json = false;
+};
+
+// As `spmdsim shard` builds its mesh: MakeDeviceMesh on a topology, or ids 0..N-1 row-major on a CPU host.
+Mesh BuildMesh(const AnalyzeArgs& args) {
+  auto axes = ParseNamedSizes(args.mesh, "--mesh");
+  if (args.topology.empty()) {
+    if (!args.dcn.empty() || args.slices != 1) {
+      Throw(ErrorCode::kInvalidArgument, "--dcn and --slices need --topology (a TPU preset such as tpu-v4:2x2x4)");
+    }
+    int64_t devices = 1;
+    for (const auto& [name, size] : axes) {
+      if (__builtin_mul_overflow(devices, size, &devices) || devices > kMaxIotaDevices) {
+        Throw(ErrorCode::kInvalidArgument,
+              "--mesh '{}': more than {} devices; without --topology spmdsim numbers at most 2^20 devices", args.mesh,
+              kMaxIotaDevices);
+      }
+    }
+    std::vector<int64_t> shape;
+    std::vector<std::string> names;
+    for (const auto& [name, size] : axes) {
+      names.push_back(name);
+      shape.push_back(size);
+    }
+    return Mesh::Iota(shape, names);
+  }
+  auto topology = std::make_shared<const Topology>(Topology::Parse(args.topology, args.slices));
+  std::vector<std::pair<std::string, int64_t>> dcn;
+  if (!args.dcn.empty()) dcn = ParseNamedSizes(args.dcn, "--dcn");
+  return MakeDeviceMesh(topology, axes, dcn);
+}
+
+nlohmann::json EntryJson(const PartitionSpec::Entry& e) {
+  if (!e.has_axes()) return nullptr;
+  if (!e.is_tuple()) return e.axes()[0];
+  return e.axes();
+}
+nlohmann::json SpecJson(const PartitionSpec& spec) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& e : spec.entries()) out.push_back(EntryJson(e));
+  return out;
+}
+
+// One array of --file. `where` is "arrays.yaml: array 3" for messages.
+NamedArray ArrayFromYaml(const YAML::Node& node, const std::string& where) {
+  if (!node.IsMap()) Throw(ErrorCode::kInvalidArgument, "{}: expected a map {{name, shape, dtype, spec}}", where);
+  for (const auto& kv : node) {
+    const std::string key = kv.first.as<std::string>();
+    if (key != "name" && key != "shape" && key != "dtype" && key != "spec") {
+      Throw(ErrorCode::kInvalidArgument, "{}: unknown field '{}'; valid fields are name, shape, dtype, spec", where,
+            key);
+    }
+  }
+  NamedArray array;
+  if (!node["name"] || !node["name"].IsScalar() || node["name"].as<std::string>().empty()) {
+    Throw(ErrorCode::kInvalidArgument, "{}: 'name' is missing or not a string", where);
+  }
+  array.name = node["name"].as<std::string>();
+  const std::string at = fmt::format("{} ('{}')", where, array.name);
+  const YAML::Node shape = node["shape"];
+  if (!shape) Throw(ErrorCode::kInvalidArgument, "{}: 'shape' is missing (a list such as [1024, 4096], [] for a scalar)", at);
+  if (shape.IsSequence()) {
+    for (size_t i = 0; i < shape.size(); ++i) {
+      const int64_t v = ParseInt(shape[i].as<std::string>(), fmt::format("{} shape[{}]", at, i));
+      if (v < 0) Throw(ErrorCode::kInvalidArgument, "{}: shape[{}] is {}; sizes must be >= 0", at, i, v);
+      array.shape.push_back(v);
+    }
+  } else if (shape.IsScalar()) {
+    array.shape = ParseShape(shape.as<std::string>(), fmt::format("{} shape", at));
+  } else {
+    Throw(ErrorCode::kInvalidArgument, "{}: 'shape' must be a list such as [1024, 4096]", at);
+  }
+  array.dtype = node["dtype"] ? node["dtype"].as<std::string>() : "f32";
+  try {
+    array.element_bytes = DtypeBytes(array.dtype);
+  } catch (const Error& e) {
+    Throw(e.code(), "{}: {}", at, e.message());
+  }
+  const YAML::Node spec = node["spec"];
+  if (!spec || spec.IsNull()) return array;
+  if (spec.IsScalar()) {
+    try {
+      array.spec = PartitionSpec::Parse(spec.as<std::string>());
+    } catch (const Error& e) {
+      ThrowKind(e.code(), e.kind(), "{} spec: {}", at, e.message());
+    }
+    return array;
+  }
+  if (!spec.IsSequence()) {
+    Throw(ErrorCode::kInvalidArgument, "{}: 'spec' must be Python text such as \"P('dp', None)\" or a list", at);
+  }
+  std::vector<PartitionSpec::Entry> entries;
+  for (size_t d = 0; d < spec.size(); ++d) {
+    const YAML::Node e = spec[d];
+    if (e.IsNull()) {
+      entries.push_back(PartitionSpec::Entry::None());
+    } else if (e.IsScalar()) {
+      entries.push_back(PartitionSpec::Entry::Axis(e.as<std::string>()));
+    } else if (e.IsSequence()) {
+      std::vector<std::string> axes;
+      for (const auto& a : e) {
+        if (!a.IsScalar() || a.IsNull()) {
+          Throw(ErrorCode::kInvalidArgument, "{}: spec[{}] holds a nested list or null; a tuple entry is a list of "
+                                             "axis names", at, d);
+        }
+        axes.push_back(a.as<std::string>());
+      }
+      entries.push_back(PartitionSpec::Entry::Axes(std::move(axes)));
+    } else {
+      Throw(ErrorCode::kInvalidArgument, "{}: spec[{}] must be null, an axis name or a list of axis names", at, d);
+    }
+  }
+  array.spec = PartitionSpec(std::move(entries));
+  return array;
+}
+
+std::vector<NamedArray> ArraysFromFile(const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    Throw(ErrorCode::kNotFound, "--file: cannot read '{}'", path);
+  } catch (const YAML::Exception& e) {
+    Throw(ErrorCode::kInvalidArgument, "--file '{}': YAML error at line {}, column {}: {}", path, e.mark.line + 1,
+          e.mark.column + 1, e.msg);
+  }
+  YAML::Node list = root.IsMap() ? root["arrays"] : root;
+  if (!list || !list.IsSequence()) {
+    Throw(ErrorCode::kInvalidArgument, "--file '{}': expected a list of arrays, or a map with an 'arrays' list", path);
+  }
+  std::vector<NamedArray> arrays;
+  for (size_t i = 0; i < list.size(); ++i) {
+    try {
+      arrays.push_back(ArrayFromYaml(list[i], fmt::format("--file '{}': array {}", path, i)));
+    } catch (const YAML::Exception& e) {
+      Throw(ErrorCode::kInvalidArgument, "--file '{}': array {}: {}", path, i, e.msg);
+    }
+  }
+  return arrays;
+}
+
+void RunAnalyze(const AnalyzeArgs& args) {
+  if (args.arrays.empty() == args.file.empty()) {
+    Throw(ErrorCode::kInvalidArgument, "give the arrays with --array name:shape:dtype:spec (repeatable) or --file "
+                                       "arrays.yaml, not both");
+  }
+  const Mesh mesh = BuildMesh(args);
+  std::vector<NamedArray> arrays;
+  if (!args.file.empty()) {
+    arrays = ArraysFromFile(args.file);
+  } else {
+    for (const std::string& text : args.arrays) arrays.push_back(ParseNamedArray(text));
+  }
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (arrays[i].name == arrays[j].name) {
+        Throw(ErrorCode::kInvalidArgument, "array name '{}' is given twice; names must be unique", arrays[i].name);
+      }
+    }
+  }
+  CorrectionOptions options;
+  options.mode = ParseCorrectionMode(args.correct);
+  options.log = false;
+  std::vector<PartitionSpec> requested;
+  std::vector<CorrectionReport> reports;
+  for (NamedArray& array : arrays) {
+    requested.push_back(array.spec);
+    options.element_bytes = array.element_bytes;
+    if (options.mode == CorrectionMode::kNone) continue;  // AnalyzeMemory raises JAX's errors, naming the array
+    try {
+      reports.push_back(CorrectSpec(array.spec, mesh, array.shape, options));
+    } catch (const SpecError& e) {
+      std::vector<SpecProblem> problems = e.problems();
+      for (auto& p : problems) p.message = fmt::format("array '{}': {}", array.name, p.message);
+      throw SpecError(std::move(problems));
+    }
+    array.spec = reports.back().corrected;
+  }
+  MemoryAnalysis analysis = AnalyzeMemory(arrays, mesh);
+  if (args.topology.empty()) {  // the row-major CPU mesh's memory size is a placeholder, not a capacity to check
+    analysis.capacity_bytes = 0;
+    analysis.devices_over_capacity.clear();
+  }
+
+  if (args.json) {
+    nlohmann::json j;
+    nlohmann::json mesh_axes = nlohmann::json::array();
+    for (int i = 0; i < mesh.rank(); ++i) mesh_axes.push_back({mesh.axis_names()[i], mesh.shape()[i]});
+    j["mesh"] = {{"axes", mesh_axes},
+                 {"topology", mesh.topology() != nullptr && !args.topology.empty() ? mesh.topology()->ToString() : ""}};
+    j["correct"] = std::string(CorrectionModeName(options.mode));
+    j["arrays"] = nlohmann::json::array();
+    for (size_t i = 0; i < arrays.size(); ++i) {
+      const ArrayMemory& m = analysis.arrays[i];
+      nlohmann::json a{{"name", m.name},
+                       {"shape", m.shape},
+                       {"dtype", arrays[i].dtype},
+                       {"spec", SpecJson(m.spec)},
+                       {"requested_spec", SpecJson(requested[i])},
+                       {"shard_shape", m.shard_shape},
+                       {"elements", m.elements},
+                       {"bytes", m.global_bytes},
+                       {"bytes_per_device", m.bytes_per_device},
+                       {"blocks", m.num_shards},
+                       {"replication", m.replication},
+                       {"sharded", m.sharded}};
+      a["corrections"] = nlohmann::json::array();
+      if (!reports.empty()) {
+        for (const Correction& c : reports[i].corrections) {
+          a["corrections"].push_back({{"dim", c.dim},
+                                      {"from", EntryJson(c.from)},
+                                      {"to", c.to ? EntryJson(*c.to) : nlohmann::json(nullptr)},
+                                      {"reason", std::string(CorrectionReasonName(c.reason))},
+                                      {"message", c.message}});
+        }
+      }
+      j["arrays"].push_back(std::move(a));
+    }
+    j["total_parameters"] = analysis.total_parameters;
+    j["sharded_parameters"] = analysis.sharded_parameters;
+    j["total_bytes"] = analysis.total_bytes;
+    j["devices"] = analysis.device_of_position;
+    j["bytes_per_device"] = analysis.bytes_per_position;
+    j["largest"] = {{"device", analysis.max_device}, {"bytes", analysis.max_bytes}};
+    j["smallest"] = {{"device", analysis.min_device}, {"bytes", analysis.min_bytes}};
+    j["balance_score"] = analysis.balance_score;
+    j["memory_efficiency"] = analysis.memory_efficiency;
+    j["replication_factor"] = analysis.replication_factor;
+    j["hosts"] = nlohmann::json::array();
+    for (size_t h = 0; h < analysis.processes.size(); ++h) {
+      j["hosts"].push_back({{"process_index", analysis.processes[h]}, {"bytes", analysis.bytes_per_process[h]}});
+    }
+    j["capacity_bytes"] = analysis.capacity_bytes;
+    j["fits"] = analysis.fits();
+    j["devices_over_capacity"] = analysis.devices_over_capacity;
+    std::cout << j.dump() << "\n";
+    return;
+  }
+
+  std::cout << fmt::format("mesh                {}{}\n", mesh.ToString(),
+                           mesh.topology() != nullptr && !args.topology.empty()
+                               ? " on " + mesh.topology()->ToString()
+                               : " (devices numbered row-major)");
+  for (size_t i = 0; i < reports.size(); ++i) {
+    for (const Correction& c : reports[i].corrections) {
+      std::cout << fmt::format("corrected {} dim {}: {} -> {}  [{}]\n", arrays[i].name, c.dim, c.from.ToString(),
+                               c.to ? c.to->ToString() : "(removed)", CorrectionReasonName(c.reason));
+    }
+  }
+  std::cout << FormatMemoryAnalysis(analysis);
+}
+
+}  // namespace
+
+void AddAnalyzeCommand(CLI::App& app) {
+  auto args = std::make_shared<AnalyzeArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "analyze",
+      "Memory of named arrays on a mesh: total and sharded parameters, bytes of every device, largest and smallest "
+      "device, balance score, replication per array (eformer's analyze_sharding_strategy, filled in). For one "
+      "array's layout and picture use `spmdsim shard`.");
+  cmd->add_option("--mesh", args->mesh, "mesh axes, major first: dp=2,fsdp=4,tp=2")->required();
+  cmd->add_option("--array", args->arrays,
+                  "name:shape:dtype:spec (repeatable), e.g. \"w:1024,4096:bf16:P(None, 'tp')\"");
+  cmd->add_option("--file", args->file,
+                  "YAML list of arrays {name, shape: [..], dtype (default f32), spec: \"P(..)\" or [null, tp, [a, b]]}"
+                  " (or a map with an 'arrays' list)");
+  cmd->add_option("--topology", args->topology, "topology preset (tpu-v4:2x2x4, dgx-h100:2, cpu:8, ...)");
+  cmd->add_option("--slices", args->slices, "number of identical TPU slices (with --topology)");
+  cmd->add_option("--dcn", args->dcn, "DCN part of each --mesh axis: create_hybrid_device_mesh (with --topology)");
+  cmd->add_option("--correct", args->correct,
+                  "none (default: JAX's errors, naming the array), eformer, keep-most: correct every spec first");
+  cmd->add_flag("--json", args->json, "print JSON");
+  cmd->callback([args] { RunAnalyze(*args); });
+}
+
+}  // namespace spmdsim::cli
