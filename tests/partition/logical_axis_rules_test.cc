@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "tests/util/catch_error.h"
 
 namespace spmdsim {
 namespace {
@@ -22,17 +23,6 @@ LogicalAxisRules Rules(std::string_view text) { return ParseLogicalAxisRules(tex
 // Flax tests/linen/partitioning_test.py constants.
 const LogicalAxisRules kAxisRules1 = {{"foo", E::Axis("data")}, {"bar", E::Axis("model")}, {"baz", E::None()}};
 const LogicalAxisRules kAxisRules2 = {{"foo", E::Axis("model")}, {"bar", E::None()}, {"baz", E::Axis("data")}};
-
-template <typename F>
-Error CatchError(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no Error thrown";
-  return Error(ErrorCode::kInternal, "none");
-}
 
 TEST(LogicalAxis, PrintsAsPythonRepr) {
   EXPECT_EQ(LogicalAxesToString(Names("batch,_,UNCONSTRAINED")), "('batch', None, UNCONSTRAINED)");

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "tests/util/catch_error.h"
 
 namespace spmdsim {
 namespace {
@@ -14,17 +15,6 @@ namespace {
 using ::testing::HasSubstr;
 
 PartitionSpec P(std::string_view text) { return PartitionSpec::Parse(text); }
-
-template <typename F>
-Error CatchError(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no Error thrown";
-  return Error(ErrorCode::kInternal, "none");
-}
 
 // Names the table below is searched in (the last holds a newline on purpose).
 const std::vector<std::string> kNames = {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "tests/util/catch_error.h"
 
 // Expected values come from eformer's tests (tests/escale/test_partition_axis.py, test_partition_manager_api.py)
 // where they exist; the others were computed with /tmp/pr/eflogic.py, a pure-python copy of eformer's
@@ -28,17 +29,6 @@ SemanticAxis Comp(std::initializer_list<std::string_view> names) {
 }
 AxisRule T(std::vector<AxisRule> items) { return AxisRule::Tuple(std::move(items)); }
 AxisRule L(std::vector<AxisRule> items) { return AxisRule::List(std::move(items)); }
-
-template <typename F>
-Error CatchError(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no Error thrown";
-  return Error(ErrorCode::kInternal, "none");
-}
 
 // Every test starts and ends with an empty registry (eformer's _clear_custom_registry fixture).
 class PartitionAxisTest : public ::testing::Test {

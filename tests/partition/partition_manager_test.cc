@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "tests/util/catch_error.h"
 
 // Expected values from eformer's tests (tests/escale/test_partition_axis.py, test_partition_manager_api.py) where
 // they exist; corrections follow eformer's get_corrected_named_sharding (partition-core's CorrectSpec).
@@ -18,17 +19,6 @@ namespace sem = semantic;
 
 PartitionSpec P(std::string_view text) { return PartitionSpec::Parse(text); }
 using Shape = std::vector<int64_t>;
-
-template <typename F>
-Error CatchError(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no Error thrown";
-  return Error(ErrorCode::kInternal, "none");
-}
 
 TEST(InferRuntimeMode, DecodeWhenTheDimensionIsOne) {
   Shape decode = {2, 1, 32};

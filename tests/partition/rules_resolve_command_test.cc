@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "common/error.h"
 #include "partition/partition_axis.h"
+#include "tests/util/catch_error.h"
 
 namespace spmdsim {
 namespace {
@@ -40,17 +41,6 @@ std::string RunCli(std::string command, std::vector<std::string> args) {
 json RunJson(std::string command, std::vector<std::string> args) {
   args.push_back("--json");
   return json::parse(RunCli(std::move(command), std::move(args)));
-}
-
-template <typename F>
-Error CatchError(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no Error thrown";
-  return Error(ErrorCode::kInternal, "none");
 }
 
 TEST(RulesCommand, ResolvesT5xStandardRules) {

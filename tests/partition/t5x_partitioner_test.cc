@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "tests/util/catch_error.h"
 
 namespace spmdsim {
 namespace {
@@ -15,17 +16,6 @@ namespace {
 using ::testing::HasSubstr;
 
 PartitionSpec P(std::string_view text) { return PartitionSpec::Parse(text); }
-
-template <typename F>
-Error CatchError(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no Error thrown";
-  return Error(ErrorCode::kInternal, "none");
-}
 
 std::shared_ptr<const Topology> Topo(std::string_view text, int slices = 1) {
   return std::make_shared<const Topology>(Topology::Parse(text, slices));
