@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/error.h"
 #include "common/strings.h"
@@ -41,8 +42,6 @@
 namespace spmdsim::cli {
 namespace {
 
-// Meshes without a topology are laid out in memory per device; beyond this the layout would take gigabytes.
-constexpr int64_t kMaxIotaDevices = int64_t{1} << 20;
 
 struct AnalyzeArgs {
   std::string topology;
@@ -54,46 +53,6 @@ struct AnalyzeArgs {
   std::string correct = "none";
   bool json = false;
 };
-
-// As `spmdsim shard` builds its mesh: MakeDeviceMesh on a topology, or ids 0..N-1 row-major on a CPU host.
-Mesh BuildMesh(const AnalyzeArgs& args) {
-  auto axes = ParseNamedSizes(args.mesh, "--mesh");
-  if (args.topology.empty()) {
-    if (!args.dcn.empty() || args.slices != 1) {
-      Throw(ErrorCode::kInvalidArgument, "--dcn and --slices need --topology (a TPU preset such as tpu-v4:2x2x4)");
-    }
-    int64_t devices = 1;
-    for (const auto& [name, size] : axes) {
-      if (__builtin_mul_overflow(devices, size, &devices) || devices > kMaxIotaDevices) {
-        Throw(ErrorCode::kInvalidArgument,
-              "--mesh '{}': more than {} devices; without --topology spmdsim numbers at most 2^20 devices", args.mesh,
-              kMaxIotaDevices);
-      }
-    }
-    std::vector<int64_t> shape;
-    std::vector<std::string> names;
-    for (const auto& [name, size] : axes) {
-      names.push_back(name);
-      shape.push_back(size);
-    }
-    return Mesh::Iota(shape, names);
-  }
-  auto topology = std::make_shared<const Topology>(Topology::Parse(args.topology, args.slices));
-  std::vector<std::pair<std::string, int64_t>> dcn;
-  if (!args.dcn.empty()) dcn = ParseNamedSizes(args.dcn, "--dcn");
-  return MakeDeviceMesh(topology, axes, dcn);
-}
-
-nlohmann::json EntryJson(const PartitionSpec::Entry& e) {
-  if (!e.has_axes()) return nullptr;
-  if (!e.is_tuple()) return e.axes()[0];
-  return e.axes();
-}
-nlohmann::json SpecJson(const PartitionSpec& spec) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& e : spec.entries()) out.push_back(EntryJson(e));
-  return out;
-}
 
 // One array of --file. `where` is "arrays.yaml: array 3" for messages.
 NamedArray ArrayFromYaml(const YAML::Node& node, const std::string& where) {
@@ -198,7 +157,7 @@ void RunAnalyze(const AnalyzeArgs& args) {
     Throw(ErrorCode::kInvalidArgument, "give the arrays with --array name:shape:dtype:spec (repeatable) or --file "
                                        "arrays.yaml, not both");
   }
-  const Mesh mesh = BuildMesh(args);
+  const Mesh mesh = BuildCliMesh(args.mesh, args.topology, args.slices, args.dcn);
   std::vector<NamedArray> arrays;
   if (!args.file.empty()) {
     arrays = ArraysFromFile(args.file);

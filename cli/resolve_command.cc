@@ -30,6 +30,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/error.h"
 #include "common/strings.h"
@@ -41,8 +42,6 @@
 namespace spmdsim::cli {
 namespace {
 
-// Meshes are laid out in memory per device; beyond this the mesh alone would take gigabytes.
-constexpr int64_t kMaxIotaDevices = int64_t{1} << 20;
 
 struct ResolveArgs {
   std::string axes;
@@ -55,19 +54,6 @@ struct ResolveArgs {
   std::string correct = "eformer";
   bool json = false;
 };
-
-nlohmann::json EntryJson(const PartitionSpec::Entry& e) {
-  if (e.is_unconstrained()) return "UNCONSTRAINED";
-  if (!e.has_axes()) return nullptr;
-  if (!e.is_tuple()) return e.axes()[0];
-  return e.axes();
-}
-
-nlohmann::json SpecJson(const PartitionSpec& spec) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& e : spec.entries()) out.push_back(EntryJson(e));
-  return out;
-}
 
 std::vector<int64_t> ParseShape(const std::string& text) {
   std::vector<int64_t> shape;
@@ -191,24 +177,10 @@ void RunResolveCommand(const ResolveArgs& args) {
   std::optional<CorrectionReport> report;
   if (!args.mesh.empty()) {
     if (!shape.has_value()) Throw(ErrorCode::kInvalidArgument, "--mesh needs --shape (the array to correct for)");
-    auto sizes = ParseNamedSizes(args.mesh, "--mesh");
-    std::vector<int64_t> mesh_shape;
-    std::vector<std::string> mesh_names;
-    int64_t devices = 1;
-    for (const auto& [name, size] : sizes) {
-      if (__builtin_mul_overflow(devices, size, &devices) || devices > kMaxIotaDevices) {
-        Throw(ErrorCode::kInvalidArgument, "--mesh '{}': more than {} devices; spmdsim numbers at most 2^20 devices",
-              args.mesh, kMaxIotaDevices);
-      }
-    }
-    for (const auto& [name, size] : sizes) {
-      mesh_names.push_back(name);
-      mesh_shape.push_back(size);
-    }
     CorrectionOptions options;
     options.mode = ParseCorrectionMode(args.correct);
     options.log = false;
-    report = manager.Shard(Mesh::Iota(mesh_shape, mesh_names), *shape, dynamic.axes, mode, options).report;
+    report = manager.Shard(BuildCliMesh(args.mesh), *shape, dynamic.axes, mode, options).report;
   }
 
   if (args.json) {

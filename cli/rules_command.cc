@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/error.h"
 #include "common/strings.h"
@@ -40,13 +41,6 @@ struct RulesArgs {
   std::string fallback = "unsharded";
   bool json = false;
 };
-
-nlohmann::json RuleEntryJson(const PartitionSpec::Entry& e) {
-  if (e.is_unconstrained()) return "UNCONSTRAINED";
-  if (!e.has_axes()) return nullptr;
-  if (!e.is_tuple()) return e.axes()[0];
-  return e.axes();
-}
 
 nlohmann::json RuleNameJson(const LogicalAxis& n) {
   if (n.is_name()) return n.name();
@@ -116,14 +110,14 @@ void RunRulesCommand(const RulesArgs& args) {
   if (args.json) {
     nlohmann::json j;
     j["rules"] = nlohmann::json::array();
-    for (const auto& rule : rules) j["rules"].push_back({rule.logical_name, RuleEntryJson(rule.mesh_axes)});
+    for (const auto& rule : rules) j["rules"].push_back({rule.logical_name, EntryJson(rule.mesh_axes)});
     if (names.has_value()) {
       nlohmann::json names_json = nlohmann::json::array();
       for (const auto& n : *names) names_json.push_back(RuleNameJson(n));
       j["names"] = names_json;
       if (spec.has_value()) {
         j["spec"] = nlohmann::json::array();
-        for (const auto& e : spec->entries()) j["spec"].push_back(RuleEntryJson(e));
+        for (const auto& e : spec->entries()) j["spec"].push_back(EntryJson(e));
         j["spec_repr"] = spec->ToString();
       } else {
         j["spec"] = nullptr;

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/error.h"
 #include "common/strings.h"
@@ -34,8 +35,6 @@
 namespace spmdsim::cli {
 namespace {
 
-// Meshes without a topology are laid out in memory per device; beyond this the layout would take gigabytes.
-constexpr int64_t kMaxIotaDevices = int64_t{1} << 20;
 
 struct ShardArgs {
   std::string topology;
@@ -51,47 +50,6 @@ struct ShardArgs {
   bool json = false;
 };
 
-// The mesh as `spmdsim mesh` builds it: MakeDeviceMesh (JAX's create_device_mesh, or create_hybrid_device_mesh
-// with --dcn) on the topology; without --topology, ids 0..N-1 row-major on a CPU host.
-Mesh BuildMesh(const ShardArgs& args) {
-  auto axes = ParseNamedSizes(args.mesh, "--mesh");
-  if (args.topology.empty()) {
-    if (!args.dcn.empty() || args.slices != 1) {
-      Throw(ErrorCode::kInvalidArgument, "--dcn and --slices need --topology (a TPU preset such as tpu-v4:2x2x4)");
-    }
-    int64_t devices = 1;
-    for (const auto& [name, size] : axes) {
-      if (__builtin_mul_overflow(devices, size, &devices) || devices > kMaxIotaDevices) {
-        Throw(ErrorCode::kInvalidArgument,
-              "--mesh '{}': more than {} devices; without --topology spmdsim numbers at most 2^20 devices", args.mesh,
-              kMaxIotaDevices);
-      }
-    }
-    std::vector<int64_t> shape;
-    std::vector<std::string> names;
-    for (const auto& [name, size] : axes) {
-      names.push_back(name);
-      shape.push_back(size);
-    }
-    return Mesh::Iota(shape, names);
-  }
-  auto topology = std::make_shared<const Topology>(Topology::Parse(args.topology, args.slices));
-  std::vector<std::pair<std::string, int64_t>> dcn;
-  if (!args.dcn.empty()) dcn = ParseNamedSizes(args.dcn, "--dcn");
-  return MakeDeviceMesh(topology, axes, dcn);
-}
-
-nlohmann::json EntryJson(const PartitionSpec::Entry& e) {
-  if (!e.has_axes()) return nullptr;  // None and UNCONSTRAINED
-  if (!e.is_tuple()) return e.axes()[0];
-  return e.axes();
-}
-nlohmann::json SpecJson(const PartitionSpec& spec) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& e : spec.entries()) out.push_back(EntryJson(e));
-  return out;
-}
-
 std::string RangeText(std::span<const IndexRange> index) {
   std::vector<std::string> parts;
   for (const auto& r : index) parts.push_back(fmt::format("{}:{}", r.start, r.stop));
@@ -99,7 +57,7 @@ std::string RangeText(std::span<const IndexRange> index) {
 }
 
 void RunShard(const ShardArgs& args) {
-  const Mesh mesh = BuildMesh(args);
+  const Mesh mesh = BuildCliMesh(args.mesh, args.topology, args.slices, args.dcn);
   const std::vector<int64_t> shape = ParseShape(args.shape, "--shape");
   const PartitionSpec requested = PartitionSpec::Parse(args.spec);
   int64_t element_bytes = 0;

@@ -1,0 +1,32 @@
+// Helpers shared by the spmdsim subcommands: building a mesh from --mesh/--topology/--slices/--dcn, and
+// printing a PartitionSpec as JSON.
+#ifndef SPMDSIM_CLI_CLI_UTIL_H_
+#define SPMDSIM_CLI_CLI_UTIL_H_
+
+#include <cstdint>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "mesh/mesh.h"
+#include "partition/partition_spec.h"
+
+namespace spmdsim::cli {
+
+// Without a topology, meshes are numbered row-major on one CPU host; above this many devices that is refused
+// (a typo such as --mesh x=10000000 would otherwise allocate gigabytes).
+inline constexpr int64_t kMaxIotaDevices = int64_t{1} << 20;
+
+// The mesh as `spmdsim mesh` builds it: MakeDeviceMesh (JAX's create_device_mesh, or create_hybrid_device_mesh
+// with `dcn`) on the topology; with an empty `topology`, ids 0..N-1 row-major on a CPU host.
+// `mesh` is "a=4,b=2"; `dcn` the same axes' DCN sizes (or empty). Throws Error naming the flag at fault.
+Mesh BuildCliMesh(std::string_view mesh, std::string_view topology = "", int slices = 1, std::string_view dcn = "");
+
+// One spec entry: null (None), "axis", ["a", "b"] (a tuple), or "UNCONSTRAINED".
+nlohmann::json EntryJson(const PartitionSpec::Entry& entry);
+// One EntryJson per dimension.
+nlohmann::json SpecJson(const PartitionSpec& spec);
+
+}  // namespace spmdsim::cli
+
+#endif  // SPMDSIM_CLI_CLI_UTIL_H_
