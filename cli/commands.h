@@ -15,6 +15,7 @@ void AddMeshCommand(CLI::App& app);
 void AddShardCommand(CLI::App& app);  // cli/shard_command.cc
 void AddRulesCommand(CLI::App& app);    // cli/rules_command.cc
 void AddResolveCommand(CLI::App& app);  // cli/resolve_command.cc
+void AddRunCommand(CLI::App& app);      // cli/run_command.cc
 
 }  // namespace spmdsim::cli
 

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   spmdsim::cli::AddShardCommand(app);
   spmdsim::cli::AddRulesCommand(app);
   spmdsim::cli::AddResolveCommand(app);
+  spmdsim::cli::AddRunCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
