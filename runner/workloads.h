@@ -118,8 +118,8 @@ struct WorkloadTotals {
   // seconds: the makespan (latest simulated clock at the end of the workload; for a sweep: the sum over rows of
   // one iteration's time).
   double predicted_seconds = 0;
-  double compute_seconds = 0;         // seconds: sum of the steps' compute_seconds
-  double communication_seconds = 0;   // seconds: sum of the steps' communication_seconds
+  double compute_seconds = 0;         // seconds: sum of the steps' compute_seconds x count
+  double communication_seconds = 0;   // seconds: sum of the steps' communication_seconds x count
   double wait_seconds = 0;            // seconds: the most any device waited at collectives for late arrivals
   std::map<std::string, double> communication_seconds_by_axis;  // seconds, summed over steps
   std::map<std::string, double> bytes_by_link;  // bytes sent per device (slowest group), summed over steps
@@ -238,7 +238,8 @@ struct CollectivesConfig {
   // JAX names (psum, all_gather, psum_scatter, all_to_all, ppermute; also pmean, pmax, pmin) or nccl-tests
   // names (all_reduce, reduce_scatter, alltoall, sendrecv).
   std::vector<std::string> ops = {"psum"};
-  // Each entry is one group of mesh axes to run over (e.g. {{"model"}, {"data", "model"}}). Empty: all axes.
+  // Each entry is one group of mesh axes to run over (e.g. {{"model"}, {"data", "model"}}). Empty: each mesh
+  // axis on its own.
   std::vector<std::vector<std::string>> axes;
   // Message sizes S in bytes, nccl-tests' convention per op (cost/collective_model.h):
   //   psum: the per-device buffer; all_gather: the per-device OUTPUT (n x input); psum_scatter: the per-device
@@ -278,33 +279,33 @@ WorkloadResult RunCollectives(const WorkloadContext& context, const CollectivesC
 //   gradients     gelu_grad (args [x, dy]: dy * gelu'(x)), softmax_grad (args [p, dp] with p = softmax(...,
 //                 axis): p * (dp - sum(dp * p, axis))), relu_grad (args [x, dy])
 struct ProgramStep {
-  std::string name;                  // the value it defines (unique within the program)
-  std::string op;
-  std::vector<std::string> args;     // names of earlier values / inputs
-  std::vector<std::string> axes;     // mesh axes (collectives)
-  std::string equation;              // einsum
+  std::string name{};                  // the value it defines (unique within the program)
+  std::string op{};
+  std::vector<std::string> args{};     // names of earlier values / inputs
+  std::vector<std::string> axes{};     // mesh axes (collectives)
+  std::string equation{};              // einsum
   int axis = 0;                      // all_gather axis, psum_scatter dimension, softmax / concatenate axis
   int split_axis = 0, concat_axis = 0;  // all_to_all
   bool tiled = false;                // all_gather / psum_scatter / all_to_all
-  std::vector<std::pair<int64_t, int64_t>> pairs;  // ppermute (source, destination) in-group indices
-  std::vector<int> dims;             // reductions: axes; transpose: permutation
+  std::vector<std::pair<int64_t, int64_t>> pairs{};  // ppermute (source, destination) in-group indices
+  std::vector<int> dims{};             // reductions: axes; transpose: permutation
   bool keepdims = false;
-  std::vector<int64_t> shape;        // reshape / broadcast_to
-  std::vector<int64_t> start, limit, strides;  // slice
-  std::optional<double> scalar;      // binary op with a scalar right operand
+  std::vector<int64_t> shape{};        // reshape / broadcast_to
+  std::vector<int64_t> start{}, limit{}, strides{};  // slice
+  std::optional<double> scalar{};      // binary op with a scalar right operand
   bool approximate = true;           // gelu / gelu_grad: tanh approximation (JAX's default)
   DType dtype = DType::kF32;         // cast
 };
 
 struct ProgramInput {
-  std::string name;
-  Array value;                       // the GLOBAL array (abstract allowed; made abstract in abstract mode)
-  PartitionSpec spec;                // in_spec
+  std::string name{};
+  Array value{};                       // the GLOBAL array (abstract allowed; made abstract in abstract mode)
+  PartitionSpec spec{};                // in_spec
 };
 
 struct ProgramOutput {
-  std::string name;                  // a value of the program
-  PartitionSpec spec;                // out_spec
+  std::string name{};                  // a value of the program
+  PartitionSpec spec{};                // out_spec
 };
 
 struct ShardMapConfig {
@@ -335,9 +336,9 @@ WorkloadResult RunShardMapProgram(const WorkloadContext& context, const ShardMap
 //   sequence_parallel  activations entering / leaving a block are split on seq over tensor_axes (Korthikanti et
 //                al. 2022, "Reducing Activation Recomputation in Large Transformer Models").
 struct LayerSharding {
-  std::vector<std::string> batch_axes;
-  std::vector<std::string> fsdp_axes;
-  std::vector<std::string> tensor_axes;
+  std::vector<std::string> batch_axes{};
+  std::vector<std::string> fsdp_axes{};
+  std::vector<std::string> tensor_axes{};
   bool sequence_parallel = false;
 
   // From logical axis rules (T5X / Flax names): batch -> batch_axes, embed -> fsdp_axes, mlp (or heads) ->
@@ -352,7 +353,7 @@ struct MlpConfig {
   DType dtype = DType::kF32;
   std::string activation = "gelu";   // "gelu" or "relu"
   bool backward = true;              // also the gradients w.r.t. x, w1, w2 (loss = sum(y * dy), dy random)
-  LayerSharding sharding;
+  LayerSharding sharding{};
   uint64_t seed = 0;
   double rtol = 1e-4, atol = 1e-5;   // check tolerance (float32 default; use ~2e-2 for bfloat16)
   bool check = true;
@@ -363,7 +364,7 @@ struct TransformerBlockConfig {
   int64_t batch = 4, seq = 16, d_model = 64, d_ff = 256, heads = 4;  // head dim = d_model / heads
   DType dtype = DType::kF32;
   bool backward = true;
-  LayerSharding sharding;
+  LayerSharding sharding{};
   uint64_t seed = 0;
   double rtol = 1e-4, atol = 1e-5;
   bool check = true;
@@ -380,11 +381,11 @@ WorkloadResult RunTransformerBlock(const WorkloadContext& context, const Transfo
 // 4. partition: parameter shapes and rules -> specs and memory.
 
 struct PartitionParam {
-  std::string name;                        // '/'-joined path ("decoder/layers_0/mlp/wi/kernel")
-  std::vector<int64_t> shape;
+  std::string name{};                        // '/'-joined path ("decoder/layers_0/mlp/wi/kernel")
+  std::vector<int64_t> shape{};
   DType dtype = DType::kF32;
-  std::optional<PartitionSpec> spec;       // explicit spec (highest priority)
-  std::optional<LogicalAxes> logical_axes; // logical names, mapped by `logical_rules`
+  std::optional<PartitionSpec> spec{};       // explicit spec (highest priority)
+  std::optional<LogicalAxes> logical_axes{}; // logical names, mapped by `logical_rules`
 };
 
 struct PartitionConfig {

@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <memory>
 #include <string>
@@ -64,6 +65,10 @@ class CostRecorder final : public RuntimeObserver, public OpCostSink {
   // Fills result->steps, totals, trace (when asked). Wall times are relative to the recorder's creation.
   void Finish(WorkloadResult* result) const;
 
+  // An error the cost model threw inside an observer call (which must not throw) is kept and rethrown here,
+  // on the host thread after the Run.
+  void RethrowIfFailed();
+
   const SimClocks& clocks() const { return clocks_; }
   double WallNow() const;
 
@@ -74,11 +79,12 @@ class CostRecorder final : public RuntimeObserver, public OpCostSink {
     double wall_start = 0, wall_end = 0;     // wall seconds
     double local_seconds = 0;                // charged local time (speed factor applied)
     double flops = 0, bytes = 0;
+    double pending_nominal = 0, pending_flops = 0, pending_bytes = 0;  // recorded, not yet on the clock
   };
   struct alignas(64) DeviceState {
     std::vector<Event> events;
     size_t flushed = 0;                      // first event that may still hold pending cost
-    double pending_nominal = 0, pending_flops = 0, pending_bytes = 0;
+    bool in_step = false;                    // between BeginStep and EndStep (ops outside steps are not charged)
     std::string peak_key = "f32";
     std::vector<std::pair<int, int>> pairs;
   };
@@ -105,6 +111,7 @@ class CostRecorder final : public RuntimeObserver, public OpCostSink {
   bool charging_ = true;
   std::chrono::steady_clock::time_point wall_origin_;
   std::map<std::string, std::vector<CollectiveCost>> cost_cache_;
+  std::exception_ptr error_;
 };
 
 }  // namespace spmdsim::internal
