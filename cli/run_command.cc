@@ -171,6 +171,9 @@ void Run(const RunFlags& flags) {
   WorkloadContext ctx;
   ctx.mesh = s.mesh.mesh;
   ctx.runtime.num_threads = flags.threads;
+  // Eigen's GEMM keeps up to 128 KiB of blocks on the stack (EIGEN_STACK_ALLOCATION_LIMIT); the default 256 KiB
+  // fiber stack overflowed on a 128x256x128 matmul. Untouched stack pages cost nothing.
+  ctx.runtime.fiber_stack_bytes = size_t{1} << 20;
   ctx.abstract = flags.abstract;
   ctx.cost.roofline = s.topology.efficiency;
   for (const auto& [id, factor] : s.topology.stragglers) ctx.cost.speed_factors[id] = factor;
