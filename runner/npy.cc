@@ -1,6 +1,7 @@
 #include "runner/npy.h"
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <optional>
@@ -271,6 +272,11 @@ NpyArray ParseNpy(std::string_view bytes, std::string_view what) {
 }
 
 NpyArray ReadNpy(const std::string& path) {
+  // Only regular files: a device such as /dev/zero would never end.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    Throw(ErrorCode::kNotFound, "cannot open .npy file '{}': {}", path,
+          std::filesystem::exists(path, ec) ? "not a regular file" : "no such file");
   std::ifstream in(path, std::ios::binary);
   if (!in) Throw(ErrorCode::kNotFound, "cannot open .npy file '{}'", path);
   std::stringstream ss;
