@@ -208,8 +208,9 @@ std::string HumanHeader(const Scenario& s, bool abstract) {
   const Topology& t = *s.topology.topology;
   std::string out = fmt::format("scenario {} ({})\n", s.name, s.path);
   if (!s.description.empty()) out += fmt::format("  {}\n", s.description);
-  out += fmt::format("topology {}: {} devices ({}), {} hosts, {} per device\n", t.ToString(), t.num_devices(),
-                     t.device_kind(), t.num_processes(), FormatBytes(static_cast<double>(t.memory_bytes())));
+  out += fmt::format("topology {}: {} devices ({}), {} host{}, {} per device\n", t.ToString(), t.num_devices(),
+                     t.device_kind(), t.num_processes(), t.num_processes() == 1 ? "" : "s",
+                     FormatBytes(static_cast<double>(t.memory_bytes())));
   std::vector<std::string> axes;
   for (int i = 0; i < s.mesh.mesh.rank(); ++i)
     axes.push_back(fmt::format("'{}': {}", s.mesh.mesh.axis_names()[i], s.mesh.mesh.shape()[i]));
