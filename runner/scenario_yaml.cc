@@ -250,7 +250,9 @@ YamlMap::YamlMap(const YamlContext& ctx, const YAML::Node& node, std::string pat
     ctx.Fail(node, path_, fmt::format("found {}, expected a mapping with keys {}", Describe(node), fmt::join(valid_keys, ", ")));
   std::set<std::string> seen;
   for (YAML::const_iterator it = node.begin(); it != node.end(); ++it) {
-    const YAML::Node& key = it->first;
+    // Copies: `it->` yields a temporary proxy, so a reference to its members would dangle.
+    YAML::Node key = it->first;
+    YAML::Node value = it->second;
     if (!key.IsScalar()) ctx.Fail(key, path_, fmt::format("found {} as a key, expected a plain name", Describe(key)));
     const std::string& name = key.Scalar();
     std::string full = path_.empty() ? name : path_ + "." + name;
@@ -263,7 +265,7 @@ YamlMap::YamlMap(const YamlContext& ctx, const YAML::Node& node, std::string pat
     }
     if (!seen.insert(name).second) ctx.Fail(key, full, fmt::format("key '{}' appears twice", name));
     keys_.push_back(name);
-    values_.push_back(it->second);
+    values_.push_back(value);
   }
 }
 
