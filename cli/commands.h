@@ -16,6 +16,7 @@ void AddShardCommand(CLI::App& app);  // cli/shard_command.cc
 void AddRulesCommand(CLI::App& app);    // cli/rules_command.cc
 void AddResolveCommand(CLI::App& app);  // cli/resolve_command.cc
 void AddAnalyzeCommand(CLI::App& app);  // cli/analyze_command.cc
+void AddRunCommand(CLI::App& app);      // cli/run_command.cc
 
 }  // namespace spmdsim::cli
 

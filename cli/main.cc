@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   spmdsim::cli::AddRulesCommand(app);
   spmdsim::cli::AddResolveCommand(app);
   spmdsim::cli::AddAnalyzeCommand(app);
+  spmdsim::cli::AddRunCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

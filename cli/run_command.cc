@@ -1,0 +1,236 @@
+// spmdsim run FILE [--json OUT] [--trace OUT.json] [--dump DIR] [--abstract] [--threads N] [--quiet]
+//
+// Loads a scenario (runner/scenario.h), runs each workload (runner/workloads.h) and reports (runner/report.h).
+// Exit codes: 0 ok, 1 bad input, 2 usage, 3 internal error, 4 a numeric check failed (docs/scenarios.md).
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "common/error.h"
+#include "runner/npy.h"
+#include "runner/report.h"
+#include "runner/scenario.h"
+#include "runner/trace.h"
+#include "runner/workloads.h"
+
+namespace spmdsim::cli {
+namespace {
+
+struct RunFlags {
+  std::string file;
+  std::string json_path;
+  std::string trace_path;
+  std::string dump_dir;
+  bool abstract = false;
+  int threads = 0;
+  bool quiet = false;
+};
+
+// A progress line on stderr, drawn only when stderr is a terminal and the run has lasted a second.
+class Progress {
+ public:
+  Progress(bool enabled, size_t total) : enabled_(enabled && isatty(STDERR_FILENO)), total_(total) {
+    if (enabled_) thread_ = std::thread([this] { Loop(); });
+  }
+  ~Progress() { Finish(); }
+  void Set(size_t done, std::string current) {
+    std::lock_guard lock(mu_);
+    done_ = done;
+    current_ = std::move(current);
+  }
+  // Erases the bar (if drawn), runs `print` (which writes the report), and lets the bar be drawn again.
+  template <typename F>
+  void Print(F print) {
+    std::lock_guard lock(mu_);
+    if (drawn_) std::fprintf(stderr, "\r\033[K");
+    std::fflush(stderr);
+    print();
+  }
+  void Finish() {
+    if (!enabled_) return;
+    {
+      std::lock_guard lock(mu_);
+      if (stop_) return;
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    if (drawn_) std::fprintf(stderr, "\r\033[K");
+    std::fflush(stderr);
+  }
+
+ private:
+  void Loop() {
+    auto start = std::chrono::steady_clock::now();
+    std::unique_lock lock(mu_);
+    while (!stop_) {
+      cv_.wait_for(lock, std::chrono::milliseconds(200));
+      if (stop_) break;
+      double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (elapsed < 1.0) continue;
+      constexpr int kWidth = 30;
+      int filled = total_ == 0 ? kWidth : static_cast<int>(kWidth * done_ / total_);
+      std::string bar(filled, '=');
+      bar.resize(kWidth, ' ');
+      std::fprintf(stderr, "\r\033[K[%s] %zu/%zu workloads  %s  %.1f s", bar.c_str(), done_, total_,
+                   current_.c_str(), elapsed);
+      std::fflush(stderr);
+      drawn_ = true;
+    }
+  }
+
+  bool enabled_;
+  size_t total_;
+  size_t done_ = 0;
+  std::string current_;
+  bool stop_ = false;
+  bool drawn_ = false;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::thread thread_;
+};
+
+void WriteText(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return;
+  }
+  std::ofstream out(path, std::ios::trunc);
+  if (!out) Throw(ErrorCode::kInvalidArgument, "cannot write '{}'", path);
+  out << text;
+  if (!out) Throw(ErrorCode::kInvalidArgument, "failed writing '{}'", path);
+}
+
+std::string SafeName(const std::string& name) {
+  std::string out;
+  for (char c : name) out.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_');
+  return out.empty() ? "_" : out;
+}
+
+void Dump(const std::string& dir, const WorkloadResult& r) {
+  namespace fs = std::filesystem;
+  for (const auto& [sub, arrays] : {std::pair{"inputs", &r.inputs}, std::pair{"outputs", &r.outputs}}) {
+    fs::path folder = fs::path(dir) / SafeName(r.name) / sub;
+    std::error_code ec;
+    fs::create_directories(folder, ec);
+    if (ec) Throw(ErrorCode::kInvalidArgument, "cannot create '{}': {}", folder.string(), ec.message());
+    for (const auto& [name, array] : *arrays) WriteNpy((folder / (SafeName(name) + ".npy")).string(), ToNpy(array));
+  }
+}
+
+WorkloadResult RunOne(const Scenario& s, const ScenarioWorkload& w, const WorkloadContext& ctx) {
+  try {
+    return std::visit(
+        [&](const auto& config) -> WorkloadResult {
+          using T = std::decay_t<decltype(config)>;
+          if constexpr (std::is_same_v<T, CollectivesConfig>) {
+            return RunCollectives(ctx, config);
+          } else if constexpr (std::is_same_v<T, ShardMapConfig>) {
+            ShardMapConfig c = config;
+            for (const ShardMapInputRef& ref : w.shard_map_inputs)
+              c.inputs.push_back({ref.array, MakeScenarioArray(s.array(ref.array), ctx.abstract), ref.spec});
+            return RunShardMapProgram(ctx, c);
+          } else if constexpr (std::is_same_v<T, MlpConfig>) {
+            return RunMlp(ctx, config);
+          } else if constexpr (std::is_same_v<T, TransformerBlockConfig>) {
+            return RunTransformerBlock(ctx, config);
+          } else {
+            return RunPartition(ctx, config);
+          }
+        },
+        w.config);
+  } catch (const Error& e) {
+    // Say which workload (and where in the file) rejected its configuration.
+    throw Error(e.code(), fmt::format("{}: workload '{}' ({}): {}", w.location.ToString(), w.name, w.kind, e.message()),
+                e.kind());
+  }
+}
+
+void Run(const RunFlags& flags) {
+  auto wall_start = std::chrono::steady_clock::now();
+  Scenario s = LoadScenario(flags.file);
+  if (flags.abstract && !flags.dump_dir.empty())
+    Throw(ErrorCode::kInvalidArgument, "--dump writes array data, which --abstract does not compute; drop one of them");
+  if (flags.threads < 0) Throw(ErrorCode::kInvalidArgument, "--threads must be >= 0 (0: one per core), got {}", flags.threads);
+
+  WorkloadContext ctx;
+  ctx.mesh = s.mesh.mesh;
+  ctx.runtime.num_threads = flags.threads;
+  // Eigen's GEMM keeps up to 128 KiB of blocks on the stack (EIGEN_STACK_ALLOCATION_LIMIT); the default 256 KiB
+  // fiber stack overflowed on a 128x256x128 matmul. Untouched stack pages cost nothing.
+  ctx.runtime.fiber_stack_bytes = size_t{1} << 20;
+  ctx.abstract = flags.abstract;
+  ctx.cost.roofline = s.topology.efficiency;
+  for (const auto& [id, factor] : s.topology.stragglers) ctx.cost.speed_factors[id] = factor;
+  ctx.record_trace = !flags.trace_path.empty();
+  ctx.keep_arrays = !flags.dump_dir.empty();
+
+  bool json_on_stdout = flags.json_path == "-";
+  bool human = !flags.quiet && !json_on_stdout;
+  if (human) std::fputs(HumanHeader(s, flags.abstract).c_str(), stdout);
+  std::fflush(stdout);
+
+  std::vector<WorkloadResult> results;
+  {
+    Progress progress(!flags.quiet, s.workloads.size());
+    for (size_t i = 0; i < s.workloads.size(); ++i) {
+      progress.Set(i, s.workloads[i].name);
+      results.push_back(RunOne(s, s.workloads[i], ctx));
+      if (!flags.dump_dir.empty()) Dump(flags.dump_dir, results.back());
+      if (human) {
+        std::string report = HumanReport(s, results.back());
+        progress.Print([&] {
+          std::fputs(report.c_str(), stdout);
+          std::fflush(stdout);
+        });
+      }
+    }
+  }
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  int code = AllChecksPassed(results) ? kExitOk : kExitCheckFailed;
+  if (human) std::fputs(HumanSummary(results, wall).c_str(), stdout);
+  if (!flags.json_path.empty())
+    WriteText(flags.json_path, JsonReport(s, results, flags.abstract, wall, code).dump(2) + "\n");
+  if (!flags.trace_path.empty()) WriteText(flags.trace_path, ChromeTrace(s, results).dump() + "\n");
+  std::fflush(stdout);
+  if (code != kExitOk) {
+    std::fprintf(stderr, "spmdsim run: a numeric check failed (exit %d)\n", code);
+    std::exit(code);
+  }
+}
+
+}  // namespace
+
+void AddRunCommand(CLI::App& app) {
+  auto flags = std::make_shared<RunFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "run", "Run a scenario file: check each workload's numbers and predict its time on the topology "
+             "(docs/scenarios.md). Exit 0 ok, 1 bad input, 2 usage, 3 internal error, 4 a check failed.");
+  cmd->add_option("file", flags->file, "scenario YAML file")->required();
+  cmd->add_option("--json", flags->json_path, "write the report as JSON to this file ('-': stdout, no human report)");
+  cmd->add_option("--trace", flags->trace_path,
+                  "write a Chrome/Perfetto trace (one track per device; simulated and wall clocks)");
+  cmd->add_option("--dump", flags->dump_dir, "write every workload's global inputs and outputs as .npy files here");
+  cmd->add_flag("--abstract", flags->abstract,
+                "shapes and dtypes only: cost model and memory without arithmetic (no checks)");
+  cmd->add_option("--threads", flags->threads, "worker threads of the simulator (0: one per core)");
+  cmd->add_flag("--quiet", flags->quiet, "no human report and no progress bar; the exit code tells");
+  cmd->callback([flags] { Run(*flags); });
+}
+
+}  // namespace spmdsim::cli
