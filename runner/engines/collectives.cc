@@ -239,7 +239,21 @@ WorkloadResult RunCollectives(const WorkloadContext& context, const CollectivesC
       c.values.push_back(std::move(v));
     }
   }
-  result.totals.predicted_seconds = per_iteration_total;
+  // A sweep's totals are per iteration of every row (the rows are independent measurements, not one
+  // program), so every total is the sum over steps of one call's figures — the same basis as
+  // predicted_seconds (recorder.Finish summed them over all timed iterations).
+  WorkloadTotals& totals = result.totals;
+  const double wait_seconds = totals.wait_seconds;
+  totals = WorkloadTotals{};
+  totals.wait_seconds = wait_seconds;
+  for (const StepResult& step : result.steps) {
+    totals.compute_seconds += step.compute_seconds;
+    totals.communication_seconds += step.communication_seconds;
+    for (const auto& [axis, v] : step.communication_seconds_by_axis) totals.communication_seconds_by_axis[axis] += v;
+    for (const auto& [link, v] : step.bytes_by_link) totals.bytes_by_link[link] += v;
+    totals.flops += step.flops;
+  }
+  totals.predicted_seconds = per_iteration_total;
   MemoryResult& memory = result.memory;
   for (int64_t p = 0; p < mesh.size(); ++p) {
     const MemoryStats stats = runtime.memory_stats(p);

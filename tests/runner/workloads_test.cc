@@ -68,6 +68,24 @@ TEST(RunCollectives, EveryOpPassesItsDataCheckOnCpu8) {
   }
 }
 
+TEST(RunCollectives, SweepTotalsArePerIterationLikeThePredictedTotal) {
+  WorkloadContext ctx = Context("cpu:8", {{"x", 4}, {"y", 2}});
+  CollectivesConfig c;
+  c.ops = {"psum", "all_gather"};
+  c.axes = {{"x"}, {"x", "y"}};
+  c.sizes = {4096};
+  c.iterations = 3;
+  WorkloadResult r = RunCollectives(ctx, c);
+  double rows = 0;
+  for (const SweepRow& row : r.sweep) rows += row.predicted_seconds;
+  EXPECT_DOUBLE_EQ(r.totals.predicted_seconds, rows);
+  // Every step is a collective: communication is the whole predicted time, on the same (one-iteration) basis.
+  EXPECT_NEAR(r.totals.communication_seconds, r.totals.predicted_seconds, 1e-9 * rows);
+  double by_axis = 0;
+  for (const auto& [axis, seconds] : r.totals.communication_seconds_by_axis) by_axis += seconds;
+  EXPECT_GT(by_axis, 0);
+}
+
 TEST(RunCollectives, PsumPredictionIsTheRingFormulaOnDgxH100) {
   WorkloadContext ctx = Context("dgx-h100:1", {{"tensor", 8}});
   ctx.cost.collectives.algorithm = Algorithm::kRing;
