@@ -9,6 +9,7 @@
 // printers (human or --json) only see the Mesh. A new mode is a field, a flag and a branch in BuildMesh.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,6 +27,7 @@
 #include "mesh/mesh_utils.h"
 #include "mesh/t5x_mesh.h"
 #include "mesh/topology.h"
+#include "runner/scenario.h"
 
 namespace spmdsim::cli {
 namespace {
@@ -357,11 +359,33 @@ void PrintLocalChunk(const t5x::LocalChunker& chunker) {
   }
 }
 
+// --topology names a scenario file (rather than a preset) when it ends in .yaml/.yml or is an existing file.
+bool IsScenarioFile(const std::string& text) {
+  const auto ends_with = [&](std::string_view suffix) {
+    return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return ends_with(".yaml") || ends_with(".yml") || std::filesystem::is_regular_file(text);
+}
+
 void RunMeshCommand(const MeshCommandOptions& o) {
-  auto topology = std::make_shared<const Topology>(Topology::Parse(o.topology, o.slices));
+  std::shared_ptr<const Topology> topology;
+  std::optional<Scenario> scenario;
+  if (IsScenarioFile(o.topology)) {
+    if (o.slices != 1) Throw(ErrorCode::kInvalidArgument, "--slices applies to presets; a scenario file gives its own");
+    scenario = LoadScenario(o.topology);
+    topology = scenario->topology.topology;
+  } else {
+    topology = std::make_shared<const Topology>(Topology::Parse(o.topology, o.slices));
+  }
+  const bool mesh_flags = !o.mesh.empty() || !o.dcn.empty() || !o.submesh.empty() || o.num_partitions > 0;
   std::optional<BuiltMesh> maybe_built;
   try {
-    maybe_built = BuildMesh(o, topology);
+    if (scenario && !mesh_flags) {
+      maybe_built.emplace(scenario->mesh.mesh, fmt::format("{} (scenario {})", scenario->mesh.description,
+                                                           scenario->path));
+    } else {
+      maybe_built = BuildMesh(o, topology);
+    }
   } catch (const Error& e) {
     if (e.kind() != "NotImplementedError") throw;
     // Name the flag the library's message calls allow_split_physical_axes.
@@ -395,7 +419,8 @@ void AddMeshCommand(CLI::App& app) {
       "Axes go from least to most communication-heavy: the last axis gets the best links.");
   cmd->add_option("--topology", options->topology,
                   "preset with dimensions: tpu-v2:2x2, tpu-v3:4x4, tpu-v4:2x2x4, tpu-v5e:4x4, tpu-v5p:2x2x2, "
-                  "tpu-v6e:4x4, dgx-h100:4 (hosts of 8), dgx-a100:2, gpu:2x8 (HOSTSxGPUS), cpu:8")
+                  "tpu-v6e:4x4, dgx-h100:4 (hosts of 8), dgx-a100:2, gpu:2x8 (HOSTSxGPUS), cpu:8; or a scenario file "
+                  "(.yaml): its topology, and its mesh unless --mesh/--dcn/--submesh/--num-partitions is given")
       ->required();
   cmd->add_option("--slices", options->slices, "number of identical TPU slices joined by DCN")
       ->check(CLI::PositiveNumber);

@@ -161,5 +161,22 @@ TEST(MeshCommand, UnknownFlagIsAUsageErrorAndHelpSucceeds) {
   EXPECT_EQ(Spmdsim("mesh --help").exit_code, 0);
 }
 
+TEST(MeshCommand, TopologyCanBeAScenarioFileWithItsMesh) {
+  const std::string scenario = std::string(SPMDSIM_SOURCE_DIR) + "/scenarios/cpu8-quick.yaml";
+  CommandResult run = Spmdsim("mesh --json --topology " + scenario);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["axis_names"], nlohmann::json({"data", "model"}));
+  EXPECT_EQ(j["shape"], nlohmann::json({2, 4}));
+  // --mesh overrides the scenario's mesh but keeps its topology.
+  CommandResult flat = Spmdsim("mesh --json --mesh all=8 --topology " + scenario);
+  ASSERT_EQ(flat.exit_code, 0) << flat.err;
+  EXPECT_EQ(nlohmann::json::parse(flat.out)["shape"], nlohmann::json({8}));
+  // A missing scenario file is named in the error.
+  CommandResult missing = Spmdsim("mesh --topology no/such/file.yaml");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("no/such/file.yaml"));
+}
+
 }  // namespace
 }  // namespace spmdsim
