@@ -370,20 +370,7 @@ WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& 
   recorder.RethrowIfFailed();
   recorder.Finish(&result);
 
-  MemoryResult& memory = result.memory;
-  for (int64_t p = 0; p < mesh.size(); ++p) {
-    const MemoryStats stats = runtime.memory_stats(p);
-    memory.peak_bytes_per_position.push_back(stats.peak_bytes);
-    memory.capacity_bytes = stats.capacity_bytes;
-    if (p == 0 || stats.peak_bytes > memory.peak_bytes_max) {
-      memory.peak_bytes_max = stats.peak_bytes;
-      memory.max_device = mesh.DeviceAt(p);
-    }
-    if (p == 0 || stats.peak_bytes < memory.peak_bytes_min) {
-      memory.peak_bytes_min = stats.peak_bytes;
-      memory.min_device = mesh.DeviceAt(p);
-    }
-  }
+  result.memory = internal::MemoryOf(runtime, mesh);
 
   if (context.keep_arrays && !context.abstract) {
     for (size_t i = 0; i < inputs.size(); ++i) result.inputs.emplace_back(config.inputs[i].name, inputs[i]);

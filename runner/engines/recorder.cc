@@ -266,4 +266,22 @@ void CostRecorder::Finish(WorkloadResult* result) const {
   }
 }
 
+MemoryResult MemoryOf(const Runtime& runtime, const Mesh& mesh) {
+  MemoryResult memory;
+  for (int64_t p = 0; p < mesh.size(); ++p) {
+    const MemoryStats stats = runtime.memory_stats(p);
+    memory.peak_bytes_per_position.push_back(stats.peak_bytes);
+    memory.capacity_bytes = stats.capacity_bytes;
+    if (p == 0 || stats.peak_bytes > memory.peak_bytes_max) {
+      memory.peak_bytes_max = stats.peak_bytes;
+      memory.max_device = mesh.DeviceAt(p);
+    }
+    if (p == 0 || stats.peak_bytes < memory.peak_bytes_min) {
+      memory.peak_bytes_min = stats.peak_bytes;
+      memory.min_device = mesh.DeviceAt(p);
+    }
+  }
+  return memory;
+}
+
 }  // namespace spmdsim::internal

@@ -29,6 +29,7 @@
 
 #include "cost/clocks.h"
 #include "cost/collective_model.h"
+#include "sim/runtime.h"
 #include "cost/roofline.h"
 #include "ops/cost.h"
 #include "runner/workloads.h"
@@ -116,6 +117,10 @@ class CostRecorder final : public RuntimeObserver, public OpCostSink {
   std::map<std::string, std::vector<CollectiveCost>> cost_cache_;
   std::exception_ptr error_;
 };
+
+// Every device's peak memory in `runtime` (a Runtime over `mesh`), with the highest and lowest and their
+// devices (first in mesh order), and the capacity.
+MemoryResult MemoryOf(const Runtime& runtime, const Mesh& mesh);
 
 }  // namespace spmdsim::internal
 

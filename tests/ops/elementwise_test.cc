@@ -15,18 +15,10 @@ namespace {
 
 using ops_test::BroadcastIndex;
 using ops_test::ExpectValues;
+using ops_test::ErrorOf;
 using ops_test::MakeArray;
 using ops_test::RoundTo;
 using ::testing::HasSubstr;
-
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return std::string(e.kind()) + ": " + e.message();
-  }
-  return "no error";
-}
 
 struct BinaryCase {
   const char* name;

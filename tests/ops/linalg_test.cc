@@ -15,17 +15,9 @@ namespace spmdsim {
 namespace {
 
 using ops_test::ExpectValues;
+using ops_test::ErrorOf;
 using ops_test::MakeArray;
 using ::testing::HasSubstr;
-
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return std::string(e.kind()) + ": " + e.message();
-  }
-  return "no error";
-}
 
 // Naive einsum in double: loops over every assignment of every label (explicit output, letters only).
 std::vector<double> ReferenceEinsum(const std::string& spec, const std::vector<Array>& ops) {

@@ -5,12 +5,14 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "common/error.h"
 #include "sim/array.h"
 
 namespace spmdsim::ops_test {
@@ -145,6 +147,16 @@ inline void ExpectValues(const Array& actual, const std::vector<double>& expecte
           << what << " element " << i << ": got " << got[i] << ", expected " << expected[i];
     }
   }
+}
+
+// "<kind>: <message>" of the spmdsim::Error that f throws, or "no error".
+inline std::string ErrorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return std::string(e.kind()) + ": " + e.message();
+  }
+  return "no error";
 }
 
 }  // namespace spmdsim::ops_test

@@ -14,17 +14,9 @@ namespace spmdsim {
 namespace {
 
 using ops_test::ExpectValues;
+using ops_test::ErrorOf;
 using ops_test::MakeArray;
 using ::testing::HasSubstr;
-
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return std::string(e.kind()) + ": " + e.message();
-  }
-  return "no error";
-}
 
 // Reference reduction with loops: for every element, its output index drops (or zeroes) the reduced axes.
 std::vector<double> ReferenceReduce(const Array& x, const std::vector<bool>& reduce,

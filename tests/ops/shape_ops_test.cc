@@ -12,17 +12,9 @@
 namespace spmdsim {
 namespace {
 
+using ops_test::ErrorOf;
 using ops_test::MakeArray;
 using ::testing::HasSubstr;
-
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return std::string(e.kind()) + ": " + e.message();
-  }
-  return "no error";
-}
 
 const DType kAllTypes[] = {DType::kF32, DType::kF64, DType::kBF16, DType::kF16, DType::kI32, DType::kI64, DType::kBool};
 
