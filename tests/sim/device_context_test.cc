@@ -9,6 +9,7 @@
 #include <random>
 #include <set>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -695,7 +696,12 @@ TEST(Collectives, AnOutputThatDoesNotFitIsResourceExhaustedOnThatDevice) {
     FAIL() << "no error";
   } catch (const DeviceError& e) {
     EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted);
-    EXPECT_EQ(e.position(), 0);
+    // Every device is over capacity here; the one named is the first whose charge failed, which depends on how
+    // the workers were scheduled (seen: position 2 under ThreadSanitizer). docs/runtime.md lists making this the
+    // lowest position as open work.
+    EXPECT_GE(e.position(), 0);
+    EXPECT_LT(e.position(), 4);
+    EXPECT_THAT(e.message(), HasSubstr(fmt::format("device {} (position {}", e.device_id(), e.position())));
     EXPECT_THAT(e.message(), HasSubstr("Out of memory while trying to allocate 4.00MiB"));
   }
 }
