@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "partition/partition_axis.h"
 #include "tests/util/catch_error.h"
+#include "tests/util/run_command_in_process.h"
 
 namespace spmdsim {
 namespace {
@@ -23,19 +24,8 @@ using ::testing::HasSubstr;
 using nlohmann::json;
 
 std::string RunCli(std::string command, std::vector<std::string> args) {
-  CLI::App app;
-  cli::AddRulesCommand(app);
-  cli::AddResolveCommand(app);
-  args.insert(args.begin(), command);
-  std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
-  testing::internal::CaptureStdout();
-  try {
-    app.parse(args);
-  } catch (...) {
-    testing::internal::GetCapturedStdout();
-    throw;
-  }
-  return testing::internal::GetCapturedStdout();
+  args.insert(args.begin(), std::move(command));
+  return RunCommandInProcess({cli::AddRulesCommand, cli::AddResolveCommand}, std::move(args));
 }
 
 json RunJson(std::string command, std::vector<std::string> args) {

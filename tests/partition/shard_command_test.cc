@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "common/error.h"
+#include "tests/util/run_command_in_process.h"
 
 namespace spmdsim {
 namespace {
@@ -21,18 +22,8 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string RunShard(std::vector<std::string> args) {
-  CLI::App app;
-  cli::AddShardCommand(app);
   args.insert(args.begin(), "shard");
-  std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
-  testing::internal::CaptureStdout();
-  try {
-    app.parse(args);
-  } catch (...) {
-    testing::internal::GetCapturedStdout();
-    throw;
-  }
-  return testing::internal::GetCapturedStdout();
+  return RunCommandInProcess({cli::AddShardCommand}, std::move(args));
 }
 
 nlohmann::json RunJson(std::vector<std::string> args) {
