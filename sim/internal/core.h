@@ -49,7 +49,8 @@ enum class DeviceState : uint8_t {
   kNotStarted,  // fiber not yet entered in this Run
   kReady,       // will be resumed in the worker's next pass
   kRunning,     // the worker has switched into it
-  kWaiting,     // at a collective (call points at its CollectiveCall)
+  kWaiting,     // at a collective (call points at its CollectiveCall); once the barrier completes, the
+                // worker's next pass resumes it (wait_episode < RunState::episodes tells the two apart)
   kFinished,    // returned (or was unwound); `outcome` says how
 };
 
@@ -68,6 +69,7 @@ struct alignas(64) DeviceSlot {
   std::atomic<OpKind> waiting_op{OpKind::kBarrier};
   bool resume_aborted = false;          // set before resuming a waiting fiber that must unwind
   Outcome outcome = Outcome::kNone;
+  std::atomic<uint32_t> wait_episode{0};  // RunState::episodes (low bits) when it last began to wait
   const CollectiveCall* call = nullptr; // on the fiber's stack (or kBarrierCall) while it waits
   boost::context::fiber fiber;          // the device while it is switched out
   boost::context::fiber worker;         // the worker while the device runs
@@ -137,6 +139,7 @@ struct RunState {
   bool done = false;
   uint64_t sequence = 0;                       // collectives so far
   std::atomic<uint64_t> episodes{0};           // barrier episodes completed (watchdog's progress signal)
+  std::atomic<bool> release{true};             // the last barrier's verdict: resume the devices normally
   std::vector<const CollectiveCall*> calls;    // leader's scratch
   // Completion: blocks closed (every device finished).
   std::mutex mu;

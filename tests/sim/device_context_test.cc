@@ -2,12 +2,15 @@
 // the jax.lax docstrings), JAX's worked numbers, dtype rules, errors, determinism and memory accounting.
 #include "sim/device_context.h"
 
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <map>
 #include <random>
 #include <set>
+#include <stdexcept>
+#include <thread>
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
@@ -684,25 +687,61 @@ TEST(Collectives, AbstractArraysGetShapesAndChargesButNoElements) {
   EXPECT_EQ(runtime.memory_stats(5).in_use_bytes, (128 + 512 + 16) << 20);
 }
 
-TEST(Collectives, AnOutputThatDoesNotFitIsResourceExhaustedOnThatDevice) {
-  RuntimeOptions options;
-  options.device_memory_bytes = 3 << 20;
-  Runtime runtime(Mesh::Iota({4}, {"x"}), options);
-  try {
-    runtime.Run([](DeviceContext& d) {
-      Array x = Array::Abstract({256 * 1024}, DType::kF32);  // 1 MiB
-      d.AllGather(x, "x");                                   // 4 MiB more: over 3 MiB
-    });
-    FAIL() << "no error";
-  } catch (const DeviceError& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted);
-    // Every device is over capacity here; the one named is the first whose charge failed, which depends on how
-    // the workers were scheduled (seen: position 2 under ThreadSanitizer). docs/runtime.md lists making this the
-    // lowest position as open work.
-    EXPECT_GE(e.position(), 0);
-    EXPECT_LT(e.position(), 4);
-    EXPECT_THAT(e.message(), HasSubstr(fmt::format("device {} (position {}", e.device_id(), e.position())));
-    EXPECT_THAT(e.message(), HasSubstr("Out of memory while trying to allocate 4.00MiB"));
+TEST(Collectives, AnOutputThatDoesNotFitIsResourceExhaustedOnTheLowestPositionForAnyWorkerCount) {
+  // Every device is over capacity: each one's charge fails in the same step, and the device named is the lowest
+  // position however the workers were scheduled (the runtime resumes every device of a step before aborting).
+  for (int workers : {1, 2, 4}) {
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      RuntimeOptions options;
+      options.device_memory_bytes = 3 << 20;
+      options.num_threads = workers;
+      Runtime runtime(Mesh::Iota({4}, {"x"}), options);
+      try {
+        runtime.Run([&](DeviceContext& d) {
+          Array x = Array::Abstract({256 * 1024}, DType::kF32);  // 1 MiB
+          // The last block arrives late, so the other workers are asleep in their back-off when the barrier
+          // completes and the last block's devices fail first.
+          if (d.position() == 3 && attempt % 2 == 1) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+          d.AllGather(x, "x");                                   // 4 MiB more: over 3 MiB
+        });
+        FAIL() << "no error";
+      } catch (const DeviceError& e) {
+        ASSERT_EQ(e.position(), 0) << "workers " << workers << ", attempt " << attempt << ": " << e.what();
+        EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted);
+        EXPECT_THAT(e.message(), HasSubstr("device 0 (position 0"));
+        EXPECT_THAT(e.message(), HasSubstr("Out of memory while trying to allocate 4.00MiB"));
+      }
+    }
+  }
+}
+
+TEST(Collectives, DevicesThatThrowInTheSameStepAreReportedByTheLowestPosition) {
+  // Devices 1-7 throw right after the first barrier, device 3 before it; the error is device 3's (earliest step),
+  // and in the next scenario every device throws in its first step: position 0 is named, for any worker count.
+  for (int workers : {1, 2, 4}) {
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      RuntimeOptions options;
+      options.num_threads = workers;
+      Runtime runtime(Mesh::Iota({8}, {"x"}), options);
+      try {
+        runtime.Run([&](DeviceContext& d) {
+          if (d.position() == 7 && attempt % 2 == 1) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+          if (d.position() == 3) throw std::runtime_error("early");
+          d.Barrier();
+          if (d.position() >= 1) throw std::runtime_error("late");
+        });
+        FAIL() << "no error";
+      } catch (const DeviceError& e) {
+        ASSERT_EQ(e.position(), 3) << "workers " << workers << ": " << e.what();
+        EXPECT_THAT(e.message(), HasSubstr("early"));
+      }
+      try {
+        runtime.Run([](DeviceContext& d) { throw std::runtime_error(fmt::format("first step {}", d.position())); });
+        FAIL() << "no error";
+      } catch (const DeviceError& e) {
+        ASSERT_EQ(e.position(), 0) << "workers " << workers << ": " << e.what();
+      }
+    }
   }
 }
 

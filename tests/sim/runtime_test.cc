@@ -322,6 +322,30 @@ TEST(Runtime, ADeviceThatNeverArrivesHitsTheDeadlineAndRunReturns) {
   }
 }
 
+TEST(Runtime, TheDeadlineTellsDevicesThatWaitFromDevicesTheirWorkerHasNotResumedYet) {
+  // One worker: after the first barrier it resumes position 0 (which waits at the second barrier), then
+  // position 1, which never arrives; positions 2-3 passed the first barrier but their worker is stuck in 1.
+  RuntimeOptions o = Workers(1);
+  o.collective_timeout = 200ms;
+  Runtime runtime(Mesh::Iota({4}, {"x"}), o);
+  std::atomic<bool> release{false};
+  try {
+    runtime.Run([&](DeviceContext& d) {
+      d.Barrier();
+      if (d.position() == 1) {
+        while (!release.load()) std::this_thread::sleep_for(1ms);
+      }
+      d.Barrier();
+    });
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kDeadlineExceeded);
+    EXPECT_THAT(e.message(), HasSubstr("position 1 never arrived (still running); position 0 wait at barrier"));
+    EXPECT_THAT(e.message(), HasSubstr("positions 2-3 passed the last collective and wait for their worker thread"));
+  }
+  release = true;
+}
+
 TEST(Runtime, ADeviceThatNeverComesBackBlocksTheNextRunWithAClearError) {
   RuntimeOptions o = Workers(2);
   o.collective_timeout = 100ms;
