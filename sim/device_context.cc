@@ -1,5 +1,7 @@
 #include "sim/device_context.h"
 
+#include <cstdlib>
+
 #include "common/strings.h"
 #include "sim/internal/core.h"
 
@@ -109,11 +111,21 @@ Array DeviceContext::Ppermute(const Array& x, const Axes& axes, const Permutatio
   return Collective(core_, slot_, OpKind::kPpermute, &x, axes, 0, 0, false, &perm);
 }
 
+namespace {
+
+// Kept out of DeviceContext::Barrier so that the hot path has no frame to speak of (at thousands of devices
+// every byte of a waiting device's stack is a cache line to bring back).
+[[noreturn, gnu::noinline, gnu::cold]] void BarrierFromTheWrongDevice(internal::RuntimeCore* core,
+                                                                      internal::DeviceSlot* slot) {
+  Collective(core, slot, OpKind::kBarrier, nullptr, Axes(std::vector<std::string>{}));  // throws
+  std::abort();
+}
+
+}  // namespace
+
 void DeviceContext::Barrier() {
   // The hot path of every barrier benchmark: no CollectiveCall of its own, nothing formatted.
-  if (internal::CurrentDeviceMemory() != slot_->memory_raw) [[unlikely]] {
-    Collective(core_, slot_, OpKind::kBarrier, nullptr, Axes(std::vector<std::string>{}));  // throws
-  }
+  if (internal::CurrentDeviceMemory() != slot_->memory_raw) [[unlikely]] BarrierFromTheWrongDevice(core_, slot_);
   core_->WaitAtBarrier(*slot_);
 }
 

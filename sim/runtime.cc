@@ -209,7 +209,7 @@ void SwitchToWorker(DeviceSlot& s) {
 static_assert(sizeof(ctx::fiber) == sizeof(void*), "boost::context::fiber is expected to hold one fcontext_t");
 
 constexpr int64_t kPrefetchAhead = 4;
-constexpr int kPrefetchStackLines = 6;  // the saved context and the frames of a wait: ~300-400 bytes
+constexpr int kPrefetchStackLines = 4;  // the saved context (64 B) and the frames of a wait above it
 
 inline void PrefetchDevice(const DeviceSlot& s) {
   const void* saved = nullptr;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <map>
@@ -128,6 +129,43 @@ class Collectives : public ::testing::TestWithParam<int> {
  protected:
   int workers() const { return GetParam(); }
 };
+
+// Results larger than the caches, computed in chunks split among the workers: every
+// element must still be the in-order sum (bitwise), including the elements of a tail shorter than a chunk.
+TEST_P(Collectives, APsumLargerThanTheCachesIsTheInOrderSumBitwise) {
+  const int64_t n = 4;
+  const int64_t elements = (8 << 20) / 4 + 3;  // 8 MiB and a tail: 40 MiB of inputs and output in all
+  RuntimeOptions options;
+  options.num_threads = workers();
+  Runtime runtime(Mesh::Iota({n}, {"x"}), options);
+  std::vector<std::vector<float>> values(n, std::vector<float>(elements));
+  for (int64_t d = 0; d < n; ++d) {
+    for (int64_t i = 0; i < elements; ++i) {
+      // Large and small magnitudes mixed, so that another order of additions gives other bits.
+      values[d][i] = (d % 2 == 0 ? 1.0e7f : 0.37f) * static_cast<float>((i * 7 + d * 13) % 101 - 50);
+    }
+  }
+  std::vector<Array> sums(n), maxes(n);
+  runtime.Run([&](DeviceContext& d) {
+    Array x = Array::FromVector(values[d.position()], {elements});
+    sums[d.position()] = d.Psum(x, "x");
+    maxes[d.position()] = d.Pmax(x, "x");
+  });
+  int64_t wrong = 0;
+  const float* sum = sums[3].data<float>().data();
+  const float* max = maxes[3].data<float>().data();
+  for (int64_t i = 0; i < elements; ++i) {
+    float expect = values[0][i];
+    float expect_max = values[0][i];
+    for (int64_t d = 1; d < n; ++d) {
+      expect += values[d][i];
+      expect_max = std::max(expect_max, values[d][i]);
+    }
+    if (std::memcmp(&expect, &sum[i], 4) != 0 || expect_max != max[i]) ++wrong;
+  }
+  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(sums[0].data<float>().data(), sum);  // one buffer for the group
+}
 
 // --- JAX's worked numbers (shared/reference/jax-semantics.md) -------------------------------------------------
 
