@@ -4,12 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <optional>
 #include <thread>
 
-#include <boost/context/fiber.hpp>
+#include <boost/context/detail/fcontext.hpp>
 #include <fmt/format.h>
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
@@ -27,7 +26,6 @@
 
 namespace spmdsim {
 
-namespace ctx = boost::context;
 
 DeviceError::DeviceError(ErrorCode code, std::string message, std::string kind, int64_t position, int device_id,
                          std::exception_ptr original)
@@ -138,14 +136,54 @@ void FreeStack(FiberStack& stack) {
   stack.base = nullptr;
 }
 
-// boost::context StackAllocator handing out the device's pooled stack; deallocate keeps it for the next Run.
-struct PooledStack {
-  FiberStack* stack;
-  ctx::stack_context allocate() { return stack->context; }
-  void deallocate(ctx::stack_context&) noexcept {}
-};
-
 // --- Switching, with the sanitizers told about every stack switch --------------------------------------------
+//
+// Devices are boost::context fcontexts (make_fcontext on the device's pooled stack). The switch itself is
+// ours on x86-64 (SysV): boost's jump_fcontext also saves and restores the SSE control/status word and the x87
+// control word, which costs more than the rest of the switch (4.5 ns of 14 ns per device-wait at 4096 devices,
+// measured). So a worker thread's floating-point environment (rounding mode, exception masks) is shared by the
+// devices it runs, as it is by functions called on one thread; a device that changes it must restore it before
+// it reaches a collective. Elsewhere boost's jump_fcontext is used.
+
+namespace fc = boost::context::detail;
+
+#if defined(__x86_64__) && defined(__linux__) && !defined(SPMDSIM_BOOST_JUMP)
+// Same frame layout as boost's jump_fcontext (x86_64 SysV ELF), so contexts made by make_fcontext start with it:
+// callee-saved registers at 0x8..0x30, the return address at 0x38; 0x0..0x7 (boost's FPU words) unused.
+extern "C" fc::transfer_t spmdsim_jump_fcontext(fc::fcontext_t to, void* data);
+asm(R"(
+    .text
+    .globl spmdsim_jump_fcontext
+    .hidden spmdsim_jump_fcontext
+    .type spmdsim_jump_fcontext,@function
+    .align 16
+spmdsim_jump_fcontext:
+    leaq  -0x38(%rsp), %rsp
+    movq  %r12, 0x8(%rsp)
+    movq  %r13, 0x10(%rsp)
+    movq  %r14, 0x18(%rsp)
+    movq  %r15, 0x20(%rsp)
+    movq  %rbx, 0x28(%rsp)
+    movq  %rbp, 0x30(%rsp)
+    movq  %rsp, %rax
+    movq  %rdi, %rsp
+    movq  0x38(%rsp), %r8
+    movq  0x8(%rsp), %r12
+    movq  0x10(%rsp), %r13
+    movq  0x18(%rsp), %r14
+    movq  0x20(%rsp), %r15
+    movq  0x28(%rsp), %rbx
+    movq  0x30(%rsp), %rbp
+    leaq  0x40(%rsp), %rsp
+    movq  %rsi, %rdx
+    movq  %rax, %rdi
+    jmp   *%r8
+    .size spmdsim_jump_fcontext,.-spmdsim_jump_fcontext
+)");
+inline fc::transfer_t Jump(fc::fcontext_t to, void* data) { return spmdsim_jump_fcontext(to, data); }
+#else
+inline fc::transfer_t Jump(fc::fcontext_t to, void* data) { return fc::jump_fcontext(to, data); }
+#endif
 
 struct WorkerThreadState {
   void* asan_fake_stack = nullptr;
@@ -167,14 +205,14 @@ void SwitchIntoDevice(DeviceSlot& s) {
 #if defined(SPMDSIM_TSAN)
   __tsan_switch_to_fiber(s.tsan_fiber, 0);
 #endif
-  s.fiber = std::move(s.fiber).resume();
+  s.fiber = Jump(s.fiber, &s).fctx;
 #if defined(SPMDSIM_ASAN)
   __sanitizer_finish_switch_fiber(w.asan_fake_stack, nullptr, nullptr);
 #endif
 }
 
 // Tells the sanitizers that the device's stack is being left for the worker's. `finishing`: for good (the fiber
-// returns to the worker; it is never resumed).
+// is never resumed).
 void AnnounceSwitchToWorker(DeviceSlot& s, bool finishing) {
 #if defined(SPMDSIM_ASAN)
   __sanitizer_start_switch_fiber(finishing ? nullptr : &s.asan_fake_stack, s.worker_stack_bottom,
@@ -190,10 +228,34 @@ void AnnounceSwitchToWorker(DeviceSlot& s, bool finishing) {
 // Device -> worker, from a device that waits; returns when the worker resumes it.
 void SwitchToWorker(DeviceSlot& s) {
   AnnounceSwitchToWorker(s, /*finishing=*/false);
-  s.worker = std::move(s.worker).resume();
+  s.worker = Jump(s.worker, nullptr).fctx;
 #if defined(SPMDSIM_ASAN)
   __sanitizer_finish_switch_fiber(s.asan_fake_stack, &s.worker_stack_bottom, &s.worker_stack_size);
 #endif
+}
+
+// A device's fiber: runs the Run's function, records how it ended, and switches to the worker for good (the
+// stack is reused from its top by the next Run's make_fcontext).
+[[noreturn]] void DeviceEntry(fc::transfer_t t) {
+  DeviceSlot& s = *static_cast<DeviceSlot*>(t.data);
+  s.worker = t.fctx;
+#if defined(SPMDSIM_ASAN)
+  __sanitizer_finish_switch_fiber(nullptr, &s.worker_stack_bottom, &s.worker_stack_size);
+#endif
+  try {
+    s.run->fn(s.context());
+    s.outcome = Outcome::kReturned;
+  } catch (const DeviceAborted&) {
+    s.outcome = Outcome::kAborted;
+  } catch (...) {
+    s.error = std::current_exception();
+    s.outcome = Outcome::kThrew;
+  }
+  s.call = nullptr;
+  s.state.store(DeviceState::kFinished, std::memory_order_relaxed);
+  AnnounceSwitchToWorker(s, /*finishing=*/true);
+  Jump(s.worker, nullptr);
+  __builtin_unreachable();
 }
 
 // --- Prefetching the next devices ------------------------------------------------------------------------
@@ -205,15 +267,11 @@ void SwitchToWorker(DeviceSlot& s) {
 // runs the current one. (perf on a 4096-device barrier: ~2/3 of the time was the first load from the resumed
 // stack and the first load from the DeviceContext.)
 
-// A suspended boost::context::fiber is one pointer: the stack address where jump_fcontext saved the context.
-static_assert(sizeof(ctx::fiber) == sizeof(void*), "boost::context::fiber is expected to hold one fcontext_t");
-
 constexpr int64_t kPrefetchAhead = 4;
 constexpr int kPrefetchStackLines = 4;  // the saved context (64 B) and the frames of a wait above it
 
 inline void PrefetchDevice(const DeviceSlot& s) {
-  const void* saved = nullptr;
-  std::memcpy(&saved, static_cast<const void*>(&s.fiber), sizeof(saved));
+  const void* saved = s.fiber;  // where the suspended device's registers were saved, below its frames
   if (saved != nullptr) {
     for (int line = 0; line < kPrefetchStackLines; ++line)
       __builtin_prefetch(static_cast<const char*>(saved) + 64 * line, /*rw=*/1, /*locality=*/3);
@@ -259,37 +317,21 @@ class Worker {
   }
 
   void StartFiber(DeviceSlot& s) {
-    s.fiber = ctx::fiber(std::allocator_arg, PooledStack{&s.stack}, [&s](ctx::fiber&& worker) {
-      s.worker = std::move(worker);
-#if defined(SPMDSIM_ASAN)
-      __sanitizer_finish_switch_fiber(nullptr, &s.worker_stack_bottom, &s.worker_stack_size);
-#endif
-      try {
-        s.run->fn(s.context());
-        s.outcome = Outcome::kReturned;
-      } catch (const DeviceAborted&) {
-        s.outcome = Outcome::kAborted;
-      } catch (...) {
-        s.error = std::current_exception();
-        s.outcome = Outcome::kThrew;
-      }
-      s.call = nullptr;
-      s.state.store(DeviceState::kFinished, std::memory_order_relaxed);
-      AnnounceSwitchToWorker(s, /*finishing=*/true);
-      return std::move(s.worker);
-    });
+    s.fiber = fc::make_fcontext(s.stack.context.sp, s.stack.context.size, &DeviceEntry);
 #if defined(SPMDSIM_TSAN)
     s.tsan_fiber = __tsan_create_fiber(0);
 #endif
     if (core_.options.observer != nullptr) core_.options.observer->OnDeviceStart(s.position);
   }
 
+  // The thread's current device (what arrays made now are charged to) is set here and cleared once a pass
+  // is over (ClearCurrentDevice), not after every device: between two devices the worker makes no arrays.
   void Resume(DeviceSlot& s) {
     s.state.store(DeviceState::kRunning, std::memory_order_relaxed);
     SetCurrentDeviceMemory(s.memory_raw);
     SwitchIntoDevice(s);
-    SetCurrentDeviceMemory(nullptr);
     if (s.state.load(std::memory_order_relaxed) == DeviceState::kFinished) {
+      SetCurrentDeviceMemory(nullptr);
 #if defined(SPMDSIM_TSAN)
       __tsan_destroy_fiber(s.tsan_fiber);
       s.tsan_fiber = nullptr;
@@ -335,6 +377,7 @@ class Worker {
         ++bl.finished;
       }
     }
+    SetCurrentDeviceMemory(nullptr);
   }
 
   // The cross-thread barrier. Returns false when the Run was aborted.
@@ -547,6 +590,7 @@ class Worker {
         }
       }
     }
+    SetCurrentDeviceMemory(nullptr);
     CloseBlocks();
   }
 

@@ -27,7 +27,6 @@
 #include <string>
 #include <vector>
 
-#include <boost/context/fiber.hpp>
 #include <boost/context/stack_context.hpp>
 
 #include "common/error.h"
@@ -71,8 +70,8 @@ struct alignas(64) DeviceSlot {
   Outcome outcome = Outcome::kNone;
   std::atomic<uint32_t> wait_episode{0};  // RunState::episodes (low bits) when it last began to wait
   const CollectiveCall* call = nullptr; // on the fiber's stack (or kBarrierCall) while it waits
-  boost::context::fiber fiber;          // the device while it is switched out
-  boost::context::fiber worker;         // the worker while the device runs
+  void* fiber = nullptr;                // the device's saved context (an fcontext) while it is switched out
+  void* worker = nullptr;               // the worker's saved context while the device runs
   struct RunState* run = nullptr;       // the Run this fiber belongs to
   DeviceMemory* memory_raw = nullptr;   // == memory.get()
   int64_t position = 0;
