@@ -1,9 +1,11 @@
 #include "sim/runtime.h"
 
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <mutex>
 #include <map>
 #include <optional>
 #include <thread>
@@ -188,8 +190,100 @@ inline fc::transfer_t Jump(fc::fcontext_t to, void* data) { return fc::jump_fcon
 struct WorkerThreadState {
   void* asan_fake_stack = nullptr;
   void* tsan_fiber = nullptr;
+  const DeviceSlot* running = nullptr;  // the device this thread runs (read by the SIGSEGV handler)
+  bool alt_stack = false;               // sigaltstack installed for this thread
 };
 thread_local WorkerThreadState worker_thread;
+
+// --- A device that overflows its stack -----------------------------------------------------------------------
+//
+// A fiber stack has a guard page below it; running into it is a SIGSEGV that would kill the process with no
+// word of which device or why. Worker threads get an alternate signal stack and a SIGSEGV handler that, when
+// the faulting address is in the guard page of the device the thread runs, writes which device overflowed and
+// how to give it more stack, then lets the signal take its default course (the process still dies: the device's
+// stack is corrupt and cannot be unwound). Other faults go to the handler that was there before. Not installed
+// under AddressSanitizer/ThreadSanitizer, which report stack overflows themselves.
+
+#if !defined(SPMDSIM_ASAN) && !defined(SPMDSIM_TSAN)
+struct sigaction previous_segv_action;
+
+// Async-signal-safe decimal.
+size_t FormatUnsigned(char* out, uint64_t value) {
+  char digits[24];
+  size_t n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + value % 10);
+    value /= 10;
+  } while (value != 0);
+  for (size_t i = 0; i < n; ++i) out[i] = digits[n - 1 - i];
+  return n;
+}
+
+// Lets the signal take its default course: the faulting instruction runs again and the process ends.
+void RestoreDefaultSegv() {
+  struct sigaction action {};
+  action.sa_handler = SIG_DFL;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGSEGV, &action, nullptr);
+}
+
+void OnSegv(int signal, siginfo_t* info, void* context) {
+  const DeviceSlot* s = worker_thread.running;
+  const char* address = static_cast<const char*>(info->si_addr);
+  const char* guard = s != nullptr ? static_cast<const char*>(s->stack.base) : nullptr;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));  // async-signal-safe
+  if (guard != nullptr && address >= guard && address < guard + page) {
+    char message[320];
+    size_t n = 0;
+    const auto append = [&](const char* text) {
+      for (; *text != 0 && n < sizeof(message); ++text) message[n++] = *text;
+    };
+    append("spmdsim: the virtual device at position ");
+    n += FormatUnsigned(message + n, static_cast<uint64_t>(s->position));
+    append(" overflowed its ");
+    n += FormatUnsigned(message + n, (s->stack.mapped - page) / 1024);
+    append(" KiB fiber stack (deep recursion or large local arrays in the device function); raise "
+           "RuntimeOptions::fiber_stack_bytes\n");
+    ssize_t written = write(STDERR_FILENO, message, n);
+    (void)written;
+    RestoreDefaultSegv();
+    return;
+  }
+  if ((previous_segv_action.sa_flags & SA_SIGINFO) != 0 && previous_segv_action.sa_sigaction != nullptr) {
+    previous_segv_action.sa_sigaction(signal, info, context);
+    return;
+  }
+  if ((previous_segv_action.sa_flags & SA_SIGINFO) == 0 && previous_segv_action.sa_handler != SIG_DFL &&
+      previous_segv_action.sa_handler != SIG_IGN) {
+    previous_segv_action.sa_handler(signal);
+    return;
+  }
+  RestoreDefaultSegv();
+}
+
+// Once per process: the handler; once per worker thread: its alternate signal stack (kept for the thread's life).
+void InstallStackOverflowReport() {
+  if (worker_thread.alt_stack) return;
+  worker_thread.alt_stack = true;
+  static std::once_flag handler_once;
+  std::call_once(handler_once, [] {
+    struct sigaction action {};
+    action.sa_sigaction = &OnSegv;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGSEGV, &action, &previous_segv_action);
+  });
+  const size_t size = 64 * 1024;
+  void* stack = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (stack == MAP_FAILED) return;
+  stack_t alt{};
+  alt.ss_sp = stack;
+  alt.ss_size = size;
+  if (sigaltstack(&alt, nullptr) != 0) munmap(stack, size);
+}
+#else
+void InstallStackOverflowReport() {}
+#endif
 
 // Worker -> device. Returns when the device switches back (it waits or has finished).
 void SwitchIntoDevice(DeviceSlot& s) {
@@ -329,6 +423,7 @@ class Worker {
   void Resume(DeviceSlot& s) {
     s.state.store(DeviceState::kRunning, std::memory_order_relaxed);
     SetCurrentDeviceMemory(s.memory_raw);
+    worker_thread.running = &s;
     SwitchIntoDevice(s);
     if (s.state.load(std::memory_order_relaxed) == DeviceState::kFinished) {
       SetCurrentDeviceMemory(nullptr);
@@ -638,6 +733,7 @@ void WorkerEntry(std::unique_ptr<TaskArgs> args) {
 #if defined(SPMDSIM_TSAN)
   worker_thread.tsan_fiber = __tsan_get_current_fiber();
 #endif
+  InstallStackOverflowReport();
   Worker(*args->core, run).Main();
   RuntimeCore& core = *args->core;
   std::lock_guard lock(core.tasks_mu);

@@ -322,6 +322,32 @@ TEST(Runtime, ADeviceThatNeverArrivesHitsTheDeadlineAndRunReturns) {
   }
 }
 
+#if !defined(SPMDSIM_ASAN) && !defined(SPMDSIM_TSAN)  // the sanitizers report stack overflows themselves
+// Recursion the compiler cannot turn into a loop: each frame keeps 1 KiB alive across the call.
+__attribute__((noinline)) int Recurse(int depth) {
+  volatile char frame[1024];
+  frame[0] = static_cast<char>(depth);
+  if (depth == 0) return frame[0];
+  return Recurse(depth - 1) + frame[0];
+}
+
+TEST(RuntimeDeathTest, ADeviceThatOverflowsItsStackIsNamedBeforeTheProcessEnds) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        RuntimeOptions o = Workers(2);
+        o.fiber_stack_bytes = 32 * 1024;
+        Runtime runtime(Mesh::Iota({4}, {"x"}), o);
+        runtime.Run([](DeviceContext& d) {
+          d.Barrier();
+          if (d.position() == 2) Recurse(1000);  // ~1 MiB of frames
+          d.Barrier();
+        });
+      },
+      "the virtual device at position 2 overflowed its 32 KiB fiber stack .*raise RuntimeOptions::fiber_stack_bytes");
+}
+#endif
+
 TEST(Runtime, TheDeadlineTellsDevicesThatWaitFromDevicesTheirWorkerHasNotResumedYet) {
   // One worker: after the first barrier it resumes position 0 (which waits at the second barrier), then
   // position 1, which never arrives; positions 2-3 passed the first barrier but their worker is stuck in 1.
