@@ -69,7 +69,11 @@ struct RuntimeOptions {
   // Stack of each device fiber, with a guard page below it (overflow faults instead of corrupting memory).
   // Default 64 KiB (x4 in ASan/TSan builds, whose frames are larger); only the pages a device touches become
   // resident. Stacks are pooled across Runs. Larger stacks spread 4096 devices over more page-table
-  // entries: a barrier episode at 4096 devices costs ~2x more with 256 KiB (docs/runtime.md).
+  // entries: a barrier episode at 4096 devices costs ~2x more with 256 KiB (docs/runtime.md). A device that
+  // overflows its stack ends the process after naming itself on stderr.
+  //
+  // The devices a worker thread runs share its floating-point environment (rounding mode, exception masks):
+  // device switches do not save it (docs/runtime.md). A device that changes it restores it before a collective.
   size_t fiber_stack_bytes = 64 * 1024;
   // Memory capacity of every device. Default 0: the mesh topology's memory_bytes(), or
   // kDefaultDeviceMemoryBytes for a mesh without a topology.
