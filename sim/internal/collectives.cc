@@ -306,13 +306,52 @@ inline T Min(T a, T b) {
 
 // out[i] = reduce over members k (in order) of in[k][offset + i], for i in [0, count).
 // In is the stored type, Acc the result type (bool -> int32 for sums).
+// Members are folded in up to four per pass over `out` (the chunk stays in L1), left to right, so each
+// element is op(...op(op(in0, in1), in2)..., in[n-1]) exactly as one member at a time would compute it, with
+// fewer passes: 1 at n <= 4, 2 at n <= 7.
 template <typename In, typename Acc, typename Op>
 void ReduceRange(const std::vector<const void*>& member_inputs, int64_t offset, int64_t count, Acc* out, Op op) {
-  const In* first = static_cast<const In*>(member_inputs[0]) + offset;
-  for (int64_t i = 0; i < count; ++i) out[i] = static_cast<Acc>(first[i]);
-  for (size_t k = 1; k < member_inputs.size(); ++k) {
-    const In* in = static_cast<const In*>(member_inputs[k]) + offset;
-    for (int64_t i = 0; i < count; ++i) out[i] = op(out[i], static_cast<Acc>(in[i]));
+  const auto input = [&](size_t k) { return static_cast<const In*>(member_inputs[k]) + offset; };
+  const auto at = [](const In* in, int64_t i) { return static_cast<Acc>(in[i]); };
+  const size_t n = member_inputs.size();
+  // First pass: member 0 and up to three more.
+  const In* a = input(0);
+  size_t k = 1;
+  switch (std::min<size_t>(n - 1, 3)) {
+    case 0:
+      for (int64_t i = 0; i < count; ++i) out[i] = at(a, i);
+      break;
+    case 1: {
+      const In* b = input(1);
+      for (int64_t i = 0; i < count; ++i) out[i] = op(at(a, i), at(b, i));
+      break;
+    }
+    case 2: {
+      const In *b = input(1), *c = input(2);
+      for (int64_t i = 0; i < count; ++i) out[i] = op(op(at(a, i), at(b, i)), at(c, i));
+      break;
+    }
+    default: {
+      const In *b = input(1), *c = input(2), *d = input(3);
+      for (int64_t i = 0; i < count; ++i) out[i] = op(op(op(at(a, i), at(b, i)), at(c, i)), at(d, i));
+      break;
+    }
+  }
+  k += std::min<size_t>(n - 1, 3);
+  // Further passes: out and up to three more members.
+  while (k < n) {
+    const size_t take = std::min<size_t>(n - k, 3);
+    const In* b = input(k);
+    if (take == 1) {
+      for (int64_t i = 0; i < count; ++i) out[i] = op(out[i], at(b, i));
+    } else if (take == 2) {
+      const In* c = input(k + 1);
+      for (int64_t i = 0; i < count; ++i) out[i] = op(op(out[i], at(b, i)), at(c, i));
+    } else {
+      const In *c = input(k + 1), *d = input(k + 2);
+      for (int64_t i = 0; i < count; ++i) out[i] = op(op(op(out[i], at(b, i)), at(c, i)), at(d, i));
+    }
+    k += take;
   }
 }
 
