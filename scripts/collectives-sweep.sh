@@ -5,11 +5,12 @@
 #
 #   scripts/collectives-sweep.sh [extra benchmark flags...]      # e.g. --benchmark_repetitions=1
 #
-# Why one process per benchmark: the runtime keeps freed buffers of >= 1 MiB in a process-wide pool (up to
-# 512 MiB, exact sizes, never evicted; sim/array.cc), so in one process the large points' timings depend on
-# what the points before them left in the pool (all_to_all_rows at N=8, 64 MiB: 35 ms alone, 105 ms at the end
-# of a one-process sweep: page faults of outputs the full pool does not take back). A fresh process per point
-# is the analogue of nccl-tests' buffers allocated once, and makes BM_Scale4096's peak_rss_MiB its own.
+# Why one process per benchmark: a fresh process per point is the analogue of nccl-tests' buffers allocated
+# once, makes BM_Scale4096's peak_rss_MiB its own, and keeps the runtime's process-wide pool of freed buffers
+# (sim/array.cc) from carrying one point's buffers into the next. The pool used to keep stale sizes for ever,
+# which made all_to_all_rows at N=8, 64 MiB take 105 ms at the end of a one-process sweep instead of 35 ms;
+# it now evicts the least recently returned sizes (docs/runtime.md), and that point takes the same time after
+# other sizes as alone.
 # Output: the table on stdout; the merged JSON in build/bench/collectives-sweep.json.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

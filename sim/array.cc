@@ -1,12 +1,16 @@
 #include "sim/array.h"
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <bit>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <list>
 #include <map>
 #include <mutex>
 #include <new>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -80,37 +84,105 @@ namespace internal {
 
 namespace {
 
-// Freed buffers of 1 MiB and more are kept (up to 512 MiB in all) for the next allocation of the same
-// size: a collective that runs again needs the same output sizes, and reusing them saves the mmap, the
-// page faults and the kernel's zeroing of fresh pages (a 16 MiB psum result would otherwise pay ~4096 page
-// faults every time).
+// Freed buffers of 128 KiB and more (glibc's default mmap threshold: smaller ones come from malloc's arenas
+// without page faults) are kept for the next allocation of the same size: a collective that runs again needs
+// the same output sizes, and reusing them saves the mmap, the page faults and the kernel's zeroing of fresh
+// pages (a 16 MiB psum result would otherwise pay ~4096 page faults every time; an all_to_all at N=8 with
+// 512 KiB per device took 200-320 us with 1 MiB as the threshold, 44-53 us with 128 KiB).
+//
+// Policy (docs/runtime.md, "Arrays and memory"):
+//  - Sizes match exactly (a buffer is always its requested size rounded to 64 bytes, so what a device is
+//    charged is what the host holds). Taking a size returns its most recently returned buffer (the warmest).
+//  - Bound: the pool holds at most max(256 MiB, the bytes of pooled-size buffers in use), checked whenever a
+//    buffer comes back; so beyond 256 MiB it at most doubles what the program holds, and it shrinks as the
+//    program frees its arrays. A returned buffer larger than the bound is freed at once.
+//  - Eviction: to make room, the buffers returned longest ago are freed first (least recently used), so sizes
+//    a program stopped using give way to the sizes it uses now. (The pool used to keep up to 512 MiB of any
+//    sizes for ever: after other sizes had filled it, a sweep's 64 MiB points paid page faults on every
+//    output, 105-126 ms per all_to_all instead of 35 ms.)
+//  - Frees happen outside the lock.
 class LargeBufferPool {
  public:
-  static constexpr size_t kMinBytes = size_t{1} << 20;
-  static constexpr size_t kMaxPooledBytes = size_t{512} << 20;
+  static constexpr size_t kMinBytes = size_t{128} << 10;
+  static constexpr size_t kFloorBytes = size_t{256} << 20;
 
+  // A pooled buffer of exactly `bytes`, or nullptr (the caller allocates). Counts `bytes` as in use either way;
+  // the caller calls Untrack when its own allocation fails.
   void* Take(size_t bytes) {
     std::lock_guard lock(mu_);
-    auto it = free_.find(bytes);
-    if (it == free_.end()) return nullptr;
-    void* data = it->second;
-    free_.erase(it);
+    in_use_ += bytes;
+    auto [first, last] = by_size_.equal_range(bytes);
+    if (first == last) return nullptr;
+    const auto it = std::prev(last);  // equal keys keep insertion order: the most recently returned
+    void* data = it->second->data;
+    lru_.erase(it->second);
+    by_size_.erase(it);
     pooled_ -= bytes;
     return data;
   }
-  // Returns false when the pool is full (the caller frees).
-  bool Give(void* data, size_t bytes) {
+  void Untrack(size_t bytes) {
     std::lock_guard lock(mu_);
-    if (pooled_ + bytes > kMaxPooledBytes) return false;
-    free_.emplace(bytes, data);
-    pooled_ += bytes;
-    return true;
+    in_use_ -= bytes;
+  }
+  // Takes back a buffer that was in use; keeps it, evicting the least recently returned ones as needed, or
+  // frees it when it alone exceeds the bound.
+  void Give(void* data, size_t bytes) {
+    void* evicted_inline[8];
+    std::vector<void*> evicted_more;
+    size_t num_evicted = 0;
+    bool keep = false;
+    {
+      std::lock_guard lock(mu_);
+      in_use_ -= bytes;
+      const size_t bound = std::max(kFloorBytes, in_use_);
+      if (bytes <= bound) {
+        keep = true;
+        while (pooled_ + bytes > bound) {
+          const Entry oldest = lru_.front();
+          auto [first, last] = by_size_.equal_range(oldest.bytes);
+          while (first->second != lru_.begin()) ++first;
+          by_size_.erase(first);
+          lru_.pop_front();
+          pooled_ -= oldest.bytes;
+          if (num_evicted < std::size(evicted_inline)) {
+            evicted_inline[num_evicted++] = oldest.data;
+          } else {
+            evicted_more.push_back(oldest.data);
+          }
+        }
+        try {
+          lru_.push_back({bytes, data});
+          try {
+            by_size_.emplace(bytes, std::prev(lru_.end()));
+          } catch (...) {
+            lru_.pop_back();
+            throw;
+          }
+          pooled_ += bytes;
+        } catch (...) {  // no memory for the bookkeeping (this runs in a destructor): free the buffer instead
+          keep = false;
+        }
+      }
+    }
+    if (!keep) std::free(data);
+    for (size_t i = 0; i < num_evicted; ++i) std::free(evicted_inline[i]);
+    for (void* p : evicted_more) std::free(p);
+  }
+  BufferPoolStats Stats() {
+    std::lock_guard lock(mu_);
+    return {static_cast<int64_t>(pooled_), static_cast<int64_t>(lru_.size()), static_cast<int64_t>(in_use_)};
   }
 
  private:
+  struct Entry {
+    size_t bytes;
+    void* data;
+  };
   std::mutex mu_;
-  std::multimap<size_t, void*> free_;
-  size_t pooled_ = 0;
+  std::list<Entry> lru_;                                       // least recently returned first
+  std::multimap<size_t, std::list<Entry>::iterator> by_size_;  // the same entries by size
+  size_t pooled_ = 0;   // bytes in lru_
+  size_t in_use_ = 0;   // bytes of large buffers allocated and not yet returned
 };
 
 LargeBufferPool& Pool() {
@@ -127,10 +199,20 @@ size_t RoundedSize(int64_t bytes) {
 
 std::shared_ptr<Buffer> Buffer::Allocate(int64_t bytes) {
   const size_t rounded = RoundedSize(bytes);
-  void* data = rounded >= LargeBufferPool::kMinBytes ? Pool().Take(rounded) : nullptr;
+  const bool large = rounded >= LargeBufferPool::kMinBytes;
+  void* data = large ? Pool().Take(rounded) : nullptr;
   if (data == nullptr) data = std::aligned_alloc(64, rounded);
-  if (data == nullptr) throw std::bad_alloc();
-  return std::shared_ptr<Buffer>(new Buffer(data, bytes));
+  if (data == nullptr) {
+    if (large) Pool().Untrack(rounded);
+    throw std::bad_alloc();
+  }
+  try {
+    return std::shared_ptr<Buffer>(new Buffer(data, bytes));
+  } catch (...) {
+    if (large) Pool().Untrack(rounded);
+    std::free(data);
+    throw;
+  }
 }
 
 std::shared_ptr<Buffer> Buffer::AllocateZeroed(int64_t bytes) {
@@ -141,9 +223,14 @@ std::shared_ptr<Buffer> Buffer::AllocateZeroed(int64_t bytes) {
 
 Buffer::~Buffer() {
   const size_t rounded = RoundedSize(bytes_);
-  if (rounded >= LargeBufferPool::kMinBytes && Pool().Give(data_, rounded)) return;
-  std::free(data_);
+  if (rounded >= LargeBufferPool::kMinBytes) {
+    Pool().Give(data_, rounded);
+  } else {
+    std::free(data_);
+  }
 }
+
+BufferPoolStats GetBufferPoolStats() { return Pool().Stats(); }
 
 Array ArrayAccess::Make(DType dtype, std::vector<int64_t> shape, std::shared_ptr<Buffer> buffer,
                         DeviceMemory* memory) {

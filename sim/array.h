@@ -25,6 +25,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -132,10 +133,14 @@ class Array {
   // gives 0b11.
   uint64_t varying_axes() const { return varying_axes_; }
   // The same buffer and charge with another mask.
-  Array WithVaryingAxes(uint64_t mask) const {
+  Array WithVaryingAxes(uint64_t mask) const& {
     Array a = *this;
     a.varying_axes_ = mask;
     return a;
+  }
+  Array WithVaryingAxes(uint64_t mask) && {  // reuses this handle (no shape copy, no reference count)
+    varying_axes_ = mask;
+    return std::move(*this);
   }
 
   // Position of the device charged for this array, or -1 for a host array.

@@ -1,6 +1,7 @@
 #include "sim/device_context.h"
 
 #include <cstdlib>
+#include <utility>
 
 #include "common/strings.h"
 #include "sim/internal/core.h"
@@ -71,7 +72,7 @@ Array Collective(internal::RuntimeCore* core, internal::DeviceSlot* slot, OpKind
   uint64_t bits = 0;
   for (int i = 0; i < call.axes.count; ++i) bits |= uint64_t{1} << call.axes.index[i];
   const bool reduces = op == OpKind::kPsum || op == OpKind::kPmean || op == OpKind::kPmax || op == OpKind::kPmin;
-  return out.WithVaryingAxes(reduces ? (x->varying_axes() & ~bits) : (x->varying_axes() | bits));
+  return std::move(out).WithVaryingAxes(reduces ? (x->varying_axes() & ~bits) : (x->varying_axes() | bits));
 }
 
 }  // namespace

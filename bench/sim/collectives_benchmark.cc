@@ -4,8 +4,8 @@
 // ratios can be quoted from one run. Figures: docs/runtime.md, "Collectives sweep (algbw/busbw)".
 //
 // Run: scripts/collectives-sweep.sh (every benchmark in its own process; prints the table of docs/runtime.md),
-// or build/bench/bench/sim/sim_collectives_benchmark --benchmark_counters_tabular=true (one process: the large
-// points then depend on what earlier points left in the runtime's pool of freed buffers, see the script).
+// or build/bench/bench/sim/sim_collectives_benchmark --benchmark_counters_tabular=true (one process: the points
+// then share the runtime's pool of freed buffers, see the script).
 //
 // Definitions (NVIDIA/nccl-tests doc/PERFORMANCE.md and src/<op>.cu, <Op>GetCollByteCount/<Op>GetBw, read at
 // commit a0b82b2; the size column is common.cu's max(sendBytes, expectedBytes)):

@@ -35,6 +35,14 @@ class Buffer {
   int64_t bytes_;
 };
 
+// The pool of freed buffers of >= 1 MiB that Buffer::Allocate reuses (policy: sim/array.cc, docs/runtime.md).
+struct BufferPoolStats {
+  int64_t pooled_bytes = 0;    // held by the pool for reuse
+  int64_t pooled_buffers = 0;
+  int64_t in_use_bytes = 0;    // large buffers allocated and not yet freed
+};
+BufferPoolStats GetBufferPoolStats();
+
 // One device's claim on a buffer: `bytes` charged to `memory` (nullptr: a host array, not charged).
 // The charge must already be taken (DeviceMemory::Charge); the destructor releases it.
 class Holding {

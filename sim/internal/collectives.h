@@ -8,10 +8,12 @@
 #ifndef SPMDSIM_SIM_INTERNAL_COLLECTIVES_H_
 #define SPMDSIM_SIM_INTERNAL_COLLECTIVES_H_
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,6 +53,37 @@ AxesKey MakeAxesKey(const Mesh& mesh, const Axes& axes, std::string_view api);
 int64_t GroupSize(const Mesh& mesh, const AxesKey& key);
 std::vector<std::string> AxesNames(const Mesh& mesh, const AxesKey& key);
 
+// A result shape held inside the call, with room for kInline dimensions before it allocates: a call is made
+// on every device for every collective. Reads as a span (NumElements) and converts to the std::vector an
+// Array keeps.
+class CallShape {
+ public:
+  static constexpr size_t kInline = 8;
+  void assign(std::span<const int64_t> dims) {
+    size_ = dims.size();
+    if (size_ > kInline) {
+      heap_.assign(dims.begin(), dims.end());
+    } else {
+      std::copy(dims.begin(), dims.end(), inline_.begin());
+    }
+  }
+  void insert(size_t pos, int64_t value);  // before dimension pos
+  void erase(size_t pos);
+  size_t size() const { return size_; }
+  int64_t* data() { return size_ > kInline ? heap_.data() : inline_.data(); }
+  const int64_t* data() const { return size_ > kInline ? heap_.data() : inline_.data(); }
+  const int64_t* begin() const { return data(); }
+  const int64_t* end() const { return data() + size_; }
+  int64_t& operator[](size_t i) { return data()[i]; }
+  int64_t operator[](size_t i) const { return data()[i]; }
+  operator std::vector<int64_t>() const { return {begin(), end()}; }  // NOLINT: implicit by design
+
+ private:
+  std::array<int64_t, kInline> inline_{};
+  std::vector<int64_t> heap_;  // when size_ > kInline
+  size_t size_ = 0;
+};
+
 struct CollectiveCall {
   OpKind op = OpKind::kBarrier;
   AxesKey axes;
@@ -59,10 +92,14 @@ struct CollectiveCall {
   int64_t p0 = 0;  // all_gather axis / psum_scatter dimension / all_to_all split axis (canonical)
   int64_t p1 = 0;  // all_to_all concat axis (canonical)
   const Array* input = nullptr;      // nullptr for a barrier
-  PermutationPairs perm;             // ppermute, indices reduced modulo group_size
+  // ppermute: the pairs with indices reduced modulo group_size. A view of the caller's pairs when they are
+  // already in range (the usual case: nothing is copied), else of perm_storage; so a call must not be copied
+  // (it lives on its device's stack for the duration of the collective, as do the caller's pairs).
+  std::span<const std::pair<int64_t, int64_t>> perm;
+  PermutationPairs perm_storage;
   // Derived by ValidateCall: the result's dtype and shape.
   DType out_dtype = DType::kF32;
-  std::vector<int64_t> out_shape;
+  CallShape out_shape;
 };
 
 // Checks parameters against the input as jax.lax does (its errors and wording) and fills out_dtype and
@@ -80,6 +117,26 @@ struct GroupInfo {
   std::vector<int64_t> index_in_group;       // by position
 };
 GroupInfo MakeGroupInfo(const Mesh& mesh, const AxesKey& key);
+
+// A copy of one n-d block between two strided layouts, with the dimensions merged wherever both layouts are
+// contiguous across them: at every index of `shape` (row-major, may be empty), `run_bytes` contiguous bytes
+// move from src + sum(index * src_stride) to dst + sum(index * dst_stride) (strides in bytes). A flat block
+// is then one memcpy however it was shaped, and a block whose runs are single elements is copied by a typed
+// loop instead of one memcpy call per element.
+class BlockCopy {
+ public:
+  // shape and strides in elements of `element_bytes`; reuses its vectors (no allocation once warm).
+  void Init(std::span<const int64_t> shape, std::span<const int64_t> src_strides,
+            std::span<const int64_t> dst_strides, int64_t element_bytes);
+  void Run(const char* src, char* dst) const;
+  int64_t run_bytes() const { return run_bytes_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+
+ private:
+  bool empty_ = true;
+  int64_t run_bytes_ = 0;
+  std::vector<int64_t> shape_, src_stride_, dst_stride_;  // outermost first
+};
 
 // What the workers compute for one collective. Units are disjoint pieces of work (e.g. a group and a range
 // of elements); any partition of [0, num_units) among workers gives bitwise the same results.
@@ -106,6 +163,20 @@ class Plan {
   bool abstract_ = false;
   bool per_group_output_ = true;  // psum/pmean/pmax/pmin/all_gather: one buffer per group
   std::vector<const void*> inputs_;  // by position
+  std::vector<const void*> group_inputs_;  // [group * n + k]: the input of the group's member k (not ppermute)
+  // all_gather, psum_scatter: the input (all_gather: the output) viewed as [outer_, n, inner_] around the axis.
+  int64_t outer_ = 1;
+  int64_t inner_ = 1;
+  // Short rows (all_gather: output rows under 256 B; psum_scatter: blocks under 64 B): a unit is a range of
+  // rows_per_unit_ outer rows of one group, for every member (all_gather) or every receiver (psum_scatter).
+  // 0: a unit is one member's rows (all_gather) or one receiver's output (psum_scatter).
+  int64_t rows_per_unit_ = 0;
+  // all_to_all: member k's block for receiver m is copy_ from k's input + m * src_step_ to m's output +
+  // k * dst_step_ (bytes).
+  BlockCopy copy_;
+  int64_t src_step_ = 0;
+  int64_t dst_step_ = 0;
+  std::vector<int64_t> scratch_shape_, scratch_src_, scratch_dst_;  // Build's, kept to reuse their memory
   std::vector<std::shared_ptr<Buffer>> outputs_;  // by group or by position
   std::vector<int64_t> result_source_;  // ppermute: source position or -1
   std::shared_ptr<Buffer> zeros_;

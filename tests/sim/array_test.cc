@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -199,6 +201,60 @@ TEST(Array, RandomShapesRoundTripThroughToDoubles) {
     ASSERT_EQ(back.size(), values.size());
     for (int64_t i = 0; i < n; ++i) EXPECT_EQ(back[i], values[i]);
   }
+}
+
+// The pool of freed buffers of >= 1 MiB (sim/array.cc): a size comes back; the pool holds at most
+// max(256 MiB, the bytes of large buffers in use) and makes room by freeing the buffers returned longest ago.
+// The buffers are allocated and never written, so no page of them is resident. Sizes are unique to this test.
+TEST(BufferPool, ReusesASizeAndIsBoundedByWhatIsInUseEvictingTheLeastRecentlyReturned) {
+  using internal::Buffer;
+  using internal::GetBufferPoolStats;
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  ASSERT_EQ(GetBufferPoolStats().in_use_bytes, 0);
+  const int64_t a = 100 * kMiB + 64;
+  void* first = nullptr;
+  {
+    auto buffer = Buffer::Allocate(a);
+    first = buffer->data();
+    EXPECT_EQ(GetBufferPoolStats().in_use_bytes, a);
+  }
+  {
+    auto buffer = Buffer::Allocate(a);
+    EXPECT_EQ(buffer->data(), first);
+  }
+  {
+    auto x = Buffer::Allocate(a);
+    auto y = Buffer::Allocate(a);
+  }
+  EXPECT_GE(GetBufferPoolStats().pooled_bytes, 2 * a);
+  // Nothing in use, so the bound is 256 MiB: the two `a` buffers (and anything older) make room for `b`.
+  const int64_t b = 200 * kMiB + 128;
+  { auto z = Buffer::Allocate(b); }
+  auto stats = GetBufferPoolStats();
+  EXPECT_EQ(stats.pooled_bytes, b);
+  EXPECT_EQ(stats.pooled_buffers, 1);
+  // A buffer larger than the bound is freed, not pooled.
+  { auto big = Buffer::Allocate(300 * kMiB + 192); }
+  EXPECT_EQ(GetBufferPoolStats().pooled_bytes, b);
+  // With 3 x 128 MiB in use the bound is 384 MiB: two returned 150 MiB buffers are kept, `b` (older) goes.
+  const int64_t held_size = 128 * kMiB + 256, c = 150 * kMiB + 320;
+  {
+    std::vector<std::shared_ptr<Buffer>> held;
+    for (int i = 0; i < 3; ++i) held.push_back(Buffer::Allocate(held_size));
+    {
+      auto p = Buffer::Allocate(c);
+      auto q = Buffer::Allocate(c);
+    }
+    stats = GetBufferPoolStats();
+    EXPECT_EQ(stats.in_use_bytes, 3 * held_size);
+    EXPECT_EQ(stats.pooled_bytes, 2 * c);
+    EXPECT_EQ(stats.pooled_buffers, 2);
+  }
+  // As the held buffers are freed the bound falls back to 256 MiB, and the pool with it.
+  stats = GetBufferPoolStats();
+  EXPECT_EQ(stats.in_use_bytes, 0);
+  EXPECT_LE(stats.pooled_bytes, 256 * kMiB);
+  EXPECT_GT(stats.pooled_bytes, 0);
 }
 
 }  // namespace

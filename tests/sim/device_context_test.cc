@@ -2,12 +2,14 @@
 // the jax.lax docstrings), JAX's worked numbers, dtype rules, errors, determinism and memory accounting.
 #include "sim/device_context.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -17,6 +19,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "sim/internal/collectives.h"
 #include "sim/runtime.h"
 
 namespace spmdsim {
@@ -101,6 +104,46 @@ Nd Reduce(const std::vector<Nd>& members, const Reducer& op) {
 }
 const Reducer kAdd = [](float a, float b) { return a + b; };
 
+// all_gather: the members' values concatenated (tiled) or stacked on a new axis (untiled) along `axis`.
+Nd RefAllGather(std::vector<Nd> members, int axis, bool tiled) {
+  if (!tiled)
+    for (auto& x : members) x = ExpandDims(x, axis);
+  return Concat(members, axis);
+}
+
+// psum_scatter: block m along `dim` of the members' in-order sum (untiled: that axis, of size n, squeezed).
+Nd RefPsumScatter(const std::vector<Nd>& members, int64_t m, int dim, bool tiled) {
+  const int64_t n = static_cast<int64_t>(members.size());
+  Nd s = Reduce(members, kAdd);
+  const int64_t c = s.shape[dim] / n;
+  Nd block = Slice(s, dim, m * c, c);
+  return tiled ? block : Squeeze(block, dim);
+}
+
+// all_to_all for receiver m: block m along split axis a of every member, concatenated along concat axis b in
+// member order. Untiled (jax.lax.all_to_all): a size-1 dimension for the group is inserted, the blocks are
+// exchanged, and the split axis is squeezed.
+Nd RefAllToAll(std::vector<Nd> members, int64_t m, int a, int b, bool tiled) {
+  const int64_t n = static_cast<int64_t>(members.size());
+  int split = a, concat = b;
+  if (!tiled) {
+    for (auto& x : members) {
+      if (a < b) {
+        x = ExpandDims(x, b + 1);
+      } else if (a > b) {
+        x = ExpandDims(x, b);
+      }
+    }
+    if (a < b) concat = b + 1;
+    if (a > b) split = a + 1;
+  }
+  const int64_t c = members[0].shape[split] / n;
+  std::vector<Nd> chunks;
+  for (const Nd& x : members) chunks.push_back(Slice(x, split, m * c, c));
+  Nd out = Concat(chunks, concat);
+  return (!tiled && a != b) ? Squeeze(out, split) : out;
+}
+
 // --- Running a collective on every device ---------------------------------------------------------------------
 
 using DeviceFn = std::function<Array(DeviceContext&)>;
@@ -165,6 +208,61 @@ TEST_P(Collectives, APsumLargerThanTheCachesIsTheInOrderSumBitwise) {
   }
   EXPECT_EQ(wrong, 0);
   EXPECT_EQ(sums[0].data<float>().data(), sum);  // one buffer for the group
+}
+
+// --- BlockCopy, the strided copy under all_to_all ------------------------------------------------------------
+
+// Random shapes of rank 0-18 between random permuted layouts, element sizes 1-12 bytes, against a copy of
+// one element at a time: merged dimensions, runs of every typed size, the odometer over up to 17 dimensions.
+TEST(BlockCopy, MovesTheSameBytesAsACopyOfOneElementAtATime) {
+  std::mt19937 rng(3);
+  auto permuted_strides = [&](const std::vector<int64_t>& shape) {
+    // Strides of a row-major layout of the dimensions in a random order.
+    std::vector<size_t> order(shape.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    if (std::bernoulli_distribution(0.3)(rng)) std::sort(order.begin(), order.end());  // often row-major
+    std::vector<int64_t> strides(shape.size());
+    int64_t stride = 1;
+    for (size_t i = order.size(); i-- > 0;) {
+      strides[order[i]] = stride;
+      stride *= shape[order[i]];
+    }
+    return strides;
+  };
+  for (int trial = 0; trial < 300; ++trial) {
+    const int rank = trial == 0 ? 18 : std::uniform_int_distribution<int>(0, 18)(rng);
+    std::uniform_int_distribution<int64_t> dim(1, rank > 10 ? 2 : 4);
+    std::vector<int64_t> shape(rank);
+    for (auto& d : shape) d = dim(rng);
+    const int64_t esize = std::vector<int64_t>{1, 2, 4, 8, 12}[std::uniform_int_distribution<int>(0, 4)(rng)];
+    std::vector<int64_t> src_strides = permuted_strides(shape), dst_strides = permuted_strides(shape);
+    if (trial == 0) {  // a transposition of 18 dimensions: nothing merges, 17 of them round the odometer
+      std::fill(shape.begin(), shape.end(), 2);
+      for (int i = 0; i < rank; ++i) {
+        src_strides[i] = int64_t{1} << (rank - 1 - i);
+        dst_strides[i] = int64_t{1} << i;
+      }
+    }
+    const int64_t elements = NumElements(shape);
+    std::vector<char> src(elements * esize), want(elements * esize, 0), got(elements * esize, 0);
+    for (auto& c : src) c = static_cast<char>(rng());
+    std::vector<int64_t> index(rank, 0);
+    for (int64_t e = 0; e < elements; ++e) {
+      int64_t s = 0, d = 0;
+      for (int i = 0; i < rank; ++i) {
+        s += index[i] * src_strides[i];
+        d += index[i] * dst_strides[i];
+      }
+      std::memcpy(&want[d * esize], &src[s * esize], esize);
+      for (int i = rank - 1; i >= 0 && ++index[i] == shape[i]; --i) index[i] = 0;
+    }
+    internal::BlockCopy copy;
+    copy.Init(shape, src_strides, dst_strides, esize);
+    copy.Run(src.data(), got.data());
+    ASSERT_EQ(got, want) << "trial " << trial << " shape [" << fmt::format("{}", fmt::join(shape, ",")) << "] esize "
+                         << esize;
+  }
 }
 
 // --- JAX's worked numbers (shared/reference/jax-semantics.md) -------------------------------------------------
@@ -353,10 +451,7 @@ void CheckAgainstReference(const MeshCase& mc, int workers, uint32_t seed) {
                      [&, ga, tiled](DeviceContext& d) { return d.AllGather(inputs[d.position()], axes, ga, tiled); },
                      [&, ga, tiled](int64_t p) {
                        int64_t m;
-                       auto ms = members_of(groups, p, &m);
-                       if (!tiled)
-                         for (auto& x : ms) x = ExpandDims(x, ga);
-                       return Concat(ms, ga);
+                       return RefAllGather(members_of(groups, p, &m), ga, tiled);
                      }});
       ops.push_back({fmt::format("psum_scatter(dim={}, tiled={})", a, tiled),
                      [&, tiled](DeviceContext& d) {
@@ -372,10 +467,7 @@ void CheckAgainstReference(const MeshCase& mc, int workers, uint32_t seed) {
                        auto ms = members_of(groups, p, &m);
                        if (!tiled)
                          for (auto& x : ms) x = Slice(x, a, 0, n);
-                       Nd s = Reduce(ms, kAdd);
-                       const int64_t c = s.shape[a] / n;
-                       Nd block = Slice(s, a, m * c, c);
-                       return tiled ? block : Squeeze(block, a);
+                       return RefPsumScatter(ms, m, a, tiled);
                      }});
       ops.push_back({fmt::format("all_to_all(split={}, concat={}, tiled={})", a, b, tiled),
                      [&, tiled](DeviceContext& d) {
@@ -389,25 +481,9 @@ void CheckAgainstReference(const MeshCase& mc, int workers, uint32_t seed) {
                      [&, tiled](int64_t p) {
                        int64_t m;
                        auto ms = members_of(groups, p, &m);
-                       int split = a, concat = b;
-                       if (!tiled) {
-                         // jax.lax.all_to_all: insert a size-1 dimension for the group, exchange, squeeze.
-                         for (auto& x : ms) {
-                           x = Slice(x, a, 0, n);
-                           if (a < b) {
-                             x = ExpandDims(x, b + 1);
-                           } else if (a > b) {
-                             x = ExpandDims(x, b);
-                           }
-                         }
-                         if (a < b) concat = b + 1;
-                         if (a > b) split = a + 1;
-                       }
-                       const int64_t c = ms[0].shape[split] / n;
-                       std::vector<Nd> chunks;
-                       for (const Nd& x : ms) chunks.push_back(Slice(x, split, m * c, c));
-                       Nd out = Concat(chunks, concat);
-                       return (!tiled && a != b) ? Squeeze(out, split) : out;
+                       if (!tiled)
+                         for (auto& x : ms) x = Slice(x, a, 0, n);
+                       return RefAllToAll(ms, m, a, b, tiled);
                      }});
     }
     ops.push_back({"ppermute", [&](DeviceContext& d) { return d.Ppermute(inputs[d.position()], sorted_axes, perm); },
@@ -444,6 +520,243 @@ TEST_P(Collectives, MatchTheReferenceOnTwoAndThreeDimensionalMeshesForEveryTuple
   CheckAgainstReference({{2, 4}, {"x", "y"}}, workers(), 7);
   CheckAgainstReference({{4, 2}, {"data", "model"}}, workers(), 8);
   CheckAgainstReference({{2, 3, 2}, {"a", "b", "c"}}, workers(), 9);
+}
+
+// --- The copying kernels (all_to_all, all_gather) and psum_scatter on every layout ------------------------------
+// The kernels merge dimensions into the longest contiguous runs they can and copy runs of one element with a
+// typed loop, so every (split, concat) pair, tiled or not, every element size (1, 2, 4, 8 bytes, and runs of
+// 16 and of other sizes), 1-axis and 2-axis groups (in both orders: groups of non-contiguous positions) are
+// checked against the references above.
+
+struct GroupCase {
+  std::vector<int64_t> mesh_shape;
+  std::vector<std::string> mesh_names;
+  std::vector<std::string> axes;
+};
+
+const std::vector<GroupCase>& GroupCases() {
+  static const auto* cases = new std::vector<GroupCase>{
+      {{4}, {"x"}, {"x"}},
+      {{3}, {"x"}, {"x"}},
+      {{2, 3}, {"x", "y"}, {"x", "y"}},
+      {{2, 3}, {"x", "y"}, {"y", "x"}},
+      {{2, 3}, {"x", "y"}, {"x"}},
+  };
+  return *cases;
+}
+
+// Small integers, exact in every dtype and in sums of a few of them; 0/1 for bool.
+Nd SmallIntegers(std::mt19937& rng, const std::vector<int64_t>& shape, DType dtype) {
+  const bool is_bool = dtype == DType::kBool;
+  std::uniform_int_distribution<int> dist(is_bool ? 0 : -8, is_bool ? 1 : 8);
+  Nd x{shape, std::vector<float>(NumElements(shape))};
+  for (auto& v : x.v) v = static_cast<float>(dist(rng));
+  return x;
+}
+
+Array ToArray(const Nd& x, DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return Array::FromVector(x.v, x.shape);
+    case DType::kF64: return Array::FromVector(std::vector<double>(x.v.begin(), x.v.end()), x.shape);
+    case DType::kI32: return Array::FromVector(std::vector<int32_t>(x.v.begin(), x.v.end()), x.shape);
+    case DType::kI64: return Array::FromVector(std::vector<int64_t>(x.v.begin(), x.v.end()), x.shape);
+    case DType::kBF16: {
+      std::vector<bfloat16> v;
+      for (float f : x.v) v.push_back(ToBFloat16(f));
+      return Array::FromVector(v, x.shape);
+    }
+    case DType::kF16: {
+      std::vector<float16> v;
+      for (float f : x.v) v.push_back(ToFloat16(f));
+      return Array::FromVector(v, x.shape);
+    }
+    case DType::kBool: {
+      std::vector<bool> v;
+      for (float f : x.v) v.push_back(f != 0);
+      return Array::FromVector(v, x.shape);
+    }
+  }
+  return Array();
+}
+
+using GroupReference = std::function<Nd(const std::vector<Nd>& members, int64_t m)>;
+
+// Runs `fn` on every device with its input and compares each result with `reference` of its group.
+void CheckCollective(Runtime& runtime, const std::vector<std::string>& axes, const std::vector<Nd>& in, DType dtype,
+                     const std::function<Array(DeviceContext&, const Array&)>& fn, const GroupReference& reference) {
+  std::vector<Array> inputs;
+  for (const Nd& x : in) inputs.push_back(ToArray(x, dtype));
+  auto out = RunOnAll(runtime, [&](DeviceContext& d) { return fn(d, inputs[d.position()]); });
+  for (const auto& group : runtime.mesh().PositionGroups(axes)) {
+    std::vector<Nd> members;
+    for (int64_t q : group) members.push_back(in[q]);
+    for (size_t m = 0; m < group.size(); ++m) {
+      const Nd expected = reference(members, static_cast<int64_t>(m));
+      const Array& got = out[group[m]];
+      ASSERT_EQ(got.shape(), expected.shape) << "position " << group[m];
+      // Compared as doubles for every dtype (float -> double is exact; bool sums are int32): the first
+      // difference, not two vectors of up to 80000 elements.
+      const std::vector<double> values = got.ToDoubles();
+      const auto [g, e] = std::mismatch(values.begin(), values.end(), expected.v.begin());
+      ASSERT_TRUE(g == values.end()) << "position " << group[m] << ": element " << (g - values.begin()) << " is "
+                                     << *g << ", expected " << *e;
+    }
+  }
+}
+
+TEST_P(Collectives, CopyingKernelsMatchTheReferenceForEveryLayoutDtypeAndGroup) {
+  std::mt19937 rng(42);
+  for (const GroupCase& gc : GroupCases()) {
+    RuntimeOptions options;
+    options.num_threads = workers();
+    Runtime runtime(Mesh::Iota(gc.mesh_shape, gc.mesh_names), options);
+    const int64_t n = runtime.mesh().AxesSize(gc.axes);
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kBool, DType::kF64}) {
+      // Trailing dimensions of 4 and 2 make runs of 16 bytes (4 x float32, 2 x float64) and 8 bytes; 3 and 5
+      // make runs no typed loop handles.
+      for (const std::vector<int64_t>& base : {std::vector<int64_t>{3, 2, 4}, std::vector<int64_t>{5, 1, 3}}) {
+        for (int rank = 1; rank <= 3; ++rank) {
+          SCOPED_TRACE(fmt::format("axes ({}) of {}; {} base {} rank {}", fmt::join(gc.axes, ","),
+                                   runtime.mesh().ToString(), DTypeName(dtype), fmt::join(base, "x"), rank));
+          const std::vector<int64_t> shape(base.begin(), base.begin() + rank);
+          auto inputs = [&](std::vector<int64_t> s) {
+            std::vector<Nd> in;
+            for (int64_t p = 0; p < runtime.num_devices(); ++p) in.push_back(SmallIntegers(rng, s, dtype));
+            return in;
+          };
+          for (bool tiled : {false, true}) {
+            for (int a = 0; a < rank; ++a) {
+              std::vector<int64_t> s = shape;
+              s[a] = tiled ? n * shape[a] : n;
+              for (int b = 0; b < rank; ++b) {
+                SCOPED_TRACE(fmt::format("all_to_all(split={}, concat={}, tiled={})", a, b, tiled));
+                CheckCollective(
+                    runtime, gc.axes, inputs(s), dtype,
+                    [&](DeviceContext& d, const Array& x) { return d.AllToAll(x, gc.axes, a, b, tiled); },
+                    [&](const std::vector<Nd>& ms, int64_t m) { return RefAllToAll(ms, m, a, b, tiled); });
+              }
+              if (dtype == DType::kBF16 || dtype == DType::kF64) continue;  // sums: float32 and bool (as int32)
+              SCOPED_TRACE(fmt::format("psum_scatter(dim={}, tiled={})", a, tiled));
+              CheckCollective(
+                  runtime, gc.axes, inputs(s), dtype,
+                  [&](DeviceContext& d, const Array& x) { return d.PsumScatter(x, gc.axes, a, tiled); },
+                  [&](const std::vector<Nd>& ms, int64_t m) { return RefPsumScatter(ms, m, a, tiled); });
+            }
+            for (int axis = 0; axis < (tiled ? rank : rank + 1); ++axis) {
+              SCOPED_TRACE(fmt::format("all_gather(axis={}, tiled={})", axis, tiled));
+              CheckCollective(
+                  runtime, gc.axes, inputs(shape), dtype,
+                  [&](DeviceContext& d, const Array& x) { return d.AllGather(x, gc.axes, axis, tiled); },
+                  [&](const std::vector<Nd>& ms, int64_t) { return RefAllGather(ms, axis, tiled); });
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Results of rank 9 and more (the call keeps up to 8 dimensions inline and moves them to the heap beyond).
+TEST_P(Collectives, HighRankResultsMatchTheReference) {
+  std::mt19937 rng(9);
+  RuntimeOptions options;
+  options.num_threads = workers();
+  Runtime runtime(Mesh::Iota({2}, {"x"}), options);
+  const std::vector<std::string> axes = {"x"};
+  auto inputs = [&](const std::vector<int64_t>& shape) {
+    std::vector<Nd> in;
+    for (int64_t p = 0; p < runtime.num_devices(); ++p) in.push_back(SmallIntegers(rng, shape, DType::kF32));
+    return in;
+  };
+  const std::vector<int64_t> rank8 = {2, 1, 3, 1, 1, 2, 1, 3};
+  for (int axis : {0, 4, 8}) {  // untiled all_gather: rank 8 -> 9
+    SCOPED_TRACE(fmt::format("all_gather axis={}", axis));
+    CheckCollective(
+        runtime, axes, inputs(rank8), DType::kF32,
+        [&](DeviceContext& d, const Array& x) { return d.AllGather(x, axes, axis, false); },
+        [&](const std::vector<Nd>& ms, int64_t) { return RefAllGather(ms, axis, false); });
+  }
+  std::vector<int64_t> rank9 = rank8;
+  rank9.insert(rank9.begin() + 3, 2);
+  for (int dim : {0, 3, 8}) {  // untiled psum_scatter: rank 9 -> 8
+    std::vector<int64_t> shape = rank9;
+    shape[dim] = 2;
+    SCOPED_TRACE(fmt::format("psum_scatter dim={}", dim));
+    CheckCollective(
+        runtime, axes, inputs(shape), DType::kF32,
+        [&](DeviceContext& d, const Array& x) { return d.PsumScatter(x, axes, dim, false); },
+        [&](const std::vector<Nd>& ms, int64_t m) { return RefPsumScatter(ms, m, dim, false); });
+  }
+  for (auto [a, b] : {std::pair{3, 8}, std::pair{8, 0}, std::pair{0, 3}}) {  // rank 9 <-> rank 9, untiled and tiled
+    std::vector<int64_t> shape = rank9;
+    shape[a] = 2;
+    for (bool tiled : {false, true}) {
+      SCOPED_TRACE(fmt::format("all_to_all split={} concat={} tiled={}", a, b, tiled));
+      CheckCollective(
+          runtime, axes, inputs(shape), DType::kF32,
+          [&](DeviceContext& d, const Array& x) { return d.AllToAll(x, axes, a, b, tiled); },
+          [&](const std::vector<Nd>& ms, int64_t m) { return RefAllToAll(ms, m, a, b, tiled); });
+    }
+  }
+}
+
+// Outputs above the runtime's 64 KiB threshold are computed by every worker (units split among them): flat
+// and strided all_to_all, all_gather with short rows (several row-range units per group), psum_scatter with
+// rows longer than a reduction chunk and rows of a few elements; float32 values whose sums depend on the
+// order of the additions, compared bitwise with the in-order reference.
+TEST_P(Collectives, LargeCopiesAndScattersMatchTheReferenceBitwise) {
+  std::mt19937 rng(7);
+  for (const GroupCase& gc : {GroupCase{{4}, {"x"}, {"x"}}, GroupCase{{2, 2}, {"x", "y"}, {"y", "x"}}}) {
+    RuntimeOptions options;
+    options.num_threads = workers();
+    Runtime runtime(Mesh::Iota(gc.mesh_shape, gc.mesh_names), options);
+    const int64_t n = 4;
+    auto inputs = [&](const std::vector<int64_t>& shape) {
+      std::vector<Nd> in;
+      for (int64_t p = 0; p < runtime.num_devices(); ++p) in.push_back(FromArray(RandomInput(rng, shape)));
+      return in;
+    };
+    struct AllToAllCase {
+      std::vector<int64_t> shape;
+      int a, b;
+      bool tiled;
+    };
+    for (const AllToAllCase& c : std::vector<AllToAllCase>{{{n * 6000}, 0, 0, true},
+                                                           {{8, n * 1500}, 1, 0, true},
+                                                           {{n * 1000, 6}, 0, 1, true},
+                                                           {{5000, n}, 1, 1, false},
+                                                           {{n, 3000}, 0, 1, false},
+                                                           {{3000, n}, 1, 0, false}}) {
+      SCOPED_TRACE(fmt::format("{}: all_to_all [{}] split={} concat={} tiled={}", runtime.mesh().ToString(),
+                               fmt::join(c.shape, ","), c.a, c.b, c.tiled));
+      CheckCollective(
+          runtime, gc.axes, inputs(c.shape), DType::kF32,
+          [&](DeviceContext& d, const Array& x) { return d.AllToAll(x, gc.axes, c.a, c.b, c.tiled); },
+          [&](const std::vector<Nd>& ms, int64_t m) { return RefAllToAll(ms, m, c.a, c.b, c.tiled); });
+    }
+    struct AxisCase {
+      std::vector<int64_t> shape;
+      int axis;
+      bool tiled;
+    };
+    for (const AxisCase& c : std::vector<AxisCase>{{{20000}, 1, false}, {{30000, 2}, 1, true}, {{3000, 7}, 0, true}}) {
+      SCOPED_TRACE(fmt::format("{}: all_gather [{}] axis={} tiled={}", runtime.mesh().ToString(),
+                               fmt::join(c.shape, ","), c.axis, c.tiled));
+      CheckCollective(
+          runtime, gc.axes, inputs(c.shape), DType::kF32,
+          [&](DeviceContext& d, const Array& x) { return d.AllGather(x, gc.axes, c.axis, c.tiled); },
+          [&](const std::vector<Nd>& ms, int64_t) { return RefAllGather(ms, c.axis, c.tiled); });
+    }
+    for (const AxisCase& c :
+         std::vector<AxisCase>{{{n * 20000}, 0, true}, {{5000, n}, 1, false}, {{3000, n * 5}, 1, true}}) {
+      SCOPED_TRACE(fmt::format("{}: psum_scatter [{}] dim={} tiled={}", runtime.mesh().ToString(),
+                               fmt::join(c.shape, ","), c.axis, c.tiled));
+      CheckCollective(
+          runtime, gc.axes, inputs(c.shape), DType::kF32,
+          [&](DeviceContext& d, const Array& x) { return d.PsumScatter(x, gc.axes, c.axis, c.tiled); },
+          [&](const std::vector<Nd>& ms, int64_t m) { return RefPsumScatter(ms, m, c.axis, c.tiled); });
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, Collectives, ::testing::Values(1, 2, 4),
@@ -648,6 +961,37 @@ TEST(CollectiveErrors, PpermuteSourcesAndDestinationsMustBeUnique) {
   DeviceError mod =
       ExpectDeviceError([](DeviceContext& d) { d.Ppermute(Array::Scalar<float>(1), "x", {{0, 3}, {1, 1}}); });
   EXPECT_THAT(mod.message(), HasSubstr("got ((0, 3), (1, 1))."));
+}
+
+// More than 32 pairs are checked with bitmaps rather than by comparing pairs: the same verdicts and message.
+TEST(CollectiveErrors, PpermuteWithManyPairsChecksUniquenessModuloTheGroupSize) {
+  const int64_t n = 40;
+  Runtime runtime(Mesh::Iota({n}, {"x"}));
+  auto run = [&](const PermutationPairs& perm) {
+    std::vector<Array> out(n);
+    runtime.Run([&](DeviceContext& d) {
+      out[d.position()] = d.Ppermute(Array::Scalar<int32_t>(static_cast<int32_t>(d.position())), "x", perm);
+    });
+    return out;
+  };
+  PermutationPairs shift;  // i -> i + 1, written with negative and out-of-range indices for half of them
+  for (int64_t i = 0; i < n; ++i) shift.push_back(i % 2 == 0 ? std::pair{i - n, i + 1} : std::pair{i, i + 1 + n});
+  auto out = run(shift);
+  for (int64_t p = 0; p < n; ++p) EXPECT_EQ(out[p].data<int32_t>()[0], (p + n - 1) % n) << p;
+
+  PermutationPairs clash = shift;
+  clash[35].second = 2 * n + 3;  // == 3 modulo n, the destination of pair 2
+  try {
+    run(clash);
+    ADD_FAILURE() << "no error";
+  } catch (const DeviceError& e) {
+    EXPECT_EQ(e.kind(), "ValueError");
+    EXPECT_THAT(e.message(), HasSubstr("ppermute sources and destinations must be unique, got ((-40, 1), (1, 42), "));
+    EXPECT_THAT(e.message(), HasSubstr("(35, 83), "));
+  }
+  PermutationPairs too_many = shift;
+  too_many.push_back({0, 0});
+  EXPECT_THROW(run(too_many), DeviceError);
 }
 
 TEST(CollectiveErrors, PpermuteOverAxesOutOfMeshOrderIsJaxsRuntimeError) {
