@@ -24,6 +24,16 @@ if ! command -v mpicxx >/dev/null || ! command -v mpirun >/dev/null; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq libopenmpi-dev openmpi-bin >&2
 fi
 
+# Boost.Fiber: the barrier peer here and in sim_runtime_benchmark (BM_BoostFiberBarrier, built when found).
+if [ ! -e /usr/lib/x86_64-linux-gnu/libboost_fiber.so ] && command -v apt-get >/dev/null; then
+  echo "bench-peers: installing Boost.Fiber (libboost-fiber-dev)" >&2
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq libboost-fiber-dev >&2 ||
+    echo "bench-peers: could not install libboost-fiber-dev; the fiber peers are skipped" >&2
+  [ -d "${root}/build/bench" ] && rm -f "${root}/build/bench/CMakeCache.txt"  # let CMake find it
+fi
+
 echo "== building peers into ${out}" >&2
 mpicxx -O2 "${peers_src}/mpi_allreduce.cpp" -o "${out}/mpi_allreduce"
 g++ -O2 -std=c++20 "${peers_src}/ctx_barrier.cpp" -lboost_context -o "${out}/ctx_barrier"
@@ -33,9 +43,7 @@ g++ -O2 -std=c++20 "${peers_src}/fiber_barrier.cpp" -lboost_fiber -lboost_contex
 g++ -O2 -std=c++20 "${peers_src}/tbb_suspend_barrier.cpp" -ltbb -o "${out}/tbb_suspend_barrier"
 
 bench="${root}/build/bench/bench/sim/sim_runtime_benchmark"
-if [ ! -x "${bench}" ]; then
-  (cd "${root}" && cmake --preset bench >/dev/null && cmake --build --preset bench -j2 --target sim_runtime_benchmark >&2)
-fi
+(cd "${root}" && cmake --preset bench >/dev/null && cmake --build --preset bench -j2 --target sim_runtime_benchmark >&2)
 
 mpirun_flags=(--allow-run-as-root --oversubscribe)
 for np in 2 4 8; do
@@ -46,7 +54,7 @@ echo "== raw boost::context round-robin (one thread)" >&2
 "${out}/ctx_barrier" | tee "${out}/ctx_barrier.txt"
 
 echo "== spmdsim runtime benchmark" >&2
-"${bench}" --benchmark_filter='BM_RuntimeBarrier|BM_RuntimePsum' --benchmark_min_time=0.2 \
+"${bench}" --benchmark_filter='BM_RuntimeBarrier|BM_RuntimePsum|BM_StdBarrier|BM_BoostFiber|BM_Memcpy' --benchmark_min_time=0.2 \
   --benchmark_format=json --benchmark_out="${out}/spmdsim.json" --benchmark_out_format=json >/dev/null
 
 /usr/bin/python3 - "${out}" <<'PY'
@@ -67,6 +75,12 @@ for b in json.load(open(os.path.join(out, "spmdsim.json")))["benchmarks"]:
     if m: ours[("psum", int(m[1]), int(m[2]))] = b["episode"] * 1e6
     m = re.match(r"BM_RuntimeBarrier/devices:(\d+)/workers:0", name)
     if m: ours[("barrier", int(m[1]))] = b["episode"] * 1e6
+    m = re.match(r"BM_(StdBarrierThreads|BoostFiberBarrier)/devices:(\d+)", name)
+    if m: ours[(m[1], int(m[2]))] = b["episode"] * 1e6
+    m = re.match(r"BM_RuntimePsum/devices:(\d+)/bytes:(\d+)", name)
+    if m: ours[("moved", int(m[1]), int(m[2]))] = b["moved"] / 1e9
+    m = re.match(r"BM_MemcpyReference/bytes:(\d+)", name)
+    if m: ours[("memcpy", int(m[1]))] = b["moved"] / 1e9
 print("\nall-reduce of float32 (median us per call; MPI's smallest message is 8 B = 2 floats, ours 4 B)")
 print(f"{'devices':>7} {'bytes':>9} {'spmdsim us':>11} {'MPI us':>9} {'MPI/spmdsim':>11} {'spmdsim algbw GB/s':>19} {'MPI algbw GB/s':>15}")
 for (np_, size), mpi_us in sorted(mpi.items()):
@@ -75,11 +89,21 @@ for (np_, size), mpi_us in sorted(mpi.items()):
     if key not in ours: continue
     us = ours[key]
     print(f"{np_:>7} {our_size:>9} {us:>11.2f} {mpi_us:>9.2f} {mpi_us/us:>11.1f}x {our_size/us/1e3:>19.3f} {size/mpi_us/1e3:>15.3f}")
-print("\nbarrier episode (us)")
-print(f"{'devices':>7} {'spmdsim':>9} {'MPI_Barrier':>12} {'ratio':>7}")
+raw = {}  # the raw boost::context round-robin peer (one thread)
+for line in open(os.path.join(out, "ctx_barrier.txt")):
+    m = re.match(r"raw fibers n=(\d+) per-episode ([\d.]+) us", line)
+    if m: raw[int(m[1])] = float(m[2])
+def cell(v, us):
+    return f"{v:.3f} ({v/us:.1f}x)" if v else "-"
+print("\nbarrier episode, us (xN = how many times spmdsim's time)")
+print(f"{'devices':>7} {'spmdsim':>9} {'MPI_Barrier':>16} {'std::barrier threads':>21} {'Boost.Fiber':>16} {'raw ctx 1 thread':>17}")
 for n in (2, 4, 8, 64, 512, 4096):
     if ("barrier", n) not in ours: continue
     us = ours[("barrier", n)]
-    m = mpi_barrier.get(n)
-    print(f"{n:>7} {us:>9.3f} {('%.3f' % m) if m else '-':>12} {('%.1fx' % (m/us)) if m else '-':>7}")
+    print(f"{n:>7} {us:>9.3f} {cell(mpi_barrier.get(n), us):>16} {cell(ours.get(('StdBarrierThreads', n)), us):>21} "
+          f"{cell(ours.get(('BoostFiberBarrier', n)), us):>16} {cell(raw.get(n), us):>17}")
+print("\n16 MiB psum: bytes the algorithm must move ((n+1) * 16 MiB) per second vs memcpy moving as many bytes (GB/s)")
+for n, copy in ((2, 24 << 20), (8, 72 << 20)):
+    moved, ref = ours.get(("moved", n, 16 << 20)), ours.get(("memcpy", copy))
+    if moved and ref: print(f"{n:>7} devices: {moved:.1f} vs memcpy {ref:.1f} = {100 * moved / ref:.0f}%")
 PY
