@@ -419,7 +419,7 @@ class Worker {
   }
 
   // The thread's current device (what arrays made now are charged to) is set here and cleared once a pass
-  // is over (ClearCurrentDevice), not after every device: between two devices the worker makes no arrays.
+  // is over (end of Pass and of Unwind), not after every device: between two devices the worker makes no arrays.
   void Resume(DeviceSlot& s) {
     s.state.store(DeviceState::kRunning, std::memory_order_relaxed);
     SetCurrentDeviceMemory(s.memory_raw);
