@@ -7,9 +7,11 @@
 //
 // Thread safety and ordering (the runtime's contract with implementations):
 //  - OnRunStart is called on the thread that calls Runtime::Run, before any device starts; OnRunEnd on that
-//    thread after every device has finished (or the Run failed).
-//  - OnDeviceStart / OnDeviceFinish are called on runtime worker threads, CONCURRENTLY for different
-//    devices; for one device, Start happens before Finish.
+//    thread after every other call of the Run has returned: after every device has finished, or, when the
+//    Run failed while a device still runs, after the runtime stopped calling the observer for that Run.
+//  - OnDeviceStart / OnDeviceFinish are called on runtime worker threads, one call at a time (the runtime
+//    serialises them); for one device, Start happens before Finish. After a failed Run, devices that were
+//    still running are not reported.
 //  - OnCollective is called once per collective, on one worker thread, while every device is waiting at
 //    that collective: it never overlaps any other observer call of the same Run. Everything an observer
 //    wrote in OnDeviceStart/Finish or an earlier OnCollective is visible to it (the barrier orders them).

@@ -415,7 +415,17 @@ class Worker {
 #if defined(SPMDSIM_TSAN)
     s.tsan_fiber = __tsan_create_fiber(0);
 #endif
-    if (core_.options.observer != nullptr) core_.options.observer->OnDeviceStart(s.position);
+    Observe([&](RuntimeObserver& o) { o.OnDeviceStart(s.position); });
+  }
+
+  // Calls the observer, unless Run has already given up on this Run (an abort whose devices are still running
+  // when Run returns: from then on the observer may be gone). Serialised with that hand-back by observer_mu.
+  template <typename F>
+  void Observe(F&& call) {
+    RuntimeObserver* observer = core_.options.observer;
+    if (observer == nullptr) return;
+    std::lock_guard lock(run_.observer_mu);
+    if (!run_.observer_detached) call(*observer);
   }
 
   // The thread's current device (what arrays made now are charged to) is set here and cleared once a pass
@@ -434,8 +444,7 @@ class Worker {
       if (s.outcome == Outcome::kThrew) {
         run_.SetAbort(AbortReason::kDeviceFailed, ErrorCode::kAborted, "a device failed");
       }
-      if (core_.options.observer != nullptr)
-        core_.options.observer->OnDeviceFinish(s.position, s.outcome != Outcome::kReturned);
+      Observe([&](RuntimeObserver& o) { o.OnDeviceFinish(s.position, s.outcome != Outcome::kReturned); });
     }
   }
 
@@ -459,6 +468,9 @@ class Worker {
       if (st == DeviceState::kReady || st == DeviceState::kWaiting) {  // kWaiting: released by the barrier
         Resume(s);
         st = s.state.load(std::memory_order_relaxed);
+        // The watchdog's sign of life: a device got to its next collective or finished (one uncontended
+        // store on the block's own line).
+        bl.progress.store(bl.progress.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       }
       if (st == DeviceState::kWaiting) {
         ++bl.waiting;
@@ -526,8 +538,11 @@ class Worker {
 
   bool Lead(uint64_t epoch, bool lead) {
     run_.barrier.arrived.store(0, std::memory_order_relaxed);
+    run_.executing.store(true, std::memory_order_relaxed);  // the watchdog: collective work under way
     if (lead) LeaderSection();
     const bool release = !run_.aborted();
+    // A parallel phase follows a collective's barrier: the work is still under way until its own barrier.
+    run_.executing.store(lead && release && run_.plan_parallel, std::memory_order_relaxed);
     run_.release.store(release, std::memory_order_relaxed);  // published by the epoch's release store
     run_.episodes.fetch_add(1, std::memory_order_relaxed);
     run_.barrier.epoch.store(epoch + 1, std::memory_order_release);
@@ -582,7 +597,7 @@ class Worker {
                     fmt::format("the host ran out of memory computing {}", DescribeCall(mesh_, *ref)));
       return;
     }
-    if (RuntimeObserver* observer = core_.options.observer) {
+    if (core_.options.observer != nullptr) {
       CollectiveEvent event;
       event.op = OpName(ref->op);
       std::vector<std::string> names = AxesNames(mesh_, ref->axes);
@@ -597,7 +612,7 @@ class Worker {
         event.abstract = ref->input->is_abstract();
       }
       event.sequence = run_.sequence;
-      observer->OnCollective(event);
+      Observe([&](RuntimeObserver& o) { o.OnCollective(event); });
     }
     ++run_.sequence;
     run_.plan_parallel = run_.num_blocks > 1 && run_.plan.num_units() > 1 && run_.plan.bytes_written() >= kParallelBytes;
@@ -754,7 +769,7 @@ RuntimeCore::RuntimeCore(Mesh mesh_in, RuntimeOptions options_in, int workers)
     s.memory_raw = s.memory.get();
     new (s.context_storage) DeviceContext(this, &s, p, mesh.DeviceAt(p), mesh.CoordsOfPosition(p));
   }
-  blocks.resize(workers);
+  blocks = std::vector<Block>(static_cast<size_t>(workers));  // Block holds an atomic: not movable, made in place
   for (int b = 0; b < workers; ++b) {
     blocks[b].begin = mesh.size() * b / workers;
     blocks[b].end = mesh.size() * (b + 1) / workers;
@@ -929,7 +944,7 @@ void Runtime::Run(const std::function<void(DeviceContext&)>& fn) {
   const auto period = std::clamp<Clock::duration>(timeout / 20, std::chrono::milliseconds(1),
                                                   std::chrono::milliseconds(100));
   const auto grace = std::min<Clock::duration>(timeout, std::chrono::seconds(1));
-  uint64_t last_episodes = ~uint64_t{0};
+  uint64_t last_progress = ~uint64_t{0};
   bool stalled = false;
   Clock::time_point stalled_since{};
   bool all_closed = false;
@@ -946,6 +961,12 @@ void Runtime::Run(const std::function<void(DeviceContext&)>& fn) {
         continue;
       }
       const uint64_t episodes = run->episodes.load(std::memory_order_relaxed);
+      // Progress: a barrier completed, a device reached its next collective or finished, or collective work
+      // is under way. Only a Run where devices wait and none of this happens for `timeout` is stuck: a device
+      // that computes for long while its worker's other devices queue behind it is not.
+      uint64_t progress = episodes;
+      for (const auto& b : core.blocks) progress += b.progress.load(std::memory_order_relaxed);
+      const bool executing = run->executing.load(std::memory_order_relaxed);
       bool any_waiting = false;
       for (const auto& s : core.slots) {
         if (s.state.load(std::memory_order_relaxed) == DeviceState::kWaiting) {
@@ -953,8 +974,8 @@ void Runtime::Run(const std::function<void(DeviceContext&)>& fn) {
           break;
         }
       }
-      if (episodes != last_episodes || !any_waiting) {
-        last_episodes = episodes;
+      if (progress != last_progress || executing || !any_waiting) {
+        last_progress = progress;
         stalled = false;
         continue;
       }
@@ -1006,7 +1027,14 @@ void Runtime::Run(const std::function<void(DeviceContext&)>& fn) {
     if (observer != nullptr) observer->OnRunEnd(true);
     return;
   }
-  if (observer != nullptr) observer->OnRunEnd(false);
+  if (observer != nullptr) {
+    // Devices may still be running (a device that never arrived); the workers stop calling the observer now.
+    {
+      std::lock_guard lock(run->observer_mu);
+      run->observer_detached = true;
+    }
+    observer->OnRunEnd(false);
+  }
   std::unique_lock lock(run->mu);
   for (const auto& bl : core.blocks) {
     if (!bl.closed) continue;

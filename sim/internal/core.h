@@ -108,6 +108,7 @@ struct alignas(64) Block {
   int64_t finished = 0;
   bool mismatch = false;                // some waiting device's call differs from ref
   bool closed = false;                  // every device finished; set once per Run
+  std::atomic<uint64_t> progress{0};    // devices resumed so far (written by the block's worker, read by the watchdog)
 };
 
 enum class AbortReason : int { kNone = 0, kDeviceFailed, kMismatch, kEarlyReturn, kDeadline, kHostError };
@@ -139,6 +140,11 @@ struct RunState {
   uint64_t sequence = 0;                       // collectives so far
   std::atomic<uint64_t> episodes{0};           // barrier episodes completed (watchdog's progress signal)
   std::atomic<bool> release{true};             // the last barrier's verdict: resume the devices normally
+  std::atomic<bool> executing{false};          // a leader section or a parallel phase is under way (watchdog)
+  // Observer calls from workers are made under observer_mu and stop once Run has detached the observer
+  // (an aborted Run that returns while devices still run).
+  std::mutex observer_mu;
+  bool observer_detached = false;
   std::vector<const CollectiveCall*> calls;    // leader's scratch
   // Completion: blocks closed (every device finished).
   std::mutex mu;

@@ -348,6 +348,23 @@ TEST(RuntimeDeathTest, ADeviceThatOverflowsItsStackIsNamedBeforeTheProcessEnds) 
 }
 #endif
 
+TEST(Runtime, ManyDevicesComputingInTurnOnOneWorkerAreNotATimeout) {
+  // Two workers, four devices each. The first worker's devices compute 120 ms each before the barrier (480 ms
+  // in turn) while the second worker's devices wait at it; the timeout is 300 ms. Every device arrives in
+  // time; only a Run where no device makes progress for the timeout is stuck (seen under ThreadSanitizer,
+  // where a large scenario's devices took longer than 60 s in turn).
+  RuntimeOptions o = Workers(2);
+  o.collective_timeout = 300ms;
+  Runtime runtime(Mesh::Iota({8}, {"x"}), o);
+  std::atomic<int> passed{0};
+  runtime.Run([&](DeviceContext& d) {
+    if (d.position() < 4) std::this_thread::sleep_for(120ms);
+    d.Barrier();
+    ++passed;
+  });
+  EXPECT_EQ(passed.load(), 8);
+}
+
 TEST(Runtime, TheDeadlineTellsDevicesThatWaitFromDevicesTheirWorkerHasNotResumedYet) {
   // One worker: after the first barrier it resumes position 0 (which waits at the second barrier), then
   // position 1, which never arrives; positions 2-3 passed the first barrier but their worker is stuck in 1.
