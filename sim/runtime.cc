@@ -1007,14 +1007,15 @@ void Runtime::Run(const std::function<void(DeviceContext&)>& fn) {
       std::vector<std::string> parts;
       for (const auto& [op, positions] : waiting)
         parts.push_back(fmt::format("{} wait at {}", internal::DescribeDevices(core.mesh, positions), op));
-      std::string message = fmt::format(
-          "devices did not arrive at a collective within the timeout of {} ms: {} never arrived (still running); {}",
-          timeout.count(), internal::DescribeDevices(core.mesh, missing), fmt::join(parts, "; "));
+      parts.insert(parts.begin(),
+                   fmt::format("{} never arrived (still running)", internal::DescribeDevices(core.mesh, missing)));
       if (!released.empty()) {
-        message += fmt::format("; {} passed the last collective and wait for their worker thread",
-                               internal::DescribeDevices(core.mesh, released));
+        parts.push_back(fmt::format("{} passed the last collective and wait for their worker thread",
+                                    internal::DescribeDevices(core.mesh, released)));
       }
-      if (!finished.empty()) message += fmt::format("; {} returned", internal::DescribeDevices(core.mesh, finished));
+      if (!finished.empty()) parts.push_back(fmt::format("{} returned", internal::DescribeDevices(core.mesh, finished)));
+      std::string message = fmt::format("devices did not arrive at a collective within the timeout of {} ms: {}",
+                                        timeout.count(), fmt::join(parts, "; "));
       lock.unlock();
       run->SetAbort(internal::AbortReason::kDeadline, ErrorCode::kDeadlineExceeded, std::move(message));
       lock.lock();
