@@ -792,11 +792,16 @@ const GroupInfo& RuntimeCore::Groups(const AxesKey& key) {
 
 const CollectiveCall kBarrierCall{};
 
-void RuntimeCore::WaitAtBarrier(DeviceSlot& slot) {
-  if (slot.run->aborted()) throw DeviceAborted{};
-  slot.call = &kBarrierCall;
-  slot.waiting_op.store(OpKind::kBarrier, std::memory_order_relaxed);
-  slot.wait_episode.store(static_cast<uint32_t>(slot.run->episodes.load(std::memory_order_relaxed)),
+namespace {
+
+// A device waits at `call`: records it for the worker's pass and the watchdog, switches to the worker, and
+// unwinds when the Run was aborted. Inline: it is the whole of a barrier's hot path.
+inline void WaitAt(DeviceSlot& slot, const CollectiveCall& call) {
+  RunState& run = *slot.run;
+  if (run.aborted()) throw DeviceAborted{};
+  slot.call = &call;
+  slot.waiting_op.store(call.op, std::memory_order_relaxed);
+  slot.wait_episode.store(static_cast<uint32_t>(run.episodes.load(std::memory_order_relaxed)),
                           std::memory_order_relaxed);
   slot.state.store(DeviceState::kWaiting, std::memory_order_relaxed);
   SwitchToWorker(slot);
@@ -807,22 +812,15 @@ void RuntimeCore::WaitAtBarrier(DeviceSlot& slot) {
   }
 }
 
+}  // namespace
+
+void RuntimeCore::WaitAtBarrier(DeviceSlot& slot) { WaitAt(slot, kBarrierCall); }
+
 Array RuntimeCore::Collective(DeviceSlot& slot, CollectiveCall& call) {
-  RunState& run = *slot.run;
-  if (run.aborted()) throw DeviceAborted{};
-  slot.call = &call;
-  slot.waiting_op.store(call.op, std::memory_order_relaxed);
-  slot.wait_episode.store(static_cast<uint32_t>(slot.run->episodes.load(std::memory_order_relaxed)),
-                          std::memory_order_relaxed);
-  slot.state.store(DeviceState::kWaiting, std::memory_order_relaxed);
-  SwitchToWorker(slot);
-  slot.call = nullptr;
-  if (slot.resume_aborted) {
-    slot.resume_aborted = false;
-    throw DeviceAborted{};
-  }
+  WaitAt(slot, call);
   if (call.op == OpKind::kBarrier) return Array();
-  return ArrayAccess::Make(call.out_dtype, call.out_shape, run.plan.ResultBuffer(slot.position), slot.memory.get());
+  return ArrayAccess::Make(call.out_dtype, call.out_shape, slot.run->plan.ResultBuffer(slot.position),
+                           slot.memory.get());
 }
 
 }  // namespace internal
