@@ -27,7 +27,7 @@
 #include "mesh/mesh_utils.h"
 #include "mesh/t5x_mesh.h"
 #include "mesh/topology.h"
-#include "runner/scenario.h"
+#include "scenario/scenario.h"
 
 namespace spmdsim::cli {
 namespace {

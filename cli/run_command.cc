@@ -1,6 +1,6 @@
 // spmdsim run FILE [--json OUT] [--trace OUT.json] [--dump DIR] [--abstract] [--threads N] [--quiet]
 //
-// Loads a scenario (runner/scenario.h), runs each workload (runner/workloads.h) and reports (runner/report.h).
+// Loads a scenario (scenario/scenario.h), runs each workload (workloads/workloads.h) and reports (scenario/report.h).
 // Exit codes: 0 ok, 1 bad input, 2 usage, 3 internal error, 4 a numeric check failed (docs/scenarios.md).
 #include <unistd.h>
 
@@ -22,11 +22,11 @@
 
 #include "cli/commands.h"
 #include "common/error.h"
-#include "runner/npy.h"
-#include "runner/report.h"
-#include "runner/scenario.h"
-#include "runner/trace.h"
-#include "runner/workloads.h"
+#include "scenario/npy.h"
+#include "scenario/report.h"
+#include "scenario/scenario.h"
+#include "scenario/trace.h"
+#include "workloads/workloads.h"
 
 namespace spmdsim::cli {
 namespace {

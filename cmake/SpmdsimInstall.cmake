@@ -7,7 +7,7 @@ get_property(_spmdsim_libs GLOBAL PROPERTY SPMDSIM_LIBRARIES)
 install(TARGETS ${_spmdsim_libs} spmdsim_warnings spmdsim_sanitize EXPORT spmdsimTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-foreach(dir common mesh sim ops cost partition shardmap runner testing)
+foreach(dir common mesh sim ops cost partition shardmap workloads scenario testing)
   install(DIRECTORY ${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/spmdsim/${dir}
           FILES_MATCHING PATTERN "*.h")
 endforeach()

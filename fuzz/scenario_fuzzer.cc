@@ -1,4 +1,4 @@
-// Fuzz target for the scenario parser (runner/scenario.h) and the .npy reader (runner/npy.h): whatever the
+// Fuzz target for the scenario parser (scenario/scenario.h) and the .npy reader (scenario/npy.h): whatever the
 // bytes, parsing either succeeds or throws spmdsim::Error; any other exception, a crash, a hang or a sanitizer
 // report is a bug.
 //
@@ -17,8 +17,8 @@
 #include <string_view>
 
 #include "common/error.h"
-#include "runner/npy.h"
-#include "runner/scenario.h"
+#include "scenario/npy.h"
+#include "scenario/scenario.h"
 
 namespace {
 

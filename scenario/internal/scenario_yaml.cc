@@ -1,0 +1,304 @@
+#include "scenario/internal/scenario_yaml.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "common/strings.h"
+
+namespace spmdsim {
+namespace {
+
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      size_t cost = std::tolower(static_cast<unsigned char>(a[i - 1])) ==
+                            std::tolower(static_cast<unsigned char>(b[j - 1]))
+                        ? 0
+                        : 1;
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + cost});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string Quoted(std::string_view text) {
+  std::string out = "'";
+  for (char c : text.substr(0, 80)) {
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f)
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    else
+      out.push_back(c);
+  }
+  if (text.size() > 80) out += "...";
+  return out + "'";
+}
+
+std::string Describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Undefined:
+    case YAML::NodeType::Null:
+      return "nothing (null)";
+    case YAML::NodeType::Scalar:
+      return Quoted(node.Scalar());
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a mapping";
+  }
+  return "?";
+}
+
+std::optional<double> ToDouble(const std::string& text) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) return std::nullopt;
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  errno = 0;
+  double value = std::strtod(begin, &end);
+  if (end != begin + text.size() || errno == ERANGE || !std::isfinite(value)) return std::nullopt;
+  // strtod also reads hex floats and "inf"/"nan": only plain decimal forms are numbers here.
+  for (char c : text)
+    if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-'))
+      return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+std::string SourceLocation::ToString() const { return fmt::format("{}:{}:{}", file, line, column); }
+
+std::optional<std::string> DidYouMean(std::string_view found, const std::vector<std::string>& valid) {
+  std::optional<std::string> best;
+  size_t best_distance = std::numeric_limits<size_t>::max();
+  for (const std::string& candidate : valid) {
+    size_t d = EditDistance(found, candidate);
+    if (d < best_distance) {
+      best_distance = d;
+      best = candidate;
+    }
+  }
+  size_t limit = std::max<size_t>(2, found.size() / 3);
+  if (!best || best_distance > limit || best_distance >= found.size()) return std::nullopt;
+  return best;
+}
+
+int64_t ParseByteSize(std::string_view text) {
+  std::string_view t = Trim(text);
+  size_t split = 0;
+  while (split < t.size() && (std::isdigit(static_cast<unsigned char>(t[split])) || t[split] == '.' ||
+                              t[split] == 'e' || t[split] == 'E' || t[split] == '+' || t[split] == '-')) {
+    // An 'e' followed by something other than a digit or sign starts no exponent ("1e" is bad anyway).
+    ++split;
+  }
+  std::string number(t.substr(0, split));
+  std::string unit(Trim(t.substr(split)));
+  std::optional<double> value = ToDouble(number);
+  static const std::vector<std::pair<std::string, double>> kUnits = {
+      {"", 1},      {"B", 1},           {"KB", 1e3},        {"MB", 1e6},           {"GB", 1e9},
+      {"TB", 1e12}, {"KiB", 1024.0},    {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+      {"K", 1024.0}, {"M", 1048576.0}, {"G", 1073741824.0}};
+  double scale = -1;
+  for (const auto& [name, factor] : kUnits)
+    if (unit == name) scale = factor;
+  if (!value || scale < 0 || *value < 0)
+    Throw(ErrorCode::kInvalidArgument,
+          "bad size {}: expected a non-negative number with an optional unit B, KB, MB, GB, TB (powers of 1000) or "
+          "KiB, MiB, GiB, TiB, K, M, G (powers of 1024), e.g. 4KiB, 1MiB, 2.5e6",
+          Quoted(text));
+  double bytes = *value * scale;
+  if (bytes > 9.0e18 || bytes != std::floor(bytes))
+    Throw(ErrorCode::kInvalidArgument, "bad size {}: {} bytes is not a whole number of bytes below 9e18",
+          Quoted(text), bytes);
+  return static_cast<int64_t>(bytes);
+}
+
+SourceLocation YamlContext::Location(const YAML::Node& node) const {
+  SourceLocation location{file_, 0, 0};
+  if (node.IsDefined()) {
+    YAML::Mark mark = node.Mark();
+    if (!mark.is_null()) {
+      location.line = mark.line + 1;
+      location.column = mark.column + 1;
+    }
+  }
+  return location;
+}
+
+void YamlContext::Fail(const YAML::Node& node, std::string_view key, std::string_view message) const {
+  SourceLocation location = Location(node);
+  std::string where = location.line > 0 ? location.ToString() : file_;
+  ThrowKind(ErrorCode::kInvalidArgument, "ScenarioError", "{}: {}: {}", where, key.empty() ? "(top level)" : key,
+            message);
+}
+
+void YamlContext::Rethrow(const YAML::Node& node, std::string_view key, const Error& error) const {
+  SourceLocation location = Location(node);
+  std::string where = location.line > 0 ? location.ToString() : file_;
+  std::string kind = error.kind().empty() ? "ScenarioError" : error.kind();
+  throw Error(error.code(), fmt::format("{}: {}: {}", where, key, error.message()), kind);
+}
+
+std::string YamlContext::String(const YAML::Node& node, std::string_view key) const {
+  if (!node.IsScalar()) Fail(node, key, fmt::format("found {}, expected a string", Describe(node)));
+  return node.Scalar();
+}
+
+double YamlContext::Number(const YAML::Node& node, std::string_view key) const {
+  if (!node.IsScalar()) Fail(node, key, fmt::format("found {}, expected a number", Describe(node)));
+  std::optional<double> value = ToDouble(node.Scalar());
+  if (!value) Fail(node, key, fmt::format("found {}, expected a finite number (e.g. 1.5, 4.5e10)", Describe(node)));
+  return *value;
+}
+
+double YamlContext::NumberIn(const YAML::Node& node, std::string_view key, double lo, double hi) const {
+  double value = Number(node, key);
+  if (!(value > lo && value <= hi)) Fail(node, key, fmt::format("found {}, expected a number in ({}, {}]", value, lo, hi));
+  return value;
+}
+
+int64_t YamlContext::Int(const YAML::Node& node, std::string_view key) const {
+  if (!node.IsScalar()) Fail(node, key, fmt::format("found {}, expected an integer", Describe(node)));
+  const std::string& text = node.Scalar();
+  std::optional<double> value = ToDouble(text);
+  bool plain = !text.empty() && text.find_first_not_of("+-0123456789") == std::string::npos;
+  if (plain) {
+    try {
+      return ParseInt(text, key);
+    } catch (const Error&) {
+      Fail(node, key, fmt::format("found {}, expected an integer that fits in 64 bits", Describe(node)));
+    }
+  }
+  if (!value || *value != std::floor(*value) || std::fabs(*value) > 9.0e18)
+    Fail(node, key, fmt::format("found {}, expected an integer", Describe(node)));
+  return static_cast<int64_t>(*value);
+}
+
+bool YamlContext::Bool(const YAML::Node& node, std::string_view key) const {
+  if (node.IsScalar()) {
+    const std::string& s = node.Scalar();
+    if (s == "true" || s == "True" || s == "TRUE" || s == "yes" || s == "on") return true;
+    if (s == "false" || s == "False" || s == "FALSE" || s == "no" || s == "off") return false;
+  }
+  Fail(node, key, fmt::format("found {}, expected true or false", Describe(node)));
+}
+
+int64_t YamlContext::Bytes(const YAML::Node& node, std::string_view key) const {
+  if (!node.IsScalar()) Fail(node, key, fmt::format("found {}, expected a size such as 4096 or 1MiB", Describe(node)));
+  try {
+    return ParseByteSize(node.Scalar());
+  } catch (const Error& e) {
+    Rethrow(node, key, e);
+  }
+}
+
+void YamlContext::RequireSequence(const YAML::Node& node, std::string_view key) const {
+  if (!node.IsSequence()) Fail(node, key, fmt::format("found {}, expected a list", Describe(node)));
+}
+
+std::vector<int64_t> YamlContext::IntList(const YAML::Node& node, std::string_view key) const {
+  if (node.IsScalar()) {
+    // "2x2x4" is accepted where a list of sizes is expected.
+    try {
+      return ParseDims(node.Scalar(), key);
+    } catch (const Error&) {
+      Fail(node, key, fmt::format("found {}, expected a list of integers such as [2, 2, 4] or \"2x2x4\"",
+                                  Describe(node)));
+    }
+  }
+  RequireSequence(node, key);
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < node.size(); ++i) out.push_back(Int(node[i], fmt::format("{}[{}]", key, i)));
+  return out;
+}
+
+std::vector<std::string> YamlContext::StringList(const YAML::Node& node, std::string_view key) const {
+  if (node.IsScalar()) return {node.Scalar()};
+  RequireSequence(node, key);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < node.size(); ++i) out.push_back(String(node[i], fmt::format("{}[{}]", key, i)));
+  return out;
+}
+
+std::string YamlContext::Choice(const YAML::Node& node, std::string_view key,
+                                const std::vector<std::string>& choices) const {
+  std::string value = String(node, key);
+  if (std::find(choices.begin(), choices.end(), value) != choices.end()) return value;
+  std::optional<std::string> guess = DidYouMean(value, choices);
+  Fail(node, key,
+       fmt::format("found {}{}; valid values: {}", Quoted(value),
+                   guess ? fmt::format(", did you mean '{}'?", *guess) : std::string(), fmt::join(choices, ", ")));
+}
+
+YamlMap::YamlMap(const YamlContext& ctx, const YAML::Node& node, std::string path, std::vector<std::string> valid_keys,
+                 bool null_ok)
+    : ctx_(ctx), node_(node), path_(std::move(path)) {
+  if (null_ok && (!node.IsDefined() || node.IsNull())) return;
+  if (!node.IsMap())
+    ctx.Fail(node, path_, fmt::format("found {}, expected a mapping with keys {}", Describe(node), fmt::join(valid_keys, ", ")));
+  std::set<std::string> seen;
+  for (YAML::const_iterator it = node.begin(); it != node.end(); ++it) {
+    // Copies: `it->` yields a temporary proxy, so a reference to its members would dangle.
+    YAML::Node key = it->first;
+    YAML::Node value = it->second;
+    if (!key.IsScalar()) ctx.Fail(key, path_, fmt::format("found {} as a key, expected a plain name", Describe(key)));
+    const std::string& name = key.Scalar();
+    std::string full = path_.empty() ? name : path_ + "." + name;
+    if (std::find(valid_keys.begin(), valid_keys.end(), name) == valid_keys.end()) {
+      std::optional<std::string> guess = DidYouMean(name, valid_keys);
+      ctx.Fail(key, full,
+               fmt::format("unknown key {}{}; valid keys here: {}", Quoted(name),
+                           guess ? fmt::format(", did you mean '{}'?", *guess) : std::string(),
+                           fmt::join(valid_keys, ", ")));
+    }
+    if (!seen.insert(name).second) ctx.Fail(key, full, fmt::format("key '{}' appears twice", name));
+    keys_.push_back(name);
+    values_.push_back(value);
+  }
+}
+
+bool YamlMap::Has(std::string_view key) const {
+  return std::find(keys_.begin(), keys_.end(), key) != keys_.end();
+}
+
+YAML::Node YamlMap::Get(std::string_view key) const {
+  for (size_t i = 0; i < keys_.size(); ++i)
+    if (keys_[i] == key) return values_[i];
+  return YAML::Node(YAML::NodeType::Undefined);
+}
+
+YAML::Node YamlMap::Need(std::string_view key) const {
+  if (!Has(key)) ctx_.Fail(node_, path_.empty() ? std::string(key) : Key(key), "missing required key");
+  return Get(key);
+}
+
+std::string YamlMap::Key(std::string_view key) const {
+  return path_.empty() ? std::string(key) : fmt::format("{}.{}", path_, key);
+}
+
+std::string YamlMap::String(std::string_view key, std::string fallback) const {
+  return Has(key) ? ctx_.String(Get(key), Key(key)) : fallback;
+}
+double YamlMap::Number(std::string_view key, double fallback) const {
+  return Has(key) ? ctx_.Number(Get(key), Key(key)) : fallback;
+}
+int64_t YamlMap::Int(std::string_view key, int64_t fallback) const {
+  return Has(key) ? ctx_.Int(Get(key), Key(key)) : fallback;
+}
+bool YamlMap::Bool(std::string_view key, bool fallback) const {
+  return Has(key) ? ctx_.Bool(Get(key), Key(key)) : fallback;
+}
+
+}  // namespace spmdsim

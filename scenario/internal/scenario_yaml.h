@@ -1,0 +1,104 @@
+// Reading YAML for scenario files with errors that point into the file: every value is read through a
+// YamlContext that knows the file, and every mapping through a YamlMap that rejects unknown and duplicate keys
+// (with a did-you-mean) and names the key path in messages.
+//
+// Example: for the file
+//   topology:
+//     preset: "tpu-v4:2x2x4"
+//     slises: 2
+// YamlMap(ctx, root["topology"], "topology", {"preset", "slices", ...}) throws
+//   "a.yaml:3:3: topology.slises: unknown key 'slises'; did you mean 'slices'? valid keys: preset, slices, ..."
+#ifndef SPMDSIM_SCENARIO_INTERNAL_SCENARIO_YAML_H_
+#define SPMDSIM_SCENARIO_INTERNAL_SCENARIO_YAML_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "common/error.h"
+
+namespace spmdsim {
+
+// Where a value sits in its file (1-based line and column, as editors count).
+struct SourceLocation {
+  std::string file;
+  int line = 0;
+  int column = 0;
+  std::string ToString() const;  // "scenarios/a.yaml:12:5"
+};
+
+// The closest of `valid` to `found` by edit distance, when close enough to be a likely typo.
+std::optional<std::string> DidYouMean(std::string_view found, const std::vector<std::string>& valid);
+
+// Sizes with units: "4096", "4KiB", "1 MiB", "2GB", "1.5e6" -> bytes. Throws Error(kInvalidArgument) naming
+// the valid suffixes (B, KB, MB, GB, KiB, MiB, GiB).
+int64_t ParseByteSize(std::string_view text);
+
+class YamlContext {
+ public:
+  explicit YamlContext(std::string file) : file_(std::move(file)) {}
+  const std::string& file() const { return file_; }
+
+  SourceLocation Location(const YAML::Node& node) const;
+  // Throws Error(kInvalidArgument, kind "ScenarioError"): "<file>:<line>:<col>: <key>: <message>".
+  [[noreturn]] void Fail(const YAML::Node& node, std::string_view key, std::string_view message) const;
+  // Rethrows a library error about the value at `node` with the location and key in front.
+  [[noreturn]] void Rethrow(const YAML::Node& node, std::string_view key, const Error& error) const;
+
+  // Scalars. `what` describes the valid values in messages ("a positive integer").
+  std::string String(const YAML::Node& node, std::string_view key) const;
+  double Number(const YAML::Node& node, std::string_view key) const;  // finite
+  int64_t Int(const YAML::Node& node, std::string_view key) const;
+  bool Bool(const YAML::Node& node, std::string_view key) const;
+  int64_t Bytes(const YAML::Node& node, std::string_view key) const;  // ParseByteSize or an integer
+  std::vector<int64_t> IntList(const YAML::Node& node, std::string_view key) const;
+  std::vector<std::string> StringList(const YAML::Node& node, std::string_view key) const;  // or one string
+  // A positive number in (lo, hi].
+  double NumberIn(const YAML::Node& node, std::string_view key, double lo, double hi) const;
+  // One of `choices`; otherwise an error listing them (with a did-you-mean).
+  std::string Choice(const YAML::Node& node, std::string_view key, const std::vector<std::string>& choices) const;
+
+  void RequireSequence(const YAML::Node& node, std::string_view key) const;
+
+ private:
+  std::string file_;
+};
+
+// A mapping whose keys are checked against a fixed list.
+class YamlMap {
+ public:
+  // REQUIRES: nothing; throws when `node` is not a mapping (a null node counts as an empty mapping when
+  // `null_ok`), when a key is not a plain scalar, repeated, or not in `valid_keys`.
+  YamlMap(const YamlContext& ctx, const YAML::Node& node, std::string path, std::vector<std::string> valid_keys,
+          bool null_ok = false);
+
+  bool Has(std::string_view key) const;
+  YAML::Node Get(std::string_view key) const;   // an undefined node when absent
+  YAML::Node Need(std::string_view key) const;  // throws "missing required key" when absent
+  std::string Key(std::string_view key) const;  // "<path>.<key>"
+  const YAML::Node& node() const { return node_; }
+  const std::string& path() const { return path_; }
+  const YamlContext& ctx() const { return ctx_; }
+  // Keys in file order.
+  const std::vector<std::string>& keys() const { return keys_; }
+
+  std::string String(std::string_view key, std::string fallback) const;
+  double Number(std::string_view key, double fallback) const;
+  int64_t Int(std::string_view key, int64_t fallback) const;
+  bool Bool(std::string_view key, bool fallback) const;
+
+ private:
+  const YamlContext& ctx_;
+  YAML::Node node_;
+  std::string path_;
+  std::vector<std::string> keys_;
+  std::vector<YAML::Node> values_;
+};
+
+}  // namespace spmdsim
+
+#endif  // SPMDSIM_SCENARIO_INTERNAL_SCENARIO_YAML_H_

@@ -1,0 +1,380 @@
+#include "scenario/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "common/strings.h"
+#include "partition/correction.h"
+
+namespace spmdsim {
+namespace {
+
+struct Unit {
+  std::string name;
+  double scale;  // value / scale is printed
+};
+
+// The unit that keeps the largest value of a column readable.
+Unit TimeUnit(double max_seconds) {
+  if (max_seconds >= 1) return {"s", 1};
+  if (max_seconds >= 1e-3) return {"ms", 1e-3};
+  if (max_seconds >= 1e-6 || max_seconds == 0) return {"us", 1e-6};
+  return {"ns", 1e-9};
+}
+
+Unit ByteUnit(double max_bytes) {
+  if (max_bytes >= 1073741824.0) return {"GiB", 1073741824.0};
+  if (max_bytes >= 1048576.0) return {"MiB", 1048576.0};
+  if (max_bytes >= 1024.0) return {"KiB", 1024.0};
+  return {"B", 1};
+}
+
+std::string Num(double v, double scale) {
+  double x = v / scale;
+  if (x == 0) return "0";
+  if (std::fabs(x) >= 1e5 || std::fabs(x) < 1e-3) return fmt::format("{:.3e}", x);
+  return fmt::format("{:.3f}", x);
+}
+
+// A plain text table: left-aligned first column, right-aligned others.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
+  void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  std::string ToString() const {
+    std::vector<size_t> width(header_.size(), 0);
+    auto measure = [&](const std::vector<std::string>& row) {
+      for (size_t i = 0; i < row.size() && i < width.size(); ++i) width[i] = std::max(width[i], row[i].size());
+    };
+    measure(header_);
+    for (const auto& row : rows_) measure(row);
+    std::string out;
+    auto line = [&](const std::vector<std::string>& row) {
+      std::string text;
+      for (size_t i = 0; i < width.size(); ++i) {
+        std::string cell = i < row.size() ? row[i] : "";
+        if (i == 0) text += fmt::format("{:<{}}", cell, width[i]);
+        else text += fmt::format("  {:>{}}", cell, width[i]);
+      }
+      while (!text.empty() && text.back() == ' ') text.pop_back();
+      out += text + "\n";
+    };
+    line(header_);
+    for (const auto& row : rows_) line(row);
+    return out;
+  }
+
+ private:
+  std::vector<std::string> header_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string AxesText(const std::vector<std::string>& axes) {
+  return axes.empty() ? std::string("-") : fmt::format("{}", fmt::join(axes, ","));
+}
+
+std::string StepsTable(const WorkloadResult& r) {
+  double max_time = 0, max_bytes = 0;
+  std::set<std::string> axes, links;
+  for (const StepResult& s : r.steps) {
+    max_time = std::max({max_time, s.predicted_seconds, s.compute_seconds, s.communication_seconds});
+    for (const auto& [axis, t] : s.communication_seconds_by_axis) {
+      axes.insert(axis);
+      max_time = std::max(max_time, t);
+    }
+    for (const auto& [link, b] : s.bytes_by_link) {
+      links.insert(link);
+      max_bytes = std::max(max_bytes, b);
+    }
+  }
+  max_time = std::max(max_time, r.totals.predicted_seconds);
+  for (const auto& [link, b] : r.totals.bytes_by_link) {
+    links.insert(link);
+    max_bytes = std::max(max_bytes, b);
+  }
+  for (const auto& [axis, t] : r.totals.communication_seconds_by_axis) axes.insert(axis);
+  Unit tu = TimeUnit(max_time);
+  Unit bu = ByteUnit(max_bytes);
+  std::vector<std::string> header = {"step", "kind", "op", "axes", fmt::format("predicted [{}]", tu.name),
+                                     fmt::format("compute [{}]", tu.name), fmt::format("comm [{}]", tu.name)};
+  for (const std::string& a : axes) header.push_back(fmt::format("comm {} [{}]", a, tu.name));
+  for (const std::string& l : links) header.push_back(fmt::format("{} sent [{}/device]", l, bu.name));
+  header.push_back("flops [GFLOP]");
+  header.push_back("count");
+  Table table(header);
+  auto row_of = [&](const std::string& name, const std::string& kind, const std::string& op, const std::string& ax,
+                    double predicted, double compute, double comm, const std::map<std::string, double>& by_axis,
+                    const std::map<std::string, double>& by_link, double flops, const std::string& count) {
+    std::vector<std::string> row = {name, kind, op, ax, Num(predicted, tu.scale), Num(compute, tu.scale),
+                                    Num(comm, tu.scale)};
+    for (const std::string& a : axes) {
+      auto it = by_axis.find(a);
+      row.push_back(it == by_axis.end() ? "-" : Num(it->second, tu.scale));
+    }
+    for (const std::string& l : links) {
+      auto it = by_link.find(l);
+      row.push_back(it == by_link.end() ? "-" : Num(it->second, bu.scale));
+    }
+    row.push_back(Num(flops, 1e9));
+    row.push_back(count);
+    table.Add(std::move(row));
+  };
+  for (const StepResult& s : r.steps)
+    row_of(s.name, std::string(StepKindName(s.kind)), s.op, AxesText(s.axes), s.predicted_seconds, s.compute_seconds,
+           s.communication_seconds, s.communication_seconds_by_axis, s.bytes_by_link, s.flops,
+           fmt::format("{}", s.count));
+  row_of("TOTAL", "", "", "", r.totals.predicted_seconds, r.totals.compute_seconds, r.totals.communication_seconds,
+         r.totals.communication_seconds_by_axis, r.totals.bytes_by_link, r.totals.flops, "");
+  return table.ToString();
+}
+
+std::string SweepTable(const WorkloadResult& r) {
+  double max_time = 0;
+  for (const SweepRow& row : r.sweep) max_time = std::max({max_time, row.predicted_seconds, row.measured_seconds});
+  Unit tu = TimeUnit(max_time);
+  Table table({"op", "axes", "n", "size [B]", "count [elements]", "dtype", fmt::format("predicted [{}]", tu.name),
+               "algbw [GB/s]", "busbw [GB/s]", fmt::format("measured [{}]", tu.name), "meas algbw [GB/s]",
+               "meas busbw [GB/s]", "algorithm", "check"});
+  for (const SweepRow& row : r.sweep) {
+    table.Add({row.op, AxesText(row.axes), fmt::format("{}", row.group_size), fmt::format("{}", row.bytes),
+               fmt::format("{}", row.count), row.dtype, Num(row.predicted_seconds, tu.scale),
+               fmt::format("{:.2f}", row.predicted_algbw / 1e9), fmt::format("{:.2f}", row.predicted_busbw / 1e9),
+               r.abstract ? "-" : Num(row.measured_seconds, tu.scale),
+               r.abstract ? "-" : fmt::format("{:.3f}", row.measured_algbw / 1e9),
+               r.abstract ? "-" : fmt::format("{:.3f}", row.measured_busbw / 1e9), row.algorithm,
+               r.abstract ? "-" : (row.check_passed ? "ok" : fmt::format("FAIL ({:.3g})", row.max_abs_error))});
+  }
+  return table.ToString();
+}
+
+std::string PartitionTable(const PartitionResult& p) {
+  double max_bytes = 0;
+  for (const PartitionParamResult& q : p.params) max_bytes = std::max<double>(max_bytes, q.global_bytes);
+  Unit bu = ByteUnit(max_bytes);
+  Table table({"param", "shape", "dtype", "source", "requested spec", "spec", fmt::format("global [{}]", bu.name),
+               fmt::format("per device [{}]", bu.name), "replication [devices]", "corrections"});
+  for (const PartitionParamResult& q : p.params) {
+    std::vector<std::string> corrections;
+    for (const Correction& c : q.corrections)
+      corrections.push_back(fmt::format("dim {}: {}", c.dim, CorrectionReasonName(c.reason)));
+    table.Add({q.name, PyTuple(q.shape), q.dtype, q.source, q.requested.ToString(), q.spec.ToString(),
+               Num(static_cast<double>(q.global_bytes), bu.scale), Num(static_cast<double>(q.bytes_per_device), bu.scale),
+               fmt::format("{}", q.replication), corrections.empty() ? "-" : fmt::format("{}", fmt::join(corrections, "; "))});
+  }
+  std::string out = table.ToString();
+  const MemoryAnalysis& a = p.analysis;
+  out += fmt::format("parameter bytes per device: max {} on device {}, min {} on device {}, capacity {}: {}\n",
+                     FormatBytes(static_cast<double>(a.max_bytes)), a.max_device,
+                     FormatBytes(static_cast<double>(a.min_bytes)), a.min_device,
+                     a.capacity_bytes > 0 ? FormatBytes(static_cast<double>(a.capacity_bytes)) : "unknown",
+                     a.fits() ? "fits" : fmt::format("{} devices over capacity", a.devices_over_capacity.size()));
+  return out;
+}
+
+std::string CheckLine(const NumericCheck& c, bool abstract) {
+  if (!c.performed) return abstract ? "check: not performed (--abstract: no data)\n" : "check: not performed\n";
+  std::string out = fmt::format("check: {} (max abs error {:.3g}, max rel error {:.3g}; rtol {:.3g}, atol {:.3g}){}\n",
+                                c.passed ? "PASSED" : "FAILED", c.max_abs_error, c.max_rel_error, c.rtol, c.atol,
+                                c.compared.empty() ? "" : "; " + c.compared);
+  for (const CheckedValue& v : c.values)
+    if (!v.passed)
+      out += fmt::format("  {}: FAILED, max abs error {:.3g}, worst {}\n", v.name, v.max_abs_error, v.worst);
+  return out;
+}
+
+nlohmann::json MapJson(const std::map<std::string, double>& m) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : m) j[k] = v;
+  return j;
+}
+
+}  // namespace
+
+std::string FormatSeconds(double seconds) {
+  Unit u = TimeUnit(std::fabs(seconds));
+  return fmt::format("{:.3g} {}", seconds / u.scale, u.name);
+}
+
+std::string FormatBytes(double bytes) {
+  Unit u = ByteUnit(std::fabs(bytes));
+  return fmt::format("{:.3g} {}", bytes / u.scale, u.name);
+}
+
+std::string HumanHeader(const Scenario& s, bool abstract) {
+  const Topology& t = *s.topology.topology;
+  std::string out = fmt::format("scenario {} ({})\n", s.name, s.path);
+  if (!s.description.empty()) out += fmt::format("  {}\n", s.description);
+  out += fmt::format("topology {}: {} devices ({}), {} host{}, {} per device\n", t.ToString(), t.num_devices(),
+                     t.device_kind(), t.num_processes(), t.num_processes() == 1 ? "" : "s",
+                     FormatBytes(static_cast<double>(t.memory_bytes())));
+  std::vector<std::string> axes;
+  for (int i = 0; i < s.mesh.mesh.rank(); ++i)
+    axes.push_back(fmt::format("'{}': {}", s.mesh.mesh.axis_names()[i], s.mesh.mesh.shape()[i]));
+  out += fmt::format("mesh Mesh({}) via {}\n", fmt::join(axes, ", "), s.mesh.description);
+  if (!s.topology.stragglers.empty()) {
+    std::vector<std::string> parts;
+    for (const auto& [id, f] : s.topology.stragglers) parts.push_back(fmt::format("device {} at {}x", id, f));
+    out += fmt::format("stragglers: {}\n", fmt::join(parts, ", "));
+  }
+  if (abstract) out += "mode: abstract (shapes and dtypes only; no arithmetic, no numeric checks)\n";
+  return out;
+}
+
+std::string HumanReport(const Scenario& s, const WorkloadResult& r) {
+  std::string out = fmt::format("\n== workload {} ({}) ==\n", r.name, r.kind);
+  if (!r.sweep.empty()) out += SweepTable(r);
+  if (r.partition) out += PartitionTable(*r.partition);
+  if (!r.steps.empty() && r.sweep.empty()) out += StepsTable(r);
+  if (r.kind != "partition") {
+    const MemoryResult& m = r.memory;
+    out += fmt::format("predicted time {} (compute {}, communication {}, waiting for stragglers {}); simulator wall {}\n",
+                       FormatSeconds(r.totals.predicted_seconds), FormatSeconds(r.totals.compute_seconds),
+                       FormatSeconds(r.totals.communication_seconds), FormatSeconds(r.totals.wait_seconds),
+                       FormatSeconds(r.wall_seconds));
+    out += fmt::format("peak memory per device: max {} on device {}, min {} on device {}, capacity {}: {}\n",
+                       FormatBytes(static_cast<double>(m.peak_bytes_max)), m.max_device,
+                       FormatBytes(static_cast<double>(m.peak_bytes_min)), m.min_device,
+                       FormatBytes(static_cast<double>(m.capacity_bytes)), m.fits() ? "fits" : "DOES NOT FIT");
+  }
+  out += CheckLine(r.check, r.abstract);
+  return out;
+}
+
+bool AllChecksPassed(const std::vector<WorkloadResult>& results) {
+  for (const WorkloadResult& r : results)
+    if (r.check.performed && !r.check.passed) return false;
+  return true;
+}
+
+std::string HumanSummary(const std::vector<WorkloadResult>& results, double wall_seconds) {
+  int passed = 0, failed = 0, skipped = 0;
+  double predicted = 0;
+  for (const WorkloadResult& r : results) {
+    if (!r.check.performed) ++skipped;
+    else if (r.check.passed) ++passed;
+    else ++failed;
+    predicted += r.totals.predicted_seconds;
+  }
+  return fmt::format("\n{} workloads: {} checks passed, {} failed, {} not performed; predicted {} in all; wall {}\n",
+                     results.size(), passed, failed, skipped, FormatSeconds(predicted), FormatSeconds(wall_seconds));
+}
+
+nlohmann::json WorkloadJson(const WorkloadResult& r) {
+  nlohmann::json w;
+  w["name"] = r.name;
+  w["kind"] = r.kind;
+  w["abstract"] = r.abstract;
+  w["wall_seconds"] = r.wall_seconds;
+  w["totals"] = {{"predicted_seconds", r.totals.predicted_seconds},
+                 {"compute_seconds", r.totals.compute_seconds},
+                 {"communication_seconds", r.totals.communication_seconds},
+                 {"wait_seconds", r.totals.wait_seconds},
+                 {"communication_seconds_by_axis", MapJson(r.totals.communication_seconds_by_axis)},
+                 {"bytes_by_link", MapJson(r.totals.bytes_by_link)},
+                 {"flops", r.totals.flops}};
+  nlohmann::json steps = nlohmann::json::array();
+  for (const StepResult& s : r.steps) {
+    steps.push_back({{"name", s.name},
+                     {"kind", std::string(StepKindName(s.kind))},
+                     {"op", s.op},
+                     {"axes", s.axes},
+                     {"count", s.count},
+                     {"predicted_seconds", s.predicted_seconds},
+                     {"compute_seconds", s.compute_seconds},
+                     {"communication_seconds", s.communication_seconds},
+                     {"communication_seconds_by_axis", MapJson(s.communication_seconds_by_axis)},
+                     {"bytes_by_link", MapJson(s.bytes_by_link)},
+                     {"algorithm", s.algorithm},
+                     {"message_bytes", s.message_bytes},
+                     {"group_size", s.group_size},
+                     {"flops", s.flops},
+                     {"memory_bytes", s.memory_bytes},
+                     {"wall_seconds", s.wall_seconds}});
+  }
+  w["steps"] = steps;
+  const MemoryResult& m = r.memory;
+  w["memory"] = {{"peak_bytes_max", m.peak_bytes_max}, {"max_device", m.max_device},
+                 {"peak_bytes_min", m.peak_bytes_min}, {"min_device", m.min_device},
+                 {"capacity_bytes", m.capacity_bytes}, {"fits", m.fits()},
+                 {"peak_bytes_per_position", m.peak_bytes_per_position}};
+  nlohmann::json values = nlohmann::json::array();
+  for (const CheckedValue& v : r.check.values)
+    values.push_back({{"name", v.name}, {"passed", v.passed}, {"max_abs_error", v.max_abs_error},
+                      {"max_rel_error", v.max_rel_error}, {"worst", v.worst}});
+  w["check"] = {{"performed", r.check.performed}, {"passed", r.check.passed},
+                {"max_abs_error", r.check.max_abs_error}, {"max_rel_error", r.check.max_rel_error},
+                {"rtol", r.check.rtol}, {"atol", r.check.atol}, {"compared", r.check.compared}, {"values", values}};
+  if (!r.sweep.empty()) {
+    nlohmann::json sweep = nlohmann::json::array();
+    for (const SweepRow& row : r.sweep)
+      sweep.push_back({{"op", row.op}, {"axes", row.axes}, {"group_size", row.group_size}, {"bytes", row.bytes},
+                       {"count", row.count}, {"dtype", row.dtype}, {"iterations", row.iterations},
+                       {"predicted_seconds", row.predicted_seconds}, {"predicted_algbw", row.predicted_algbw},
+                       {"predicted_busbw", row.predicted_busbw}, {"measured_seconds", row.measured_seconds},
+                       {"measured_algbw", row.measured_algbw}, {"measured_busbw", row.measured_busbw},
+                       {"algorithm", row.algorithm}, {"check_passed", row.check_passed},
+                       {"max_abs_error", row.max_abs_error}});
+    w["sweep"] = sweep;
+  }
+  if (r.partition) {
+    nlohmann::json params = nlohmann::json::array();
+    for (const PartitionParamResult& q : r.partition->params) {
+      nlohmann::json corrections = nlohmann::json::array();
+      for (const Correction& c : q.corrections)
+        corrections.push_back({{"dim", c.dim}, {"from", c.from.ToString()},
+                               {"to", c.to ? nlohmann::json(c.to->ToString()) : nlohmann::json(nullptr)},
+                               {"reason", std::string(CorrectionReasonName(c.reason))}});
+      params.push_back({{"name", q.name}, {"shape", q.shape}, {"dtype", q.dtype}, {"source", q.source},
+                        {"requested_spec", q.requested.ToString()}, {"spec", q.spec.ToString()},
+                        {"corrections", corrections}, {"global_bytes", q.global_bytes},
+                        {"bytes_per_device", q.bytes_per_device}, {"replication", q.replication}});
+    }
+    const MemoryAnalysis& a = r.partition->analysis;
+    w["partition"] = {{"params", params},
+                      {"max_bytes_per_device", a.max_bytes}, {"max_device", a.max_device},
+                      {"min_bytes_per_device", a.min_bytes}, {"min_device", a.min_device},
+                      {"bytes_per_position", a.bytes_per_position}, {"bytes_per_process", a.bytes_per_process},
+                      {"capacity_bytes", a.capacity_bytes}, {"devices_over_capacity", a.devices_over_capacity},
+                      {"largest", r.partition->largest}, {"smallest", r.partition->smallest}};
+  }
+  nlohmann::json layouts = nlohmann::json::object();
+  for (const auto& [name, spec] : r.layouts) layouts[name] = spec.ToString();
+  w["layouts"] = layouts;
+  return w;
+}
+
+nlohmann::json JsonReport(const Scenario& s, const std::vector<WorkloadResult>& results, bool abstract,
+                          double wall_seconds, int exit_code) {
+  const Topology& t = *s.topology.topology;
+  nlohmann::json stragglers = nlohmann::json::array();
+  for (const auto& [id, f] : s.topology.stragglers) stragglers.push_back({{"device", id}, {"speed", f}});
+  nlohmann::json j;
+  j["spmdsim_version"] = "0.1.0";
+  j["scenario"] = {{"path", s.path}, {"name", s.name}, {"description", s.description}};
+  j["topology"] = {{"name", t.ToString()},
+                   {"platform", std::string(PlatformName(t.platform()))},
+                   {"device_kind", t.device_kind()},
+                   {"num_devices", t.num_devices()},
+                   {"num_processes", t.num_processes()},
+                   {"num_slices", t.num_slices()},
+                   {"memory_bytes", t.memory_bytes()},
+                   {"compute_efficiency", s.topology.efficiency.compute_efficiency},
+                   {"memory_efficiency", s.topology.efficiency.memory_efficiency},
+                   {"stragglers", stragglers}};
+  j["mesh"] = {{"axis_names", s.mesh.mesh.axis_names()}, {"shape", s.mesh.mesh.shape()},
+               {"device_ids", s.mesh.mesh.device_ids()}, {"built_by", s.mesh.description}};
+  j["abstract"] = abstract;
+  j["wall_seconds"] = wall_seconds;
+  nlohmann::json workloads = nlohmann::json::array();
+  for (const WorkloadResult& r : results) workloads.push_back(WorkloadJson(r));
+  j["workloads"] = workloads;
+  j["all_checks_passed"] = AllChecksPassed(results);
+  j["exit_code"] = exit_code;
+  return j;
+}
+
+}  // namespace spmdsim

@@ -1,0 +1,55 @@
+// What `spmdsim run` prints: the human report (tables with units in every header) and the same as JSON
+// (docs/scenarios.md, "Output", documents every field).
+//
+// Example (human, one mlp workload on cpu:8, mesh data=2 x model=4; the numbers are illustrative):
+//   == workload mlp (mlp) ==
+//   step              kind        predicted [us]  compute [us]  comm [us]  comm model [us]  host_memory [KiB/dev]  flops [GFLOP]
+//   fwd/w1_matmul     compute              1.20          1.20       0.00                                      0.00          0.002
+//   fwd/psum_out      collective           3.10          0.00       3.10             3.10                     1.50          0.000
+//   ...
+//   peak memory per device: max 12.0 KiB on device 5, min 10.0 KiB on device 0, capacity 16.0 GiB: fits
+//   check: PASSED (max abs error 1.2e-07, max rel error 3.1e-07; rtol 1e-04, atol 1e-05)
+#ifndef SPMDSIM_SCENARIO_REPORT_H_
+#define SPMDSIM_SCENARIO_REPORT_H_
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "scenario/scenario.h"
+#include "workloads/workloads.h"
+
+namespace spmdsim {
+
+// The process exit codes of `spmdsim run` (docs/scenarios.md).
+enum RunExitCode : int {
+  kExitOk = 0,           // every workload ran and every check passed
+  kExitBadInput = 1,     // the scenario (or a flag value) is invalid: nothing ran, or a workload rejected its config
+  kExitUsage = 2,        // unknown flag / missing argument (CLI11)
+  kExitInternal = 3,     // a bug in spmdsim
+  kExitCheckFailed = 4,  // everything ran, and at least one numeric check failed
+};
+
+// "1.50 us", "12.0 KiB": a value with a unit chosen for its size (for prose lines, not table cells).
+std::string FormatSeconds(double seconds);
+std::string FormatBytes(double bytes);
+
+// The human report of one workload (several tables for sweeps and partitions).
+std::string HumanReport(const Scenario& scenario, const WorkloadResult& result);
+// The header of the whole run: scenario, topology, mesh, mode.
+std::string HumanHeader(const Scenario& scenario, bool abstract);
+// The last line: "2 workloads, 2 checks passed, 0 failed, 1 not performed; predicted 1.2 ms; wall 0.3 s".
+std::string HumanSummary(const std::vector<WorkloadResult>& results, double wall_seconds);
+
+// The JSON report (schema in docs/scenarios.md).
+nlohmann::json JsonReport(const Scenario& scenario, const std::vector<WorkloadResult>& results, bool abstract,
+                          double wall_seconds, int exit_code);
+nlohmann::json WorkloadJson(const WorkloadResult& result);
+
+// True unless some performed check failed.
+bool AllChecksPassed(const std::vector<WorkloadResult>& results);
+
+}  // namespace spmdsim
+
+#endif  // SPMDSIM_SCENARIO_REPORT_H_

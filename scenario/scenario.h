@@ -1,0 +1,126 @@
+// Scenario files: one YAML document that describes a machine, a mesh on it, sharding rules, named arrays and
+// the workloads to run (docs/scenarios.md documents every key, its type and default).
+//
+// Example (scenarios/cpu8-quick.yaml, shortened):
+//   topology: {preset: "cpu:8"}
+//   mesh: {axes: {data: 2, model: 4}}
+//   arrays:
+//     - {name: x, shape: [8, 16], dtype: float32, spec: "P('data', None)", data: random, seed: 1}
+//   workloads:
+//     - {kind: collectives, ops: [all_reduce], axes: [model], sizes: [1KiB, 1MiB]}
+// LoadScenario("scenarios/cpu8-quick.yaml") -> a Scenario whose mesh is Mesh('data': 2, 'model': 4) over cpu:8.
+//
+// Errors: every problem in a file throws Error(kInvalidArgument, kind "ScenarioError") whose message starts
+// with "<file>:<line>:<column>: <key path>: " and says what was found and what is valid; unknown keys get a
+// did-you-mean. Errors raised by the libraries a value is handed to (a bad PartitionSpec, a mesh that does not
+// fit the topology) are rethrown with the same prefix. Nothing else escapes: any other exception from the YAML
+// library or the standard library is turned into such an error (fuzz/scenario_fuzzer.cc checks this).
+#ifndef SPMDSIM_SCENARIO_SCENARIO_H_
+#define SPMDSIM_SCENARIO_SCENARIO_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "cost/roofline.h"
+#include "mesh/mesh.h"
+#include "mesh/topology.h"
+#include "partition/logical_axis_rules.h"
+#include "partition/match_rules.h"
+#include "partition/partition_axis.h"
+#include "partition/partition_spec.h"
+#include "scenario/npy.h"
+#include "sim/array.h"
+#include "scenario/internal/scenario_workloads.h"
+#include "scenario/internal/scenario_yaml.h"
+
+namespace spmdsim {
+
+// The machine: a preset with overrides applied, plus what the topology itself does not hold.
+struct ScenarioTopology {
+  std::shared_ptr<const Topology> topology;
+  RooflineOptions efficiency;                      // compute / memory efficiency factors, default 1
+  std::vector<std::pair<int, double>> stragglers;  // (device id, speed factor), factor in (0, 1]
+};
+
+// How the mesh was built, for reports.
+struct ScenarioMesh {
+  enum class Builder { kCreateDeviceMesh, kHybrid, kT5xGetMesh, kT5xDefaultMesh };
+  Builder builder = Builder::kCreateDeviceMesh;
+  Mesh mesh;
+  std::string description;  // "create_device_mesh data=2,model=4", "hybrid ici data=1,model=16 dcn data=2,model=1"
+};
+
+struct ScenarioRules {
+  LogicalAxisRules logical_axis_rules;              // Flax/T5X (logical name, mesh axes) pairs
+  std::optional<PartitionAxis> partition_axis;      // eformer PartitionAxis, when `partition_axis` is given
+  RuntimeMode runtime_mode = RuntimeMode::kTrain;   // eformer runtime mode for semantic axes
+  std::vector<PartitionRule> partition_rules;       // eformer regex rules
+  MatchOptions match_options;                       // min_size and strict for the regex rules
+};
+
+// How an array's elements are made.
+struct ArrayInit {
+  enum class Kind { kZeros, kOnes, kIota, kRandom, kNpy };
+  enum class Distribution { kNormal, kUniform };
+  Kind kind = Kind::kZeros;
+  uint64_t seed = 0;                                // kRandom
+  Distribution distribution = Distribution::kNormal;  // kRandom: N(0, scale^2) or U[-scale, scale)
+  double scale = 1.0;                               // kRandom
+  std::string path;                                 // kNpy: resolved against the scenario's folder
+  std::optional<NpyArray> npy;                      // kNpy: the file's contents (read at load time)
+};
+std::string_view ArrayInitKindName(ArrayInit::Kind kind);  // "zeros", "ones", "iota", "random", "npy"
+
+// One named global array.
+struct ScenarioArray {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::string dtype = "float32";  // numpy name: float32, float64, bfloat16, float16, int32, int64, bool
+  PartitionSpec spec;             // given, or resolved from logical_axes / semantic_axes with the rules
+  std::optional<LogicalAxes> logical_axes;
+  std::optional<SemanticAxes> semantic_axes;
+  ArrayInit init;
+  SourceLocation location;
+};
+
+struct Scenario {
+  std::string path;         // as given to LoadScenario
+  std::string name;         // `name:` or the file's stem
+  std::string description;  // `description:` or ""
+  ScenarioTopology topology;
+  ScenarioMesh mesh;
+  ScenarioRules rules;
+  std::vector<ScenarioArray> arrays;
+  std::vector<ScenarioWorkload> workloads;
+
+  // The array named `name`; throws Error(kNotFound) listing the names.
+  const ScenarioArray& array(std::string_view name) const;
+};
+
+// A PartitionSpec from YAML: "P('data', None)" / "PartitionSpec(...)" text, or a list whose entries are an axis
+// name, null, or a list of names ([data, null, [model, fsdp]]). Throws a located ScenarioError.
+PartitionSpec ParseSpecNode(const YamlContext& ctx, const YAML::Node& node, const std::string& key);
+
+// The array's global value: its init made concrete (abstract: shape and dtype only, no data; an npy file is
+// then not copied). Random data: normal as RandomArray (workloads/workloads.h), uniform from std::mt19937_64.
+Array MakeScenarioArray(const ScenarioArray& array, bool abstract);
+
+// An array's bytes as a .npy value (bfloat16 is widened to float32 when written). Throws
+// Error(kFailedPrecondition) for an abstract array.
+NpyArray ToNpy(const Array& array);
+
+// Parses and validates a scenario. `path` is used in messages and to resolve relative .npy paths.
+Scenario LoadScenario(const std::string& path);
+// Same, from text; `path` names the text in messages and is the base for relative paths.
+Scenario ParseScenario(std::string_view text, const std::string& path);
+
+}  // namespace spmdsim
+
+#endif  // SPMDSIM_SCENARIO_SCENARIO_H_

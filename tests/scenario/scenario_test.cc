@@ -1,0 +1,365 @@
+// Tests of scenario/scenario.h (and scenario_yaml.h, scenario_workloads.h): the scenario format, its defaults,
+// and its errors, which must name the file, line, column and key, what was found and what is valid.
+#include "scenario/scenario.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+
+namespace spmdsim {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::string kMinimal = R"y(topology: {preset: "cpu:8"}
+mesh: {axes: {data: 2, model: 4}}
+workloads:
+  - {kind: collectives}
+)y";
+
+// The error message for `text`, or "" when it parses.
+std::string ErrorOf(const std::string& text) {
+  try {
+    ParseScenario(text, "t.yaml");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Scenario, ParsesTheMinimalFileWithDefaults) {
+  Scenario s = ParseScenario(kMinimal, "dir/minimal.yaml");
+  EXPECT_EQ(s.name, "minimal");
+  EXPECT_EQ(s.topology.topology->num_devices(), 8);
+  EXPECT_EQ(s.mesh.mesh.axis_names(), (std::vector<std::string>{"data", "model"}));
+  EXPECT_EQ(s.mesh.mesh.shape(), (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(s.topology.efficiency.compute_efficiency, 1.0);
+  ASSERT_EQ(s.workloads.size(), 1u);
+  EXPECT_EQ(s.workloads[0].kind, "collectives");
+  EXPECT_EQ(s.workloads[0].name, "collectives");
+  const auto& c = std::get<CollectivesConfig>(s.workloads[0].config);
+  EXPECT_EQ(c.ops, std::vector<std::string>{"psum"});
+  EXPECT_EQ(c.iterations, CollectivesConfig{}.iterations);
+}
+
+TEST(Scenario, KeepsMeshAxesInFileOrder) {
+  Scenario s = ParseScenario(R"y(topology: {preset: "cpu:8"}
+mesh: {axes: {z: 2, a: 2, m: 2}}
+workloads: [{kind: collectives}]
+)y", "t.yaml");
+  EXPECT_EQ(s.mesh.mesh.axis_names(), (std::vector<std::string>{"z", "a", "m"}));
+  Scenario t = ParseScenario(R"y(topology: {preset: "cpu:8"}
+mesh: {axes: "x=4,y=2"}
+workloads: [{kind: collectives}]
+)y", "t.yaml");
+  EXPECT_EQ(t.mesh.mesh.shape(), (std::vector<int64_t>{4, 2}));
+}
+
+TEST(Scenario, ConvertsBidirectionalBandwidthToOneWay) {
+  Scenario s = ParseScenario(R"y(topology:
+  preset: "tpu-v4:2x2x4"
+  links:
+    ici: {bandwidth_GBps: 90, direction: bidirectional, latency_us: 2}
+    dcn: {bandwidth_GBps: 25, direction: one_way}
+  wraparound: [false, false, true]
+  hbm_GiB: 16
+  peak_TFLOPs: {bf16: 100}
+  efficiency: {compute: 0.5, memory: 0.25}
+  stragglers: [{device: 3, speed: 0.5}]
+mesh: {axes: {data: 4, model: 4}}
+workloads: [{kind: collectives}]
+)y", "t.yaml");
+  const Topology& t = *s.topology.topology;
+  EXPECT_DOUBLE_EQ(t.link(LinkClass::kIci).bandwidth_Bps, 45e9);
+  EXPECT_DOUBLE_EQ(t.link(LinkClass::kIci).latency_s, 2e-6);
+  EXPECT_THAT(t.link(LinkClass::kIci).source, HasSubstr("t.yaml:4:"));
+  EXPECT_DOUBLE_EQ(t.link(LinkClass::kDcn).bandwidth_Bps, 25e9);
+  EXPECT_EQ(t.wraparound(), (std::array<bool, 3>{false, false, true}));
+  EXPECT_EQ(t.memory_bytes(), int64_t{16} << 30);
+  EXPECT_DOUBLE_EQ(t.peak_flops().at("bf16"), 100e12);
+  EXPECT_EQ(s.topology.efficiency.compute_efficiency, 0.5);
+  EXPECT_EQ(s.topology.efficiency.memory_efficiency, 0.25);
+  EXPECT_EQ(s.topology.stragglers, (std::vector<std::pair<int, double>>{{3, 0.5}}));
+}
+
+TEST(Scenario, RequiresTheDirectionOfAGivenBandwidth) {
+  EXPECT_THAT(ErrorOf(R"y(topology:
+  preset: "tpu-v4:2x2x4"
+  links: {ici: {bandwidth_GBps: 90}}
+mesh: {axes: {d: 16}}
+workloads: [{kind: collectives}]
+)y"),
+              HasSubstr("t.yaml:3:33: topology.links.ici.bandwidth_GBps: say whether the bandwidth is one_way or "
+                        "bidirectional"));
+}
+
+TEST(Scenario, NamesFileLineColumnAndKeyOfAnUnknownKeyWithADidYouMean) {
+  std::string e = ErrorOf(R"y(topology:
+  preset: "cpu:8"
+  slises: 2
+mesh: {axes: {d: 8}}
+workloads: [{kind: collectives}]
+)y");
+  EXPECT_THAT(e, HasSubstr("ScenarioError: t.yaml:3:3: topology.slises: unknown key 'slises', did you mean 'slices'?"));
+  EXPECT_THAT(e, HasSubstr("valid keys here: preset, slices, links"));
+}
+
+TEST(Scenario, RejectsDuplicateKeys) {
+  EXPECT_THAT(ErrorOf("topology: {preset: \"cpu:8\"}\ntopology: {preset: \"cpu:4\"}\nmesh: {axes: {d: 8}}\n"
+                      "workloads: [{kind: collectives}]\n"),
+              HasSubstr("t.yaml:2:1: topology: key 'topology' appears twice"));
+}
+
+TEST(Scenario, ReportsYamlSyntaxErrorsWithTheirLine) {
+  EXPECT_THAT(ErrorOf("topology: {preset: \"cpu:8\"\nmesh: [\n"), HasSubstr("t.yaml:"));
+  EXPECT_THAT(ErrorOf("topology: {preset: \"cpu:8\"\nmesh: [\n"), HasSubstr("not valid YAML"));
+}
+
+TEST(Scenario, ReportsMissingRequiredKeys) {
+  EXPECT_THAT(ErrorOf("mesh: {axes: {d: 8}}\nworkloads: [{kind: collectives}]\n"),
+              HasSubstr("topology: missing required key"));
+  EXPECT_THAT(ErrorOf("topology: {preset: \"cpu:8\"}\nmesh: {axes: {d: 8}}\n"), HasSubstr("workloads: missing required key"));
+  EXPECT_THAT(ErrorOf("topology: {preset: \"cpu:8\"}\nmesh: {axes: {d: 8}}\nworkloads: []\n"),
+              HasSubstr("at least one workload"));
+}
+
+TEST(Scenario, ReportsWrongTypesWithWhatWasFound) {
+  EXPECT_THAT(ErrorOf("topology: {preset: \"tpu-v4:2x2x4\", slices: many}\nmesh: {axes: {d: 16}}\n"
+                      "workloads: [{kind: collectives}]\n"),
+              HasSubstr("topology.slices: found 'many', expected an integer"));
+  EXPECT_THAT(ErrorOf("topology: [1, 2]\nmesh: {axes: {d: 8}}\nworkloads: [{kind: collectives}]\n"),
+              HasSubstr("t.yaml:1:11: topology: found a list, expected a mapping"));
+}
+
+TEST(Scenario, RethrowsLibraryErrorsWithTheLocation) {
+  // Topology::Parse rejects the preset; the mesh does not fit the 8 devices.
+  EXPECT_THAT(ErrorOf("topology: {preset: \"tpu-v9:2x2\"}\nmesh: {axes: {d: 4}}\nworkloads: [{kind: collectives}]\n"),
+              HasSubstr("t.yaml:1:20: topology.preset:"));
+  EXPECT_THAT(ErrorOf("topology: {preset: \"cpu:8\"}\nmesh: {axes: {d: 3}}\nworkloads: [{kind: collectives}]\n"),
+              HasSubstr("t.yaml:2:14: mesh:"));
+}
+
+TEST(Scenario, BoundsTheDeviceCountBeforeBuildingATopology) {
+  EXPECT_THAT(ErrorOf("topology: {preset: \"cpu:999999999\"}\nmesh: {axes: {d: 4}}\nworkloads: [{kind: collectives}]\n"),
+              HasSubstr("more than 65536 devices"));
+}
+
+TEST(Scenario, BuildsHybridAndT5xMeshes) {
+  Scenario h = ParseScenario(R"y(topology: {preset: "tpu-v5p:2x2x2", slices: 2}
+mesh: {axes: {data: 1, model: 8}, dcn_axes: {data: 2, model: 1}}
+workloads: [{kind: collectives, axes: [data]}]
+)y", "t.yaml");
+  EXPECT_EQ(h.mesh.builder, ScenarioMesh::Builder::kHybrid);
+  EXPECT_EQ(h.mesh.mesh.shape(), (std::vector<int64_t>{2, 8}));
+  // Row 1 is slice 1: device ids 8..15.
+  for (int i = 8; i < 16; ++i) EXPECT_GE(h.mesh.mesh.device_ids()[i], 8);
+  Scenario t = ParseScenario(R"y(topology: {preset: "cpu:8"}
+mesh: {t5x: {num_partitions: 4}}
+workloads: [{kind: collectives}]
+)y", "t.yaml");
+  EXPECT_EQ(t.mesh.mesh.axis_names(), (std::vector<std::string>{"data", "model"}));
+  EXPECT_THAT(ErrorOf("topology: {preset: \"cpu:8\"}\nmesh: {t5x: {num_partitions: 4}, axes: {d: 8}}\n"
+                      "workloads: [{kind: collectives}]\n"),
+              HasSubstr("remove the other mesh keys"));
+}
+
+const std::string kArraysHead = R"y(topology: {preset: "cpu:8"}
+mesh: {axes: {data: 2, model: 4}}
+rules:
+  logical_axis_rules: [[batch, data], [embed, null], [mlp, model]]
+)y";
+
+TEST(Scenario, ResolvesArraySpecsFromSpecsAndLogicalAxes) {
+  Scenario s = ParseScenario(kArraysHead + R"y(arrays:
+  - {name: x, shape: [8, 16], spec: "P('data', None)"}
+  - {name: w, shape: "16x32", dtype: bfloat16, logical_axes: [embed, mlp], data: random, seed: 4}
+  - {name: b, shape: [32], spec: [model], data: iota}
+workloads: [{kind: collectives}]
+)y", "t.yaml");
+  EXPECT_EQ(s.array("x").spec.ToString(), "P('data', None)");
+  EXPECT_EQ(s.array("w").spec.ToString(), "P(None, 'model')");
+  EXPECT_EQ(s.array("w").dtype, "bfloat16");
+  EXPECT_EQ(s.array("w").init.kind, ArrayInit::Kind::kRandom);
+  EXPECT_EQ(s.array("w").init.seed, 4u);
+  EXPECT_EQ(s.array("b").spec.ToString(), "P('model',)");
+  EXPECT_THROW(s.array("nope"), Error);
+}
+
+TEST(Scenario, RejectsASpecThatDoesNotDivideTheShape) {
+  EXPECT_THAT(ErrorOf(kArraysHead + "arrays:\n  - {name: x, shape: [6, 16], spec: \"P(None, 'model')\"}\n"
+                                    "  - {name: y, shape: [6, 16], spec: \"P('model', None)\"}\n"
+                                    "workloads: [{kind: collectives}]\n"),
+              HasSubstr("IndivisibleError: t.yaml:7:37: arrays[1].spec:"));
+}
+
+TEST(Scenario, MakesArraysReproduciblyAndAbstractly) {
+  Scenario s = ParseScenario(kArraysHead + R"y(arrays:
+  - {name: r, shape: [4, 4], data: random, seed: 5}
+  - {name: u, shape: [1000], data: random, distribution: uniform, scale: 0.5, seed: 5}
+  - {name: i, shape: [2, 3], dtype: int32, data: iota}
+  - {name: o, shape: [3], data: ones}
+workloads: [{kind: collectives}]
+)y", "t.yaml");
+  Array r1 = MakeScenarioArray(s.array("r"), false), r2 = MakeScenarioArray(s.array("r"), false);
+  EXPECT_TRUE(r1.BitwiseEquals(r2));
+  for (double v : MakeScenarioArray(s.array("u"), false).ToDoubles()) {
+    EXPECT_GE(v, -0.5);
+    EXPECT_LT(v, 0.5);
+  }
+  EXPECT_EQ(MakeScenarioArray(s.array("i"), false).ToDoubles(), (std::vector<double>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(MakeScenarioArray(s.array("o"), false).ToDoubles(), (std::vector<double>{1, 1, 1}));
+  Array a = MakeScenarioArray(s.array("r"), true);
+  EXPECT_TRUE(a.is_abstract());
+  EXPECT_EQ(a.shape(), (std::vector<int64_t>{4, 4}));
+}
+
+TEST(Scenario, ReadsNpyDataRelativeToTheScenario) {
+  std::string dir = ::testing::TempDir() + "scenario_npy_test";
+  std::filesystem::create_directories(dir + "/data");
+  std::vector<uint8_t> bytes(4 * 4);
+  float values[4] = {1, 2, 3, 4};
+  std::memcpy(bytes.data(), values, 16);
+  WriteNpy(dir + "/data/x.npy", {"float32", {2, 2}, bytes});
+  Scenario s = ParseScenario(kArraysHead + "arrays:\n  - {name: x, data: data/x.npy}\nworkloads: [{kind: collectives}]\n",
+                             dir + "/s.yaml");
+  EXPECT_EQ(s.array("x").shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(MakeScenarioArray(s.array("x"), false).ToDoubles(), (std::vector<double>{1, 2, 3, 4}));
+  try {
+    ParseScenario(kArraysHead + "arrays:\n  - {name: x, shape: [4], data: npy, file: data/x.npy}\n"
+                                "workloads: [{kind: collectives}]\n",
+                  dir + "/s.yaml");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("arrays[0].shape: shape (4,) differs from the shape (2, 2) stored in"));
+  }
+  EXPECT_THAT(ErrorOf(kArraysHead + "arrays:\n  - {name: x, data: missing.npy}\nworkloads: [{kind: collectives}]\n"),
+              HasSubstr("cannot open .npy file"));
+}
+
+TEST(Scenario, RejectsArrayKeysThatDoNotApplyToItsData) {
+  EXPECT_THAT(ErrorOf(kArraysHead + "arrays:\n  - {name: x, shape: [2], seed: 3}\nworkloads: [{kind: collectives}]\n"),
+              HasSubstr("'seed' applies to data: random only (data is zeros)"));
+  EXPECT_THAT(ErrorOf(kArraysHead + "arrays:\n  - {name: x, shape: [2], data: randon}\nworkloads: [{kind: collectives}]\n"),
+              HasSubstr("found 'randon', did you mean 'random'?"));
+  EXPECT_THAT(ErrorOf(kArraysHead + "arrays:\n  - {name: x, shape: [2]}\n  - {name: x, shape: [2]}\n"
+                                    "workloads: [{kind: collectives}]\n"),
+              HasSubstr("array 'x' is defined twice"));
+}
+
+TEST(Scenario, MapsWorkloadFieldsOntoTheEngineConfigs) {
+  Scenario s = ParseScenario(kArraysHead + R"y(workloads:
+  - {kind: collectives, ops: [all_reduce, all_gather], axes: [model, [data, model]], sizes: [1KiB, "2 MiB", 4096],
+     dtype: bfloat16, iterations: 3, warmup: 0, check: false}
+  - {kind: collectives, sizes: {min: 1KiB, max: 16KiB, factor: 4}}
+  - {kind: mlp, batch: 4, seq: 8, d_model: 32, d_ff: 64, activation: relu, sharding: rules, backward: false}
+  - {kind: transformer_block, heads: 8, d_model: 64, sharding: {tensor_axes: [model], sequence_parallel: true}}
+  - {kind: partition, params: [{name: a/kernel, shape: [8, 8], logical_axes: [embed, mlp]}], correction: keep-most}
+)y", "t.yaml");
+  ASSERT_EQ(s.workloads.size(), 5u);
+  const auto& c = std::get<CollectivesConfig>(s.workloads[0].config);
+  EXPECT_EQ(c.ops, (std::vector<std::string>{"all_reduce", "all_gather"}));
+  EXPECT_EQ(c.axes, (std::vector<std::vector<std::string>>{{"model"}, {"data", "model"}}));
+  EXPECT_EQ(c.sizes, (std::vector<int64_t>{1024, 2 << 20, 4096}));
+  EXPECT_EQ(c.dtype, DType::kBF16);
+  EXPECT_EQ(c.iterations, 3);
+  EXPECT_EQ(c.warmup, 0);
+  EXPECT_FALSE(c.check);
+  EXPECT_EQ(s.workloads[1].name, "collectives_2");
+  EXPECT_EQ(std::get<CollectivesConfig>(s.workloads[1].config).sizes, (std::vector<int64_t>{1024, 4096, 16384}));
+  const auto& m = std::get<MlpConfig>(s.workloads[2].config);
+  EXPECT_EQ(m.activation, "relu");
+  EXPECT_FALSE(m.backward);
+  EXPECT_EQ(m.sharding.batch_axes, std::vector<std::string>{"data"});
+  EXPECT_EQ(m.sharding.tensor_axes, std::vector<std::string>{"model"});
+  const auto& t = std::get<TransformerBlockConfig>(s.workloads[3].config);
+  EXPECT_EQ(t.heads, 8);
+  EXPECT_TRUE(t.sharding.sequence_parallel);
+  const auto& p = std::get<PartitionConfig>(s.workloads[4].config);
+  EXPECT_EQ(p.correction, CorrectionMode::kKeepMost);
+  EXPECT_EQ(p.logical_rules.size(), 3u);
+  ASSERT_EQ(p.params.size(), 1u);
+  EXPECT_TRUE(p.params[0].logical_axes.has_value());
+}
+
+TEST(Scenario, ChecksWorkloadReferencesAgainstTheMeshAndArrays) {
+  EXPECT_THAT(ErrorOf(kArraysHead + "workloads: [{kind: collectives, axes: [modle]}]\n"),
+              HasSubstr("mesh has no axis 'modle' (did you mean 'model'?)"));
+  EXPECT_THAT(ErrorOf(kArraysHead + "workloads: [{kind: mlpp}]\n"), HasSubstr("found 'mlpp', did you mean 'mlp'?"));
+  EXPECT_THAT(ErrorOf(kArraysHead + "workloads: [{kind: mlp, d_modle: 4}]\n"),
+              HasSubstr("workloads[0].d_modle: unknown key 'd_modle', did you mean 'd_model'?"));
+  EXPECT_THAT(ErrorOf(kArraysHead + "workloads: [{kind: transformer_block, heads: 3, d_model: 64}]\n"),
+              HasSubstr("heads = 3 does not divide d_model = 64"));
+  EXPECT_THAT(ErrorOf(kArraysHead + "workloads: [{kind: collectives, sizes: [1 PB]}]\n"), HasSubstr("bad size '1 PB'"));
+  EXPECT_THAT(ErrorOf(kArraysHead + "workloads: [{kind: mlp, name: a}, {kind: mlp, name: a}]\n"),
+              HasSubstr("two workloads are named 'a'"));
+}
+
+TEST(Scenario, ParsesShardMapProgramsAndChecksTheirNames) {
+  std::string head = kArraysHead + "arrays:\n  - {name: x, shape: [8, 16], spec: \"P('data', None)\"}\n";
+  Scenario s = ParseScenario(head + R"y(workloads:
+  - kind: shard_map
+    inputs: [x]
+    steps:
+      - {name: y, op: mul, args: [x], scalar: 2}
+      - {name: z, op: psum, args: [y], axes: [model]}
+    outputs: [{name: z, spec: [data, null]}]
+)y", "t.yaml");
+  const ScenarioWorkload& w = s.workloads[0];
+  ASSERT_EQ(w.shard_map_inputs.size(), 1u);
+  EXPECT_EQ(w.shard_map_inputs[0].spec.ToString(), "P('data', None)");
+  const auto& c = std::get<ShardMapConfig>(w.config);
+  ASSERT_EQ(c.steps.size(), 2u);
+  EXPECT_EQ(c.steps[0].scalar, 2.0);
+  EXPECT_EQ(c.steps[1].axes, std::vector<std::string>{"model"});
+  EXPECT_EQ(c.outputs[0].spec.ToString(), "P('data', None)");
+  EXPECT_THAT(ErrorOf(head + "workloads:\n  - {kind: shard_map, inputs: [x], steps: [{name: y, op: mul, args: [xx], "
+                             "scalar: 2}], outputs: [{name: y, spec: []}]}\n"),
+              HasSubstr("'xx' is not an input or an earlier step (did you mean 'x'?)"));
+  EXPECT_THAT(ErrorOf(head + "workloads:\n  - {kind: shard_map, inputs: [q], steps: [{name: y, op: neg, args: [x]}], "
+                             "outputs: [{name: y, spec: []}]}\n"),
+              HasSubstr("no array named 'q'"));
+  EXPECT_THAT(ErrorOf(head + "workloads:\n  - {kind: shard_map, inputs: [x], steps: [{name: y, op: psumm, args: [x]}], "
+                             "outputs: [{name: y, spec: []}]}\n"),
+              HasSubstr("did you mean 'psum'?"));
+}
+
+TEST(Scenario, LoadsEveryShippedScenario) {
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(SPMDSIM_SOURCE_DIR) + "/scenarios")) {
+    if (entry.path().extension() != ".yaml") continue;
+    SCOPED_TRACE(entry.path().string());
+    Scenario s = LoadScenario(entry.path().string());
+    EXPECT_FALSE(s.workloads.empty());
+    ++count;
+  }
+  EXPECT_GE(count, 8);
+  Scenario pod = LoadScenario(std::string(SPMDSIM_SOURCE_DIR) + "/scenarios/tpu-v4-pod-transformer.yaml");
+  EXPECT_EQ(pod.mesh.mesh.size(), 4096);
+}
+
+TEST(ParseByteSize, AcceptsUnitsOfOneThousandAndOneThousandTwentyFour) {
+  EXPECT_EQ(ParseByteSize("4096"), 4096);
+  EXPECT_EQ(ParseByteSize("4KiB"), 4096);
+  EXPECT_EQ(ParseByteSize("1 MiB"), 1 << 20);
+  EXPECT_EQ(ParseByteSize("2GB"), 2000000000);
+  EXPECT_EQ(ParseByteSize("1.5e6"), 1500000);
+  EXPECT_THROW(ParseByteSize("1.5"), Error);
+  EXPECT_THROW(ParseByteSize("-1"), Error);
+  EXPECT_THROW(ParseByteSize("1 XB"), Error);
+  EXPECT_THROW(ParseByteSize("1e30"), Error);
+}
+
+TEST(DidYouMean, SuggestsOnlyCloseNames) {
+  EXPECT_EQ(DidYouMean("slises", {"preset", "slices"}), "slices");
+  EXPECT_EQ(DidYouMean("MODEL", {"model", "data"}), "model");
+  EXPECT_EQ(DidYouMean("zzz", {"preset", "slices"}), std::nullopt);
+}
+
+}  // namespace
+}  // namespace spmdsim

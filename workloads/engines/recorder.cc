@@ -1,0 +1,287 @@
+#include "workloads/engines/recorder.h"
+
+#include <algorithm>
+#include <exception>
+
+#include <fmt/format.h>
+
+#include "common/error.h"
+
+namespace spmdsim::internal {
+
+std::string PeakFlopsKey(const Topology& topology, DType dtype) {
+  std::string key;
+  switch (dtype) {
+    case DType::kBF16: key = "bf16"; break;
+    case DType::kF16: key = "f16"; break;
+    case DType::kF64: key = "f64"; break;
+    default: key = "f32"; break;
+  }
+  if (topology.peak_flops().count(key) == 0) key = "f32";
+  if (topology.peak_flops().count(key) == 0 && !topology.peak_flops().empty()) {
+    key = topology.peak_flops().begin()->first;
+  }
+  return key;
+}
+
+namespace {
+
+const Mesh& CheckedMesh(const Mesh& mesh) {
+  if (mesh.topology() == nullptr) {
+    Throw(ErrorCode::kFailedPrecondition,
+          "workload mesh {} has no topology: the cost model needs one (build the mesh on a topology preset)",
+          mesh.ToString());
+  }
+  return mesh;
+}
+
+}  // namespace
+
+CostRecorder::CostRecorder(const WorkloadContext& context, const Mesh& mesh)
+    : mesh_(CheckedMesh(mesh)),
+      record_trace_(context.record_trace),
+      roofline_(*mesh.topology(), context.cost.roofline),
+      model_(mesh, context.cost.collectives),
+      clocks_(mesh.size()),
+      devices_(static_cast<size_t>(mesh.size())),
+      wall_origin_(std::chrono::steady_clock::now()) {
+  for (const auto& [device_id, factor] : context.cost.speed_factors) {
+    if (!(factor > 0) || !std::isfinite(factor)) {
+      Throw(ErrorCode::kInvalidArgument, "speed factor of device {} must be > 0 (1 = nominal, 0.5 = half speed), "
+            "got {}", device_id, factor);
+    }
+    clocks_.SetSpeedFactor(mesh.PositionOfDevice(device_id), factor);
+  }
+}
+
+double CostRecorder::WallNow() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_origin_).count();
+}
+
+int CostRecorder::AddStep(std::string name, std::string op, StepKind kind, std::vector<std::string> axes) {
+  StepInfo info;
+  info.name = std::move(name);
+  info.op = std::move(op);
+  info.kind = kind;
+  info.axes = std::move(axes);
+  steps_.push_back(std::move(info));
+  return static_cast<int>(steps_.size()) - 1;
+}
+
+void CostRecorder::BeginStep(int64_t position, int step, DType dtype) {
+  if (!charging_) return;
+  DeviceState& d = devices_[position];
+  Event e;
+  e.step = step;
+  e.wall_start = e.wall_end = WallNow();
+  d.events.push_back(e);
+  d.in_step = true;
+  d.peak_key = PeakFlopsKey(*mesh_.topology(), dtype);
+}
+
+void CostRecorder::EndStep(int64_t position) {
+  if (!charging_) return;
+  DeviceState& d = devices_[position];
+  d.in_step = false;
+  if (!d.events.empty()) d.events.back().wall_end = WallNow();
+}
+
+void CostRecorder::SetPermutation(int64_t position, std::vector<std::pair<int, int>> pairs) {
+  devices_[position].pairs = std::move(pairs);
+}
+
+void CostRecorder::Record(int64_t device_position, const OpCost& cost) {
+  if (!charging_ || device_position < 0 || device_position >= static_cast<int64_t>(devices_.size())) return;
+  DeviceState& d = devices_[device_position];
+  if (!d.in_step) return;  // work outside any step (input data, shard_map's blocks) is not charged
+  Event& e = d.events.back();
+  const double bytes = static_cast<double>(cost.bytes_read + cost.bytes_written);
+  const double flops = static_cast<double>(cost.flops);
+  e.pending_flops += flops;
+  e.pending_bytes += bytes;
+  // The dtype key always exists (PeakFlopsKey), so the roofline does not throw for valid op costs.
+  e.pending_nominal += roofline_.Cost(flops, bytes, d.peak_key).seconds;
+}
+
+void CostRecorder::FlushLocal() {
+  for (size_t p = 0; p < devices_.size(); ++p) {
+    DeviceState& d = devices_[p];
+    const int64_t position = static_cast<int64_t>(p);
+    for (size_t i = d.flushed; i < d.events.size(); ++i) {
+      Event& e = d.events[i];
+      const double before = clocks_.now(position);
+      if (e.sim_start < 0) e.sim_start = before;
+      if (e.pending_nominal > 0) clocks_.AdvanceLocal(steps_[e.step].name, position, e.pending_nominal);
+      const double after = clocks_.now(position);
+      e.local_seconds += after - before;
+      e.flops += e.pending_flops;
+      e.bytes += e.pending_bytes;
+      e.sim_end = after;
+      e.pending_nominal = e.pending_flops = e.pending_bytes = 0;
+    }
+    if (!d.events.empty()) d.flushed = d.events.size() - 1;
+  }
+}
+
+void CostRecorder::OnCollective(const CollectiveEvent& event) {
+  if (!charging_ || event.op == "barrier") return;
+  try {
+    FlushLocal();
+    const CollectiveOp op = ParseCollectiveOp(event.op);
+    const double bytes = static_cast<double>(op == CollectiveOp::kAllGather ? event.output_bytes_per_device
+                                                                             : event.input_bytes_per_device);
+    std::vector<std::string> axes(event.axes.begin(), event.axes.end());
+    const int64_t first = event.groups.empty() || event.groups[0].empty() ? 0 : event.groups[0][0];
+    std::vector<std::pair<int, int>> pairs;
+    if (op == CollectiveOp::kPermute) pairs = devices_[first].pairs;
+    std::string key = fmt::format("{}|{}|{}|", static_cast<int>(op), fmt::join(axes, ","), bytes);
+    for (const auto& [s, t] : pairs) key += fmt::format("{}>{},", s, t);
+    auto it = cost_cache_.find(key);
+    if (it == cost_cache_.end()) it = cost_cache_.emplace(key, model_.CostPerGroup(op, axes, bytes, pairs)).first;
+    const std::vector<CollectiveCost>& costs = it->second;
+    std::vector<std::vector<int64_t>> groups(event.groups.begin(), event.groups.end());
+    SPMDSIM_CHECK(groups.size() == costs.size(), "collective has {} groups, the model {}", groups.size(),
+                  costs.size());
+    const std::vector<double> before = clocks_.clocks();
+    const int step = devices_[first].events.empty() ? -1 : devices_[first].events.back().step;
+    clocks_.AdvanceCollective(step >= 0 ? steps_[step].name : std::string(event.op), groups, costs);
+    for (size_t p = 0; p < devices_.size(); ++p) {
+      if (devices_[p].events.empty()) continue;
+      Event& e = devices_[p].events.back();
+      if (e.sim_start < 0) e.sim_start = before[p];
+      e.sim_end = clocks_.now(static_cast<int64_t>(p));
+    }
+    if (step >= 0) {
+      const CollectiveCost* slowest = &costs[0];
+      for (const CollectiveCost& c : costs) {
+        if (c.seconds > slowest->seconds) slowest = &c;
+      }
+      StepInfo& info = steps_[step];
+      info.kind = StepKind::kCollective;
+      info.communication_seconds += slowest->seconds;
+      for (const auto& [axis, s] : slowest->seconds_by_axis) info.by_axis[axis] += s;
+      for (const auto& [link, b] : slowest->bytes_sent) info.by_link[std::string(LinkClassName(link))] += b;
+      info.algorithm = slowest->algorithm;
+      info.message_bytes = slowest->bytes;
+      info.group_size = slowest->group_size;
+      if (info.axes.empty()) info.axes = axes;
+    }
+  } catch (...) {
+    if (!error_) error_ = std::current_exception();
+  }
+}
+
+void CostRecorder::OnRunEnd(bool ok) {
+  if (!charging_) return;
+  FlushLocal();
+}
+
+void CostRecorder::RethrowIfFailed() {
+  if (error_) {
+    std::exception_ptr e = error_;
+    error_ = nullptr;
+    std::rethrow_exception(e);
+  }
+}
+
+void CostRecorder::Finish(WorkloadResult* result) const {
+  const size_t num_steps = steps_.size();
+  struct Acc {
+    double duration = 0, local = 0, flops = 0, bytes = 0, wall = 0;
+    int64_t count = 0;
+  };
+  std::vector<Acc> best(num_steps);
+  std::vector<Acc> acc(num_steps);
+  for (size_t p = 0; p < devices_.size(); ++p) {
+    std::fill(acc.begin(), acc.end(), Acc{});
+    for (const Event& e : devices_[p].events) {
+      if (e.sim_start < 0) continue;
+      Acc& a = acc[e.step];
+      a.duration += e.sim_end - e.sim_start;
+      a.local += e.local_seconds;
+      a.flops += e.flops;
+      a.bytes += e.bytes;
+      a.wall += e.wall_end - e.wall_start;
+      a.count += 1;
+    }
+    for (size_t s = 0; s < num_steps; ++s) {
+      Acc& b = best[s];
+      const Acc& a = acc[s];
+      b.duration = std::max(b.duration, a.duration);
+      b.local = std::max(b.local, a.local);
+      b.flops = std::max(b.flops, a.flops);
+      b.bytes = std::max(b.bytes, a.bytes);
+      b.wall = std::max(b.wall, a.wall);
+      b.count = std::max(b.count, a.count);
+    }
+  }
+  WorkloadTotals& totals = result->totals;
+  for (size_t s = 0; s < num_steps; ++s) {
+    const StepInfo& info = steps_[s];
+    const Acc& b = best[s];
+    if (b.count == 0) continue;
+    const double n = static_cast<double>(b.count);
+    StepResult r;
+    r.name = info.name;
+    r.kind = info.kind;
+    r.op = info.op;
+    r.axes = info.axes;
+    r.count = b.count;
+    r.predicted_seconds = b.duration / n;
+    r.compute_seconds = b.local / n;
+    r.communication_seconds = info.communication_seconds / n;
+    for (const auto& [axis, v] : info.by_axis) r.communication_seconds_by_axis[axis] = v / n;
+    for (const auto& [link, v] : info.by_link) r.bytes_by_link[link] = v / n;
+    r.algorithm = info.algorithm;
+    r.message_bytes = info.message_bytes;
+    r.group_size = info.group_size;
+    r.flops = b.flops / n;
+    r.memory_bytes = b.bytes / n;
+    r.wall_seconds = b.wall / n;
+    totals.compute_seconds += r.compute_seconds * n;
+    totals.communication_seconds += r.communication_seconds * n;
+    for (const auto& [axis, v] : info.by_axis) totals.communication_seconds_by_axis[axis] += v;
+    for (const auto& [link, v] : info.by_link) totals.bytes_by_link[link] += v;
+    totals.flops += b.flops;
+    result->steps.push_back(std::move(r));
+  }
+  totals.predicted_seconds = clocks_.Makespan();
+  for (double w : clocks_.wait_seconds()) totals.wait_seconds = std::max(totals.wait_seconds, w);
+  if (record_trace_) {
+    for (size_t p = 0; p < devices_.size(); ++p) {
+      for (const Event& e : devices_[p].events) {
+        if (e.sim_start < 0) continue;
+        TraceEvent t;
+        t.position = static_cast<int64_t>(p);
+        t.device_id = mesh_.DeviceAt(t.position);
+        t.name = steps_[e.step].name;
+        t.kind = steps_[e.step].kind;
+        t.sim_start = e.sim_start;
+        t.sim_end = e.sim_end;
+        t.wall_start = e.wall_start;
+        t.wall_end = e.wall_end;
+        result->trace.push_back(std::move(t));
+      }
+    }
+  }
+}
+
+MemoryResult MemoryOf(const Runtime& runtime, const Mesh& mesh) {
+  MemoryResult memory;
+  for (int64_t p = 0; p < mesh.size(); ++p) {
+    const MemoryStats stats = runtime.memory_stats(p);
+    memory.peak_bytes_per_position.push_back(stats.peak_bytes);
+    memory.capacity_bytes = stats.capacity_bytes;
+    if (p == 0 || stats.peak_bytes > memory.peak_bytes_max) {
+      memory.peak_bytes_max = stats.peak_bytes;
+      memory.max_device = mesh.DeviceAt(p);
+    }
+    if (p == 0 || stats.peak_bytes < memory.peak_bytes_min) {
+      memory.peak_bytes_min = stats.peak_bytes;
+      memory.min_device = mesh.DeviceAt(p);
+    }
+  }
+  return memory;
+}
+
+}  // namespace spmdsim::internal

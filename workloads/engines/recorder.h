@@ -1,0 +1,127 @@
+// CostRecorder: the engines' link between the Runtime and the cost model. It is the RuntimeObserver of the
+// Runtime the workload runs on and the OpCostSink installed around each Run (ops/cost.h):
+//  - a device marks the step it is in with BeginStep / EndStep (its own slot only);
+//  - every op the device runs is priced by the Roofline when it is recorded and added to the device's pending
+//    local time for the current step;
+//  - at each collective (when every device waits, sim/observer.h) and at the end of the Run, the pending local
+//    time of every device is charged to its SimClocks clock, then the collective is costed per group by the
+//    CollectiveModel (cached per op/axes/bytes/pairs) and the groups advanced;
+//  - Finish() turns what was recorded into StepResults, totals and trace events.
+//
+// Example: 2 devices, step 0 "h" (matmul 1 us each), step 1 "y" (psum costing 3 us):
+//   events per device: h [0, 1 us], y [1 us, 4 us]; steps: h compute 1 us, y collective 3 us; makespan 4 us.
+//
+// Thread safety: BeginStep/EndStep/SetPermutation/Record for position p are called only by the code of device p
+// (one fiber at a time); OnCollective and OnRunEnd run while no device runs (the runtime's barrier orders them
+// after every device's earlier writes). AddStep, set_charging and Finish are called on the host thread between
+// Runs.
+#ifndef SPMDSIM_WORKLOADS_ENGINES_RECORDER_H_
+#define SPMDSIM_WORKLOADS_ENGINES_RECORDER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cost/clocks.h"
+#include "cost/collective_model.h"
+#include "sim/runtime.h"
+#include "cost/roofline.h"
+#include "ops/cost.h"
+#include "workloads/workloads.h"
+#include "sim/observer.h"
+
+namespace spmdsim::internal {
+
+// The fiber stack the engines give each device at least (see RunProgram): 1 MiB.
+inline constexpr size_t kMinFiberStackBytes = size_t{1} << 20;
+
+// The topology's peak_flops key for a dtype ("bf16", "f16", "f32", "f64"; integers and bool use "f32"), falling
+// back to "f32" when the topology lacks the key.
+std::string PeakFlopsKey(const Topology& topology, DType dtype);
+
+class CostRecorder final : public RuntimeObserver, public OpCostSink {
+ public:
+  // REQUIRES: mesh has a topology (Error(kFailedPrecondition) naming the mesh otherwise).
+  CostRecorder(const WorkloadContext& context, const Mesh& mesh);
+
+  // Registers a step (host thread, before the Run that uses it); returns its index.
+  int AddStep(std::string name, std::string op, StepKind kind, std::vector<std::string> axes = {});
+  int num_steps() const { return static_cast<int>(steps_.size()); }
+
+  // Device side.
+  void BeginStep(int64_t position, int step, DType dtype);
+  void EndStep(int64_t position);
+  // The pairs of the next ppermute (read by OnCollective from the group's first member).
+  void SetPermutation(int64_t position, std::vector<std::pair<int, int>> pairs);
+
+  // Whether Runs are charged (warmup Runs are not). Host thread, between Runs.
+  void set_charging(bool charging) { charging_ = charging; }
+
+  void Record(int64_t device_position, const OpCost& cost) override;
+  void OnCollective(const CollectiveEvent& event) override;
+  void OnRunEnd(bool ok) override;
+
+  // Fills result->steps, totals, trace (when asked). Wall times are relative to the recorder's creation.
+  void Finish(WorkloadResult* result) const;
+
+  // An error the cost model threw inside an observer call (which must not throw) is kept and rethrown here,
+  // on the host thread after the Run.
+  void RethrowIfFailed();
+
+  const SimClocks& clocks() const { return clocks_; }
+  double WallNow() const;
+
+ private:
+  struct Event {
+    int step = 0;
+    double sim_start = -1, sim_end = 0;      // simulated seconds (-1: not charged yet)
+    double wall_start = 0, wall_end = 0;     // wall seconds
+    double local_seconds = 0;                // charged local time (speed factor applied)
+    double flops = 0, bytes = 0;
+    double pending_nominal = 0, pending_flops = 0, pending_bytes = 0;  // recorded, not yet on the clock
+  };
+  struct alignas(64) DeviceState {
+    std::vector<Event> events;
+    size_t flushed = 0;                      // first event that may still hold pending cost
+    bool in_step = false;                    // between BeginStep and EndStep (ops outside steps are not charged)
+    std::string peak_key = "f32";
+    std::vector<std::pair<int, int>> pairs;
+  };
+  struct StepInfo {
+    std::string name, op;
+    StepKind kind = StepKind::kCompute;
+    std::vector<std::string> axes;
+    // Collective figures, summed over the collectives the step ran (slowest group of each).
+    double communication_seconds = 0;
+    std::map<std::string, double> by_axis, by_link;
+    std::string algorithm;
+    double message_bytes = 0;
+    int64_t group_size = 1;
+  };
+  void FlushLocal();
+
+  const Mesh& mesh_;
+  bool record_trace_;
+  Roofline roofline_;
+  CollectiveModel model_;
+  SimClocks clocks_;
+  std::vector<DeviceState> devices_;
+  std::vector<StepInfo> steps_;
+  bool charging_ = true;
+  std::chrono::steady_clock::time_point wall_origin_;
+  std::map<std::string, std::vector<CollectiveCost>> cost_cache_;
+  std::exception_ptr error_;
+};
+
+// Every device's peak memory in `runtime` (a Runtime over `mesh`), with the highest and lowest and their
+// devices (first in mesh order), and the capacity.
+MemoryResult MemoryOf(const Runtime& runtime, const Mesh& mesh);
+
+}  // namespace spmdsim::internal
+
+#endif  // SPMDSIM_WORKLOADS_ENGINES_RECORDER_H_
