@@ -7,9 +7,10 @@ get_property(_spmdsim_libs GLOBAL PROPERTY SPMDSIM_LIBRARIES)
 install(TARGETS ${_spmdsim_libs} spmdsim_warnings spmdsim_sanitize EXPORT spmdsimTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# Public headers only: internal/ folders are for their own module (no installed header includes them).
 foreach(dir common mesh sim ops cost partition shardmap workloads scenario testing)
   install(DIRECTORY ${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/spmdsim/${dir}
-          FILES_MATCHING PATTERN "*.h")
+          FILES_MATCHING PATTERN "*.h" PATTERN "internal" EXCLUDE)
 endforeach()
 install(EXPORT spmdsimTargets NAMESPACE spmdsim::
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/spmdsim)

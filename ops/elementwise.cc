@@ -81,9 +81,9 @@ class Operand {
 template <typename C>
 class Output {
  public:
-  explicit Output(const Array& out) : out_(out) {
+  explicit Output(ArrayBuilder& out) : out_(out) {
     if (IsStorageOf<C>(out.dtype())) {
-      ptr_ = static_cast<C*>(ops_internal::MutableData(out));
+      ptr_ = static_cast<C*>(out.mutable_data());
     } else {
       scratch_.resize(static_cast<size_t>(out.size()));
       ptr_ = scratch_.data();
@@ -91,11 +91,11 @@ class Output {
   }
   C* data() { return ptr_; }
   void Finish() {
-    if (!scratch_.empty()) ops_internal::StoreAs<C>(scratch_.data(), out_.size(), ops_internal::MutableData(out_), out_.dtype());
+    if (!scratch_.empty()) ops_internal::StoreAs<C>(scratch_.data(), out_.size(), out_.mutable_data(), out_.dtype());
   }
 
  private:
-  const Array& out_;
+  ArrayBuilder& out_;
   C* ptr_;
   ops_internal::Scratch<C> scratch_;
 };
@@ -176,11 +176,11 @@ C MinOf(C a, C b) {
 }
 
 template <typename C>
-void ComputeBinary(Bin op, const Array& x, const Array& y, const Array& out) {
+void ComputeBinary(Bin op, const Array& x, const Array& y, ArrayBuilder& out) {
   Operand<C> a(x, out.shape()), b(y, out.shape());
   const int64_t n = out.size();
   if (IsComparison(op) || op == Bin::kAnd || op == Bin::kOr) {
-    bool* o = static_cast<bool*>(ops_internal::MutableData(out));
+    bool* o = static_cast<bool*>(out.mutable_data());
     switch (op) {
       case Bin::kEq: for (int64_t i = 0; i < n; ++i) o[i] = a[i] == b[i]; break;
       case Bin::kNe: for (int64_t i = 0; i < n; ++i) o[i] = a[i] != b[i]; break;
@@ -257,13 +257,13 @@ Array Binary(Bin op, const Array& x, const Array& y) {
   const std::vector<int64_t> shapes[2] = {x.shape(), y.shape()};
   std::vector<int64_t> shape = BroadcastShapes(shapes, name);
   const bool abstract = x.is_abstract() || y.is_abstract();
-  Array out = NewResult(IsComparison(op) || op == Bin::kAnd || op == Bin::kOr ? DType::kBool : dtype, shape,
+  ArrayBuilder out = NewResult(IsComparison(op) || op == Bin::kAnd || op == Bin::kOr ? DType::kBool : dtype, shape,
                         abstract);
   if (!abstract && out.size() > 0) {
     VisitCompute(dtype, [&](auto tag) { ComputeBinary<decltype(tag)>(op, x, y, out); });
   }
   ReportCost(LaxName(op), out.size(), op == Bin::kPow ? out.size() : 0, {&x, &y}, out);
-  return WithVaryingAxes(out, VaryingUnion({&x, &y}));
+  return WithVaryingAxes(std::move(out).Freeze(), VaryingUnion({&x, &y}));
 }
 
 // A Python scalar next to an array: it takes the array's dtype, except a non-integral value next to an integer
@@ -305,7 +305,7 @@ UnInfo Info(Un u) {
 }
 
 template <typename C>
-void ComputeUnary(Un op, const Array& x, const Array& out) {
+void ComputeUnary(Un op, const Array& x, ArrayBuilder& out) {
   ComputeBuffer<C> in(x);
   const int64_t n = x.size();
   Output<C> out_run(out);
@@ -366,12 +366,12 @@ Array Unary(Un op, const Array& x) {
   } else if (x.dtype() == DType::kBool && op != Un::kRelu) {
     ThrowDType(info.name, "numeric (not bool)", x);
   }
-  Array out = NewResult(x.dtype(), x.shape(), x.is_abstract());
+  ArrayBuilder out = NewResult(x.dtype(), x.shape(), x.is_abstract());
   if (!x.is_abstract() && out.size() > 0) {
     VisitCompute(x.dtype(), [&](auto tag) { ComputeUnary<decltype(tag)>(op, x, out); });
   }
   ReportCost(info.lax, out.size() * info.flops, out.size() * info.transcendentals, {&x}, out);
-  return WithVaryingAxes(out, VaryingUnion({&x}));
+  return WithVaryingAxes(std::move(out).Freeze(), VaryingUnion({&x}));
 }
 
 }  // namespace
@@ -469,7 +469,7 @@ Array Where(const Array& cond, const Array& x, const Array& y) {
   const std::vector<int64_t> shapes[3] = {cond.shape(), x.shape(), y.shape()};
   std::vector<int64_t> shape = BroadcastShapes(shapes, "Where");
   const bool abstract = cond.is_abstract() || x.is_abstract() || y.is_abstract();
-  Array out = NewResult(dtype, shape, abstract);
+  ArrayBuilder out = NewResult(dtype, shape, abstract);
   if (!abstract && out.size() > 0) {
     VisitCompute(dtype, [&](auto tag) {
       using C = decltype(tag);
@@ -482,24 +482,24 @@ Array Where(const Array& cond, const Array& x, const Array& y) {
     });
   }
   ReportCost("select_n", out.size(), 0, {&cond, &x, &y}, out);
-  return WithVaryingAxes(out, VaryingUnion({&cond, &x, &y}));
+  return WithVaryingAxes(std::move(out).Freeze(), VaryingUnion({&cond, &x, &y}));
 }
 
 Array Cast(const Array& x, DType dtype) {
   CheckValid("Cast", x);
   if (x.dtype() == dtype) return x;
-  Array out = NewResult(dtype, x.shape(), x.is_abstract());
+  ArrayBuilder out = NewResult(dtype, x.shape(), x.is_abstract());
   if (!x.is_abstract() && out.size() > 0) {
     // Through the target's compute type: one rounding for every source except float64 -> bfloat16/float16,
     // which goes through float32 (two roundings; differs from XLA's direct rounding only in rare ties).
     VisitCompute(dtype, [&](auto tag) {
       using C = decltype(tag);
       ComputeBuffer<C> in(x);
-      ops_internal::StoreAs<C>(in.data(), x.size(), ops_internal::MutableData(out), dtype);
+      ops_internal::StoreAs<C>(in.data(), x.size(), out.mutable_data(), dtype);
     });
   }
   ReportCost("convert_element_type", 0, 0, {&x}, out);
-  return WithVaryingAxes(out, VaryingUnion({&x}));
+  return WithVaryingAxes(std::move(out).Freeze(), VaryingUnion({&x}));
 }
 
 }  // namespace spmdsim

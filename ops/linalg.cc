@@ -172,7 +172,7 @@ Array DotGeneralImpl(std::string_view op, const Array& lhs, const Array& rhs, co
     n *= rhs.shape()[d];
   }
   const bool abstract = lhs.is_abstract() || rhs.is_abstract();
-  Array out = NewResult(dtype, shape, abstract);
+  ArrayBuilder out = NewResult(dtype, shape, abstract);
   if (!abstract && out.size() > 0) {
     VisitCompute(dtype, [&](auto tag) {
       using C = decltype(tag);
@@ -180,17 +180,17 @@ Array DotGeneralImpl(std::string_view op, const Array& lhs, const Array& rhs, co
         MatOperand<C> a = PrepareMat<C>(lhs, lb, lf, lc);
         MatOperand<C> b = PrepareMat<C>(rhs, rb, rc, rf);
         if (IsStorageOf<C>(dtype)) {
-          Gemm<C>(a, b, batch, m, n, k, static_cast<C*>(ops_internal::MutableData(out)));
+          Gemm<C>(a, b, batch, m, n, k, static_cast<C*>(out.mutable_data()));
         } else {
           ops_internal::Scratch<C> scratch(static_cast<size_t>(out.size()));
           Gemm<C>(a, b, batch, m, n, k, scratch.data());
-          ops_internal::StoreAs<C>(scratch.data(), out.size(), ops_internal::MutableData(out), dtype);
+          ops_internal::StoreAs<C>(scratch.data(), out.size(), out.mutable_data(), dtype);
         }
       }
     });
   }
   ops_internal::ReportCost("dot_general", 2 * batch * m * n * k, 0, {&lhs, &rhs}, out);
-  return WithVaryingAxes(out, VaryingUnion({&lhs, &rhs}));
+  return WithVaryingAxes(std::move(out).Freeze(), VaryingUnion({&lhs, &rhs}));
 }
 
 // ---- einsum ---------------------------------------------------------------------------------------------------

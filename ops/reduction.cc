@@ -58,7 +58,7 @@ C Highest() {
 
 template <typename C>
 void ComputeReduce(Red op, const Array& x, const std::vector<bool>& mask, int64_t rows, int64_t cols,
-                   const Array& out) {
+                   ArrayBuilder& out) {
   std::vector<int> perm;
   for (int d = 0; d < x.rank(); ++d)
     if (!mask[d]) perm.push_back(d);
@@ -102,7 +102,7 @@ void ComputeReduce(Red op, const Array& x, const std::vector<bool>& mask, int64_
     }
     result[static_cast<size_t>(r)] = acc;
   }
-  ops_internal::StoreAs<C>(result.data(), rows, ops_internal::MutableData(out), out.dtype());
+  ops_internal::StoreAs<C>(result.data(), rows, out.mutable_data(), out.dtype());
 }
 
 Array Reduce(Red op, const Array& x, const std::vector<int>* axes, bool keepdims) {
@@ -129,13 +129,13 @@ Array Reduce(Red op, const Array& x, const std::vector<int>* axes, bool keepdims
   DType dtype = x.dtype();
   if (op == Red::kSum && dtype == DType::kBool) dtype = DType::kI32;
   if (op == Red::kMean && !IsFloating(dtype)) dtype = DType::kF32;
-  Array out = NewResult(dtype, shape, x.is_abstract());
+  ArrayBuilder out = NewResult(dtype, shape, x.is_abstract());
   if (!x.is_abstract() && rows > 0) {
     VisitCompute(op == Red::kMax || op == Red::kMin ? x.dtype() : dtype,
                  [&](auto tag) { ComputeReduce<decltype(tag)>(op, x, mask, rows, cols, out); });
   }
   ReportCost(info.lax, x.size(), 0, {&x}, out);
-  return WithVaryingAxes(out, VaryingUnion({&x}));
+  return WithVaryingAxes(std::move(out).Freeze(), VaryingUnion({&x}));
 }
 
 Array ArgReduce(bool is_max, const Array& x, int axis) {
@@ -154,12 +154,12 @@ Array ArgReduce(bool is_max, const Array& x, int axis) {
     ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "{}: attempt to get {} of an empty sequence (input {})",
               name, is_max ? "argmax" : "argmin", x.ShapeString());
   }
-  Array out = NewResult(DType::kI32, shape, x.is_abstract());
+  ArrayBuilder out = NewResult(DType::kI32, shape, x.is_abstract());
   if (!x.is_abstract() && out.size() > 0) {
     VisitCompute(x.dtype(), [&](auto tag) {
       using C = decltype(tag);
       ops_internal::ComputeBuffer<C> in(x);
-      int32_t* o = static_cast<int32_t*>(ops_internal::MutableData(out));
+      int32_t* o = static_cast<int32_t*>(out.mutable_data());
       for (int64_t p = 0; p < outer; ++p) {
         for (int64_t q = 0; q < inner; ++q) {
           const C* base = in.data() + p * n * inner + q;
@@ -178,7 +178,7 @@ Array ArgReduce(bool is_max, const Array& x, int axis) {
     });
   }
   ReportCost(is_max ? "argmax" : "argmin", x.size(), 0, {&x}, out);
-  return WithVaryingAxes(out, VaryingUnion({&x}));
+  return WithVaryingAxes(std::move(out).Freeze(), VaryingUnion({&x}));
 }
 
 Array SoftmaxImpl(bool log, const Array& x, int axis) {
@@ -195,7 +195,7 @@ Array SoftmaxImpl(bool log, const Array& x, int axis) {
     if (d < a) outer *= x.shape()[d];
     if (d > a) inner *= x.shape()[d];
   }
-  Array out = NewResult(x.dtype(), x.shape(), x.is_abstract());
+  ArrayBuilder out = NewResult(x.dtype(), x.shape(), x.is_abstract());
   if (!x.is_abstract() && out.size() > 0) {
     VisitCompute(x.dtype(), [&](auto tag) {
       using C = decltype(tag);
@@ -222,13 +222,13 @@ Array SoftmaxImpl(bool log, const Array& x, int axis) {
             }
           }
         }
-        ops_internal::StoreAs<C>(o.data(), x.size(), ops_internal::MutableData(out), out.dtype());
+        ops_internal::StoreAs<C>(o.data(), x.size(), out.mutable_data(), out.dtype());
       }
     });
   }
   // max, subtract, exp, sum, divide (or log-subtract): 4 flops and 1 exp per element.
   ReportCost(log ? "log_softmax" : "softmax", 4 * x.size(), x.size() + (log ? outer * inner : 0), {&x}, out);
-  return WithVaryingAxes(out, VaryingUnion({&x}));
+  return WithVaryingAxes(std::move(out).Freeze(), VaryingUnion({&x}));
 }
 
 }  // namespace

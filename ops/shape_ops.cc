@@ -12,7 +12,6 @@ namespace spmdsim {
 
 using ops_internal::CanonicalAxis;
 using ops_internal::CheckValid;
-using ops_internal::MutableData;
 using ops_internal::NewResult;
 using ops_internal::PyShape;
 using ops_internal::ReportCost;
@@ -26,20 +25,20 @@ namespace {
 // Copies `x` viewed through (offset, strides) over `shape` into a new array of `shape`.
 Array Gather(std::string_view lax, const Array& x, int64_t offset, const std::vector<int64_t>& strides,
              std::vector<int64_t> shape) {
-  Array out = NewResult(x.dtype(), std::move(shape), x.is_abstract());
+  ArrayBuilder out = NewResult(x.dtype(), std::move(shape), x.is_abstract());
   if (!x.is_abstract() && out.size() > 0) {
-    StridedCopy(x.raw_data(), offset, strides, MutableData(out), 0, RowMajorStrides(out.shape()), out.shape(),
+    StridedCopy(x.raw_data(), offset, strides, out.mutable_data(), 0, RowMajorStrides(out.shape()), out.shape(),
                 DTypeSize(x.dtype()));
   }
   ReportCost(lax, 0, 0, {&x}, out);
-  return WithVaryingAxes(out, VaryingUnion({&x}));
+  return WithVaryingAxes(std::move(out).Freeze(), VaryingUnion({&x}));
 }
 
-void FillWith(const Array& out, double value) {
+void FillWith(ArrayBuilder& out, double value) {
   if (out.size() == 0) return;
   Array one = Array::Full({}, out.dtype(), value);
   const int64_t es = DTypeSize(out.dtype());
-  char* d = static_cast<char*>(MutableData(out));
+  char* d = static_cast<char*>(out.mutable_data());
   for (int64_t i = 0; i < out.size(); ++i) std::memcpy(d + i * es, one.raw_data(), static_cast<size_t>(es));
 }
 
@@ -238,18 +237,18 @@ Array DynamicUpdateSlice(const Array& x, const Array& update, const std::vector<
               x.ShapeString());
   }
   const bool abstract = x.is_abstract() || update.is_abstract();
-  Array out = NewResult(x.dtype(), s, abstract);
+  ArrayBuilder out = NewResult(x.dtype(), s, abstract);
   if (!abstract && out.size() > 0) {
-    std::memcpy(MutableData(out), x.raw_data(), static_cast<size_t>(x.nbytes()));
+    std::memcpy(out.mutable_data(), x.raw_data(), static_cast<size_t>(x.nbytes()));
     std::vector<int64_t> strides = RowMajorStrides(s);
     int64_t offset = 0;
     for (int d = 0; d < x.rank(); ++d)
       offset += std::clamp<int64_t>(start[d], 0, s[d] - update.shape()[d]) * strides[d];
-    StridedCopy(update.raw_data(), 0, RowMajorStrides(update.shape()), MutableData(out), offset, strides,
+    StridedCopy(update.raw_data(), 0, RowMajorStrides(update.shape()), out.mutable_data(), offset, strides,
                 update.shape(), DTypeSize(x.dtype()));
   }
   ReportCost("dynamic_update_slice", 0, 0, {&x, &update}, out);
-  return WithVaryingAxes(out, VaryingUnion({&x, &update}));
+  return WithVaryingAxes(std::move(out).Freeze(), VaryingUnion({&x, &update}));
 }
 
 Array Concatenate(const std::vector<Array>& arrays, int axis) {
@@ -285,7 +284,7 @@ Array Concatenate(const std::vector<Array>& arrays, int axis) {
     dtype = PromoteTypes(dtype, x.dtype());
     abstract = abstract || x.is_abstract();
   }
-  Array out = NewResult(dtype, shape, abstract);
+  ArrayBuilder out = NewResult(dtype, shape, abstract);
   OpCost cost{"concatenate", 0, 0, 0, out.nbytes()};
   std::vector<int64_t> out_strides = RowMajorStrides(shape);
   int64_t at = 0;
@@ -293,13 +292,13 @@ Array Concatenate(const std::vector<Array>& arrays, int axis) {
     Array part = x.dtype() == dtype ? x : Cast(x, dtype);
     cost.bytes_read += x.nbytes();
     if (!abstract && part.size() > 0) {
-      StridedCopy(part.raw_data(), 0, RowMajorStrides(part.shape()), MutableData(out), at * out_strides[a],
+      StridedCopy(part.raw_data(), 0, RowMajorStrides(part.shape()), out.mutable_data(), at * out_strides[a],
                   out_strides, part.shape(), DTypeSize(dtype));
     }
     at += x.shape()[a];
   }
   ops_internal::ReportCost(cost);
-  return WithVaryingAxes(out, VaryingUnion(arrays));
+  return WithVaryingAxes(std::move(out).Freeze(), VaryingUnion(arrays));
 }
 
 Array Stack(const std::vector<Array>& arrays, int axis) {
@@ -361,16 +360,16 @@ Array Pad(const Array& x, const std::vector<int64_t>& low, const std::vector<int
   }
   out_strides = RowMajorStrides(shape);
   for (int d = 0; d < x.rank(); ++d) offset += low[d] * out_strides[d];
-  Array out = NewResult(x.dtype(), shape, x.is_abstract());
+  ArrayBuilder out = NewResult(x.dtype(), shape, x.is_abstract());
   if (!x.is_abstract()) {
     FillWith(out, value);
     if (x.size() > 0) {
-      StridedCopy(x.raw_data(), 0, RowMajorStrides(x.shape()), MutableData(out), offset, out_strides, x.shape(),
+      StridedCopy(x.raw_data(), 0, RowMajorStrides(x.shape()), out.mutable_data(), offset, out_strides, x.shape(),
                   DTypeSize(x.dtype()));
     }
   }
   ReportCost("pad", 0, 0, {&x}, out);
-  return WithVaryingAxes(out, VaryingUnion({&x}));
+  return WithVaryingAxes(std::move(out).Freeze(), VaryingUnion({&x}));
 }
 
 Array BroadcastTo(const Array& x, const std::vector<int64_t>& shape) {
@@ -429,12 +428,12 @@ Array BroadcastedIota(DType dtype, const std::vector<int64_t>& shape, int dimens
   Array line = Array::Iota({shape[a]}, dtype);
   std::vector<int64_t> strides(shape.size(), 0);
   strides[a] = 1;
-  Array out = NewResult(dtype, shape, false);
+  ArrayBuilder out = NewResult(dtype, shape, false);
   if (out.size() > 0) {
-    StridedCopy(line.raw_data(), 0, strides, MutableData(out), 0, RowMajorStrides(shape), shape, DTypeSize(dtype));
+    StridedCopy(line.raw_data(), 0, strides, out.mutable_data(), 0, RowMajorStrides(shape), shape, DTypeSize(dtype));
   }
   ops_internal::ReportCost(OpCost{"iota", 0, 0, 0, out.nbytes()});
-  return out;
+  return std::move(out).Freeze();
 }
 
 }  // namespace spmdsim

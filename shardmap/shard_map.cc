@@ -8,12 +8,9 @@
 
 #include "common/error.h"
 #include "common/strings.h"
-#include "sim/internal/buffer.h"
-#include "sim/memory.h"
+#include "sim/array_builder.h"
 
 namespace spmdsim {
-
-using internal::ArrayAccess;
 
 PartitionSpec P(SpecArg a, SpecArg b, SpecArg c, SpecArg d, SpecArg e, SpecArg f, SpecArg g, SpecArg h) {
   std::vector<PartitionSpec::Entry> entries;
@@ -86,10 +83,6 @@ std::string FirstDifference(const Array& a, const Array& b) {
 
 bool SameBlock(const Array& a, const Array& b) {
   return a.SharesBufferWith(b) || a.is_abstract() || b.is_abstract() || a.BitwiseEquals(b);
-}
-
-Array NewArray(DType dtype, std::vector<int64_t> shape, bool abstract) {
-  return ArrayAccess::Allocate(dtype, std::move(shape), internal::CurrentDeviceMemory(), false, abstract);
 }
 
 }  // namespace
@@ -492,9 +485,9 @@ std::vector<Array> ShardMapped::operator()(std::vector<ShardMapArg> args) const 
     ShardingLayout layout = NamedSharding(imesh, state_->out_specs[k]).Layout(shape);
     bool abstract = false;
     for (const auto& b : outs.blocks) abstract = abstract || b[k].is_abstract();
-    Array global = NewArray(first.dtype(), shape, abstract);
+    ArrayBuilder global(first.dtype(), shape, {.abstract = abstract});
     if (!abstract && global.size() > 0) {
-      std::byte* dst = static_cast<std::byte*>(ArrayAccess::mutable_data(global));
+      std::byte* dst = static_cast<std::byte*>(global.mutable_data());
       for (int64_t sid = 0; sid < layout.num_shards; ++sid) {
         const int64_t p = layout.positions_of_shard[sid][0];
         const Array& block = outs.blocks[p][k];
@@ -503,7 +496,7 @@ std::vector<Array> ShardMapped::operator()(std::vector<ShardMapArg> args) const 
                     static_cast<size_t>(DTypeSize(block.dtype())), dst);
       }
     }
-    result.push_back(std::move(global));
+    result.push_back(std::move(global).Freeze());
   }
   return result;
 }

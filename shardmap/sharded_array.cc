@@ -9,20 +9,11 @@
 
 #include "common/error.h"
 #include "common/strings.h"
-#include "sim/internal/buffer.h"
-#include "sim/memory.h"
+#include "sim/array_builder.h"
 
 namespace spmdsim {
 
-using internal::ArrayAccess;
-
 namespace {
-
-// A new array of dtype/shape charged to the device running now (a host array outside Runtime::Run).
-Array NewArray(DType dtype, std::vector<int64_t> shape, bool abstract) {
-  return ArrayAccess::Allocate(dtype, std::move(shape), internal::CurrentDeviceMemory(), /*zeroed=*/false,
-                               abstract);
-}
 
 std::vector<int64_t> BoxShape(std::span<const IndexRange> box) {
   std::vector<int64_t> shape;
@@ -32,11 +23,12 @@ std::vector<int64_t> BoxShape(std::span<const IndexRange> box) {
 
 // The block `index` of `global` as a new array.
 Array CutBlock(const Array& global, std::span<const IndexRange> index) {
-  Array block = NewArray(global.dtype(), BoxShape(index), global.is_abstract());
-  if (global.is_abstract() || block.size() == 0) return block;
-  CopyBlockOut(static_cast<const std::byte*>(global.raw_data()), global.shape(), index,
-               static_cast<size_t>(DTypeSize(global.dtype())), static_cast<std::byte*>(ArrayAccess::mutable_data(block)));
-  return block;
+  ArrayBuilder block(global.dtype(), BoxShape(index), {.abstract = global.is_abstract()});
+  if (!global.is_abstract() && block.size() > 0) {
+    CopyBlockOut(static_cast<const std::byte*>(global.raw_data()), global.shape(), index,
+                 static_cast<size_t>(DTypeSize(global.dtype())), static_cast<std::byte*>(block.mutable_data()));
+  }
+  return std::move(block).Freeze();
 }
 
 // Intersection of two boxes; false when empty.
@@ -144,8 +136,8 @@ Array ShardedArray::Gather(const GatherOptions& options) const {
   if (!valid()) Throw(ErrorCode::kFailedPrecondition, "Gather of an empty ShardedArray");
   if (is_abstract()) return Array::Abstract(shape(), dtype_);
   const size_t element = static_cast<size_t>(DTypeSize(dtype_));
-  Array global = NewArray(dtype_, shape(), false);
-  std::byte* dst = static_cast<std::byte*>(ArrayAccess::mutable_data(global));
+  ArrayBuilder global(dtype_, shape());
+  std::byte* dst = static_cast<std::byte*>(global.mutable_data());
   for (int64_t s = 0; s < layout_->num_shards; ++s) {
     const std::vector<int64_t>& holders = layout_->positions_of_shard[s];
     const Array& first = shards_[holders[0]];
@@ -164,7 +156,7 @@ Array ShardedArray::Gather(const GatherOptions& options) const {
     CopyBlockIn(static_cast<const std::byte*>(first.raw_data()), shape(), layout_->shards[holders[0]].index, element,
                 dst);
   }
-  return global;
+  return std::move(global).Freeze();
 }
 
 std::string ShardedArray::ToString() const {
@@ -243,14 +235,15 @@ ShardedArray Reshard(const ShardedArray& x, const NamedSharding& target, Reshard
   }
 
   auto build = [&](int64_t q) {
-    Array block = NewArray(x.dtype(), dst.shard_shape, x.is_abstract());
-    if (x.is_abstract() || block.size() == 0) return block;
-    std::byte* out = static_cast<std::byte*>(ArrayAccess::mutable_data(block));
-    for (const Piece& piece : plan[q]) {
-      CopyRegion(x.shard(piece.src_position), src.shards[piece.src_position].index, piece.region, out,
-                 dst.shards[q].index, x.dtype());
+    ArrayBuilder block(x.dtype(), dst.shard_shape, {.abstract = x.is_abstract()});
+    if (!x.is_abstract() && block.size() > 0) {
+      std::byte* out = static_cast<std::byte*>(block.mutable_data());
+      for (const Piece& piece : plan[q]) {
+        CopyRegion(x.shard(piece.src_position), src.shards[piece.src_position].index, piece.region, out,
+                   dst.shards[q].index, x.dtype());
+      }
     }
-    return block;
+    return std::move(block).Freeze();
   };
   std::vector<Array> shards(n);
   if (runtime != nullptr) {

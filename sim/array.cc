@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/array_builder.h"
 #include "sim/internal/buffer.h"
 
 namespace spmdsim {
@@ -366,6 +367,23 @@ Array Array::Iota(std::vector<int64_t> shape, DType dtype) {
 
 Array Array::Abstract(std::vector<int64_t> shape, DType dtype) {
   return ArrayAccess::Allocate(dtype, std::move(shape), internal::CurrentDeviceMemory(), false, true);
+}
+
+ArrayBuilder::ArrayBuilder(DType dtype, std::vector<int64_t> shape, Options options)
+    : array_(ArrayAccess::Allocate(dtype, std::move(shape), internal::CurrentDeviceMemory(), options.zeroed,
+                                   options.abstract)),
+      data_(ArrayAccess::mutable_data(array_)) {}
+
+ArrayBuilder::ArrayBuilder(DType dtype, std::vector<int64_t> shape) : ArrayBuilder(dtype, std::move(shape), Options{}) {}
+
+void ArrayBuilder::CheckWritable(DType requested) const {
+  if (requested != array_.dtype()) {
+    Throw(ErrorCode::kInvalidArgument, "array is {}, not {}", array_.ShapeString(), DTypeName(requested));
+  }
+  if (data_ == nullptr && array_.size() > 0) {
+    Throw(ErrorCode::kFailedPrecondition, "array {} has no elements to write (abstract, or already frozen)",
+          array_.ShapeString());
+  }
 }
 
 bool Array::is_abstract() const { return holding_ != nullptr && holding_->buffer() == nullptr; }

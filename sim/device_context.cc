@@ -11,7 +11,29 @@ namespace spmdsim {
 using internal::CollectiveCall;
 using internal::OpKind;
 
+namespace internal {
+namespace {
+thread_local DeviceSlot* current_slot = nullptr;
+}  // namespace
+
+// Not inline: a fiber may move between threads only before it starts (sim/runtime.cc), but keeping the
+// thread_local access behind a call also stops the compiler caching its address across a fiber switch.
+__attribute__((noinline)) DeviceSlot* CurrentSlot() { return current_slot; }
+__attribute__((noinline)) void SetCurrentSlot(DeviceSlot* slot) { current_slot = slot; }
+
+DeviceMemory* CurrentDeviceMemory() {
+  DeviceSlot* slot = CurrentSlot();
+  return slot != nullptr ? slot->memory_raw : nullptr;
+}
+}  // namespace internal
+
+DeviceContext* CurrentDevice() {
+  internal::DeviceSlot* slot = internal::CurrentSlot();
+  return slot != nullptr ? &slot->context() : nullptr;
+}
+
 const Mesh& DeviceContext::mesh() const { return core_->mesh; }
+const RuntimeOptions& DeviceContext::runtime_options() const { return core_->options; }
 
 int32_t DeviceContext::AxisIndex(const Axes& axes) const {
   internal::AxesKey key = internal::MakeAxesKey(mesh(), axes, "axis_index");
@@ -49,7 +71,7 @@ Array Collective(internal::RuntimeCore* core, internal::DeviceSlot* slot, OpKind
                  const Axes& axes, int64_t p0 = 0, int64_t p1 = 0, bool tiled = false,
                  const PermutationPairs* perm = nullptr) {
   const std::string_view api = internal::OpName(op);
-  if (internal::CurrentDeviceMemory() != slot->memory_raw) {
+  if (internal::CurrentSlot() != slot) {
     Throw(ErrorCode::kFailedPrecondition,
           "{} called on the DeviceContext of position {} outside that device's function (a DeviceContext may only "
           "be used by the device Runtime::Run gave it to)",
@@ -126,7 +148,7 @@ namespace {
 
 void DeviceContext::Barrier() {
   // The hot path of every barrier benchmark: no CollectiveCall of its own, nothing formatted.
-  if (internal::CurrentDeviceMemory() != slot_->memory_raw) [[unlikely]] BarrierFromTheWrongDevice(core_, slot_);
+  if (internal::CurrentSlot() != slot_) [[unlikely]] BarrierFromTheWrongDevice(core_, slot_);
   core_->WaitAtBarrier(*slot_);
 }
 

@@ -42,6 +42,8 @@
 
 namespace spmdsim {
 
+struct RuntimeOptions;  // sim/runtime.h
+
 namespace internal {
 struct RuntimeCore;
 struct DeviceSlot;
@@ -75,6 +77,8 @@ class DeviceContext {
   const std::vector<int64_t>& coords() const { return coords_; }  // one per mesh axis
   const Mesh& mesh() const;
   int64_t num_devices() const { return mesh().size(); }
+  // The options of the Runtime this device belongs to (its observer, op cost sink, ...; sim/runtime.h).
+  const RuntimeOptions& runtime_options() const;
 
   // jax.lax.axis_index: the in-group index along `axes` (first name major). Unknown axis: Error(kNotFound,
   // kind "NameError") "Found an unbound axis name: z. To fix this, please call axis_index under
@@ -134,6 +138,13 @@ class DeviceContext {
   int device_id_;
   std::vector<int64_t> coords_;
 };
+
+// The DeviceContext of the virtual device whose code runs on this thread right now, or nullptr outside a
+// device function (a host thread, the thread that calls Runtime::Run, a thread a device started). New arrays
+// are charged to this device (sim/array.h); ops/ charge their cost to its Runtime's op cost sink.
+// The pointer is valid while the device function runs; use it only on this thread (as the context itself).
+// Example: inside runtime.Run([&](DeviceContext& d) { ... }), CurrentDevice() == &d; after Run, nullptr.
+DeviceContext* CurrentDevice();
 
 }  // namespace spmdsim
 

@@ -40,15 +40,6 @@ MemoryStats DeviceMemory::stats() const {
 
 void DeviceMemory::ResetPeak() { peak_.store(in_use_.load(std::memory_order_relaxed), std::memory_order_relaxed); }
 
-namespace {
-thread_local DeviceMemory* current_device_memory = nullptr;
-}  // namespace
-
-// Not inline: a fiber may move between threads only before it starts (sim/runtime.cc), but keeping the
-// thread_local access behind a call also stops the compiler caching its address across a fiber switch.
-__attribute__((noinline)) DeviceMemory* CurrentDeviceMemory() { return current_device_memory; }
-__attribute__((noinline)) void SetCurrentDeviceMemory(DeviceMemory* memory) { current_device_memory = memory; }
-
 std::string HumanBytes(int64_t bytes) {
   constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   if (bytes < 1024) return fmt::format("{}B", bytes);

@@ -61,11 +61,6 @@ class DeviceMemory : public std::enable_shared_from_this<DeviceMemory> {
   std::atomic<int64_t> peak_{0};
 };
 
-// The account of the virtual device whose code runs on this thread right now (set by the runtime around
-// every switch into a device), or nullptr on host threads. Arrays created while it is set are charged to it.
-DeviceMemory* CurrentDeviceMemory();
-void SetCurrentDeviceMemory(DeviceMemory* memory);
-
 // "1.50GiB" style, for messages.
 std::string HumanBytes(int64_t bytes);
 

@@ -432,11 +432,11 @@ class Worker {
   // is over (end of Pass and of Unwind), not after every device: between two devices the worker makes no arrays.
   void Resume(DeviceSlot& s) {
     s.state.store(DeviceState::kRunning, std::memory_order_relaxed);
-    SetCurrentDeviceMemory(s.memory_raw);
+    SetCurrentSlot(&s);
     worker_thread.running = &s;
     SwitchIntoDevice(s);
     if (s.state.load(std::memory_order_relaxed) == DeviceState::kFinished) {
-      SetCurrentDeviceMemory(nullptr);
+      SetCurrentSlot(nullptr);
 #if defined(SPMDSIM_TSAN)
       __tsan_destroy_fiber(s.tsan_fiber);
       s.tsan_fiber = nullptr;
@@ -484,7 +484,7 @@ class Worker {
         ++bl.finished;
       }
     }
-    SetCurrentDeviceMemory(nullptr);
+    SetCurrentSlot(nullptr);
   }
 
   // The cross-thread barrier. Returns false when the Run was aborted.
@@ -700,7 +700,7 @@ class Worker {
         }
       }
     }
-    SetCurrentDeviceMemory(nullptr);
+    SetCurrentSlot(nullptr);
     CloseBlocks();
   }
 
@@ -898,7 +898,7 @@ void Runtime::ResetPeakMemory() {
 void Runtime::Run(const std::function<void(DeviceContext&)>& fn) {
   using Clock = std::chrono::steady_clock;
   internal::RuntimeCore& core = *core_;
-  if (internal::CurrentDeviceMemory() != nullptr)
+  if (internal::CurrentSlot() != nullptr)
     Throw(ErrorCode::kFailedPrecondition, "Runtime::Run called from inside a virtual device");
   std::unique_lock<std::mutex> one_run(core.run_mu, std::try_to_lock);
   if (!one_run.owns_lock()) Throw(ErrorCode::kFailedPrecondition, "Runtime::Run is already running on another thread");

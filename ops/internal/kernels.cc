@@ -2,17 +2,9 @@
 
 #include <fmt/format.h>
 
-#include "sim/internal/buffer.h"
-#include "sim/memory.h"
+#include "sim/device_context.h"
 
 namespace spmdsim::ops_internal {
-
-Array NewResult(DType dtype, std::vector<int64_t> shape, bool abstract) {
-  return internal::ArrayAccess::Allocate(dtype, std::move(shape), internal::CurrentDeviceMemory(), false,
-                                         abstract);
-}
-
-void* MutableData(const Array& fresh) { return internal::ArrayAccess::mutable_data(fresh); }
 
 void CheckValid(std::string_view op, const Array& a, int index) {
   if (!a.valid()) {
@@ -108,12 +100,12 @@ void StridedCopy(const void* src, int64_t src_offset, std::span<const int64_t> s
 void ReportCost(const OpCost& cost) {
   OpCostSink* sink = CurrentOpCostSink();
   if (sink == nullptr) return;
-  internal::DeviceMemory* memory = internal::CurrentDeviceMemory();
-  sink->Record(memory == nullptr ? -1 : memory->position(), cost);
+  const DeviceContext* device = CurrentDevice();
+  sink->Record(device == nullptr ? -1 : device->position(), cost);
 }
 
 void ReportCost(std::string_view op, int64_t flops, int64_t transcendentals,
-                std::initializer_list<const Array*> inputs, const Array& out) {
+                std::initializer_list<const Array*> inputs, const ArrayBuilder& out) {
   if (CurrentOpCostSink() == nullptr) return;
   OpCost cost{op, flops, transcendentals, 0, out.nbytes()};
   for (const Array* a : inputs) cost.bytes_read += a->nbytes();

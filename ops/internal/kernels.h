@@ -21,6 +21,7 @@
 #include "common/error.h"
 #include "ops/cost.h"
 #include "sim/array.h"
+#include "sim/array_builder.h"
 
 namespace spmdsim::ops_internal {
 
@@ -251,9 +252,11 @@ inline uint64_t VaryingUnion(std::span<const Array> inputs) {
 template <typename A = Array>
 inline constexpr bool kArrayHasVaryingAxes = requires(const A& a) { a.varying_axes(); };
 
-// A new result array charged to the current device; abstract when `abstract`. Elements uninitialised.
-Array NewResult(DType dtype, std::vector<int64_t> shape, bool abstract);
-void* MutableData(const Array& fresh);  // REQUIRES: `fresh` came from NewResult and is not yet shared
+// A new result charged to the current device (sim/array_builder.h); abstract when `abstract`. Elements
+// uninitialised.
+inline ArrayBuilder NewResult(DType dtype, std::vector<int64_t> shape, bool abstract) {
+  return ArrayBuilder(dtype, std::move(shape), {.abstract = abstract});
+}
 
 // Throws a typed error for an invalid (default-constructed) input of `op`.
 void CheckValid(std::string_view op, const Array& a, int index = 0);
@@ -301,7 +304,7 @@ Scratch<C> PermutedCompute(const Array& a, std::span<const int> perm) {
 void ReportCost(const OpCost& cost);
 // bytes_read = sum of the inputs' nbytes, bytes_written = out's nbytes.
 void ReportCost(std::string_view op, int64_t flops, int64_t transcendentals,
-                std::initializer_list<const Array*> inputs, const Array& out);
+                std::initializer_list<const Array*> inputs, const ArrayBuilder& out);
 
 }  // namespace spmdsim::ops_internal
 

@@ -64,6 +64,10 @@ class Holding {
   std::shared_ptr<DeviceMemory> memory_;
 };
 
+// The account of the virtual device whose code runs on this thread right now (CurrentDevice(),
+// sim/device_context.h), or nullptr on host threads. Arrays created while it is set are charged to it.
+DeviceMemory* CurrentDeviceMemory();
+
 struct ArrayAccess {
   // An Array over `buffer` (nullptr: abstract), charged to `memory` (nullptr: host). Charges first and
   // throws Error(kResourceExhausted) without making anything when the device is full.

@@ -93,6 +93,11 @@ struct alignas(64) DeviceSlot {
   void* worker_tsan_fiber = nullptr;    // TSan: the worker thread's own fiber
 };
 
+// The slot of the device whose code runs on this thread (set by the worker around every switch into a device,
+// cleared once a pass is over), or nullptr. CurrentDevice() and CurrentDeviceMemory() read it.
+DeviceSlot* CurrentSlot();
+void SetCurrentSlot(DeviceSlot* slot);
+
 // The call every device makes at a Barrier: one shared object, so comparing two barrier calls is comparing
 // two pointers and a waiting device keeps nothing on its stack.
 extern const CollectiveCall kBarrierCall;

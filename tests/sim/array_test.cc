@@ -9,8 +9,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "mesh/mesh.h"
+#include "sim/array_builder.h"
 #include "sim/internal/buffer.h"
 #include "sim/memory.h"
+#include "sim/runtime.h"
 
 namespace spmdsim {
 namespace {
@@ -140,20 +143,21 @@ TEST(Array, HostArraysAreNotChargedToAnyDevice) {
 }
 
 TEST(Array, ArraysMadeWhileADeviceIsCurrentAreChargedToItUntilTheLastCopyGoes) {
-  auto memory = std::make_shared<internal::DeviceMemory>(5, 5, 1000);
-  internal::SetCurrentDeviceMemory(memory.get());
-  Array a = Array::Zeros({100}, DType::kF32);  // 400 bytes
-  internal::SetCurrentDeviceMemory(nullptr);
+  Runtime runtime(Mesh::Iota({6}, {"x"}), RuntimeOptions{.num_threads = 1, .device_memory_bytes = 1000});
+  Array a;
+  runtime.Run([&](DeviceContext& d) {
+    if (d.position() == 5) a = Array::Zeros({100}, DType::kF32);  // 400 bytes
+  });
   EXPECT_EQ(a.charged_position(), 5);
-  EXPECT_EQ(memory->stats().in_use_bytes, 400);
+  EXPECT_EQ(runtime.memory_stats(5).in_use_bytes, 400);
   {
     Array copy = a;
     Array reshaped = a.Reshape({10, 10});
-    EXPECT_EQ(memory->stats().in_use_bytes, 400);  // copies share the one charge
+    EXPECT_EQ(runtime.memory_stats(5).in_use_bytes, 400);  // copies share the one charge
   }
   a = Array();
-  EXPECT_EQ(memory->stats().in_use_bytes, 0);
-  EXPECT_EQ(memory->stats().peak_bytes, 400);
+  EXPECT_EQ(runtime.memory_stats(5).in_use_bytes, 0);
+  EXPECT_EQ(runtime.memory_stats(5).peak_bytes, 400);
 }
 
 TEST(Array, OneBufferHeldByTwoDevicesIsChargedToBoth) {
@@ -171,20 +175,50 @@ TEST(Array, OneBufferHeldByTwoDevicesIsChargedToBoth) {
 }
 
 TEST(Array, AnArrayOverCapacityIsRefusedBeforeAnyHostMemoryIsAllocated) {
-  auto memory = std::make_shared<internal::DeviceMemory>(3, 7, 1 << 20);
-  internal::SetCurrentDeviceMemory(memory.get());
-  try {
-    // 1 TiB: had it been allocated first, the host would have failed instead.
-    Array::Zeros({int64_t{1} << 38}, DType::kF32);
-    internal::SetCurrentDeviceMemory(nullptr);
-    FAIL() << "no error";
-  } catch (const Error& e) {
-    internal::SetCurrentDeviceMemory(nullptr);
-    EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted);
-    EXPECT_THAT(e.what(), HasSubstr("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1.00TiB"));
-    EXPECT_THAT(e.message(), HasSubstr("on device 7 (position 3)"));
-  }
-  EXPECT_EQ(memory->stats().in_use_bytes, 0);
+  Runtime runtime(Mesh::Iota({4}, {"x"}), RuntimeOptions{.num_threads = 1, .device_memory_bytes = 1 << 20});
+  std::vector<std::string> errors(4);
+  runtime.Run([&](DeviceContext& d) {
+    try {
+      // 1 TiB: had it been allocated first, the host would have failed instead.
+      if (d.position() == 3) Array::Zeros({int64_t{1} << 38}, DType::kF32);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted);
+      errors[d.position()] = e.what();
+    }
+  });
+  EXPECT_THAT(errors[3], HasSubstr("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1.00TiB"));
+  EXPECT_THAT(errors[3], HasSubstr("on device 3 (position 3)"));
+  EXPECT_EQ(runtime.memory_stats(3).in_use_bytes, 0);
+}
+
+TEST(ArrayBuilder, WritesOnceAndFreezesIntoAnArrayChargedToTheCurrentDevice) {
+  ArrayBuilder host(DType::kF32, {2, 3});
+  std::span<float> v = host.data<float>();
+  for (int i = 0; i < 6; ++i) v[i] = static_cast<float>(i);
+  Array a = std::move(host).Freeze();
+  EXPECT_EQ(a.ToString(), "[[0, 1, 2], [3, 4, 5]]");
+  EXPECT_EQ(a.charged_position(), -1);
+  EXPECT_EQ(host.mutable_data(), nullptr);  // NOLINT(bugprone-use-after-move): empty after Freeze
+  EXPECT_EQ(ArrayBuilder(DType::kI32, {4}, {.zeroed = true}).data<int32_t>()[3], 0);
+  ArrayBuilder abstract(DType::kBF16, {1024, 1024}, {.abstract = true});
+  EXPECT_EQ(abstract.mutable_data(), nullptr);
+  EXPECT_TRUE(std::move(abstract).Freeze().is_abstract());
+  EXPECT_THROW(ArrayBuilder(DType::kF32, {2}).data<int32_t>(), Error);
+
+  Runtime runtime(Mesh::Iota({2}, {"x"}), RuntimeOptions{.num_threads = 1, .device_memory_bytes = 1000});
+  std::vector<Array> made(2);
+  std::vector<int> refused(2);
+  runtime.Run([&](DeviceContext& d) {
+    made[d.position()] = ArrayBuilder(DType::kF64, {10}, {.abstract = true}).Freeze();
+    try {
+      ArrayBuilder too_big(DType::kF64, {1000});
+    } catch (const Error& e) {
+      refused[d.position()] = e.code() == ErrorCode::kResourceExhausted;
+    }
+  });
+  EXPECT_EQ(made[1].charged_position(), 1);
+  EXPECT_EQ(runtime.memory_stats(1).in_use_bytes, 80);  // the refused builder charged nothing
+  EXPECT_EQ(refused, (std::vector<int>{1, 1}));
 }
 
 TEST(Array, RandomShapesRoundTripThroughToDoubles) {

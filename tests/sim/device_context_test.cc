@@ -1146,5 +1146,21 @@ TEST(Collectives, DevicesThatThrowInTheSameStepAreReportedByTheLowestPosition) {
   }
 }
 
+TEST(CurrentDevice, IsTheRunningDevicesContextAndNullOnHostThreads) {
+  EXPECT_EQ(CurrentDevice(), nullptr);
+  Runtime runtime(Mesh::Iota({4}, {"x"}), RuntimeOptions{.num_threads = 2, .collective_timeout = std::chrono::seconds(7)});
+  std::vector<int> ok(4), host_thread_null(4);
+  runtime.Run([&](DeviceContext& d) {
+    ok[d.position()] = CurrentDevice() == &d;
+    d.Barrier();
+    ok[d.position()] &= CurrentDevice() == &d && CurrentDevice()->runtime_options().collective_timeout ==
+                                                     std::chrono::seconds(7);
+    std::thread([&] { host_thread_null[d.position()] = CurrentDevice() == nullptr; }).join();
+  });
+  EXPECT_EQ(ok, (std::vector<int>{1, 1, 1, 1}));
+  EXPECT_EQ(host_thread_null, (std::vector<int>{1, 1, 1, 1}));
+  EXPECT_EQ(CurrentDevice(), nullptr);
+}
+
 }  // namespace
 }  // namespace spmdsim

@@ -70,15 +70,5 @@ TEST(HumanBytes, UsesBinaryUnits) {
   EXPECT_EQ(HumanBytes(int64_t{32} << 30), "32.00GiB");
 }
 
-TEST(CurrentDeviceMemory, IsPerThread) {
-  DeviceMemory m(0, 0, 10);
-  SetCurrentDeviceMemory(&m);
-  DeviceMemory* seen = &m;
-  std::thread([&] { seen = CurrentDeviceMemory(); }).join();
-  EXPECT_EQ(seen, nullptr);
-  EXPECT_EQ(CurrentDeviceMemory(), &m);
-  SetCurrentDeviceMemory(nullptr);
-}
-
 }  // namespace
 }  // namespace spmdsim::internal
