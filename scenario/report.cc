@@ -176,7 +176,10 @@ std::string PartitionTable(const PartitionResult& p) {
 }
 
 std::string CheckLine(const NumericCheck& c, bool abstract) {
-  if (!c.performed) return abstract ? "check: not performed (--abstract: no data)\n" : "check: not performed\n";
+  if (!c.performed) {
+    if (abstract) return "check: not performed (--abstract: no data)\n";
+    return c.compared.empty() ? "check: not performed\n" : fmt::format("check: not performed ({})\n", c.compared);
+  }
   std::string out = fmt::format("check: {} (max abs error {:.3g}, max rel error {:.3g}; rtol {:.3g}, atol {:.3g}){}\n",
                                 c.passed ? "PASSED" : "FAILED", c.max_abs_error, c.max_rel_error, c.rtol, c.atol,
                                 c.compared.empty() ? "" : "; " + c.compared);

@@ -85,6 +85,257 @@ bool SameBlock(const Array& a, const Array& b) {
   return a.SharesBufferWith(b) || a.is_abstract() || b.is_abstract() || a.BitwiseEquals(b);
 }
 
+// JAX writes these messages over several lines (paragraphs and list items separated by blank lines); spmdsim
+// keeps JAX's words on one line, as the CLI prints one line per error: items joined by "; ", paragraphs by a
+// space, and JAX's "* " bullets dropped.
+std::string JoinItems(const std::vector<std::string>& items) { return fmt::format("{}", fmt::join(items, "; ")); }
+
+// Specs name manual axes only (JAX's _check_specs), then no axis twice (NamedSharding's DuplicateSpecError).
+// Entries with skip[k] (pass-through inputs) are not specs.
+void CheckSpecAxes(std::string_view prefix, const std::vector<PartitionSpec>& specs, const std::vector<bool>& skip,
+                   const std::vector<std::string>& manual, const Mesh& mesh) {
+  std::vector<std::string> msgs;
+  for (size_t k = 0; k < specs.size(); ++k) {
+    if (skip[k]) continue;
+    for (const auto& name : SpecAxes(specs[k]))
+      if (!Contains(manual, name)) msgs.push_back(fmt::format("{}_specs[{}] refers to {}", prefix, k, PyRepr(name)));
+  }
+  if (!msgs.empty()) {
+    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+              "shard_map {}_specs argument must refer to an axis marked as manual ({}), but: {}. Check the {}_specs "
+              "values passed to shard_map.",
+              prefix, FrozenSet(manual), JoinItems(msgs), prefix);
+  }
+  for (size_t k = 0; k < specs.size(); ++k) {
+    if (skip[k]) continue;
+    for (const SpecProblem& p : CheckSpec(specs[k], mesh)) {
+      if (p.reason == SpecProblemReason::kDuplicateAxis) throw SpecError({p});
+    }
+  }
+}
+
+// JAX's pytree error when the number of specs differs from the number of values.
+[[noreturn]] void ThrowSpecCount(std::string_view prefix, size_t specs, size_t values) {
+  ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+            "pytree structure error: different lengths of tuple at key path shard_map {}_specs. At that key path, "
+            "the prefix pytree shard_map {}_specs has a subtree of type tuple of length {}, but the full pytree has "
+            "a subtree of the same type but of length {}.",
+            prefix, prefix, specs, values);
+}
+
+// JAX's _spec_rank_error: `items` name each spec longer than its value's rank; `scalar` when one value is rank 0.
+[[noreturn]] void ThrowSpecRank(std::string_view prefix, const std::string& name, const std::vector<std::string>& items,
+                                bool scalar) {
+  std::string msg = fmt::format(
+      "shard_map applied to the function '{}' was given an {}_specs entry which is too long to be compatible with "
+      "the corresponding {}put value from the function: {}. Entries in {}_specs must be of length no greater than "
+      "the number of axes in the corresponding {}put value. Either revise the spec to be shorter, or modify '{}' so "
+      "that its {}puts have sufficient rank.",
+      name, prefix, prefix, JoinItems(items), prefix, prefix, name, prefix);
+  if (scalar) {
+    msg += fmt::format(" For scalar values (rank 0), consider using an {}_specs entry of `P()`, where `P = "
+                       "jax.sharding.PartitionSpec`.",
+                       prefix);
+    if (prefix == "out") {
+      msg += " In particular, for rank 0 outputs which are not constant over the mesh, add at least one (singleton) "
+             "axis to them so that they can be concatenated using out_specs.";
+    }
+  }
+  throw Error(ErrorCode::kInvalidArgument, msg, "ValueError");
+}
+
+// Arguments against in_specs (JAX's _check_specs_vs_args): the count, then every rank, then every divisibility.
+void CheckArgs(const std::vector<InSpec>& in_specs, const std::vector<ShardMapArg>& args, const Mesh& mesh,
+               const std::string& name) {
+  if (in_specs.size() != args.size()) ThrowSpecCount("in", in_specs.size(), args.size());
+  std::vector<std::string> msgs;
+  bool scalar = false;
+  for (size_t k = 0; k < args.size(); ++k) {
+    const InSpec& spec = in_specs[k];
+    if (spec.is_pass_through()) continue;
+    const int rank = static_cast<int>(args[k].shape().size());
+    if (spec.spec().size() > rank) {
+      msgs.push_back(fmt::format("in_specs[{}] is {} which has length {}, but the passed args[{}] has shape {}, "
+                                 "which has rank {} (and {} < {})",
+                                 k, spec.ToString(), spec.spec().size(), k, args[k].ShapeString(), rank, rank,
+                                 spec.spec().size()));
+      scalar = scalar || rank == 0;
+    }
+  }
+  if (!msgs.empty()) ThrowSpecRank("in", name, msgs, scalar);
+  for (size_t k = 0; k < args.size(); ++k) {
+    const InSpec& spec = in_specs[k];
+    if (spec.is_pass_through()) continue;
+    for (int d = 0; d < spec.spec().size(); ++d) {
+      const PartitionSpec::Entry& e = spec.spec()[d];
+      if (!e.has_axes()) continue;
+      const int64_t sz = mesh.AxesSize(e.axes());
+      const int64_t dim = args[k].shape()[d];
+      if (dim % sz == 0) continue;
+      std::string axis = e.axes().size() > 1 ? fmt::format("axes {}", PyTuple(e.axes()))
+                                             : fmt::format("axis {}", PyRepr(e.axes()[0]));
+      msgs.push_back(fmt::format("the passed args[{}] of shape {} corresponds to in_specs[{}] of value {}, which maps "
+                                 "array axis {} (of size {}) to mesh {} (of {}size {}), but {} does not evenly "
+                                 "divide {}",
+                                 k, args[k].ShapeString(), k, spec.ToString(), d, dim, axis,
+                                 e.axes().size() > 1 ? "total " : "", sz, sz, dim));
+    }
+  }
+  if (!msgs.empty()) {
+    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+              "shard_map applied to the function '{}' was given argument arrays with axis sizes that are not evenly "
+              "divisible by the corresponding mesh axis sizes: {} {}. Array arguments' axis sizes must be evenly "
+              "divisible by the mesh axis or axes indicated by the corresponding elements of the argument's in_specs "
+              "entry. Consider checking that in_specs are correct, and if so consider changing the mesh axis sizes or "
+              "else padding the input and adapting '{}' appropriately.",
+              name, MeshText(mesh), JoinItems(msgs), name);
+  }
+}
+
+using Blocks = std::vector<std::vector<Array>>;  // [instance position][output]
+
+// Every instance returned one valid Array per out_spec, all with the same shapes and dtypes, and no out_spec is
+// longer than its output's rank (JAX's pytree and _spec_rank_error checks).
+void CheckOutputs(const Blocks& blocks, const std::vector<PartitionSpec>& out_specs, const Mesh& imesh,
+                  const std::string& name) {
+  const size_t num_out = out_specs.size();
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (blocks[i].size() != num_out) ThrowSpecCount("out", num_out, blocks[i].size());
+    for (size_t k = 0; k < num_out; ++k) {
+      const Array& a = blocks[i][k];
+      if (!a.valid()) {
+        Throw(ErrorCode::kInvalidArgument, "{} returned an empty Array handle as output {} on {}", name, k,
+              DeviceText(imesh, static_cast<int64_t>(i)));
+      }
+      const Array& first = blocks[0][k];
+      if (a.dtype() != first.dtype() || a.shape() != first.shape()) {
+        Throw(ErrorCode::kInvalidArgument,
+              "{} returned output {} as {} on {} but as {} on {}: every device must return the same shapes and dtypes",
+              name, k, first.ShapeString(), DeviceText(imesh, 0), a.ShapeString(),
+              DeviceText(imesh, static_cast<int64_t>(i)));
+      }
+    }
+  }
+  std::vector<std::string> msgs;
+  bool scalar = false;
+  for (size_t k = 0; k < num_out; ++k) {
+    const Array& a = blocks[0][k];
+    if (out_specs[k].size() > a.rank()) {
+      msgs.push_back(fmt::format("out_specs[{}] is {} which has length {}, but {}(*args)[{}] has shape {}, which has "
+                                 "rank {} (and {} < {})",
+                                 k, out_specs[k].ToString(), out_specs[k].size(), name, k, a.ShapeString(), a.rank(),
+                                 a.rank(), out_specs[k].size()));
+      scalar = scalar || a.rank() == 0;
+    }
+  }
+  if (!msgs.empty()) ThrowSpecRank("out", name, msgs, scalar);
+}
+
+// Two devices whose blocks of one output differ along an axis its out_spec omits.
+struct BlockDifference {
+  std::string axis;
+  int64_t base = 0;   // the device at index 0 of `axis`
+  int64_t other = 0;  // the device whose block differs from base's
+  std::string text;   // "the blocks of device 0 (x=0) and device 1 (x=1) differ along mesh axis 'x' (...)"
+};
+
+// The first device (in mesh order) whose block of output k differs from the block at index 0 of an omitted axis.
+std::optional<BlockDifference> FindDifference(const Blocks& blocks, size_t k, const Mesh& imesh,
+                                              const std::vector<std::string>& omitted) {
+  for (int64_t i = 0; i < imesh.size(); ++i) {
+    const std::vector<int64_t> coords = imesh.CoordsOfPosition(i);
+    for (const auto& a : omitted) {
+      const int dim = imesh.AxisIndex(a);
+      if (coords[dim] == 0) continue;
+      std::vector<int64_t> base = coords;
+      base[dim] = 0;
+      const int64_t j = imesh.PositionOf(base);
+      if (SameBlock(blocks[j][k], blocks[i][k])) continue;
+      return BlockDifference{a, j, i,
+                             fmt::format("the blocks of {} and {} differ along mesh axis {} ({})", DeviceText(imesh, j),
+                                         DeviceText(imesh, i), PyRepr(a), FirstDifference(blocks[j][k], blocks[i][k]))};
+    }
+  }
+  return std::nullopt;
+}
+
+// JAX's _inout_vma_error item for out_specs[k] = spec, whose value may vary over `varying` (instance mesh bits).
+std::string StaticReplicationItem(size_t k, const PartitionSpec& spec, const Mesh& mesh, const Mesh& imesh,
+                                  uint64_t varying) {
+  const std::vector<std::string> named = SpecAxes(spec);
+  std::vector<std::string> unmentioned;  // over the whole mesh, as JAX counts them
+  for (const auto& a : mesh.axis_names())
+    if (!Contains(named, a)) unmentioned.push_back(a);
+  if (unmentioned.size() == 1) {
+    return fmt::format("out_specs[{}] is {} which implies that the corresponding output value is replicated across "
+                       "mesh axis {}, but could not infer replication over any axes",
+                       k, spec.ToString(), PyRepr(unmentioned[0]));
+  }
+  std::vector<std::string> need, got = NamesOf(imesh, varying), diff;
+  for (const auto& a : mesh.axis_names()) {
+    if (Contains(named, a)) need.push_back(a);
+    if (Contains(unmentioned, a) && Contains(got, a)) diff.push_back(a);
+  }
+  return fmt::format("out_specs[{}] is {} which implies that the corresponding output value is only varying across "
+                     "mesh axes {{{}}} and not {{{}}}, but it was inferred to be possibly varying over {{{}}}",
+                     k, spec.ToString(), fmt::join(need, ","), fmt::join(diff, ","), fmt::join(got, ","));
+}
+
+// check_vma: the static rule (JAX's), with the blocks compared as evidence, then the dynamic comparison of the
+// blocks along every omitted axis (docs/shardmap.md).
+void CheckReplication(const Blocks& blocks, const std::vector<PartitionSpec>& out_specs, const Mesh& mesh,
+                      const Mesh& imesh, const std::string& name) {
+  std::vector<std::string> static_msgs;
+  std::vector<std::string> evidence;
+  for (size_t k = 0; k < out_specs.size(); ++k) {
+    const PartitionSpec& spec = out_specs[k];
+    const std::vector<std::string> named = SpecAxes(spec);
+    std::vector<std::string> omitted;
+    for (const auto& a : imesh.axis_names())
+      if (!Contains(named, a)) omitted.push_back(a);
+    uint64_t varying = 0;
+    for (const auto& instance : blocks) varying |= instance[k].varying_axes();
+    const uint64_t bad = varying & MaskOf(imesh, omitted);
+    const std::optional<BlockDifference> differ = FindDifference(blocks, k, imesh, omitted);
+    if (bad != 0) {
+      static_msgs.push_back(StaticReplicationItem(k, spec, mesh, imesh, varying));
+      evidence.push_back(differ ? fmt::format("out_specs[{}]: {}.", k, differ->text)
+                                : fmt::format("out_specs[{}]: the blocks happen to be equal along {} in this call.", k,
+                                              fmt::join(NamesOf(imesh, bad), ", ")));
+    } else if (differ && static_msgs.empty()) {
+      ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+                "shard_map applied to the function '{}' returned for out_specs[{}] = {} a value that is not "
+                "replicated across mesh axis {} although the out_specs entry requires it and it was inferred to "
+                "be: {}. (A value computed from the device's position rather than through collectives escapes "
+                "the static check; pass check_vma=false to keep the block at index 0 of the omitted axes.)",
+                name, k, spec.ToString(), PyRepr(differ->axis), differ->text);
+    }
+  }
+  if (!static_msgs.empty()) {
+    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+              "shard_map applied to the function '{}' was given out_specs which require replication which can't be "
+              "statically inferred given the mesh: {} {}. Check if these output values are meant to be replicated "
+              "over those mesh axes. If not, consider revising the corresponding out_specs entries. If so, consider "
+              "disabling the check by passing the check_vma=False argument to `jax.shard_map`. spmdsim compared the "
+              "blocks: {}",
+              name, MeshText(mesh), JoinItems(static_msgs), fmt::join(evidence, " "));
+  }
+}
+
+// The global shape of every output: dimension d of the blocks times the size of the axes out_specs[k][d] names.
+std::vector<std::vector<int64_t>> GlobalShapes(const Blocks& blocks, const std::vector<PartitionSpec>& out_specs,
+                                               const Mesh& imesh) {
+  std::vector<std::vector<int64_t>> shapes(out_specs.size());
+  for (size_t k = 0; k < out_specs.size(); ++k) {
+    std::vector<int64_t> shape = blocks[0][k].shape();
+    const PartitionSpec& spec = out_specs[k];
+    for (int d = 0; d < spec.size(); ++d)
+      if (spec[d].has_axes()) shape[d] *= imesh.AxesSize(spec[d].axes());
+    shapes[k] = std::move(shape);
+  }
+  return shapes;
+}
+
 }  // namespace
 
 struct ShardMapped::State {
@@ -99,6 +350,12 @@ struct ShardMapped::State {
   std::vector<int64_t> instance_of_full;  // mesh position -> instance position
   std::shared_ptr<Runtime> own_runtime;
   ShardMapCallStats stats;
+};
+
+// Per argument, the block of every instance (host arrays shared by replicas) and the axes it varies over.
+struct ShardMapped::InputBlocks {
+  std::vector<std::vector<Array>> blocks;  // [argument][instance position]
+  std::vector<uint64_t> masks;             // [argument]
 };
 
 struct ShardMapped::Outputs {
@@ -137,36 +394,14 @@ ShardMapped ShardMap(ShardFunction f, Mesh mesh, std::vector<InSpec> in_specs, s
   for (const auto& name : mesh.axis_names())
     if (options.axis_names.empty() || Contains(options.axis_names, name)) manual.push_back(name);
 
-  // Specs may name manual axes only (JAX's _check_specs), then no axis twice (NamedSharding's DuplicateSpecError).
-  auto check_specs = [&](std::string_view prefix, const std::vector<PartitionSpec>& specs,
-                         const std::vector<bool>& skip) {
-    std::vector<std::string> msgs;
-    for (size_t k = 0; k < specs.size(); ++k) {
-      if (skip[k]) continue;
-      for (const auto& name : SpecAxes(specs[k]))
-        if (!Contains(manual, name)) msgs.push_back(fmt::format("  {}_specs[{}] refers to {}", prefix, k, PyRepr(name)));
-    }
-    if (!msgs.empty()) {
-      ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
-                "shard_map {}_specs argument must refer to an axis marked as manual ({}), but:\n\n{}\n\nCheck the "
-                "{}_specs values passed to shard_map.",
-                prefix, FrozenSet(manual), fmt::join(msgs, "\n\n"), prefix);
-    }
-    for (size_t k = 0; k < specs.size(); ++k) {
-      if (skip[k]) continue;
-      for (const SpecProblem& p : CheckSpec(specs[k], mesh)) {
-        if (p.reason == SpecProblemReason::kDuplicateAxis) throw SpecError({p});
-      }
-    }
-  };
   std::vector<PartitionSpec> in_plain;
   std::vector<bool> in_skip;
   for (const InSpec& s : in_specs) {
     in_plain.push_back(s.spec());
     in_skip.push_back(s.is_pass_through());
   }
-  check_specs("in", in_plain, in_skip);
-  check_specs("out", out_specs, std::vector<bool>(out_specs.size(), false));
+  CheckSpecAxes("in", in_plain, in_skip, manual, mesh);
+  CheckSpecAxes("out", out_specs, std::vector<bool>(out_specs.size(), false), manual, mesh);
 
   auto state = std::make_shared<ShardMapped::State>();
   state->f = std::move(f);
@@ -223,256 +458,61 @@ ShardMapped ShardMap(ShardFunction f, Mesh mesh, std::vector<InSpec> in_specs, s
 
 ShardMapped::Outputs ShardMapped::Run(std::vector<ShardMapArg>& args) const {
   State& s = *state_;
-  const Mesh& mesh = s.mesh;
-  const Mesh& imesh = s.instance_mesh;
-  const std::string& name = s.options.name;
-  const size_t num_args = args.size();
-  if (s.in_specs.size() != num_args) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
-              "pytree structure error: different lengths of tuple at key path\n    shard_map in_specs\nAt that key "
-              "path, the prefix pytree shard_map in_specs has a subtree of type tuple of length {}, but the full "
-              "pytree has a subtree of the same type but of length {}.",
-              s.in_specs.size(), num_args);
-  }
-  // Rank, then divisibility (JAX's _check_specs_vs_args), over every argument.
-  {
-    std::vector<std::string> msgs;
-    bool scalar = false;
-    for (size_t k = 0; k < num_args; ++k) {
-      const InSpec& spec = s.in_specs[k];
-      if (spec.is_pass_through()) continue;
-      const int rank = static_cast<int>(args[k].shape().size());
-      if (spec.spec().size() > rank) {
-        msgs.push_back(fmt::format("* in_specs[{}] is {} which has length {}, but the passed args[{}] has shape {}, "
-                                   "which has rank {} (and {} < {})",
-                                   k, spec.ToString(), spec.spec().size(), k, args[k].ShapeString(), rank, rank,
-                                   spec.spec().size()));
-        scalar = scalar || rank == 0;
-      }
-    }
-    if (!msgs.empty()) {
-      if (msgs.size() == 1) msgs[0] = msgs[0].substr(2);
-      std::string msg = fmt::format(
-          "shard_map applied to the function '{}' was given an in_specs entry which is too long to be compatible "
-          "with the corresponding input value from the function:\n\n{}\n\nEntries in in_specs must be of length no "
-          "greater than the number of axes in the corresponding input value.\n\nEither revise the spec to be "
-          "shorter, or modify '{}' so that its inputs have sufficient rank.",
-          name, fmt::join(msgs, "\n\n"), name);
-      if (scalar) {
-        msg += "\n\nFor scalar values (rank 0), consider using an in_specs entry of `P()`, where `P = "
-               "jax.sharding.PartitionSpec`.";
-      }
-      throw Error(ErrorCode::kInvalidArgument, msg, "ValueError");
-    }
-    for (size_t k = 0; k < num_args; ++k) {
-      const InSpec& spec = s.in_specs[k];
-      if (spec.is_pass_through()) continue;
-      for (int d = 0; d < spec.spec().size(); ++d) {
-        const PartitionSpec::Entry& e = spec.spec()[d];
-        if (!e.has_axes()) continue;
-        const int64_t sz = mesh.AxesSize(e.axes());
-        const int64_t dim = args[k].shape()[d];
-        if (dim % sz == 0) continue;
-        std::string axis = e.axes().size() > 1 ? fmt::format("axes {}", PyTuple(e.axes()))
-                                               : fmt::format("axis {}", PyRepr(e.axes()[0]));
-        msgs.push_back(fmt::format("* the passed args[{}] of shape {} corresponds to in_specs[{}] of value {}, which "
-                                   "maps array axis {} (of size {}) to mesh {} (of {}size {}), but {} does not "
-                                   "evenly divide {}",
-                                   k, args[k].ShapeString(), k, spec.ToString(), d, dim, axis,
-                                   e.axes().size() > 1 ? "total " : "", sz, sz, dim));
-      }
-    }
-    if (!msgs.empty()) {
-      if (msgs.size() == 1) msgs[0] = msgs[0].substr(2);
-      ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
-                "shard_map applied to the function '{}' was given argument arrays with axis sizes that are not evenly "
-                "divisible by the corresponding mesh axis sizes:\n\n{}\n\n{}\n\nArray arguments' axis sizes must be "
-                "evenly divisible by the mesh axis or axes indicated by the corresponding elements of the argument's "
-                "in_specs entry. Consider checking that in_specs are correct, and if so consider changing the mesh "
-                "axis sizes or else padding the input and adapting '{}' appropriately.",
-                name, MeshText(mesh), fmt::join(msgs, "\n\n"), name);
-    }
-  }
+  CheckArgs(s.in_specs, args, s.mesh, s.options.name);
+  InputBlocks inputs = SplitInputs(args);
+  Outputs out;
+  out.blocks = RunInstances(inputs);
+  CheckOutputs(out.blocks, s.out_specs, s.instance_mesh, s.options.name);
+  if (s.options.check_vma) CheckReplication(out.blocks, s.out_specs, s.mesh, s.instance_mesh, s.options.name);
+  out.global_shapes = GlobalShapes(out.blocks, s.out_specs, s.instance_mesh);
+  return out;
+}
 
-  // Per argument, the block of every instance (host arrays shared by replicas) and its varying axes.
+ShardMapped::InputBlocks ShardMapped::SplitInputs(std::vector<ShardMapArg>& args) const {
+  State& s = *state_;
+  const Mesh& imesh = s.instance_mesh;
+  const size_t num_args = args.size();
   const int64_t n = imesh.size();
   s.stats = ShardMapCallStats{};
   s.stats.instances = n;
   s.stats.input_reshards.resize(num_args);
-  std::vector<std::vector<Array>> blocks(num_args, std::vector<Array>(n));
-  std::vector<uint64_t> masks(num_args, 0);
+  InputBlocks in;
+  in.blocks.assign(num_args, std::vector<Array>(n));
+  in.masks.assign(num_args, 0);
   for (size_t k = 0; k < num_args; ++k) {
     const InSpec& spec = s.in_specs[k];
     ShardMapArg& arg = args[k];
     if (spec.is_pass_through()) {
       Array whole = arg.is_sharded() ? arg.sharded().Gather() : arg.array();
-      for (int64_t i = 0; i < n; ++i) blocks[k][i] = whole;
+      for (int64_t i = 0; i < n; ++i) in.blocks[k][i] = whole;
       continue;
     }
-    masks[k] = MaskOf(imesh, SpecAxes(spec.spec()));
+    in.masks[k] = MaskOf(imesh, SpecAxes(spec.spec()));
     if (arg.is_sharded()) {
-      NamedSharding want(mesh, spec.spec());
+      NamedSharding want(s.mesh, spec.spec());
       ShardedArray x = Reshard(arg.sharded(), want, &s.stats.input_reshards[k]);
-      for (int64_t i = 0; i < n; ++i) blocks[k][i] = x.shard(s.full_of_instance[i]);
+      for (int64_t i = 0; i < n; ++i) in.blocks[k][i] = x.shard(s.full_of_instance[i]);
     } else {
       if (!arg.array().valid()) Throw(ErrorCode::kInvalidArgument, "args[{}] is an empty Array handle", k);
       ShardedArray x = ShardedArray::DevicePut(arg.array(), NamedSharding(imesh, spec.spec()));
-      for (int64_t i = 0; i < n; ++i) blocks[k][i] = x.shard(i);
+      for (int64_t i = 0; i < n; ++i) in.blocks[k][i] = x.shard(i);
     }
   }
+  return in;
+}
 
-  Outputs out;
-  out.blocks.assign(n, {});
+std::vector<std::vector<Array>> ShardMapped::RunInstances(InputBlocks& inputs) const {
+  const State& s = *state_;
+  const size_t num_args = inputs.blocks.size();
+  std::vector<std::vector<Array>> blocks(s.instance_mesh.size());
   runtime().Run([&](DeviceContext& d) {
     const int64_t i = d.position();
     std::vector<Array> held(num_args);
-    for (size_t k = 0; k < num_args; ++k) held[k] = d.Hold(blocks[k][i]).WithVaryingAxes(masks[k]);
-    out.blocks[i] = s.f(d, std::span<const Array>(held));
+    for (size_t k = 0; k < num_args; ++k) held[k] = d.Hold(inputs.blocks[k][i]).WithVaryingAxes(inputs.masks[k]);
+    blocks[i] = s.f(d, std::span<const Array>(held));
   });
-  blocks.clear();
-
-  // Output structure, shapes and dtypes.
-  const size_t num_out = s.out_specs.size();
-  for (int64_t i = 0; i < n; ++i) {
-    if (out.blocks[i].size() != num_out) {
-      ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
-                "pytree structure error: different lengths of tuple at key path\n    shard_map out_specs\nAt that "
-                "key path, the prefix pytree shard_map out_specs has a subtree of type tuple of length {}, but the "
-                "full pytree has a subtree of the same type but of length {}.",
-                num_out, out.blocks[i].size());
-    }
-    for (size_t k = 0; k < num_out; ++k) {
-      const Array& a = out.blocks[i][k];
-      if (!a.valid()) Throw(ErrorCode::kInvalidArgument, "{} returned an empty Array handle as output {} on {}", name, k,
-                            DeviceText(imesh, i));
-      const Array& first = out.blocks[0][k];
-      if (a.dtype() != first.dtype() || a.shape() != first.shape()) {
-        Throw(ErrorCode::kInvalidArgument,
-              "{} returned output {} as {} on {} but as {} on {}: every device must return the same shapes and dtypes",
-              name, k, first.ShapeString(), DeviceText(imesh, 0), a.ShapeString(), DeviceText(imesh, i));
-      }
-    }
-  }
-  {
-    std::vector<std::string> msgs;
-    bool scalar = false;
-    for (size_t k = 0; k < num_out; ++k) {
-      const Array& a = out.blocks[0][k];
-      if (s.out_specs[k].size() > a.rank()) {
-        msgs.push_back(fmt::format("* out_specs[{}] is {} which has length {}, but {}(*args)[{}] has shape {}, which "
-                                   "has rank {} (and {} < {})",
-                                   k, s.out_specs[k].ToString(), s.out_specs[k].size(), name, k, a.ShapeString(),
-                                   a.rank(), a.rank(), s.out_specs[k].size()));
-        scalar = scalar || a.rank() == 0;
-      }
-    }
-    if (!msgs.empty()) {
-      if (msgs.size() == 1) msgs[0] = msgs[0].substr(2);
-      std::string msg = fmt::format(
-          "shard_map applied to the function '{}' was given an out_specs entry which is too long to be compatible "
-          "with the corresponding output value from the function:\n\n{}\n\nEntries in out_specs must be of length "
-          "no greater than the number of axes in the corresponding output value.\n\nEither revise the spec to be "
-          "shorter, or modify '{}' so that its outputs have sufficient rank.",
-          name, fmt::join(msgs, "\n\n"), name);
-      if (scalar) {
-        msg += "\n\nFor scalar values (rank 0), consider using an out_specs entry of `P()`, where `P = "
-               "jax.sharding.PartitionSpec`. In particular, for rank 0 outputs which are not constant over the mesh, "
-               "add at least one (singleton) axis to them so that they can be concatenated using out_specs.";
-      }
-      throw Error(ErrorCode::kInvalidArgument, msg, "ValueError");
-    }
-  }
-
-  // Replication check.
-  if (s.options.check_vma) {
-    std::vector<std::string> static_msgs;
-    std::vector<std::string> evidence;
-    for (size_t k = 0; k < num_out; ++k) {
-      const PartitionSpec& spec = s.out_specs[k];
-      const std::vector<std::string> named = SpecAxes(spec);
-      std::vector<std::string> omitted_manual;
-      for (const auto& a : imesh.axis_names())
-        if (!Contains(named, a)) omitted_manual.push_back(a);
-      uint64_t varying = 0;
-      for (int64_t i = 0; i < n; ++i) varying |= out.blocks[i][k].varying_axes();
-      const uint64_t bad = varying & MaskOf(imesh, omitted_manual);
-      // Dynamic: the first device whose block differs from the one at index 0 of an omitted axis.
-      std::optional<std::tuple<std::string, int64_t, int64_t>> differ;
-      for (int64_t i = 0; i < n && !differ; ++i) {
-        std::vector<int64_t> coords = imesh.CoordsOfPosition(i);
-        for (const auto& a : omitted_manual) {
-          const int dim = imesh.AxisIndex(a);
-          if (coords[dim] == 0) continue;
-          std::vector<int64_t> base = coords;
-          base[dim] = 0;
-          const int64_t j = imesh.PositionOf(base);
-          if (!SameBlock(out.blocks[j][k], out.blocks[i][k])) {
-            differ = std::make_tuple(a, j, i);
-            break;
-          }
-        }
-      }
-      std::string differ_text;
-      if (differ) {
-        const auto& [axis, j, i] = *differ;
-        differ_text = fmt::format("the blocks of {} and {} differ along mesh axis {} ({})", DeviceText(imesh, j),
-                                  DeviceText(imesh, i), PyRepr(axis),
-                                  FirstDifference(out.blocks[j][k], out.blocks[i][k]));
-      }
-      if (bad != 0) {
-        std::vector<std::string> unmentioned;  // over the whole mesh, as JAX counts them
-        for (const auto& a : mesh.axis_names())
-          if (!Contains(named, a)) unmentioned.push_back(a);
-        std::vector<std::string> need, got = NamesOf(imesh, varying), diff;
-        for (const auto& a : mesh.axis_names()) {
-          if (Contains(named, a)) need.push_back(a);
-          if (Contains(unmentioned, a) && Contains(got, a)) diff.push_back(a);
-        }
-        if (unmentioned.size() > 1) {
-          static_msgs.push_back(fmt::format(
-              "* out_specs[{}] is {} which implies that the corresponding output value is only varying across mesh "
-              "axes {{{}}} and not {{{}}}, but it was inferred to be possibly varying over {{{}}}",
-              k, spec.ToString(), fmt::join(need, ","), fmt::join(diff, ","), fmt::join(got, ",")));
-        } else {
-          static_msgs.push_back(fmt::format(
-              "* out_specs[{}] is {} which implies that the corresponding output value is replicated across mesh "
-              "axis {}, but could not infer replication over any axes",
-              k, spec.ToString(), PyRepr(unmentioned[0])));
-        }
-        evidence.push_back(differ ? fmt::format("out_specs[{}]: {}.", k, differ_text)
-                                  : fmt::format("out_specs[{}]: the blocks happen to be equal along {} in this call.",
-                                                k, fmt::join(NamesOf(imesh, bad), ", ")));
-      } else if (differ && static_msgs.empty()) {
-        ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
-                  "shard_map applied to the function '{}' returned for out_specs[{}] = {} a value that is not "
-                  "replicated across mesh axis {} although the out_specs entry requires it and it was inferred to "
-                  "be: {}. (A value computed from the device's position rather than through collectives escapes "
-                  "the static check; pass check_vma=false to keep the block at index 0 of the omitted axes.)",
-                  name, k, spec.ToString(), PyRepr(std::get<0>(*differ)), differ_text);
-      }
-    }
-    if (!static_msgs.empty()) {
-      if (static_msgs.size() == 1) static_msgs[0] = static_msgs[0].substr(2);
-      ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
-                "shard_map applied to the function '{}' was given out_specs which require replication which can't be "
-                "statically inferred given the mesh:\n\n{}\n\n{}\n\nCheck if these output values are meant to be "
-                "replicated over those mesh axes. If not, consider revising the corresponding out_specs entries. If "
-                "so, consider disabling the check by passing the check_vma=False argument to `jax.shard_map`.\n\n"
-                "spmdsim compared the blocks: {}",
-                name, MeshText(mesh), fmt::join(static_msgs, "\n\n"), fmt::join(evidence, " "));
-    }
-  }
-
-  // Global shapes.
-  out.global_shapes.resize(num_out);
-  for (size_t k = 0; k < num_out; ++k) {
-    std::vector<int64_t> shape = out.blocks[0][k].shape();
-    const PartitionSpec& spec = s.out_specs[k];
-    for (int d = 0; d < spec.size(); ++d)
-      if (spec[d].has_axes()) shape[d] *= imesh.AxesSize(spec[d].axes());
-    out.global_shapes[k] = std::move(shape);
-  }
-  return out;
+  inputs = InputBlocks{};  // the host copies of the blocks are no longer needed
+  return blocks;
 }
 
 std::vector<Array> ShardMapped::operator()(std::vector<ShardMapArg> args) const {

@@ -168,8 +168,13 @@ class ShardMapped {
   friend ShardMapped ShardMap(ShardFunction f, Mesh mesh, std::vector<InSpec> in_specs,
                               std::vector<PartitionSpec> out_specs, ShardMapOptions options);
   struct State;
+  struct InputBlocks;
   struct Outputs;
+  // One call: check the arguments, split them, run f on every instance, check the outputs and their
+  // replication, and work out the global shapes (operator() and CallSharded assemble).
   Outputs Run(std::vector<ShardMapArg>& args) const;
+  InputBlocks SplitInputs(std::vector<ShardMapArg>& args) const;
+  std::vector<std::vector<Array>> RunInstances(InputBlocks& inputs) const;  // consumes inputs
   std::shared_ptr<State> state_;
 };
 

@@ -113,10 +113,12 @@ class DeviceContext {
   // concatenated along concat_axis in k order. Untiled needs shape[split_axis] == N; the output drops
   // split_axis and has N at concat_axis. Tiled: split dimension / N, concat dimension * N.
   Array AllToAll(const Array& x, const Axes& axes, int split_axis, int concat_axis, bool tiled = false);
-  // jax.lax.ppermute: in-group index dst receives src's value for each (src, dst) pair (indices taken
-  // modulo N, as JAX does); a device nobody sends to receives zeros. Repeated sources or destinations:
-  // Error(kInvalidArgument, "ValueError") "ppermute sources and destinations must be unique, got
-  // ((0, 1), (0, 2))."; axes in an order other than the mesh's: JAX's RuntimeError.
+  // jax.lax.ppermute: in-group index dst receives src's value for each (src, dst) pair; a device nobody sends
+  // to receives zeros. Errors, in JAX's order (kInvalidArgument, with JAX's exception name as kind): sources
+  // or destinations repeated modulo N, ValueError "ppermute sources and destinations must be unique, got
+  // ((0, 1), (0, 2))."; axes whose group is not in mesh order (axes of size > 1 in another order than the
+  // mesh's), RuntimeError "Make sure that the axis_name passed to jax.lax.ppermute is in the same order ...";
+  // an index outside -N..N-1, IndexError "tuple index out of range (...)" (-N..-1 count from the end).
   Array Ppermute(const Array& x, const Axes& axes, const PermutationPairs& perm);
   // Every device of the mesh waits until all have arrived.
   void Barrier();

@@ -154,6 +154,56 @@ bool UniquePairs(std::span<const std::pair<int64_t, int64_t>> perm, int64_t n) {
   return true;
 }
 
+// Whether the group's devices, listed in the order of `key` (first name major), come out in mesh order. JAX
+// compares the group with its sorted self; the positions are sums of coordinate times mesh stride, so the
+// group is sorted exactly when the axes of size > 1 appear in mesh order (an axis of size 1 may go anywhere).
+bool GroupInMeshOrder(const Mesh& mesh, const AxesKey& key) {
+  int last = -1;
+  for (int i = 0; i < key.count; ++i) {
+    if (mesh.shape()[key.index[i]] == 1) continue;
+    if (key.index[i] < last) return false;
+    last = key.index[i];
+  }
+  return true;
+}
+
+// ppermute's checks in JAX's order (lax/parallel.py _pcollectives_lowering_common): sources and destinations
+// unique modulo n (ValueError), the group in mesh order (RuntimeError, raise_on_ppermute_sort_diff), then
+// each index used to index the group tuple, so -n..-1 count from the end and anything else is an IndexError.
+// Every device runs this on every call: nothing is allocated unless an index is negative or out of range.
+void ValidatePermutation(const Mesh& mesh, CollectiveCall& call, const PermutationPairs& raw_perm) {
+  const int64_t n = call.group_size;
+  bool in_range = true;
+  for (const auto& [src, dst] : raw_perm) in_range = in_range && 0 <= src && src < n && 0 <= dst && dst < n;
+  if (in_range) {
+    call.perm = raw_perm;
+  } else {
+    call.perm_storage.clear();
+    for (const auto& [src, dst] : raw_perm) call.perm_storage.emplace_back(PyMod(src, n), PyMod(dst, n));
+    call.perm = call.perm_storage;
+  }
+  if (!UniquePairs(call.perm, n)) {
+    ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "ppermute sources and destinations must be unique, got {}.",
+              PermText(raw_perm));
+  }
+  if (!GroupInMeshOrder(mesh, call.axes)) {
+    ThrowKind(ErrorCode::kInvalidArgument, "RuntimeError",
+              "Make sure that the axis_name passed to jax.lax.ppermute is in the same order as the axis_names "
+              "declared on the mesh. If you want to allow different order, you can disable the check via `with "
+              "jax.raise_on_ppermute_sort_diff(False):` context manager.");
+  }
+  if (in_range) return;
+  for (const auto& [src, dst] : raw_perm) {
+    for (const int64_t index : {src, dst}) {
+      if (-n <= index && index < n) continue;
+      ThrowKind(ErrorCode::kInvalidArgument, "IndexError",
+                "tuple index out of range (ppermute perm {} uses index {} in a group of {} devices; valid indices are "
+                "{}..{})",
+                PermText(raw_perm), index, n, -n, n - 1);
+    }
+  }
+}
+
 }  // namespace
 
 // How JAX prints axis_name in messages: a single name bare, several as a tuple.
@@ -240,30 +290,7 @@ void ValidateCall(const Mesh& mesh, CollectiveCall& call, const Axes& axes, cons
       break;
     }
     case OpKind::kPpermute: {
-      for (int i = 1; i < call.axes.count; ++i) {
-        if (call.axes.index[i] < call.axes.index[i - 1]) {
-          // JAX (lax/parallel.py _pcollectives_lowering_common, raise_on_ppermute_sort_diff).
-          ThrowKind(ErrorCode::kInvalidArgument, "RuntimeError",
-                    "Make sure that the axis_name passed to jax.lax.ppermute is in the same order as the axis_names "
-                    "declared on the mesh. If you want to allow different order, you can disable the check via `with "
-                    "jax.raise_on_ppermute_sort_diff(False):` context manager.");
-        }
-      }
-      // Indices are taken modulo n, and must then be unique among the sources and among the destinations.
-      // Every device checks this on every call, so nothing is allocated unless an index needs reducing.
-      bool in_range = true;
-      for (const auto& [src, dst] : raw_perm) in_range = in_range && 0 <= src && src < n && 0 <= dst && dst < n;
-      if (in_range) {
-        call.perm = raw_perm;
-      } else {
-        call.perm_storage.clear();
-        for (const auto& [src, dst] : raw_perm) call.perm_storage.emplace_back(PyMod(src, n), PyMod(dst, n));
-        call.perm = call.perm_storage;
-      }
-      if (!UniquePairs(call.perm, n)) {
-        ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "ppermute sources and destinations must be unique, got {}.",
-                  PermText(raw_perm));
-      }
+      ValidatePermutation(mesh, call, raw_perm);
       break;
     }
   }

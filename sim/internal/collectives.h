@@ -92,8 +92,9 @@ struct CollectiveCall {
   int64_t p0 = 0;  // all_gather axis / psum_scatter dimension / all_to_all split axis (canonical)
   int64_t p1 = 0;  // all_to_all concat axis (canonical)
   const Array* input = nullptr;      // nullptr for a barrier
-  // ppermute: the pairs with indices reduced modulo group_size. A view of the caller's pairs when they are
-  // already in range (the usual case: nothing is copied), else of perm_storage; so a call must not be copied
+  // ppermute: the pairs with indices in [0, group_size) (-n..-1 counted from the end, as Python indexes). A view
+  // of the caller's pairs when they are already in range (the usual case: nothing is copied), else of
+  // perm_storage; so a call must not be copied
   // (it lives on its device's stack for the duration of the collective, as do the caller's pairs).
   std::span<const std::pair<int64_t, int64_t>> perm;
   PermutationPairs perm_storage;

@@ -1,9 +1,12 @@
 // Tests of `spmdsim run` (cli/run_command.cc) through the built binary: the human report, --json, --trace,
 // --dump, --abstract, and the documented exit codes (docs/scenarios.md).
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -156,6 +159,32 @@ workloads:
   EXPECT_EQ(r.exit_code, 4);
   EXPECT_THAT(r.out, HasSubstr("check: FAILED"));
   EXPECT_THAT(r.err, HasSubstr("a numeric check failed"));
+}
+
+// JAX writes shard_map's errors over several lines; the CLI prints every error on one line of stderr.
+TEST(RunCommand, PrintsShardMapErrorsOnOneLine) {
+  const std::string head = R"y(topology: {preset: "cpu:8"}
+mesh: {axes: {data: 2, model: 4}}
+arrays: [{name: x, shape: [8, 16], spec: "P('data')", data: iota}]
+workloads:
+)y";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"replication",
+       "  - {kind: shard_map, name: f, inputs: [x], steps: [{name: y, op: neg, args: [x]}],\n"
+       "     outputs: [{name: y, spec: \"P()\"}]}\n"},
+      {"out_spec rank",
+       "  - {kind: shard_map, name: f, inputs: [x], steps: [{name: s, op: sum, args: [x]}],\n"
+       "     outputs: [{name: s, spec: \"P('data')\"}]}\n"},
+      {"out_spec axis",
+       "  - {kind: shard_map, name: f, inputs: [x], steps: [{name: y, op: neg, args: [x]}],\n"
+       "     outputs: [{name: y, spec: \"P('nope')\"}]}\n"},
+  };
+  for (const auto& [what, workload] : cases) {
+    auto r = RunSpmdsim("run " + WriteTemp("one_line.yaml", head + workload));
+    EXPECT_EQ(r.exit_code, 1) << what << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << what << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr("shard_map")) << what;
+  }
 }
 
 TEST(RunCommand, ExitsTwoOnAUsageError) {

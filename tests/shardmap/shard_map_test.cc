@@ -183,8 +183,8 @@ TEST(ShardMap, ErrorsForSpecsAndMeshesUseJaxWording) {
   Error unknown = ErrorOf([&] { ShardMap(kIdentity, mesh, {P("z")}, {P()}); });
   EXPECT_EQ(unknown.kind(), "ValueError");
   EXPECT_EQ(unknown.message(),
-            "shard_map in_specs argument must refer to an axis marked as manual (frozenset({'x', 'y'})), but:\n\n"
-            "  in_specs[0] refers to 'z'\n\nCheck the in_specs values passed to shard_map.");
+            "shard_map in_specs argument must refer to an axis marked as manual (frozenset({'x', 'y'})), but: "
+            "in_specs[0] refers to 'z'. Check the in_specs values passed to shard_map.");
   Error out_unknown = ErrorOf([&] { ShardMap(kIdentity, mesh, {P()}, {P("w")}); });
   EXPECT_THAT(out_unknown.message(), HasSubstr("out_specs[0] refers to 'w'"));
 
@@ -209,8 +209,8 @@ TEST(ShardMap, ArgumentAndOutputCountsMustMatchTheSpecs) {
   auto f = ShardMap(kIdentity, mesh, {P("x")}, {P("x")});
   Error e = ErrorOf([&] { f(Array::Iota({2}, DType::kF32), Array::Iota({2}, DType::kF32)); });
   EXPECT_EQ(e.kind(), "ValueError");
-  EXPECT_THAT(e.message(), HasSubstr("pytree structure error: different lengths of tuple at key path\n    shard_map "
-                                     "in_specs\n"));
+  EXPECT_THAT(e.message(), HasSubstr("pytree structure error: different lengths of tuple at key path shard_map "
+                                     "in_specs. "));
   EXPECT_THAT(e.message(), HasSubstr("of length 1, but the full pytree has a subtree of the same type but of length 2."));
   auto g = ShardMap(kIdentity, mesh, {P("x")}, {P("x"), P("x")});
   EXPECT_THAT(ErrorOf([&] { g(Array::Iota({2}, DType::kF32)); }).message(), HasSubstr("shard_map out_specs"));
@@ -223,9 +223,9 @@ TEST(ShardMap, DivisibilityMessageIsJaxsInFull) {
   auto f = ShardMap(kIdentity, mesh, {P("x")}, {P("x")}, options);
   EXPECT_EQ(ErrorOf([&] { f(Array::Iota({6}, DType::kF32)); }).message(),
             "shard_map applied to the function 'layer' was given argument arrays with axis sizes that are not evenly "
-            "divisible by the corresponding mesh axis sizes:\n\nThe mesh given has shape (4,) with corresponding axis "
-            "names ('x',).\n\nthe passed args[0] of shape float32[6] corresponds to in_specs[0] of value P('x',), "
-            "which maps array axis 0 (of size 6) to mesh axis 'x' (of size 4), but 4 does not evenly divide 6\n\n"
+            "divisible by the corresponding mesh axis sizes: The mesh given has shape (4,) with corresponding axis "
+            "names ('x',). the passed args[0] of shape float32[6] corresponds to in_specs[0] of value P('x',), "
+            "which maps array axis 0 (of size 6) to mesh axis 'x' (of size 4), but 4 does not evenly divide 6. "
             "Array arguments' axis sizes must be evenly divisible by the mesh axis or axes indicated by the "
             "corresponding elements of the argument's in_specs entry. Consider checking that in_specs are correct, "
             "and if so consider changing the mesh axis sizes or else padding the input and adapting 'layer' "
@@ -236,9 +236,9 @@ TEST(ShardMap, RankErrorListsEveryArgument) {
   Mesh mesh = Mesh::Iota({2}, {"x"});
   auto f = ShardMap(kIdentity, mesh, {P("x", kNone), P("x", kNone)}, {P()});
   Error e = ErrorOf([&] { f(Array::Iota({2}, DType::kF32), Array::Iota({2}, DType::kF32)); });
-  EXPECT_THAT(e.message(), HasSubstr("* in_specs[0] is P('x', None) which has length 2, but the passed args[0] has "
-                                     "shape float32[2], which has rank 1 (and 1 < 2)"));
-  EXPECT_THAT(e.message(), HasSubstr("* in_specs[1] is P('x', None)"));
+  EXPECT_THAT(e.message(), HasSubstr(": in_specs[0] is P('x', None) which has length 2, but the passed args[0] has "
+                                     "shape float32[2], which has rank 1 (and 1 < 2); in_specs[1] is P('x', None)"));
+  EXPECT_EQ(e.message().find('\n'), std::string::npos);
 }
 
 TEST(ShardMap, PpermuteWithRepeatedPairsIsJaxsValueError) {

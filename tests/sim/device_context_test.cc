@@ -974,10 +974,31 @@ TEST(CollectiveErrors, PpermuteSourcesAndDestinationsMustBeUnique) {
       [](DeviceContext& d) { d.Ppermute(Array::Scalar<float>(1), {"x", "y"}, {{0, 1}, {0, 2}}); });
   EXPECT_EQ(e.kind(), "ValueError");
   EXPECT_THAT(e.message(), HasSubstr("ppermute sources and destinations must be unique, got ((0, 1), (0, 2))."));
-  // Indices are taken modulo the group size, as JAX does: 3 and 1 are the same destination on 2 devices.
+  // Uniqueness is checked modulo the group size, as JAX does: 3 and 1 are the same destination on 2 devices.
   DeviceError mod =
       ExpectDeviceError([](DeviceContext& d) { d.Ppermute(Array::Scalar<float>(1), "x", {{0, 3}, {1, 1}}); });
+  EXPECT_EQ(mod.kind(), "ValueError");
   EXPECT_THAT(mod.message(), HasSubstr("got ((0, 3), (1, 1))."));
+}
+
+// JAX indexes the group tuple with each index: -n..-1 count from the end, anything else is Python's IndexError.
+TEST(CollectiveErrors, PpermuteIndexOutsideTheGroupIsJaxsIndexError) {
+  for (int64_t bad : {2, 3, -3}) {
+    DeviceError e =
+        ExpectDeviceError([bad](DeviceContext& d) { d.Ppermute(Array::Scalar<float>(1), "x", {{0, bad}}); });
+    EXPECT_EQ(e.kind(), "IndexError") << bad;
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_THAT(e.message(), HasSubstr("tuple index out of range"));
+    EXPECT_THAT(e.message(), HasSubstr(fmt::format("uses index {} in a group of 2 devices", bad)));
+  }
+  Runtime runtime(Mesh::Iota({2, 2}, {"x", "y"}));
+  std::vector<Array> out(4);
+  runtime.Run([&](DeviceContext& d) {
+    out[d.position()] =
+        d.Ppermute(Array::Scalar<int32_t>(static_cast<int32_t>(d.position())), "x", {{-2, -1}, {-1, 0}});
+  });
+  // Along x (stride 2): index 0 sends to 1 and 1 to 0.
+  for (int64_t p = 0; p < 4; ++p) EXPECT_EQ(out[p].data<int32_t>()[0], (p + 2) % 4) << p;
 }
 
 // More than 32 pairs are checked with bitmaps rather than by comparing pairs: the same verdicts and message.
@@ -991,20 +1012,30 @@ TEST(CollectiveErrors, PpermuteWithManyPairsChecksUniquenessModuloTheGroupSize) 
     });
     return out;
   };
-  PermutationPairs shift;  // i -> i + 1, written with negative and out-of-range indices for half of them
-  for (int64_t i = 0; i < n; ++i) shift.push_back(i % 2 == 0 ? std::pair{i - n, i + 1} : std::pair{i, i + 1 + n});
+  PermutationPairs shift;  // i -> i + 1, written with negative indices (counted from the end) for half of them
+  for (int64_t i = 0; i < n; ++i) {
+    shift.push_back(i % 2 == 0 ? std::pair{i - n, (i + 1) % n} : std::pair{i, (i + 1) % n - n});
+  }
   auto out = run(shift);
   for (int64_t p = 0; p < n; ++p) EXPECT_EQ(out[p].data<int32_t>()[0], (p + n - 1) % n) << p;
 
   PermutationPairs clash = shift;
-  clash[35].second = 2 * n + 3;  // == 3 modulo n, the destination of pair 2
+  clash[35].second = 3 - n;  // index 3 counted from the end, the destination of pair 2
   try {
     run(clash);
     ADD_FAILURE() << "no error";
   } catch (const DeviceError& e) {
     EXPECT_EQ(e.kind(), "ValueError");
-    EXPECT_THAT(e.message(), HasSubstr("ppermute sources and destinations must be unique, got ((-40, 1), (1, 42), "));
-    EXPECT_THAT(e.message(), HasSubstr("(35, 83), "));
+    EXPECT_THAT(e.message(), HasSubstr("ppermute sources and destinations must be unique, got ((-40, 1), (1, -38), "));
+    EXPECT_THAT(e.message(), HasSubstr("(35, -37), "));
+  }
+  PermutationPairs outside = shift;
+  outside[35].second = 36 + n;  // unique modulo n, but no index of the group
+  try {
+    run(outside);
+    ADD_FAILURE() << "no error";
+  } catch (const DeviceError& e) {
+    EXPECT_EQ(e.kind(), "IndexError");
   }
   PermutationPairs too_many = shift;
   too_many.push_back({0, 0});
@@ -1016,6 +1047,28 @@ TEST(CollectiveErrors, PpermuteOverAxesOutOfMeshOrderIsJaxsRuntimeError) {
       ExpectDeviceError([](DeviceContext& d) { d.Ppermute(Array::Scalar<float>(1), {"y", "x"}, {{0, 1}}); });
   EXPECT_EQ(e.kind(), "RuntimeError");
   EXPECT_THAT(e.message(), HasSubstr("Make sure that the axis_name passed to jax.lax.ppermute is in the same order"));
+}
+
+// JAX compares the group's devices with their sorted order, not the axis names: an axis of size 1 may stand
+// anywhere in the tuple.
+TEST(Collectives, PpermuteOverAxesOutOfMeshOrderIsValidWhenTheGroupIsInMeshOrder) {
+  Runtime runtime(Mesh::Iota({2, 1, 2}, {"x", "one", "y"}));
+  std::vector<Array> first(4), last(4);
+  runtime.Run([&](DeviceContext& d) {
+    const Array x = Array::Scalar<int32_t>(static_cast<int32_t>(d.position()));
+    first[d.position()] = d.Ppermute(x, {"one", "x", "y"}, {{0, 1}, {1, 2}, {2, 3}, {3, 0}});
+    last[d.position()] = d.Ppermute(x, {"x", "y", "one"}, {{0, 1}, {1, 2}, {2, 3}, {3, 0}});
+  });
+  for (int64_t p = 0; p < 4; ++p) {
+    EXPECT_EQ(first[p].data<int32_t>()[0], (p + 3) % 4) << p;
+    EXPECT_EQ(last[p].data<int32_t>()[0], (p + 3) % 4) << p;
+  }
+  try {
+    runtime.Run([&](DeviceContext& d) { d.Ppermute(Array::Scalar<float>(1), {"y", "one", "x"}, {{0, 1}}); });
+    ADD_FAILURE() << "no error";
+  } catch (const DeviceError& e) {
+    EXPECT_EQ(e.kind(), "RuntimeError");
+  }
 }
 
 TEST(CollectiveErrors, UsingAnotherDevicesContextIsAnError) {

@@ -371,6 +371,102 @@ TEST(RunShardMapProgram, BadProgramsNameWhatIsWrong) {
   EXPECT_THAT(ErrorMessage([&] { RunShardMapProgram(bare, MegatronProgram("x")); }), HasSubstr("topology"));
 }
 
+ProgramStep Step(std::string name, std::string op, std::vector<std::string> args, std::vector<std::string> axes = {}) {
+  ProgramStep s;
+  s.name = std::move(name);
+  s.op = std::move(op);
+  s.args = std::move(args);
+  s.axes = std::move(axes);
+  return s;
+}
+
+// The one-device reference runs every collective over a group of one: a ppermute there is its one device sending
+// to itself, not the sharded run's pairs collapsed onto index 0 (which would repeat sources and destinations).
+TEST(RunShardMapProgram, AMultiPairPpermutePassesTheReferenceRun) {
+  WorkloadContext ctx = Context("cpu:8", {{"x", 4}, {"y", 2}});
+  ShardMapConfig p;
+  p.name = "ring";
+  p.inputs = {{"a", RandomArray({8, 4}, DType::kF32, 5), P("x")}};
+  ProgramStep forward = Step("forward", "ppermute", {"a"}, {"x"});
+  forward.pairs = {{0, 1}, {1, 2}, {2, 3}, {3, 0}};
+  ProgramStep back = Step("back", "ppermute", {"forward"}, {"x"});
+  back.pairs = {{1, 0}, {2, 1}, {3, 2}, {0, 3}};
+  p.steps = {forward, back};
+  p.outputs = {{"back", P("x")}};
+  WorkloadResult r = RunShardMapProgram(ctx, p);
+  EXPECT_TRUE(r.check.performed);
+  EXPECT_TRUE(r.check.passed) << r.check.values[0].worst;
+}
+
+// JAX: psum, pmax, pmin, all_gather and psum_scatter over () return x; pmean divides by psum(1, ()) == 1;
+// all_to_all and ppermute run over a group of one; axis_index(()) is 0.
+TEST(RunShardMapProgram, CollectivesOverNoAxesAreJaxsGroupOfOne) {
+  WorkloadContext ctx = Context("cpu:8", {{"x", 4}, {"y", 2}});
+  ShardMapConfig p;
+  p.name = "no_axes";
+  p.inputs = {{"a", RandomArray({8, 4}, DType::kF32, 5), P("x")}};
+  std::vector<ProgramStep> steps;
+  for (std::string op : {"psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter"}) {
+    steps.push_back(Step(op, op, {"a"}));
+  }
+  ProgramStep a2a = Step("all_to_all", "all_to_all", {"a"});
+  a2a.split_axis = 1;
+  a2a.concat_axis = 0;
+  a2a.tiled = true;
+  ProgramStep perm = Step("ppermute", "ppermute", {"a"});
+  perm.pairs = {{0, 0}};
+  ProgramStep index = Step("axis_index", "axis_index", {});
+  for (const ProgramStep& s : {a2a, perm, index}) steps.push_back(s);
+  p.steps = steps;
+  for (std::string op : {"psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "all_to_all", "ppermute"}) {
+    p.outputs.push_back({op, P("x")});
+  }
+  p.outputs.push_back({"axis_index", P()});
+  ctx.keep_arrays = true;
+  WorkloadResult r = RunShardMapProgram(ctx, p);
+  EXPECT_TRUE(r.check.passed);
+  for (const CheckedValue& v : r.check.values) EXPECT_TRUE(v.passed) << v.worst;
+  const Array& a = p.inputs[0].value;
+  for (const auto& [name, value] : r.outputs) {
+    if (name == "axis_index") {
+      EXPECT_EQ(value.dtype(), DType::kI32);
+      EXPECT_EQ(value.ToDoubles(), std::vector<double>{0});
+    } else {
+      EXPECT_TRUE(value.BitwiseEquals(a)) << name;
+    }
+  }
+}
+
+// An untiled psum_scatter needs the dimension to equal the group size: valid on the mesh, inexpressible on the
+// reference's group of one. The workload runs; the check is not performed and says why.
+TEST(RunShardMapProgram, AStepTheReferenceCannotRunLeavesTheCheckNotPerformed) {
+  WorkloadContext ctx = Context("cpu:8", {{"data", 2}, {"model", 4}});
+  ShardMapConfig p;
+  p.name = "scatter";
+  p.inputs = {{"x", RandomArray({8, 6}, DType::kF32, 5), P("data")}};  // blocks [4, 6]
+  p.steps = {Step("y", "psum_scatter", {"x"}, {"model"})};
+  p.outputs = {{"y", P({"data", "model"})}};
+  WorkloadResult r = RunShardMapProgram(ctx, p);
+  EXPECT_FALSE(r.check.performed);
+  EXPECT_THAT(r.check.compared, HasSubstr("the one-device reference cannot run this program"));
+  EXPECT_THAT(r.check.compared, HasSubstr("must match shard count 1"));
+}
+
+// JAX traces the whole function: a step no output needs is still checked.
+TEST(RunShardMapProgram, AnInvalidStepThatNoOutputUsesIsRejected) {
+  WorkloadContext ctx = Context("cpu:8", {{"data", 2}, {"model", 4}});
+  ShardMapConfig p = MegatronProgram("model");
+  ProgramStep unused = Step("unused", "psum_scatter", {"x"}, {"model"});  // x's block is [4, 16]: 4 rows, 16 cols
+  unused.axis = 1;
+  unused.tiled = false;  // untiled needs the dimension to equal the group size 4
+  p.steps.push_back(unused);
+  EXPECT_THAT(ErrorMessage([&] { RunShardMapProgram(ctx, p); }),
+              HasSubstr("reduce_scatter operand scatter dimension size 16 must match shard count 4"));
+  ctx.abstract = true;
+  EXPECT_THAT(ErrorMessage([&] { RunShardMapProgram(ctx, p); }),
+              HasSubstr("reduce_scatter operand scatter dimension size 16 must match shard count 4"));
+}
+
 // ---- mlp and transformer_block ------------------------------------------------------------------------------------
 
 struct ShardingCase {
