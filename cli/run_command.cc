@@ -1,6 +1,6 @@
 // spmdsim run FILE [--json OUT] [--trace OUT.json] [--dump DIR] [--abstract] [--threads N] [--quiet]
 //
-// Loads a scenario (scenario/scenario.h), runs each workload (workloads/workloads.h) and reports (scenario/report.h).
+// Loads a scenario (scenario/scenario.h), runs it (scenario/run.h) and reports (scenario/report.h).
 // Exit codes: 0 ok, 1 bad input, 2 usage, 3 internal error, 4 a numeric check failed (docs/scenarios.md).
 #include <unistd.h>
 
@@ -14,7 +14,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <variant>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -24,9 +23,9 @@
 #include "common/error.h"
 #include "scenario/npy.h"
 #include "scenario/report.h"
+#include "scenario/run.h"
 #include "scenario/scenario.h"
 #include "scenario/trace.h"
-#include "workloads/workloads.h"
 
 namespace spmdsim::cli {
 namespace {
@@ -133,34 +132,6 @@ void Dump(const std::string& dir, const WorkloadResult& r) {
   }
 }
 
-WorkloadResult RunOne(const Scenario& s, const ScenarioWorkload& w, const WorkloadContext& ctx) {
-  try {
-    return std::visit(
-        [&](const auto& config) -> WorkloadResult {
-          using T = std::decay_t<decltype(config)>;
-          if constexpr (std::is_same_v<T, CollectivesConfig>) {
-            return RunCollectives(ctx, config);
-          } else if constexpr (std::is_same_v<T, ShardMapConfig>) {
-            ShardMapConfig c = config;
-            for (const ShardMapInputRef& ref : w.shard_map_inputs)
-              c.inputs.push_back({ref.array, MakeScenarioArray(s.array(ref.array), ctx.abstract), ref.spec});
-            return RunShardMapProgram(ctx, c);
-          } else if constexpr (std::is_same_v<T, MlpConfig>) {
-            return RunMlp(ctx, config);
-          } else if constexpr (std::is_same_v<T, TransformerBlockConfig>) {
-            return RunTransformerBlock(ctx, config);
-          } else {
-            return RunPartition(ctx, config);
-          }
-        },
-        w.config);
-  } catch (const Error& e) {
-    // Say which workload (and where in the file) rejected its configuration.
-    throw Error(e.code(), fmt::format("{}: workload '{}' ({}): {}", w.location.ToString(), w.name, w.kind, e.message()),
-                e.kind());
-  }
-}
-
 void Run(const RunFlags& flags) {
   auto wall_start = std::chrono::steady_clock::now();
   Scenario s = LoadScenario(flags.file);
@@ -168,17 +139,10 @@ void Run(const RunFlags& flags) {
     Throw(ErrorCode::kInvalidArgument, "--dump writes array data, which --abstract does not compute; drop one of them");
   if (flags.threads < 0) Throw(ErrorCode::kInvalidArgument, "--threads must be >= 0 (0: one per core), got {}", flags.threads);
 
-  WorkloadContext ctx;
-  ctx.mesh = s.mesh.mesh;
-  ctx.runtime.num_threads = flags.threads;
-  // Eigen's GEMM keeps up to 128 KiB of blocks on the stack (EIGEN_STACK_ALLOCATION_LIMIT); the default 256 KiB
-  // fiber stack overflowed on a 128x256x128 matmul. Untouched stack pages cost nothing.
-  ctx.runtime.fiber_stack_bytes = size_t{1} << 20;
-  ctx.abstract = flags.abstract;
-  ctx.cost.roofline = s.topology.efficiency;
-  for (const auto& [id, factor] : s.topology.stragglers) ctx.cost.speed_factors[id] = factor;
-  ctx.record_trace = !flags.trace_path.empty();
-  ctx.keep_arrays = !flags.dump_dir.empty();
+  ScenarioRunOptions options{.abstract = flags.abstract,
+                             .num_threads = flags.threads,
+                             .record_trace = !flags.trace_path.empty(),
+                             .keep_arrays = !flags.dump_dir.empty()};
 
   bool json_on_stdout = flags.json_path == "-";
   bool human = !flags.quiet && !json_on_stdout;
@@ -188,18 +152,18 @@ void Run(const RunFlags& flags) {
   std::vector<WorkloadResult> results;
   {
     Progress progress(!flags.quiet, s.workloads.size());
-    for (size_t i = 0; i < s.workloads.size(); ++i) {
-      progress.Set(i, s.workloads[i].name);
-      results.push_back(RunOne(s, s.workloads[i], ctx));
-      if (!flags.dump_dir.empty()) Dump(flags.dump_dir, results.back());
+    auto on_start = [&](size_t i, const ScenarioWorkload& w) { progress.Set(i, w.name); };
+    auto on_done = [&](size_t, const WorkloadResult& result) {
+      if (!flags.dump_dir.empty()) Dump(flags.dump_dir, result);
       if (human) {
-        std::string report = HumanReport(s, results.back());
+        std::string report = HumanReport(s, result);
         progress.Print([&] {
           std::fputs(report.c_str(), stdout);
           std::fflush(stdout);
         });
       }
-    }
+    };
+    results = RunScenario(s, options, on_start, on_done);
   }
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   int code = AllChecksPassed(results) ? kExitOk : kExitCheckFailed;

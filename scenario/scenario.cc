@@ -10,11 +10,14 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <yaml-cpp/yaml.h>
 
 #include "common/strings.h"
 #include "mesh/mesh_utils.h"
 #include "mesh/t5x_mesh.h"
 #include "partition/named_sharding.h"
+#include "scenario/internal/scenario_workloads.h"
+#include "scenario/internal/scenario_yaml.h"
 #include "workloads/workloads.h"
 
 namespace spmdsim {
