@@ -21,6 +21,7 @@
 
 #include "cli/commands.h"
 #include "common/error.h"
+#include "common/exit_code.h"
 #include "scenario/npy.h"
 #include "scenario/report.h"
 #include "scenario/run.h"
@@ -56,7 +57,7 @@ class Progress {
   template <typename F>
   void Print(F print) {
     std::lock_guard lock(mu_);
-    if (drawn_) std::fprintf(stderr, "\r\033[K");
+    if (drawn_) fmt::print(stderr, "\r\033[K");
     std::fflush(stderr);
     print();
   }
@@ -69,7 +70,7 @@ class Progress {
     }
     cv_.notify_all();
     thread_.join();
-    if (drawn_) std::fprintf(stderr, "\r\033[K");
+    if (drawn_) fmt::print(stderr, "\r\033[K");
     std::fflush(stderr);
   }
 
@@ -86,8 +87,7 @@ class Progress {
       int filled = total_ == 0 ? kWidth : static_cast<int>(kWidth * done_ / total_);
       std::string bar(filled, '=');
       bar.resize(kWidth, ' ');
-      std::fprintf(stderr, "\r\033[K[%s] %zu/%zu workloads  %s  %.1f s", bar.c_str(), done_, total_,
-                   current_.c_str(), elapsed);
+      fmt::print(stderr, "\r\033[K[{}] {}/{} workloads  {}  {:.1f} s", bar, done_, total_, current_, elapsed);
       std::fflush(stderr);
       drawn_ = true;
     }
@@ -106,7 +106,7 @@ class Progress {
 
 void WriteText(const std::string& path, const std::string& text) {
   if (path == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
+    fmt::print("{}", text);
     return;
   }
   std::ofstream out(path, std::ios::trunc);
@@ -132,7 +132,7 @@ void Dump(const std::string& dir, const WorkloadResult& r) {
   }
 }
 
-void Run(const RunFlags& flags) {
+ExitCode Run(const RunFlags& flags) {
   auto wall_start = std::chrono::steady_clock::now();
   Scenario s = LoadScenario(flags.file);
   if (flags.abstract && !flags.dump_dir.empty())
@@ -146,7 +146,7 @@ void Run(const RunFlags& flags) {
 
   bool json_on_stdout = flags.json_path == "-";
   bool human = !flags.quiet && !json_on_stdout;
-  if (human) std::fputs(HumanHeader(s, flags.abstract).c_str(), stdout);
+  if (human) fmt::print("{}", HumanHeader(s, flags.abstract));
   std::fflush(stdout);
 
   std::vector<WorkloadResult> results;
@@ -158,7 +158,7 @@ void Run(const RunFlags& flags) {
       if (human) {
         std::string report = HumanReport(s, result);
         progress.Print([&] {
-          std::fputs(report.c_str(), stdout);
+          fmt::print("{}", report);
           std::fflush(stdout);
         });
       }
@@ -166,21 +166,19 @@ void Run(const RunFlags& flags) {
     results = RunScenario(s, options, on_start, on_done);
   }
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-  int code = AllChecksPassed(results) ? kExitOk : kExitCheckFailed;
-  if (human) std::fputs(HumanSummary(results, wall).c_str(), stdout);
+  const ExitCode code = AllChecksPassed(results) ? ExitCode::kOk : ExitCode::kCheckFailed;
+  if (human) fmt::print("{}", HumanSummary(results, wall));
   if (!flags.json_path.empty())
     WriteText(flags.json_path, JsonReport(s, results, flags.abstract, wall, code).dump(2) + "\n");
   if (!flags.trace_path.empty()) WriteText(flags.trace_path, ChromeTrace(s, results).dump() + "\n");
   std::fflush(stdout);
-  if (code != kExitOk) {
-    std::fprintf(stderr, "spmdsim run: a numeric check failed (exit %d)\n", code);
-    std::exit(code);
-  }
+  if (code != ExitCode::kOk) fmt::print(stderr, "spmdsim run: a numeric check failed (exit {})\n", ToInt(code));
+  return code;
 }
 
 }  // namespace
 
-void AddRunCommand(CLI::App& app) {
+void AddRunCommand(CLI::App& app, ExitCode& exit_code) {
   auto flags = std::make_shared<RunFlags>();
   CLI::App* cmd = app.add_subcommand(
       "run", "Run a scenario file: check each workload's numbers and predict its time on the topology "
@@ -194,7 +192,7 @@ void AddRunCommand(CLI::App& app) {
                 "shapes and dtypes only: cost model and memory without arithmetic (no checks)");
   cmd->add_option("--threads", flags->threads, "worker threads of the simulator (0: one per core)");
   cmd->add_flag("--quiet", flags->quiet, "no human report and no progress bar; the exit code tells");
-  cmd->callback([flags] { Run(*flags); });
+  cmd->callback([flags, &exit_code] { exit_code = Run(*flags); });
 }
 
 }  // namespace spmdsim::cli
