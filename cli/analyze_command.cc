@@ -18,7 +18,6 @@
 // "sharded_parameters", "total_bytes", "devices": [ids, mesh order], "bytes_per_device": [same order],
 // "largest": {"device","bytes"}, "smallest": {"device","bytes"}, "balance_score", "memory_efficiency",
 // "replication_factor", "hosts": [{"process_index","bytes"}], "capacity_bytes", "fits", "devices_over_capacity"}.
-#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -152,7 +151,7 @@ std::vector<NamedArray> ArraysFromFile(const std::string& path) {
   return arrays;
 }
 
-void RunAnalyze(const AnalyzeArgs& args) {
+ExitCode RunAnalyze(const AnalyzeArgs& args) {
   if (args.arrays.empty() == args.file.empty()) {
     Throw(ErrorCode::kInvalidArgument, "give the arrays with --array name:shape:dtype:spec (repeatable) or --file "
                                        "arrays.yaml, not both");
@@ -246,26 +245,27 @@ void RunAnalyze(const AnalyzeArgs& args) {
     j["capacity_bytes"] = analysis.capacity_bytes;
     j["fits"] = analysis.fits();
     j["devices_over_capacity"] = analysis.devices_over_capacity;
-    std::cout << j.dump() << "\n";
-    return;
+    fmt::print("{}\n", j.dump());
+    return ExitCode::kOk;
   }
 
-  std::cout << fmt::format("mesh                {}{}\n", mesh.ToString(),
+  fmt::print("mesh                {}{}\n", mesh.ToString(),
                            mesh.topology() != nullptr && !args.topology.empty()
                                ? " on " + mesh.topology()->ToString()
                                : " (devices numbered row-major)");
   for (size_t i = 0; i < reports.size(); ++i) {
     for (const Correction& c : reports[i].corrections) {
-      std::cout << fmt::format("corrected {} dim {}: {} -> {}  [{}]\n", arrays[i].name, c.dim, c.from.ToString(),
+      fmt::print("corrected {} dim {}: {} -> {}  [{}]\n", arrays[i].name, c.dim, c.from.ToString(),
                                c.to ? c.to->ToString() : "(removed)", CorrectionReasonName(c.reason));
     }
   }
-  std::cout << FormatMemoryAnalysis(analysis);
+  fmt::print("{}", FormatMemoryAnalysis(analysis));
+  return ExitCode::kOk;
 }
 
 }  // namespace
 
-void AddAnalyzeCommand(CLI::App& app) {
+void AddAnalyzeCommand(CLI::App& app, ExitCode& exit_code) {
   auto args = std::make_shared<AnalyzeArgs>();
   CLI::App* cmd = app.add_subcommand(
       "analyze",
@@ -284,7 +284,7 @@ void AddAnalyzeCommand(CLI::App& app) {
   cmd->add_option("--correct", args->correct,
                   "none (default: JAX's errors, naming the array), eformer, keep-most: correct every spec first");
   cmd->add_flag("--json", args->json, "print JSON");
-  cmd->callback([args] { RunAnalyze(*args); });
+  cmd->callback([args, &exit_code] { exit_code = RunAnalyze(*args); });
 }
 
 }  // namespace spmdsim::cli

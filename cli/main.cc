@@ -1,23 +1,32 @@
 // spmdsim: run and study SPMD partitioning code on virtual device meshes. See README.md for the commands.
-#include <cstdio>
 #include <exception>
 #include <string>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "common/error.h"
+#include "common/exit_code.h"
+
+namespace {
+
+using spmdsim::ExitCode;
+using spmdsim::ToInt;
+
+}  // namespace
 
 int main(int argc, char** argv) {
+  ExitCode exit_code = ExitCode::kOk;
   CLI::App app{"spmdsim: simulate SPMD machine-learning systems (meshes, shardings, shard_map, collectives)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "spmdsim 0.1.0");
-  spmdsim::cli::AddMeshCommand(app);
-  spmdsim::cli::AddShardCommand(app);
-  spmdsim::cli::AddRulesCommand(app);
-  spmdsim::cli::AddResolveCommand(app);
-  spmdsim::cli::AddAnalyzeCommand(app);
-  spmdsim::cli::AddRunCommand(app);
+  spmdsim::cli::AddMeshCommand(app, exit_code);
+  spmdsim::cli::AddShardCommand(app, exit_code);
+  spmdsim::cli::AddRulesCommand(app, exit_code);
+  spmdsim::cli::AddResolveCommand(app, exit_code);
+  spmdsim::cli::AddAnalyzeCommand(app, exit_code);
+  spmdsim::cli::AddRunCommand(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -30,20 +39,19 @@ int main(int argc, char** argv) {
         if (!names.empty()) names += ", ";
         names += sub->get_name();
       }
-      std::fprintf(stderr, "spmdsim: unknown command '%s'; commands are %s (see spmdsim --help)\n", argv[1],
-                   names.c_str());
-      return 2;
+      fmt::print(stderr, "spmdsim: unknown command '{}'; commands are {} (see spmdsim --help)\n", argv[1], names);
+      return ToInt(ExitCode::kUsage);
     }
-    std::fprintf(stderr, "spmdsim%s%s: %s (see spmdsim %s--help)\n", command.empty() ? "" : " ", command.c_str(),
-                 e.what(), command.empty() ? "" : (command + " ").c_str());
-    return 2;
+    fmt::print(stderr, "spmdsim{}{}: {} (see spmdsim {}--help)\n", command.empty() ? "" : " ", command, e.what(),
+               command.empty() ? "" : command + " ");
+    return ToInt(ExitCode::kUsage);
   } catch (const spmdsim::Error& e) {
-    const char* command = app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name().c_str();
-    std::fprintf(stderr, "spmdsim %s: %s\n", command, e.what());
-    return 1;
+    const std::string command = app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name();
+    fmt::print(stderr, "spmdsim {}: {}\n", command, e.what());
+    return ToInt(ExitCode::kBadInput);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "spmdsim: internal error: %s\n", e.what());
-    return 3;
+    fmt::print(stderr, "spmdsim: internal error: {}\n", e.what());
+    return ToInt(ExitCode::kInternal);
   }
-  return 0;
+  return ToInt(exit_code);
 }

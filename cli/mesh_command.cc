@@ -367,7 +367,7 @@ bool IsScenarioFile(const std::string& text) {
   return ends_with(".yaml") || ends_with(".yml") || std::filesystem::is_regular_file(text);
 }
 
-void RunMeshCommand(const MeshCommandOptions& o) {
+ExitCode RunMeshCommand(const MeshCommandOptions& o) {
   std::shared_ptr<const Topology> topology;
   std::optional<Scenario> scenario;
   if (IsScenarioFile(o.topology)) {
@@ -399,16 +399,17 @@ void RunMeshCommand(const MeshCommandOptions& o) {
     if (!built.details_json.is_null()) out["t5x"] = built.details_json;
     if (chunker) out["local_chunk"] = LocalChunkJson(*chunker);
     fmt::print("{}\n", out.dump());
-    return;
+    return ExitCode::kOk;
   }
   PrintTopology(*topology);
   PrintMesh(built, o.full);
   if (chunker) PrintLocalChunk(*chunker);
+  return ExitCode::kOk;
 }
 
 }  // namespace
 
-void AddMeshCommand(CLI::App& app) {
+void AddMeshCommand(CLI::App& app, ExitCode& exit_code) {
   auto options = std::make_shared<MeshCommandOptions>();
   CLI::App* cmd = app.add_subcommand(
       "mesh",
@@ -450,7 +451,7 @@ void AddMeshCommand(CLI::App& app) {
   cmd->add_flag("--json", options->json,
                 "print one JSON object: axis_names, shape, device_ids (row-major), devices, topology");
   cmd->add_flag("--full", options->full, "print the whole grid and device table even above 512 devices");
-  cmd->callback([options] { RunMeshCommand(*options); });
+  cmd->callback([options, &exit_code] { exit_code = RunMeshCommand(*options); });
 }
 
 }  // namespace spmdsim::cli

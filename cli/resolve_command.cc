@@ -136,7 +136,7 @@ std::string AxisLabel(const SemanticAxis& axis) {
   return "_";
 }
 
-void RunResolveCommand(const ResolveArgs& args) {
+ExitCode RunResolveCommand(const ResolveArgs& args) {
   if (args.axes.empty() == args.preset.empty()) {
     Throw(ErrorCode::kInvalidArgument, "give exactly one of --axes (e.g. batch,length,embed) or --preset NAME");
   }
@@ -204,7 +204,7 @@ void RunResolveCommand(const ResolveArgs& args) {
       }
     }
     fmt::print("{}\n", j.dump());
-    return;
+    return ExitCode::kOk;
   }
   fmt::print("mode: {}{}\n", RuntimeModeName(mode),
              std::holds_alternative<int>(dynamic.mode)
@@ -222,11 +222,12 @@ void RunResolveCommand(const ResolveArgs& args) {
                  c.message);
     }
   }
+  return ExitCode::kOk;
 }
 
 }  // namespace
 
-void AddResolveCommand(CLI::App& app) {
+void AddResolveCommand(CLI::App& app, ExitCode& exit_code) {
   auto args = std::make_shared<ResolveArgs>();
   CLI::App* cmd = app.add_subcommand(
       "resolve",
@@ -246,7 +247,7 @@ void AddResolveCommand(CLI::App& app) {
   cmd->add_option("--mesh", args->mesh, "with --shape: correct for this mesh, e.g. dp=2,fsdp=4,tp=2");
   cmd->add_option("--correct", args->correct, "correction with --mesh: eformer (default), keep-most, none");
   cmd->add_flag("--json", args->json, "print JSON: {\"spec\": [...], ...}");
-  cmd->callback([args] { RunResolveCommand(*args); });
+  cmd->callback([args, &exit_code] { exit_code = RunResolveCommand(*args); });
 }
 
 }  // namespace spmdsim::cli

@@ -74,7 +74,7 @@ RulesFallback ParseFallback(const std::string& text) {
   Throw(ErrorCode::kInvalidArgument, "--fallback '{}': valid values are unsharded, error, none", text);
 }
 
-void RunRulesCommand(const RulesArgs& args) {
+ExitCode RunRulesCommand(const RulesArgs& args) {
   if (args.rules.empty() && args.rules_file.empty() && args.standard.empty()) {
     Throw(ErrorCode::kInvalidArgument, "give the rules: --rules TEXT, --rules-file PATH or --standard A,P");
   }
@@ -124,18 +124,18 @@ void RunRulesCommand(const RulesArgs& args) {
       }
     }
     fmt::print("{}\n", j.dump());
-    return;
+    return ExitCode::kOk;
   }
 
   fmt::print("rules: {} ({} rule{}, highest priority first)\n", source, rules.size(), rules.size() == 1 ? "" : "s");
   for (size_t r = 0; r < rules.size(); ++r) {
     fmt::print("  {:>2}  {:<18} -> {}\n", r, rules[r].logical_name, rules[r].mesh_axes.ToString());
   }
-  if (!names.has_value()) return;
+  if (!names.has_value()) return ExitCode::kOk;
   fmt::print("names: {}\n", LogicalAxesToString(*names));
   if (!spec.has_value()) {
     fmt::print("spec: none (a name matched no rule and --fallback none applies no constraint)\n");
-    return;
+    return ExitCode::kOk;
   }
   fmt::print("spec: {}\n", spec->ToString());
   for (size_t d = 0; d < names->size(); ++d) {
@@ -159,11 +159,12 @@ void RunRulesCommand(const RulesArgs& args) {
     }
     fmt::print("  dim {}  {:<18} -> {:<20} ({})\n", d, name.ToString(), entry.ToString(), why);
   }
+  return ExitCode::kOk;
 }
 
 }  // namespace
 
-void AddRulesCommand(CLI::App& app) {
+void AddRulesCommand(CLI::App& app, ExitCode& exit_code) {
   auto args = std::make_shared<RulesArgs>();
   CLI::App* cmd = app.add_subcommand(
       "rules",
@@ -184,7 +185,7 @@ void AddRulesCommand(CLI::App& app) {
   cmd->add_option("--fallback", args->fallback,
                   "a name no rule matches: unsharded (default, None), error (Flax's ValueError), none (no constraint)");
   cmd->add_flag("--json", args->json, "print JSON: {\"spec\": [...], \"rules\": [...]}");
-  cmd->callback([args] { RunRulesCommand(*args); });
+  cmd->callback([args, &exit_code] { exit_code = RunRulesCommand(*args); });
 }
 
 }  // namespace spmdsim::cli

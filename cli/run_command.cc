@@ -1,6 +1,6 @@
 // spmdsim run FILE [--json OUT] [--trace OUT.json] [--dump DIR] [--abstract] [--threads N] [--quiet]
 //
-// Loads a scenario (scenario/scenario.h), runs each workload (workloads/workloads.h) and reports (scenario/report.h).
+// Loads a scenario (scenario/scenario.h), runs it (scenario/run.h) and reports (scenario/report.h).
 // Exit codes: 0 ok, 1 bad input, 2 usage, 3 internal error, 4 a numeric check failed (docs/scenarios.md).
 #include <unistd.h>
 
@@ -14,7 +14,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <variant>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -22,11 +21,12 @@
 
 #include "cli/commands.h"
 #include "common/error.h"
+#include "common/exit_code.h"
 #include "scenario/npy.h"
 #include "scenario/report.h"
+#include "scenario/run.h"
 #include "scenario/scenario.h"
 #include "scenario/trace.h"
-#include "workloads/workloads.h"
 
 namespace spmdsim::cli {
 namespace {
@@ -57,7 +57,7 @@ class Progress {
   template <typename F>
   void Print(F print) {
     std::lock_guard lock(mu_);
-    if (drawn_) std::fprintf(stderr, "\r\033[K");
+    if (drawn_) fmt::print(stderr, "\r\033[K");
     std::fflush(stderr);
     print();
   }
@@ -70,7 +70,7 @@ class Progress {
     }
     cv_.notify_all();
     thread_.join();
-    if (drawn_) std::fprintf(stderr, "\r\033[K");
+    if (drawn_) fmt::print(stderr, "\r\033[K");
     std::fflush(stderr);
   }
 
@@ -87,8 +87,7 @@ class Progress {
       int filled = total_ == 0 ? kWidth : static_cast<int>(kWidth * done_ / total_);
       std::string bar(filled, '=');
       bar.resize(kWidth, ' ');
-      std::fprintf(stderr, "\r\033[K[%s] %zu/%zu workloads  %s  %.1f s", bar.c_str(), done_, total_,
-                   current_.c_str(), elapsed);
+      fmt::print(stderr, "\r\033[K[{}] {}/{} workloads  {}  {:.1f} s", bar, done_, total_, current_, elapsed);
       std::fflush(stderr);
       drawn_ = true;
     }
@@ -107,7 +106,7 @@ class Progress {
 
 void WriteText(const std::string& path, const std::string& text) {
   if (path == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
+    fmt::print("{}", text);
     return;
   }
   std::ofstream out(path, std::ios::trunc);
@@ -133,90 +132,53 @@ void Dump(const std::string& dir, const WorkloadResult& r) {
   }
 }
 
-WorkloadResult RunOne(const Scenario& s, const ScenarioWorkload& w, const WorkloadContext& ctx) {
-  try {
-    return std::visit(
-        [&](const auto& config) -> WorkloadResult {
-          using T = std::decay_t<decltype(config)>;
-          if constexpr (std::is_same_v<T, CollectivesConfig>) {
-            return RunCollectives(ctx, config);
-          } else if constexpr (std::is_same_v<T, ShardMapConfig>) {
-            ShardMapConfig c = config;
-            for (const ShardMapInputRef& ref : w.shard_map_inputs)
-              c.inputs.push_back({ref.array, MakeScenarioArray(s.array(ref.array), ctx.abstract), ref.spec});
-            return RunShardMapProgram(ctx, c);
-          } else if constexpr (std::is_same_v<T, MlpConfig>) {
-            return RunMlp(ctx, config);
-          } else if constexpr (std::is_same_v<T, TransformerBlockConfig>) {
-            return RunTransformerBlock(ctx, config);
-          } else {
-            return RunPartition(ctx, config);
-          }
-        },
-        w.config);
-  } catch (const Error& e) {
-    // Say which workload (and where in the file) rejected its configuration.
-    throw Error(e.code(), fmt::format("{}: workload '{}' ({}): {}", w.location.ToString(), w.name, w.kind, e.message()),
-                e.kind());
-  }
-}
-
-void Run(const RunFlags& flags) {
+ExitCode Run(const RunFlags& flags) {
   auto wall_start = std::chrono::steady_clock::now();
   Scenario s = LoadScenario(flags.file);
   if (flags.abstract && !flags.dump_dir.empty())
     Throw(ErrorCode::kInvalidArgument, "--dump writes array data, which --abstract does not compute; drop one of them");
   if (flags.threads < 0) Throw(ErrorCode::kInvalidArgument, "--threads must be >= 0 (0: one per core), got {}", flags.threads);
 
-  WorkloadContext ctx;
-  ctx.mesh = s.mesh.mesh;
-  ctx.runtime.num_threads = flags.threads;
-  // Eigen's GEMM keeps up to 128 KiB of blocks on the stack (EIGEN_STACK_ALLOCATION_LIMIT); the default 256 KiB
-  // fiber stack overflowed on a 128x256x128 matmul. Untouched stack pages cost nothing.
-  ctx.runtime.fiber_stack_bytes = size_t{1} << 20;
-  ctx.abstract = flags.abstract;
-  ctx.cost.roofline = s.topology.efficiency;
-  for (const auto& [id, factor] : s.topology.stragglers) ctx.cost.speed_factors[id] = factor;
-  ctx.record_trace = !flags.trace_path.empty();
-  ctx.keep_arrays = !flags.dump_dir.empty();
+  ScenarioRunOptions options{.abstract = flags.abstract,
+                             .num_threads = flags.threads,
+                             .record_trace = !flags.trace_path.empty(),
+                             .keep_arrays = !flags.dump_dir.empty()};
 
   bool json_on_stdout = flags.json_path == "-";
   bool human = !flags.quiet && !json_on_stdout;
-  if (human) std::fputs(HumanHeader(s, flags.abstract).c_str(), stdout);
+  if (human) fmt::print("{}", HumanHeader(s, flags.abstract));
   std::fflush(stdout);
 
   std::vector<WorkloadResult> results;
   {
     Progress progress(!flags.quiet, s.workloads.size());
-    for (size_t i = 0; i < s.workloads.size(); ++i) {
-      progress.Set(i, s.workloads[i].name);
-      results.push_back(RunOne(s, s.workloads[i], ctx));
-      if (!flags.dump_dir.empty()) Dump(flags.dump_dir, results.back());
+    auto on_start = [&](size_t i, const ScenarioWorkload& w) { progress.Set(i, w.name); };
+    auto on_done = [&](size_t, const WorkloadResult& result) {
+      if (!flags.dump_dir.empty()) Dump(flags.dump_dir, result);
       if (human) {
-        std::string report = HumanReport(s, results.back());
+        std::string report = HumanReport(s, result);
         progress.Print([&] {
-          std::fputs(report.c_str(), stdout);
+          fmt::print("{}", report);
           std::fflush(stdout);
         });
       }
-    }
+    };
+    results = RunScenario(s, options, on_start, on_done);
   }
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-  int code = AllChecksPassed(results) ? kExitOk : kExitCheckFailed;
-  if (human) std::fputs(HumanSummary(results, wall).c_str(), stdout);
+  const ExitCode code = AllChecksPassed(results) ? ExitCode::kOk : ExitCode::kCheckFailed;
+  if (human) fmt::print("{}", HumanSummary(results, wall));
   if (!flags.json_path.empty())
     WriteText(flags.json_path, JsonReport(s, results, flags.abstract, wall, code).dump(2) + "\n");
   if (!flags.trace_path.empty()) WriteText(flags.trace_path, ChromeTrace(s, results).dump() + "\n");
   std::fflush(stdout);
-  if (code != kExitOk) {
-    std::fprintf(stderr, "spmdsim run: a numeric check failed (exit %d)\n", code);
-    std::exit(code);
-  }
+  if (code != ExitCode::kOk) fmt::print(stderr, "spmdsim run: a numeric check failed (exit {})\n", ToInt(code));
+  return code;
 }
 
 }  // namespace
 
-void AddRunCommand(CLI::App& app) {
+void AddRunCommand(CLI::App& app, ExitCode& exit_code) {
   auto flags = std::make_shared<RunFlags>();
   CLI::App* cmd = app.add_subcommand(
       "run", "Run a scenario file: check each workload's numbers and predict its time on the topology "
@@ -230,7 +192,7 @@ void AddRunCommand(CLI::App& app) {
                 "shapes and dtypes only: cost model and memory without arithmetic (no checks)");
   cmd->add_option("--threads", flags->threads, "worker threads of the simulator (0: one per core)");
   cmd->add_flag("--quiet", flags->quiet, "no human report and no progress bar; the exit code tells");
-  cmd->callback([flags] { Run(*flags); });
+  cmd->callback([flags, &exit_code] { exit_code = Run(*flags); });
 }
 
 }  // namespace spmdsim::cli

@@ -9,7 +9,6 @@
 // [--dcn ...] the mesh is built as `spmdsim mesh` builds it (JAX's mesh_utils.create_device_mesh /
 // create_hybrid_device_mesh), so it must use every device of the topology.
 #include <algorithm>
-#include <iostream>
 #include <map>
 #include <memory>
 #include <string>
@@ -56,7 +55,7 @@ std::string RangeText(std::span<const IndexRange> index) {
   return fmt::format("[{}]", fmt::join(parts, ", "));
 }
 
-void RunShard(const ShardArgs& args) {
+ExitCode RunShard(const ShardArgs& args) {
   const Mesh mesh = BuildCliMesh(args.mesh, args.topology, args.slices, args.dcn);
   const std::vector<int64_t> shape = ParseShape(args.shape, "--shape");
   const PartitionSpec requested = PartitionSpec::Parse(args.spec);
@@ -123,69 +122,70 @@ void RunShard(const ShardArgs& args) {
                             {"distinct_shards", ids.size()},
                             {"bytes", memory.bytes_per_process[h]}});
     }
-    std::cout << j.dump() << "\n";
-    return;
+    fmt::print("{}\n", j.dump());
+    return ExitCode::kOk;
   }
 
-  std::cout << fmt::format("mesh        {}{}\n", mesh.ToString(),
+  fmt::print("mesh        {}{}\n", mesh.ToString(),
                            mesh.topology() != nullptr && !args.topology.empty()
                                ? " on " + mesh.topology()->ToString()
                                : " (devices numbered row-major)");
-  std::cout << fmt::format("shape       {} {} ({})\n", PyTuple(shape), args.dtype,
+  fmt::print("shape       {} {} ({})\n", PyTuple(shape), args.dtype,
                            HumanBytes(Product(shape) * element_bytes));
-  std::cout << fmt::format("spec        {}", report.corrected.ToString());
-  if (report.corrected != requested) std::cout << fmt::format("   (requested {})", requested.ToString());
-  std::cout << "\n";
+  fmt::print("spec        {}", report.corrected.ToString());
+  if (report.corrected != requested) fmt::print("   (requested {})", requested.ToString());
+  fmt::print("\n");
   if (!report.corrections.empty()) {
-    std::cout << fmt::format("corrections ({})\n", CorrectionModeName(report.mode));
+    fmt::print("corrections ({})\n", CorrectionModeName(report.mode));
     for (const Correction& c : report.corrections) {
-      std::cout << fmt::format("  dim {}: {} -> {}  [{}] {}\n", c.dim, c.from.ToString(),
+      fmt::print("  dim {}: {} -> {}  [{}] {}\n", c.dim, c.from.ToString(),
                                c.to ? c.to->ToString() : "(removed)", CorrectionReasonName(c.reason), c.message);
     }
   }
-  std::cout << fmt::format("shard shape {}   {} distinct block(s) x {} replica(s)\n", PyTuple(layout.shard_shape),
+  fmt::print("shard shape {}   {} distinct block(s) x {} replica(s)\n", PyTuple(layout.shard_shape),
                            layout.num_shards, layout.num_replicas);
-  std::cout << fmt::format("bytes/device {} ({})", report.bytes_per_device, HumanBytes(report.bytes_per_device));
+  fmt::print("bytes/device {} ({})", report.bytes_per_device, HumanBytes(report.bytes_per_device));
   if (report.bytes_saved_vs_eformer) {
-    std::cout << fmt::format("   eformer: {} ({}), saved {}", *report.eformer_bytes_per_device,
+    fmt::print("   eformer: {} ({}), saved {}", *report.eformer_bytes_per_device,
                              HumanBytes(*report.eformer_bytes_per_device), HumanBytes(*report.bytes_saved_vs_eformer));
   }
   if (report.mode == CorrectionMode::kKeepMost && !report.bytes_saved_vs_eformer) {
-    std::cout << fmt::format("   eformer: {} raises DuplicateSpecError", report.eformer_spec->ToString());
+    fmt::print("   eformer: {} raises DuplicateSpecError", report.eformer_spec->ToString());
   }
-  std::cout << "\n";
+  fmt::print("\n");
   if (memory.capacity_bytes > 0 && !args.topology.empty()) {
-    std::cout << fmt::format("capacity    {} per device: {}\n", HumanBytes(memory.capacity_bytes),
+    fmt::print("capacity    {} per device: {}\n", HumanBytes(memory.capacity_bytes),
                              memory.fits() ? "fits" : "DOES NOT FIT");
   }
-  std::cout << "blocks\n";
+  fmt::print("blocks\n");
   ShardingPictureOptions picture;
   picture.max_width = args.width;
-  std::cout << ShardingPicture(layout, picture);
-  std::cout << "devices     device [host]: index  replica\n";
+  fmt::print("{}", ShardingPicture(layout, picture));
+  fmt::print("devices     device [host]: index  replica\n");
   const size_t listed = std::min(layout.shards.size(), static_cast<size_t>(args.max_devices));
   for (size_t i = 0; i < listed; ++i) {
     const DeviceShard& s = layout.shards[i];
-    std::cout << fmt::format("  {:>5} [{}]: {}  r{}\n", s.device, s.process_index, RangeText(s.index), s.replica_id);
+    fmt::print("  {:>5} [{}]: {}  r{}\n", s.device, s.process_index, RangeText(s.index), s.replica_id);
   }
   if (listed < layout.shards.size()) {
-    std::cout << fmt::format("  ... {} more device(s) (of {}; --max-devices N or --json lists them all)\n",
+    fmt::print("  ... {} more device(s) (of {}; --max-devices N or --json lists them all)\n",
                              layout.shards.size() - listed, layout.shards.size());
   }
-  std::cout << "hosts\n";
+  fmt::print("hosts\n");
   for (size_t h = 0; h < by_process.size(); ++h) {
     std::vector<int64_t> ids;
     for (const DeviceShard* s : by_process[h]) ids.push_back(s->shard_id);
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-    std::cout << fmt::format("  host {}: {} device(s), {} distinct block(s), {}\n", by_process[h][0]->process_index,
+    fmt::print("  host {}: {} device(s), {} distinct block(s), {}\n", by_process[h][0]->process_index,
                              by_process[h].size(), ids.size(), HumanBytes(memory.bytes_per_process[h]));
   }
+  return ExitCode::kOk;
 }
 
 }  // namespace
 
-void AddShardCommand(CLI::App& app) {
+void AddShardCommand(CLI::App& app, ExitCode& exit_code) {
   auto args = std::make_shared<ShardArgs>();
   CLI::App* cmd = app.add_subcommand("shard", "Lay out an array by a PartitionSpec on a mesh (JAX NamedSharding)");
   cmd->add_option("--mesh", args->mesh, "mesh axes, major first: dp=2,fsdp=4,tp=2")->required();
@@ -201,7 +201,7 @@ void AddShardCommand(CLI::App& app) {
   cmd->add_option("--max-devices", args->max_devices, "devices listed in the human output (default 64)")
       ->check(CLI::Range(0, 1 << 30));
   cmd->add_flag("--json", args->json, "print JSON (every device; no picture)");
-  cmd->callback([args] { RunShard(*args); });
+  cmd->callback([args, &exit_code] { exit_code = RunShard(*args); });
 }
 
 }  // namespace spmdsim::cli

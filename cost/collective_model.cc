@@ -292,18 +292,11 @@ std::vector<std::vector<std::string>> CollectiveModel::AxesOfStages(const GroupS
   return result;
 }
 
-CollectiveCost CollectiveModel::CostOfSpan(CollectiveOp op, const GroupSpan& span, double bytes,
-                                           std::span<const std::pair<int, int>> pairs,
-                                           const std::vector<std::vector<std::string>>& stage_axes) const {
-  CollectiveCost cost;
-  cost.op = op;
-  cost.bytes = bytes;
-  cost.group_size = span.size();
-  cost.busbw_factor = BusBandwidthFactor(op, cost.group_size);
-  const int k = static_cast<int>(span.stages.size());
-  const int n = span.size();
+namespace {
 
-  // ppermute pairs: validated here for every group size, default a shift by one (nccl-tests sendrecv).
+// The (source, destination) routes of a ppermute within a group of n: `pairs` validated, or a shift by one
+// (nccl-tests sendrecv) when empty. Other ops take no pairs (and get none).
+std::vector<std::pair<int, int>> PermuteRoutes(CollectiveOp op, std::span<const std::pair<int, int>> pairs, int n) {
   std::vector<std::pair<int, int>> routes(pairs.begin(), pairs.end());
   if (op == CollectiveOp::kPermute) {
     std::set<int> sources, destinations;
@@ -327,222 +320,287 @@ CollectiveCost CollectiveModel::CostOfSpan(CollectiveOp op, const GroupSpan& spa
   } else if (!pairs.empty()) {
     Throw(ErrorCode::kInvalidArgument, "pairs apply to ppermute only, not {}", CollectiveOpName(op));
   }
+  return routes;
+}
 
+// ppermute: dimension-order routing over the stages; a ring stage goes the shorter way round. Load per directed
+// link (torus) or per device port (switch); time = busiest link / B + longest path's latency.
+void CostPermute(const GroupSpan& span, double bytes, const std::vector<std::pair<int, int>>& routes,
+                 const std::vector<double>& B, CollectiveCost* cost) {
+  const int k = static_cast<int>(span.stages.size());
+  std::map<std::vector<int>, double> load;  // {stage, kind, position..., direction}
+  std::vector<double> stage_bw(k, 0), stage_latency(k, 0);
+  std::vector<bool> crossed(k, false);
+  double worst_latency = 0;
+  for (const auto& [src, dst] : routes) {
+    if (src == dst) continue;
+    std::vector<int> cur = span.member_coords[src];
+    const std::vector<int>& target = span.member_coords[dst];
+    double path_latency = 0;
+    for (int s = 0; s < k; ++s) {
+      if (cur[s] == target[s]) continue;
+      crossed[s] = true;
+      const SpanStage& stage = span.stages[s];
+      const int p = stage.size;
+      int hops = 1;
+      if (IsTorus(stage)) {
+        int forward = ((target[s] - cur[s]) % p + p) % p;
+        int direction = 1;
+        hops = forward;
+        if (stage.shape == StageShape::kRing && p - forward < forward) {
+          direction = -1;
+          hops = p - forward;
+        } else if (stage.shape == StageShape::kLine && target[s] < cur[s]) {
+          direction = -1;
+          hops = cur[s] - target[s];
+        }
+        int at = cur[s];
+        for (int h = 0; h < hops; ++h) {
+          std::vector<int> key = cur;
+          key[s] = at;
+          key.insert(key.begin(), {s, direction});
+          load[key] += bytes;
+          at = ((at + direction) % p + p) % p;
+        }
+      } else {  // switch / on-chip: the sender's egress and the receiver's ingress
+        std::vector<int> out = cur;
+        out.insert(out.begin(), {s, 2});
+        load[out] += bytes;
+        std::vector<int> in = cur;
+        in[s] = target[s];
+        in.insert(in.begin(), {s, 3});
+        load[in] += bytes;
+      }
+      stage_latency[s] = std::max(stage_latency[s], hops * stage.latency_s);
+      path_latency += hops * stage.latency_s;
+      cur[s] = target[s];
+    }
+    worst_latency = std::max(worst_latency, path_latency);
+  }
+  double worst_bw = 0;
+  for (const auto& [key, bytes_on_link] : load) {
+    const int s = key[0];
+    stage_bw[s] = std::max(stage_bw[s], bytes_on_link / B[s]);
+    worst_bw = std::max(worst_bw, bytes_on_link / B[s]);
+  }
+  cost->seconds = worst_bw + worst_latency;
+  cost->algorithm = "direct";
+  double busy = 0;
+  for (int s = 0; s < k; ++s) busy += stage_bw[s] + stage_latency[s];
+  for (int s = 0; s < k; ++s) {
+    StageCost& sc = cost->stages[s];
+    sc.algorithm = "direct";
+    sc.buffer_bytes = bytes;
+    sc.bytes_sent = crossed[s] ? bytes : 0;
+    sc.latency_seconds = stage_latency[s];
+    sc.bandwidth_seconds = stage_bw[s];
+    sc.seconds = busy > 0 ? cost->seconds * (stage_bw[s] + stage_latency[s]) / busy : 0;
+  }
+}
+
+// Each stage's algorithm and the buffer it works on when the stages run one after another.
+struct StagePlan {
+  std::vector<Algorithm> algorithm;
+  std::vector<double> buffer;  // bytes: the stage's input when run sequentially (shrinks after a reduce-scatter)
+};
+
+// Per stage: the forced algorithm, or the fastest applicable one on the sequential buffer.
+StagePlan ChooseAlgorithms(CollectiveOp op, Phase phase, const GroupSpan& span, const std::vector<double>& B,
+                           double bytes, const CollectiveOptions& options) {
+  const int k = static_cast<int>(span.stages.size());
+  StagePlan plan{std::vector<Algorithm>(k), std::vector<double>(k)};
+  double buffer = bytes;
+  for (int s = 0; s < k; ++s) {
+    plan.buffer[s] = buffer;
+    const SpanStage& stage = span.stages[s];
+    if (options.algorithm != Algorithm::kAuto && stage.shape != StageShape::kOnChip) {
+      if (!Applies(options.algorithm, phase, stage, k)) {
+        Throw(ErrorCode::kInvalidArgument,
+              "algorithm '{}' does not apply to {} on stage '{}'{}; applicable: {}",
+              AlgorithmName(options.algorithm), CollectiveOpName(op), stage.ToString(),
+              options.algorithm == Algorithm::kNvls && k > 1 ? " (nvls needs a group inside one host)" : "",
+              ApplicableNames(phase, stage, k));
+      }
+      plan.algorithm[s] = options.algorithm;
+    } else {
+      double best = std::numeric_limits<double>::infinity();
+      for (Algorithm a : kStageAlgorithms) {
+        if (!Applies(a, phase, stage, k)) continue;
+        if (a == Algorithm::kNvls && !options.allow_nvls) continue;
+        double t = TimeOfStage(phase, a, stage, B[s], buffer).total();
+        if (t < best) {
+          best = t;
+          plan.algorithm[s] = a;
+        }
+      }
+    }
+    if (phase != Phase::kAllToAll) buffer /= stage.size;
+  }
+  return plan;
+}
+
+// The contiguous run of torus stages [first, last] that a concurrent composition stripes over.
+struct TorusBlock {
+  int first = -1, last = -1;
+  bool applies = false;  // at least two torus stages, all contiguous
+  int size() const { return first < 0 ? 0 : last - first + 1; }
+  bool contains(int s) const { return s >= first && s <= last; }
+};
+
+TorusBlock FindTorusBlock(const GroupSpan& span) {
+  TorusBlock block;
+  for (int s = 0; s < static_cast<int>(span.stages.size()); ++s) {
+    if (IsTorus(span.stages[s])) {
+      if (block.first < 0) block.first = s;
+      block.last = s;
+    }
+  }
+  block.applies = block.size() >= 2;
+  for (int s = block.first; block.applies && s <= block.last; ++s) block.applies = IsTorus(span.stages[s]);
+  return block;
+}
+
+// Concurrent composition: the block's stages split into stripes visiting them in rotated orders; `con` starts as
+// the sequential times and gets the block's stages replaced. Returns the total time.
+double ConcurrentTimes(Phase phase, const GroupSpan& span, const StagePlan& plan, const std::vector<double>& B,
+                       const TorusBlock& block, std::vector<StageTime>* con) {
+  const int k = static_cast<int>(span.stages.size());
+  const int n = block.size();
+  const double block_in = plan.buffer[block.first];
+  for (int s = block.first; s <= block.last; ++s) (*con)[s] = StageTime{};
+  for (int r = 0; r < n; ++r) {
+    double stripe = block_in / n;
+    for (int q = 0; q < n; ++q) {
+      const int s = block.first + (r + q) % n;
+      StageTime t = TimeOfStage(phase, plan.algorithm[s], span.stages[s], B[s], stripe);
+      (*con)[s].bandwidth += t.bandwidth;
+      (*con)[s].bytes_sent += t.bytes_sent;
+      if (r == 0) (*con)[s].latency = t.latency;  // latency paid once per stage (stripes pipeline)
+      if (phase != Phase::kAllToAll) stripe /= span.stages[s].size;
+    }
+  }
+  double block_bw = 0, block_latency = 0;
+  for (int s = block.first; s <= block.last; ++s) {
+    block_bw = std::max(block_bw, (*con)[s].bandwidth);
+    block_latency += (*con)[s].latency;
+  }
+  double total = block_bw + block_latency;
+  for (int s = 0; s < k; ++s) {
+    if (!block.contains(s)) total += (*con)[s].total();
+  }
+  return total;
+}
+
+// "ring" for one stage; "torus[sequential](ring, ring)" or "hierarchical[sequential](...)" (GPU clusters) for
+// several.
+std::string AlgorithmLabel(const GroupSpan& span, const std::vector<std::string>& names, bool concurrent) {
+  if (names.size() == 1) return names[0];
+  bool gpu = span.stages.back().link == LinkClass::kInfiniband || span.stages.back().link == LinkClass::kDcn;
+  return fmt::format("{}[{}]({})", gpu && !concurrent ? "hierarchical" : "torus",
+                     concurrent ? "concurrent" : "sequential", fmt::join(names, ", "));
+}
+
+// all-reduce, all_gather, reduce_scatter, all_to_all: one algorithm per stage, stages composed sequentially or
+// (torus stages) concurrently, whichever is faster unless the options force one.
+void CostPhased(CollectiveOp op, const GroupSpan& span, double bytes, const std::vector<double>& B,
+                const CollectiveOptions& options, CollectiveCost* cost) {
+  const int k = static_cast<int>(span.stages.size());
+  const Phase phase = PhaseOf(op);
+  const StagePlan plan = ChooseAlgorithms(op, phase, span, B, bytes, options);
+
+  // Sequential: stage s on its shrinking buffer.
+  std::vector<StageTime> seq(k);
+  double seq_total = 0;
+  for (int s = 0; s < k; ++s) {
+    seq[s] = TimeOfStage(phase, plan.algorithm[s], span.stages[s], B[s], plan.buffer[s]);
+    seq_total += seq[s].total();
+  }
+
+  const TorusBlock block = FindTorusBlock(span);
+  if (options.composition == Composition::kConcurrent && !block.applies) {
+    Throw(ErrorCode::kInvalidArgument,
+          "composition 'concurrent' needs a group spanning at least two ICI torus dimensions; this group "
+          "spans {}; use 'sequential' or 'auto'",
+          span.ToString());
+  }
+  std::vector<StageTime> con = seq;
+  double con_total = std::numeric_limits<double>::infinity();
+  if (block.applies) con_total = ConcurrentTimes(phase, span, plan, B, block, &con);
+  bool use_concurrent = block.applies && options.composition != Composition::kSequential &&
+                        (options.composition == Composition::kConcurrent || con_total < seq_total);
+  const std::vector<StageTime>& chosen = use_concurrent ? con : seq;
+  cost->seconds = use_concurrent ? con_total : seq_total;
+
+  std::vector<std::string> names;
+  for (int s = 0; s < k; ++s) names.emplace_back(AlgorithmName(plan.algorithm[s]));
+  cost->algorithm = AlgorithmLabel(span, names, use_concurrent);
+  // Concurrent torus stages overlap: their share of the block time is in proportion to their busy time.
+  double block_busy = 0, block_time = 0;
+  if (use_concurrent) {
+    double block_bw = 0;
+    for (int s = block.first; s <= block.last; ++s) {
+      block_busy += chosen[s].total();
+      block_bw = std::max(block_bw, chosen[s].bandwidth);
+      block_time += chosen[s].latency;
+    }
+    block_time += block_bw;
+  }
+  for (int s = 0; s < k; ++s) {
+    StageCost& sc = cost->stages[s];
+    sc.algorithm = names[s];
+    sc.buffer_bytes = plan.buffer[s];
+    sc.bytes_sent = chosen[s].bytes_sent;
+    sc.latency_seconds = chosen[s].latency;
+    sc.bandwidth_seconds = chosen[s].bandwidth;
+    const bool in_block = use_concurrent && block.contains(s);
+    sc.seconds = in_block ? (block_busy > 0 ? block_time * chosen[s].total() / block_busy : 0) : chosen[s].total();
+  }
+}
+
+// Bytes and seconds per link class and per mesh axis, and the bandwidths, from the stage costs.
+void AddBreakdowns(double bytes, CollectiveCost* cost) {
+  for (const StageCost& sc : cost->stages) {
+    if (sc.stage.shape != StageShape::kOnChip) cost->bytes_sent[sc.stage.link] += sc.bytes_sent;
+    cost->seconds_by_link[sc.stage.link] += sc.seconds;
+    for (const std::string& axis : sc.mesh_axes) {
+      cost->seconds_by_axis[axis] += sc.seconds / static_cast<double>(sc.mesh_axes.size());
+    }
+  }
+  if (cost->seconds > 0) {
+    cost->algbw_Bps = bytes / cost->seconds;
+    cost->busbw_Bps = cost->algbw_Bps * cost->busbw_factor;
+  }
+}
+
+}  // namespace
+
+CollectiveCost CollectiveModel::CostOfSpan(CollectiveOp op, const GroupSpan& span, double bytes,
+                                           std::span<const std::pair<int, int>> pairs,
+                                           const std::vector<std::vector<std::string>>& stage_axes) const {
+  CollectiveCost cost;
+  cost.op = op;
+  cost.bytes = bytes;
+  cost.group_size = span.size();
+  cost.busbw_factor = BusBandwidthFactor(op, cost.group_size);
+  const int k = static_cast<int>(span.stages.size());
+  const std::vector<std::pair<int, int>> routes = PermuteRoutes(op, pairs, span.size());
   if (k == 0 || bytes == 0) {
     cost.algorithm = "none";
     return cost;
   }
-  std::vector<double> B(k);
+  std::vector<double> B(k);  // bytes/s: each stage's one-way bandwidth times its link's efficiency
   for (int s = 0; s < k; ++s) B[s] = span.stages[s].bandwidth_Bps * Efficiency(options_, span.stages[s].link);
   cost.stages.resize(k);
   for (int s = 0; s < k; ++s) {
     cost.stages[s].stage = span.stages[s];
     cost.stages[s].mesh_axes = stage_axes[s];
   }
-
   if (op == CollectiveOp::kPermute) {
-    // Dimension-order routing over the stages; a ring stage goes the shorter way round. Load per directed
-    // link (torus) or per device port (switch); time = busiest link / B + longest path's latency.
-    std::map<std::vector<int>, double> load;  // {stage, kind, position..., direction}
-    std::vector<double> stage_bw(k, 0), stage_latency(k, 0);
-    std::vector<bool> crossed(k, false);
-    double worst_latency = 0;
-    for (const auto& [src, dst] : routes) {
-      if (src == dst) continue;
-      std::vector<int> cur = span.member_coords[src];
-      const std::vector<int>& target = span.member_coords[dst];
-      double path_latency = 0;
-      for (int s = 0; s < k; ++s) {
-        if (cur[s] == target[s]) continue;
-        crossed[s] = true;
-        const SpanStage& stage = span.stages[s];
-        const int p = stage.size;
-        int hops = 1;
-        if (IsTorus(stage)) {
-          int forward = ((target[s] - cur[s]) % p + p) % p;
-          int direction = 1;
-          hops = forward;
-          if (stage.shape == StageShape::kRing && p - forward < forward) {
-            direction = -1;
-            hops = p - forward;
-          } else if (stage.shape == StageShape::kLine && target[s] < cur[s]) {
-            direction = -1;
-            hops = cur[s] - target[s];
-          }
-          int at = cur[s];
-          for (int h = 0; h < hops; ++h) {
-            std::vector<int> key = cur;
-            key[s] = at;
-            key.insert(key.begin(), {s, direction});
-            load[key] += bytes;
-            at = ((at + direction) % p + p) % p;
-          }
-        } else {  // switch / on-chip: the sender's egress and the receiver's ingress
-          std::vector<int> out = cur;
-          out.insert(out.begin(), {s, 2});
-          load[out] += bytes;
-          std::vector<int> in = cur;
-          in[s] = target[s];
-          in.insert(in.begin(), {s, 3});
-          load[in] += bytes;
-        }
-        stage_latency[s] = std::max(stage_latency[s], hops * stage.latency_s);
-        path_latency += hops * stage.latency_s;
-        cur[s] = target[s];
-      }
-      worst_latency = std::max(worst_latency, path_latency);
-    }
-    double worst_bw = 0;
-    for (const auto& [key, bytes_on_link] : load) {
-      const int s = key[0];
-      stage_bw[s] = std::max(stage_bw[s], bytes_on_link / B[s]);
-      worst_bw = std::max(worst_bw, bytes_on_link / B[s]);
-    }
-    cost.seconds = worst_bw + worst_latency;
-    cost.algorithm = "direct";
-    double busy = 0;
-    for (int s = 0; s < k; ++s) busy += stage_bw[s] + stage_latency[s];
-    for (int s = 0; s < k; ++s) {
-      StageCost& sc = cost.stages[s];
-      sc.algorithm = "direct";
-      sc.buffer_bytes = bytes;
-      sc.bytes_sent = crossed[s] ? bytes : 0;
-      sc.latency_seconds = stage_latency[s];
-      sc.bandwidth_seconds = stage_bw[s];
-      sc.seconds = busy > 0 ? cost.seconds * (stage_bw[s] + stage_latency[s]) / busy : 0;
-    }
+    CostPermute(span, bytes, routes, B, &cost);
   } else {
-    const Phase phase = PhaseOf(op);
-    // Per-stage algorithm: forced, or the fastest applicable on the sequential buffer.
-    std::vector<Algorithm> algorithm(k);
-    std::vector<double> seq_buffer(k);
-    double buffer = bytes;
-    for (int s = 0; s < k; ++s) {
-      seq_buffer[s] = buffer;
-      const SpanStage& stage = span.stages[s];
-      if (options_.algorithm != Algorithm::kAuto && stage.shape != StageShape::kOnChip) {
-        if (!Applies(options_.algorithm, phase, stage, k)) {
-          Throw(ErrorCode::kInvalidArgument,
-                "algorithm '{}' does not apply to {} on stage '{}'{}; applicable: {}",
-                AlgorithmName(options_.algorithm), CollectiveOpName(op), stage.ToString(),
-                options_.algorithm == Algorithm::kNvls && k > 1 ? " (nvls needs a group inside one host)" : "",
-                ApplicableNames(phase, stage, k));
-        }
-        algorithm[s] = options_.algorithm;
-      } else {
-        double best = std::numeric_limits<double>::infinity();
-        for (Algorithm a : kStageAlgorithms) {
-          if (!Applies(a, phase, stage, k)) continue;
-          if (a == Algorithm::kNvls && !options_.allow_nvls) continue;
-          double t = TimeOfStage(phase, a, stage, B[s], buffer).total();
-          if (t < best) {
-            best = t;
-            algorithm[s] = a;
-          }
-        }
-      }
-      if (phase != Phase::kAllToAll) buffer /= stage.size;
-    }
-
-    // Sequential: stage s on its shrinking buffer.
-    std::vector<StageTime> seq(k);
-    double seq_total = 0;
-    for (int s = 0; s < k; ++s) {
-      seq[s] = TimeOfStage(phase, algorithm[s], span.stages[s], B[s], seq_buffer[s]);
-      seq_total += seq[s].total();
-    }
-
-    // Concurrent: the contiguous run of torus stages split into stripes visiting them in rotated orders.
-    int first = -1, last = -1;
-    for (int s = 0; s < k; ++s) {
-      if (IsTorus(span.stages[s])) {
-        if (first < 0) first = s;
-        last = s;
-      }
-    }
-    const int block = first < 0 ? 0 : last - first + 1;
-    bool concurrent_applies = block >= 2;
-    for (int s = first; concurrent_applies && s <= last; ++s) concurrent_applies = IsTorus(span.stages[s]);
-    if (options_.composition == Composition::kConcurrent && !concurrent_applies) {
-      Throw(ErrorCode::kInvalidArgument,
-            "composition 'concurrent' needs a group spanning at least two ICI torus dimensions; this group "
-            "spans {}; use 'sequential' or 'auto'",
-            span.ToString());
-    }
-    std::vector<StageTime> con = seq;
-    double con_total = std::numeric_limits<double>::infinity();
-    if (concurrent_applies) {
-      const double block_in = seq_buffer[first];
-      for (int s = first; s <= last; ++s) con[s] = StageTime{};
-      for (int r = 0; r < block; ++r) {
-        double stripe = block_in / block;
-        for (int q = 0; q < block; ++q) {
-          const int s = first + (r + q) % block;
-          StageTime t = TimeOfStage(phase, algorithm[s], span.stages[s], B[s], stripe);
-          con[s].bandwidth += t.bandwidth;
-          con[s].bytes_sent += t.bytes_sent;
-          if (r == 0) con[s].latency = t.latency;  // latency paid once per stage (stripes pipeline)
-          if (phase != Phase::kAllToAll) stripe /= span.stages[s].size;
-        }
-      }
-      double block_bw = 0, block_latency = 0;
-      for (int s = first; s <= last; ++s) {
-        block_bw = std::max(block_bw, con[s].bandwidth);
-        block_latency += con[s].latency;
-      }
-      con_total = block_bw + block_latency;
-      for (int s = 0; s < k; ++s) {
-        if (s < first || s > last) con_total += con[s].total();
-      }
-    }
-    bool use_concurrent = concurrent_applies && options_.composition != Composition::kSequential &&
-                          (options_.composition == Composition::kConcurrent || con_total < seq_total);
-    const std::vector<StageTime>& chosen = use_concurrent ? con : seq;
-    cost.seconds = use_concurrent ? con_total : seq_total;
-
-    std::vector<std::string> names;
-    for (int s = 0; s < k; ++s) names.emplace_back(AlgorithmName(algorithm[s]));
-    if (k == 1) {
-      cost.algorithm = names[0];
-    } else {
-      bool gpu = span.stages.back().link == LinkClass::kInfiniband || span.stages.back().link == LinkClass::kDcn;
-      cost.algorithm = fmt::format("{}[{}]({})", gpu && !use_concurrent ? "hierarchical" : "torus",
-                                   use_concurrent ? "concurrent" : "sequential", fmt::join(names, ", "));
-    }
-    // Concurrent torus stages overlap: their share of the block time is in proportion to their busy time.
-    double block_busy = 0, block_time = 0;
-    if (use_concurrent) {
-      double block_bw = 0;
-      for (int s = first; s <= last; ++s) {
-        block_busy += chosen[s].total();
-        block_bw = std::max(block_bw, chosen[s].bandwidth);
-        block_time += chosen[s].latency;
-      }
-      block_time += block_bw;
-    }
-    for (int s = 0; s < k; ++s) {
-      StageCost& sc = cost.stages[s];
-      sc.algorithm = names[s];
-      sc.buffer_bytes = seq_buffer[s];
-      sc.bytes_sent = chosen[s].bytes_sent;
-      sc.latency_seconds = chosen[s].latency;
-      sc.bandwidth_seconds = chosen[s].bandwidth;
-      const bool in_block = use_concurrent && s >= first && s <= last;
-      sc.seconds = in_block ? (block_busy > 0 ? block_time * chosen[s].total() / block_busy : 0) : chosen[s].total();
-    }
+    CostPhased(op, span, bytes, B, options_, &cost);
   }
-
-  for (const StageCost& sc : cost.stages) {
-    if (sc.stage.shape != StageShape::kOnChip) cost.bytes_sent[sc.stage.link] += sc.bytes_sent;
-    cost.seconds_by_link[sc.stage.link] += sc.seconds;
-    for (const std::string& axis : sc.mesh_axes) {
-      cost.seconds_by_axis[axis] += sc.seconds / static_cast<double>(sc.mesh_axes.size());
-    }
-  }
-  if (cost.seconds > 0) {
-    cost.algbw_Bps = bytes / cost.seconds;
-    cost.busbw_Bps = cost.algbw_Bps * cost.busbw_factor;
-  }
+  AddBreakdowns(bytes, &cost);
   return cost;
 }
 

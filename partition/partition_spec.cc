@@ -365,6 +365,15 @@ class SpecParser {
 
 PartitionSpec PartitionSpec::Parse(std::string_view text) { return SpecParser(text).Parse(); }
 
+PartitionSpec P(SpecArg a, SpecArg b, SpecArg c, SpecArg d, SpecArg e, SpecArg f, SpecArg g, SpecArg h) {
+  std::vector<PartitionSpec::Entry> entries;
+  for (const SpecArg* arg : {&a, &b, &c, &d, &e, &f, &g, &h}) {
+    if (arg->absent()) break;
+    entries.push_back(arg->entry());
+  }
+  return PartitionSpec(std::move(entries));
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Validation
 

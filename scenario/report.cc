@@ -351,7 +351,7 @@ nlohmann::json WorkloadJson(const WorkloadResult& r) {
 }
 
 nlohmann::json JsonReport(const Scenario& s, const std::vector<WorkloadResult>& results, bool abstract,
-                          double wall_seconds, int exit_code) {
+                          double wall_seconds, ExitCode exit_code) {
   const Topology& t = *s.topology.topology;
   nlohmann::json stragglers = nlohmann::json::array();
   for (const auto& [id, f] : s.topology.stragglers) stragglers.push_back({{"device", id}, {"speed", f}});
@@ -376,7 +376,7 @@ nlohmann::json JsonReport(const Scenario& s, const std::vector<WorkloadResult>& 
   for (const WorkloadResult& r : results) workloads.push_back(WorkloadJson(r));
   j["workloads"] = workloads;
   j["all_checks_passed"] = AllChecksPassed(results);
-  j["exit_code"] = exit_code;
+  j["exit_code"] = ToInt(exit_code);
   return j;
 }
 

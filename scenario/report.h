@@ -17,19 +17,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/exit_code.h"
 #include "scenario/scenario.h"
 #include "workloads/workloads.h"
 
 namespace spmdsim {
-
-// The process exit codes of `spmdsim run` (docs/scenarios.md).
-enum RunExitCode : int {
-  kExitOk = 0,           // every workload ran and every check passed
-  kExitBadInput = 1,     // the scenario (or a flag value) is invalid: nothing ran, or a workload rejected its config
-  kExitUsage = 2,        // unknown flag / missing argument (CLI11)
-  kExitInternal = 3,     // a bug in spmdsim
-  kExitCheckFailed = 4,  // everything ran, and at least one numeric check failed
-};
 
 // "1.50 us", "12.0 KiB": a value with a unit chosen for its size (for prose lines, not table cells).
 std::string FormatSeconds(double seconds);
@@ -44,7 +36,7 @@ std::string HumanSummary(const std::vector<WorkloadResult>& results, double wall
 
 // The JSON report (schema in docs/scenarios.md).
 nlohmann::json JsonReport(const Scenario& scenario, const std::vector<WorkloadResult>& results, bool abstract,
-                          double wall_seconds, int exit_code);
+                          double wall_seconds, ExitCode exit_code);
 nlohmann::json WorkloadJson(const WorkloadResult& result);
 
 // True unless some performed check failed.

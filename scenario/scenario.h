@@ -37,10 +37,17 @@
 #include "partition/partition_spec.h"
 #include "scenario/npy.h"
 #include "sim/array.h"
-#include "scenario/internal/scenario_workloads.h"
-#include "scenario/internal/scenario_yaml.h"
+#include "workloads/workloads.h"
 
 namespace spmdsim {
+
+// Where a value sits in its file (1-based line and column, as editors count).
+struct SourceLocation {
+  std::string file;
+  int line = 0;
+  int column = 0;
+  std::string ToString() const;  // "scenarios/a.yaml:12:5"
+};
 
 // The machine: a preset with overrides applied, plus what the topology itself does not hold.
 struct ScenarioTopology {
@@ -90,6 +97,32 @@ struct ScenarioArray {
   SourceLocation location;
 };
 
+// A shard_map input taken from the scenario's `arrays:` (its data is made at run time, abstract or not).
+struct ShardMapInputRef {
+  std::string array;   // the scenario array's name (also the value's name in the program)
+  PartitionSpec spec;  // in_spec: `spec:` of the input, else the array's spec
+};
+
+// One item of `workloads:`, parsed onto its engine's Config struct (workloads/workloads.h).
+//
+// Example: the YAML item
+//   - {kind: mlp, name: tp_mlp, batch: 8, d_model: 64, d_ff: 256,
+//      sharding: {batch_axes: [data], tensor_axes: [model]}}
+// becomes ScenarioWorkload{kind "mlp", name "tp_mlp", config = MlpConfig{.batch = 8, .d_model = 64, .d_ff = 256,
+// .sharding = {batch_axes {"data"}, tensor_axes {"model"}}}}; every other field keeps the Config's default.
+// docs/scenarios.md lists every key per kind with its type and default.
+struct ScenarioWorkload {
+  std::string kind;  // "collectives", "shard_map", "mlp", "transformer_block", "partition"
+  std::string name;  // unique within the scenario (default: the kind, then kind_2, kind_3, ...)
+  SourceLocation location;
+  std::variant<CollectivesConfig, ShardMapConfig, MlpConfig, TransformerBlockConfig, PartitionConfig> config;
+  // shard_map only: config.inputs is filled from these when the workload runs.
+  std::vector<ShardMapInputRef> shard_map_inputs;
+};
+
+// The valid values of ScenarioWorkload::kind.
+const std::vector<std::string>& WorkloadKinds();
+
 struct Scenario {
   std::string path;         // as given to LoadScenario
   std::string name;         // `name:` or the file's stem
@@ -103,10 +136,6 @@ struct Scenario {
   // The array named `name`; throws Error(kNotFound) listing the names.
   const ScenarioArray& array(std::string_view name) const;
 };
-
-// A PartitionSpec from YAML: "P('data', None)" / "PartitionSpec(...)" text, or a list whose entries are an axis
-// name, null, or a list of names ([data, null, [model, fsdp]]). Throws a located ScenarioError.
-PartitionSpec ParseSpecNode(const YamlContext& ctx, const YAML::Node& node, const std::string& key);
 
 // The array's global value: its init made concrete (abstract: shape and dtype only, no data; an npy file is
 // then not copied). Random data: normal as RandomArray (workloads/workloads.h), uniform from std::mt19937_64.

@@ -12,15 +12,6 @@
 
 namespace spmdsim {
 
-PartitionSpec P(SpecArg a, SpecArg b, SpecArg c, SpecArg d, SpecArg e, SpecArg f, SpecArg g, SpecArg h) {
-  std::vector<PartitionSpec::Entry> entries;
-  for (const SpecArg* arg : {&a, &b, &c, &d, &e, &f, &g, &h}) {
-    if (arg->absent()) break;
-    entries.push_back(arg->entry());
-  }
-  return PartitionSpec(std::move(entries));
-}
-
 namespace internal {
 void ThrowArityMismatch(size_t takes, size_t given) {
   ThrowKind(ErrorCode::kInvalidArgument, "TypeError", "f() takes {} arrays but {} were given", takes, given);

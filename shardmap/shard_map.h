@@ -59,31 +59,6 @@
 
 namespace spmdsim {
 
-// ---------------------------------------------------------------------------------------------------------------
-// P(...): a PartitionSpec written as in Python. Each argument is a mesh axis name, kNone, or a braced tuple of
-// names (major to minor). Example: P("z", {"x", "y"}) == P('z', ('x', 'y')); P("x", kNone) == P('x', None);
-// P() replicates everything.
-inline constexpr std::nullptr_t kNone = nullptr;
-
-class SpecArg {
- public:
-  SpecArg() : absent_(true) {}                                                   // an unused trailing slot
-  SpecArg(std::nullptr_t) {}                                                     // NOLINT: None
-  SpecArg(const char* name) : entry_(PartitionSpec::Entry::Axis(name)) {}       // NOLINT
-  SpecArg(std::string name) : entry_(PartitionSpec::Entry::Axis(std::move(name))) {}  // NOLINT
-  SpecArg(std::initializer_list<const char*> names)                              // NOLINT: ('x', 'y')
-      : entry_(PartitionSpec::Entry::Axes(std::vector<std::string>(names.begin(), names.end()))) {}
-  bool absent() const { return absent_; }
-  const PartitionSpec::Entry& entry() const { return entry_; }
-
- private:
-  bool absent_ = false;
-  PartitionSpec::Entry entry_;
-};
-
-PartitionSpec P(SpecArg a = {}, SpecArg b = {}, SpecArg c = {}, SpecArg d = {}, SpecArg e = {}, SpecArg f = {},
-                SpecArg g = {}, SpecArg h = {});
-
 // One entry of in_specs: a PartitionSpec, or PassThrough (the argument goes to every device unsplit, as one
 // shared buffer; it counts as invariant for the replication check, like JAX's P()).
 class InSpec {

@@ -1,4 +1,4 @@
-// Reading YAML for scenario files with errors that point into the file: every value is read through a
+// Internal: reading YAML for scenario files with errors that point into the file: every value is read through a
 // YamlContext that knows the file, and every mapping through a YamlMap that rejects unknown and duplicate keys
 // (with a did-you-mean) and names the key path in messages.
 //
@@ -20,16 +20,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/error.h"
+#include "scenario/scenario.h"
 
 namespace spmdsim {
-
-// Where a value sits in its file (1-based line and column, as editors count).
-struct SourceLocation {
-  std::string file;
-  int line = 0;
-  int column = 0;
-  std::string ToString() const;  // "scenarios/a.yaml:12:5"
-};
 
 // The closest of `valid` to `found` by edit distance, when close enough to be a likely typo.
 std::optional<std::string> DidYouMean(std::string_view found, const std::vector<std::string>& valid);

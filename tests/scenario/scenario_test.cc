@@ -1,5 +1,6 @@
-// Tests of scenario/scenario.h (and scenario_yaml.h, scenario_workloads.h): the scenario format, its defaults,
-// and its errors, which must name the file, line, column and key, what was found and what is valid.
+// Tests of scenario/scenario.h (and internal/scenario_yaml.h, internal/scenario_workloads.h): the scenario
+// format, its defaults, and its errors, which must name the file, line, column and key, what was found and what
+// is valid.
 #include "scenario/scenario.h"
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "scenario/internal/scenario_yaml.h"  // ParseByteSize, DidYouMean
 
 namespace spmdsim {
 namespace {

@@ -14,12 +14,15 @@
 #include <CLI/CLI.hpp>
 #include <gtest/gtest.h>
 
+#include "common/exit_code.h"
+
 namespace spmdsim {
 
-inline std::string RunCommandInProcess(std::initializer_list<void (*)(CLI::App&)> add_commands,
+inline std::string RunCommandInProcess(std::initializer_list<void (*)(CLI::App&, ExitCode&)> add_commands,
                                        std::vector<std::string> args) {
   CLI::App app;
-  for (auto add : add_commands) add(app);
+  ExitCode exit_code = ExitCode::kOk;
+  for (auto add : add_commands) add(app, exit_code);
   std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
   testing::internal::CaptureStdout();
   try {
@@ -28,7 +31,9 @@ inline std::string RunCommandInProcess(std::initializer_list<void (*)(CLI::App&)
     testing::internal::GetCapturedStdout();
     throw;
   }
-  return testing::internal::GetCapturedStdout();
+  std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_EQ(exit_code, ExitCode::kOk) << "the command's exit code";
+  return out;
 }
 
 }  // namespace spmdsim

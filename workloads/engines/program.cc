@@ -5,7 +5,6 @@
 #include <cmath>
 #include <map>
 #include <numbers>
-#include <set>
 
 #include <fmt/format.h>
 
@@ -15,50 +14,8 @@
 
 namespace spmdsim {
 
+namespace internal {
 namespace {
-
-const std::set<std::string, std::less<>>& CollectiveOps() {
-  static const std::set<std::string, std::less<>> ops = {"psum",         "pmean",      "pmax",    "pmin",
-                                                         "all_gather",   "psum_scatter", "all_to_all",
-                                                         "ppermute"};
-  return ops;
-}
-
-// Ops and how many array arguments they take (-1: one or more).
-const std::map<std::string, int, std::less<>>& OpArity() {
-  static const std::map<std::string, int, std::less<>> ops = {
-      {"psum", 1},         {"pmean", 1},        {"pmax", 1},          {"pmin", 1},        {"all_gather", 1},
-      {"psum_scatter", 1}, {"all_to_all", 1},   {"ppermute", 1},      {"axis_index", 0},  {"add", -2},
-      {"sub", -2},         {"mul", -2},         {"div", -2},          {"max", -2},        {"min", -2},
-      {"pow", -2},         {"neg", 1},          {"abs", 1},           {"exp", 1},         {"log", 1},
-      {"sqrt", 1},         {"rsqrt", 1},        {"tanh", 1},          {"sigmoid", 1},     {"relu", 1},
-      {"gelu", 1},         {"silu", 1},         {"square", 1},        {"cast", 1},        {"einsum", -1},
-      {"matmul", 2},       {"dot", 2},          {"sum", 1},           {"mean", 1},        {"max_reduce", 1},
-      {"min_reduce", 1},   {"softmax", 1},      {"log_softmax", 1},   {"reshape", 1},     {"transpose", 1},
-      {"slice", 1},        {"concatenate", -1}, {"broadcast_to", 1},  {"gelu_grad", 2},   {"relu_grad", 2},
-      {"softmax_grad", 2}};
-  return ops;
-}
-
-Array Binary(std::string_view op, const Array& a, const Array& b) {
-  if (op == "add") return Add(a, b);
-  if (op == "sub") return Sub(a, b);
-  if (op == "mul") return Mul(a, b);
-  if (op == "div") return Div(a, b);
-  if (op == "max") return Max(a, b);
-  if (op == "min") return Min(a, b);
-  return Pow(a, b);
-}
-
-Array BinaryScalar(std::string_view op, const Array& a, double b) {
-  if (op == "add") return Add(a, b);
-  if (op == "sub") return Sub(a, b);
-  if (op == "mul") return Mul(a, b);
-  if (op == "div") return Div(a, b);
-  if (op == "max") return Max(a, b);
-  if (op == "min") return Min(a, b);
-  return Pow(a, b);
-}
 
 // d/dx of jax.nn.gelu(x, approximate=True), times dy:
 //   0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 k x^2),  t = tanh(c (x + k x^3)), c = sqrt(2/pi), k = 0.044715.
@@ -72,85 +29,135 @@ Array GeluGrad(const Array& x, const Array& dy) {
   return Mul(dy, Add(left, right));
 }
 
+Array Ppermute(const OpCall& c) {
+  DeviceContext& d = c.d;
+  const ProgramStep& s = c.s;
+  const Axes axes(s.axes);
+  PermutationPairs pairs(s.pairs.begin(), s.pairs.end());
+  if (c.recorder != nullptr) {
+    std::vector<std::pair<int, int>> p;
+    const int64_t n = d.AxisSize(axes);
+    for (const auto& [a, b] : s.pairs) {
+      p.emplace_back(static_cast<int>(((a % n) + n) % n), static_cast<int>(((b % n) + n) % n));
+    }
+    c.recorder->SetPermutation(d.position(), std::move(p));
+  }
+  return d.Ppermute(c.x(), axes, pairs);
+}
+
+// A binary op: two arrays, or an array and the step's scalar.
+template <Array (*kArrays)(const Array&, const Array&), Array (*kScalar)(const Array&, double)>
+Array BinaryOp(const OpCall& c) {
+  return c.args.size() == 2 ? kArrays(c.args[0], c.args[1]) : kScalar(c.args[0], *c.s.scalar);
+}
+
+// A reduction over the step's dims (all when empty).
+template <Array (*kAll)(const Array&), Array (*kDims)(const Array&, const std::vector<int>&, bool)>
+Array ReduceOp(const OpCall& c) {
+  return c.s.dims.empty() ? kAll(c.x()) : kDims(c.x(), c.s.dims, c.s.keepdims);
+}
+
+template <Array (*kUnary)(const Array&)>
+Array UnaryOp(const OpCall& c) {
+  return kUnary(c.x());
+}
+
+// Every op, sorted by name (ProgramOpNames lists them in this order).
+const std::vector<ProgramOpEntry>& OpTable() {
+  using enum ProgramOp;
+  static const std::vector<ProgramOpEntry> table = {
+      {"abs", kAbs, 1, false, UnaryOp<Abs>},
+      {"add", kAdd, kTwoOrScalar, false, BinaryOp<Add, Add>},
+      {"all_gather", kAllGather, 1, true,
+       [](const OpCall& c) { return c.d.AllGather(c.x(), Axes(c.s.axes), c.s.axis, c.s.tiled); }},
+      {"all_to_all", kAllToAll, 1, true,
+       [](const OpCall& c) {
+         return c.d.AllToAll(c.x(), Axes(c.s.axes), c.s.split_axis, c.s.concat_axis, c.s.tiled);
+       }},
+      {"axis_index", kAxisIndex, 0, false, [](const OpCall& c) { return c.d.AxisIndexArray(Axes(c.s.axes)); }},
+      {"broadcast_to", kBroadcastTo, 1, false, [](const OpCall& c) { return BroadcastTo(c.x(), c.s.shape); }},
+      {"cast", kCast, 1, false, [](const OpCall& c) { return Cast(c.x(), c.s.dtype); }},
+      {"concatenate", kConcatenate, kOneOrMore, false,
+       [](const OpCall& c) { return Concatenate(c.all(), c.s.axis); }},
+      {"div", kDiv, kTwoOrScalar, false, BinaryOp<Div, Div>},
+      {"dot", kDot, 2, false, [](const OpCall& c) { return Dot(c.args[0], c.args[1]); }},
+      {"einsum", kEinsum, kOneOrMore, false, [](const OpCall& c) { return Einsum(c.s.equation, c.all()); }},
+      {"exp", kExp, 1, false, UnaryOp<Exp>},
+      {"gelu", kGelu, 1, false, [](const OpCall& c) { return Gelu(c.x(), c.s.approximate); }},
+      {"gelu_grad", kGeluGrad, 2, false, [](const OpCall& c) { return GeluGrad(c.args[0], c.args[1]); }},
+      {"log", kLog, 1, false, UnaryOp<Log>},
+      {"log_softmax", kLogSoftmax, 1, false, [](const OpCall& c) { return LogSoftmax(c.x(), c.s.axis); }},
+      {"matmul", kMatMul, 2, false, [](const OpCall& c) { return MatMul(c.args[0], c.args[1]); }},
+      {"max", kMax, kTwoOrScalar, false, BinaryOp<Max, Max>},
+      {"max_reduce", kMaxReduce, 1, false, ReduceOp<ReduceMax, ReduceMax>},
+      {"mean", kMean, 1, false, ReduceOp<Mean, Mean>},
+      {"min", kMin, kTwoOrScalar, false, BinaryOp<Min, Min>},
+      {"min_reduce", kMinReduce, 1, false, ReduceOp<ReduceMin, ReduceMin>},
+      {"mul", kMul, kTwoOrScalar, false, BinaryOp<Mul, Mul>},
+      {"neg", kNeg, 1, false, UnaryOp<Neg>},
+      {"pmax", kPmax, 1, true, [](const OpCall& c) { return c.d.Pmax(c.x(), Axes(c.s.axes)); }},
+      {"pmean", kPmean, 1, true, [](const OpCall& c) { return c.d.Pmean(c.x(), Axes(c.s.axes)); }},
+      {"pmin", kPmin, 1, true, [](const OpCall& c) { return c.d.Pmin(c.x(), Axes(c.s.axes)); }},
+      {"pow", kPow, kTwoOrScalar, false, BinaryOp<Pow, Pow>},
+      {"ppermute", kPpermute, 1, true, Ppermute},
+      {"psum", kPsum, 1, true, [](const OpCall& c) { return c.d.Psum(c.x(), Axes(c.s.axes)); }},
+      {"psum_scatter", kPsumScatter, 1, true,
+       [](const OpCall& c) { return c.d.PsumScatter(c.x(), Axes(c.s.axes), c.s.axis, c.s.tiled); }},
+      {"relu", kRelu, 1, false, UnaryOp<Relu>},
+      {"relu_grad", kReluGrad, 2, false,
+       [](const OpCall& c) { return Mul(c.args[1], Cast(Greater(c.args[0], 0.0), c.args[1].dtype())); }},
+      {"reshape", kReshape, 1, false, [](const OpCall& c) { return Reshape(c.x(), c.s.shape); }},
+      {"rsqrt", kRsqrt, 1, false, UnaryOp<Rsqrt>},
+      {"sigmoid", kSigmoid, 1, false, UnaryOp<Sigmoid>},
+      {"silu", kSilu, 1, false, UnaryOp<Silu>},
+      {"slice", kSlice, 1, false, [](const OpCall& c) { return Slice(c.x(), c.s.start, c.s.limit, c.s.strides); }},
+      {"softmax", kSoftmax, 1, false, [](const OpCall& c) { return Softmax(c.x(), c.s.axis); }},
+      {"softmax_grad", kSoftmaxGrad, 2, false,
+       [](const OpCall& c) {
+         const Array& p = c.args[0];
+         const Array& dp = c.args[1];
+         return Mul(p, Sub(dp, Sum(Mul(dp, p), {c.s.axis}, true)));
+       }},
+      {"sqrt", kSqrt, 1, false, UnaryOp<Sqrt>},
+      {"square", kSquare, 1, false, [](const OpCall& c) { return Mul(c.x(), c.x()); }},
+      {"sub", kSub, kTwoOrScalar, false, BinaryOp<Sub, Sub>},
+      {"sum", kSum, 1, false, ReduceOp<Sum, Sum>},
+      {"tanh", kTanh, 1, false, UnaryOp<Tanh>},
+      {"transpose", kTranspose, 1, false, [](const OpCall& c) { return Transpose(c.x(), c.s.dims); }},
+  };
+  static const bool sorted = std::is_sorted(table.begin(), table.end(), [](const auto& a, const auto& b) {
+    return a.name < b.name;
+  });
+  SPMDSIM_CHECK(sorted, "the op table must be sorted by name");
+  return table;
+}
 
 }  // namespace
+
+const ProgramOpEntry* FindProgramOp(std::string_view name) {
+  const std::vector<ProgramOpEntry>& table = OpTable();
+  auto it = std::lower_bound(table.begin(), table.end(), name,
+                             [](const ProgramOpEntry& e, std::string_view n) { return e.name < n; });
+  return it != table.end() && it->name == name ? &*it : nullptr;
+}
+
+Array EvaluateStep(DeviceContext& device, const ProgramOpEntry& op, const ProgramStep& step,
+                   std::span<const Array> args, CostRecorder* recorder) {
+  return op.evaluate(OpCall{device, step, args, recorder});
+}
+
+}  // namespace internal
 
 const std::vector<std::string>& ProgramOpNames() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> n;
-    for (const auto& [name, arity] : OpArity()) n.push_back(name);
+    for (const internal::ProgramOpEntry& e : internal::OpTable()) n.emplace_back(e.name);
     return n;
   }();
   return names;
 }
 
 namespace internal {
-
-bool IsCollectiveOp(std::string_view op) { return CollectiveOps().count(op) > 0; }
-
-Array EvaluateStep(DeviceContext& d, const ProgramStep& s, std::span<const Array> args, CostRecorder* recorder) {
-  const std::string_view op = s.op;
-  const Axes axes(s.axes);
-  if (op == "psum") return d.Psum(args[0], axes);
-  if (op == "pmean") return d.Pmean(args[0], axes);
-  if (op == "pmax") return d.Pmax(args[0], axes);
-  if (op == "pmin") return d.Pmin(args[0], axes);
-  if (op == "all_gather") return d.AllGather(args[0], axes, s.axis, s.tiled);
-  if (op == "psum_scatter") return d.PsumScatter(args[0], axes, s.axis, s.tiled);
-  if (op == "all_to_all") return d.AllToAll(args[0], axes, s.split_axis, s.concat_axis, s.tiled);
-  if (op == "ppermute") {
-    PermutationPairs pairs(s.pairs.begin(), s.pairs.end());
-    if (recorder != nullptr) {
-      std::vector<std::pair<int, int>> p;
-      const int64_t n = d.AxisSize(axes);
-      for (const auto& [a, b] : s.pairs) {
-        p.emplace_back(static_cast<int>(((a % n) + n) % n), static_cast<int>(((b % n) + n) % n));
-      }
-      recorder->SetPermutation(d.position(), std::move(p));
-    }
-    return d.Ppermute(args[0], axes, pairs);
-  }
-  if (op == "axis_index") return d.AxisIndexArray(axes);
-  if (op == "add" || op == "sub" || op == "mul" || op == "div" || op == "max" || op == "min" || op == "pow") {
-    return args.size() == 2 ? Binary(op, args[0], args[1]) : BinaryScalar(op, args[0], *s.scalar);
-  }
-  const Array& x = args.empty() ? Array() : args[0];
-  if (op == "neg") return Neg(x);
-  if (op == "abs") return Abs(x);
-  if (op == "exp") return Exp(x);
-  if (op == "log") return Log(x);
-  if (op == "sqrt") return Sqrt(x);
-  if (op == "rsqrt") return Rsqrt(x);
-  if (op == "tanh") return Tanh(x);
-  if (op == "sigmoid") return Sigmoid(x);
-  if (op == "relu") return Relu(x);
-  if (op == "gelu") return Gelu(x, s.approximate);
-  if (op == "silu") return Silu(x);
-  if (op == "square") return Mul(x, x);
-  if (op == "cast") return Cast(x, s.dtype);
-  if (op == "einsum") return Einsum(s.equation, std::vector<Array>(args.begin(), args.end()));
-  if (op == "matmul") return MatMul(args[0], args[1]);
-  if (op == "dot") return Dot(args[0], args[1]);
-  if (op == "sum") return s.dims.empty() ? Sum(x) : Sum(x, s.dims, s.keepdims);
-  if (op == "mean") return s.dims.empty() ? Mean(x) : Mean(x, s.dims, s.keepdims);
-  if (op == "max_reduce") return s.dims.empty() ? ReduceMax(x) : ReduceMax(x, s.dims, s.keepdims);
-  if (op == "min_reduce") return s.dims.empty() ? ReduceMin(x) : ReduceMin(x, s.dims, s.keepdims);
-  if (op == "softmax") return Softmax(x, s.axis);
-  if (op == "log_softmax") return LogSoftmax(x, s.axis);
-  if (op == "reshape") return Reshape(x, s.shape);
-  if (op == "transpose") return Transpose(x, s.dims);
-  if (op == "slice") return Slice(x, s.start, s.limit, s.strides);
-  if (op == "concatenate") return Concatenate(std::vector<Array>(args.begin(), args.end()), s.axis);
-  if (op == "broadcast_to") return BroadcastTo(x, s.shape);
-  if (op == "gelu_grad") return GeluGrad(args[0], args[1]);
-  if (op == "relu_grad") return Mul(args[1], Cast(Greater(args[0], 0.0), args[1].dtype()));
-  if (op == "softmax_grad") {
-    const Array& p = args[0];
-    const Array& dp = args[1];
-    return Mul(p, Sub(dp, Sum(Mul(dp, p), {s.axis}, true)));
-  }
-  Throw(ErrorCode::kInvalidArgument, "step '{}': unknown op '{}'", s.name, s.op);
-}
 
 CheckedValue CompareArrays(const std::string& name, const Array& got, const Array& want, double rtol,
                            double atol) {
@@ -196,6 +203,7 @@ namespace {
 
 struct CompiledProgram {
   std::vector<std::string> names;              // inputs, then step values
+  std::vector<const ProgramOpEntry*> ops;      // per step: its op, resolved once
   std::vector<std::vector<int>> step_args;     // per step: value indices
   std::vector<int> outputs;                    // value indices
   std::vector<std::vector<int>> release_after; // per step: values whose last use it is (not outputs)
@@ -222,27 +230,27 @@ CompiledProgram Compile(const ShardMapConfig& config, const Mesh& mesh, const st
   std::vector<int> last_use(static_cast<size_t>(num_inputs + config.steps.size()), -1);
   for (size_t i = 0; i < config.steps.size(); ++i) {
     const ProgramStep& s = config.steps[i];
-    auto arity = OpArity().find(s.op);
-    if (arity == OpArity().end()) {
+    const ProgramOpEntry* entry = FindProgramOp(s.op);
+    if (entry == nullptr) {
       Throw(ErrorCode::kInvalidArgument, "{} '{}': step '{}' has unknown op '{}'; valid ops: {}", kind,
             config.name, s.name, s.op, fmt::join(ProgramOpNames(), ", "));
     }
     const int n = static_cast<int>(s.args.size());
-    const int want = arity->second;
+    const int want = entry->arity;
     const bool ok = want >= 0   ? n == want
-                    : want == -1 ? n >= 1
+                    : want == kOneOrMore ? n >= 1
                                  : (n == 2 || (n == 1 && s.scalar.has_value()));
     if (!ok) {
       Throw(ErrorCode::kInvalidArgument, "{} '{}': step '{}' ({}) takes {} argument(s), got {}", kind, config.name,
             s.name, s.op,
-            want >= 0 ? fmt::format("{}", want) : want == -1 ? "one or more" : "2 (or 1 and a scalar)", n);
+            want >= 0 ? fmt::format("{}", want) : want == kOneOrMore ? "one or more" : "2 (or 1 and a scalar)", n);
     }
     // No axes is valid: as in JAX, psum, pmax, pmin, all_gather and psum_scatter return the value, pmean divides
     // it by 1, all_to_all and ppermute run over a group of one and axis_index is 0.
-    if (IsCollectiveOp(s.op) || s.op == "axis_index") {
+    if (entry->collective || entry->op == ProgramOp::kAxisIndex) {
       mesh.ValidateAxes(s.axes, fmt::format("axes of step '{}'", s.name));
     }
-    if (s.op == "einsum" && s.equation.empty()) {
+    if (entry->op == ProgramOp::kEinsum && s.equation.empty()) {
       Throw(ErrorCode::kInvalidArgument, "{} '{}': step '{}' (einsum) needs an equation", kind, config.name,
             s.name);
     }
@@ -257,6 +265,7 @@ CompiledProgram Compile(const ShardMapConfig& config, const Mesh& mesh, const st
       args.push_back(it->second);
       last_use[it->second] = static_cast<int>(i);
     }
+    p.ops.push_back(entry);
     p.step_args.push_back(std::move(args));
     define(s.name, fmt::format("step {}", i));
   }
@@ -294,7 +303,7 @@ ShardFunction Interpreter(const ShardMapConfig& config, const CompiledProgram& p
       for (int a : program.step_args[i]) args.push_back(values[a]);
       if (recorder != nullptr) recorder->BeginStep(d.position(), step_ids[i], args.empty() ? DType::kF32
                                                                                             : args[0].dtype());
-      values[blocks.size() + i] = EvaluateStep(d, s, args, recorder);
+      values[blocks.size() + i] = EvaluateStep(d, *program.ops[i], s, args, recorder);
       if (recorder != nullptr) recorder->EndStep(d.position());
       args.clear();
       for (int v : program.release_after[i]) values[v] = Array();
@@ -351,9 +360,10 @@ WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& 
 
   internal::CostRecorder recorder(context, mesh);
   std::vector<int> step_ids;
-  for (const ProgramStep& s : config.steps) {
-    step_ids.push_back(recorder.AddStep(s.name, s.op, IsCollectiveOp(s.op) ? StepKind::kCollective
-                                                                           : StepKind::kCompute,
+  for (size_t i = 0; i < config.steps.size(); ++i) {
+    const ProgramStep& s = config.steps[i];
+    step_ids.push_back(recorder.AddStep(s.name, s.op, program.ops[i]->collective ? StepKind::kCollective
+                                                                                 : StepKind::kCompute,
                                         s.axes));
   }
   RuntimeOptions runtime_options = context.runtime;

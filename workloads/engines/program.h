@@ -15,6 +15,7 @@
 
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "workloads/engines/recorder.h"
@@ -23,11 +24,44 @@
 
 namespace spmdsim::internal {
 
-bool IsCollectiveOp(std::string_view op);
+// The ops of ProgramStep::op. A program resolves each step's op name to its ProgramOpEntry once, when it is
+// built (FindProgramOp), and each device then calls the entry's handler.
+enum class ProgramOp {
+  kAbs, kAdd, kAllGather, kAllToAll, kAxisIndex, kBroadcastTo, kCast, kConcatenate, kDiv, kDot, kEinsum, kExp,
+  kGelu, kGeluGrad, kLog, kLogSoftmax, kMatMul, kMax, kMaxReduce, kMean, kMin, kMinReduce, kMul, kNeg, kPmax,
+  kPmean, kPmin, kPow, kPpermute, kPsum, kPsumScatter, kRelu, kReluGrad, kReshape, kRsqrt, kSigmoid, kSilu,
+  kSlice, kSoftmax, kSoftmaxGrad, kSqrt, kSquare, kSub, kSum, kTanh, kTranspose,
+};
+
+// What an op's handler reads when it runs on one device.
+struct OpCall {
+  DeviceContext& d;
+  const ProgramStep& s;
+  std::span<const Array> args;  // the step's arguments, validated against the entry's arity
+  CostRecorder* recorder;       // null in reference runs; it gets ppermute's pairs
+  const Array& x() const { return args[0]; }
+  std::vector<Array> all() const { return std::vector<Array>(args.begin(), args.end()); }
+};
+
+// Arity values besides a count.
+inline constexpr int kOneOrMore = -1;
+inline constexpr int kTwoOrScalar = -2;  // two arrays, or one and the step's `scalar`
+
+struct ProgramOpEntry {
+  std::string_view name;  // as in ProgramStep::op ("psum")
+  ProgramOp op;
+  int arity;              // array arguments: a count, kOneOrMore or kTwoOrScalar
+  bool collective;        // a collective over the step's axes (axis_index is not one: it moves no data)
+  Array (*evaluate)(const OpCall& call);
+};
+
+// The entry named `name`, or null for an unknown op.
+const ProgramOpEntry* FindProgramOp(std::string_view name);
 
 // One step on one device. `recorder` may be null (reference runs); it gets ppermute's pairs.
-Array EvaluateStep(DeviceContext& device, const ProgramStep& step, std::span<const Array> args,
-                   CostRecorder* recorder);
+// REQUIRES: `op` is the step's entry and `args` fit its arity (the program validated them when it was built).
+Array EvaluateStep(DeviceContext& device, const ProgramOpEntry& op, const ProgramStep& step,
+                   std::span<const Array> args, CostRecorder* recorder);
 
 // numpy.isclose-style comparison of two global arrays of the same shape.
 CheckedValue CompareArrays(const std::string& name, const Array& got, const Array& want, double rtol,

@@ -1,0 +1,74 @@
+#include "scenario/run.h"
+
+#include <type_traits>
+#include <variant>
+
+#include <fmt/format.h>
+
+#include "common/error.h"
+
+namespace spmdsim {
+namespace {
+
+// The engine of each Config type.
+struct Dispatch {
+  const Scenario& scenario;
+  const ScenarioWorkload& workload;
+  const WorkloadContext& context;
+
+  WorkloadResult operator()(const CollectivesConfig& c) const { return RunCollectives(context, c); }
+  WorkloadResult operator()(const ShardMapConfig& config) const {
+    ShardMapConfig c = config;
+    for (const ShardMapInputRef& ref : workload.shard_map_inputs)
+      c.inputs.push_back({ref.array, MakeScenarioArray(scenario.array(ref.array), context.abstract), ref.spec});
+    return RunShardMapProgram(context, c);
+  }
+  WorkloadResult operator()(const MlpConfig& c) const { return RunMlp(context, c); }
+  WorkloadResult operator()(const TransformerBlockConfig& c) const { return RunTransformerBlock(context, c); }
+  WorkloadResult operator()(const PartitionConfig& c) const { return RunPartition(context, c); }
+};
+
+}  // namespace
+
+WorkloadContext ScenarioWorkloadContext(const Scenario& scenario, const ScenarioRunOptions& options) {
+  WorkloadContext ctx;
+  ctx.mesh = scenario.mesh.mesh;
+  ctx.runtime.num_threads = options.num_threads;
+  // Eigen's GEMM keeps up to 128 KiB of blocks on the stack (EIGEN_STACK_ALLOCATION_LIMIT); the default 256 KiB
+  // fiber stack overflowed on a 128x256x128 matmul. Untouched stack pages cost nothing.
+  ctx.runtime.fiber_stack_bytes = size_t{1} << 20;
+  ctx.abstract = options.abstract;
+  ctx.cost.roofline = scenario.topology.efficiency;
+  for (const auto& [id, factor] : scenario.topology.stragglers) ctx.cost.speed_factors[id] = factor;
+  ctx.record_trace = options.record_trace;
+  ctx.keep_arrays = options.keep_arrays;
+  return ctx;
+}
+
+WorkloadResult RunScenarioWorkload(const Scenario& scenario, const ScenarioWorkload& workload,
+                                   const WorkloadContext& context) {
+  try {
+    return std::visit(Dispatch{scenario, workload, context}, workload.config);
+  } catch (const Error& e) {
+    // Say which workload (and where in the file) rejected its configuration.
+    throw Error(e.code(),
+                fmt::format("{}: workload '{}' ({}): {}", workload.location.ToString(), workload.name, workload.kind,
+                            e.message()),
+                e.kind());
+  }
+}
+
+std::vector<WorkloadResult> RunScenario(const Scenario& scenario, const ScenarioRunOptions& options,
+                                        const WorkloadStart& on_start, const WorkloadDone& on_done) {
+  WorkloadContext context = ScenarioWorkloadContext(scenario, options);
+  std::vector<WorkloadResult> results;
+  results.reserve(scenario.workloads.size());
+  for (size_t i = 0; i < scenario.workloads.size(); ++i) {
+    if (on_start) on_start(i, scenario.workloads[i]);
+    results.push_back(RunScenarioWorkload(scenario, scenario.workloads[i], context));
+    if (on_done) on_done(i, results.back());
+  }
+  return results;
+}
+
+}  // namespace spmdsim
