@@ -599,7 +599,7 @@ class Worker {
     }
     if (core_.options.observer != nullptr) {
       CollectiveEvent event;
-      event.op = OpName(ref->op);
+      event.op = ref->op;
       std::vector<std::string> names = AxesNames(mesh_, ref->axes);
       event.axes = names;
       event.group_size = ref->group_size;
@@ -610,6 +610,7 @@ class Worker {
         event.input_bytes_per_device = ref->input->nbytes();
         event.output_bytes_per_device = NumElements(ref->out_shape) * DTypeSize(ref->out_dtype);
         event.abstract = ref->input->is_abstract();
+        event.permutation = ref->perm;
       }
       event.sequence = run_.sequence;
       Observe([&](RuntimeObserver& o) { o.OnCollective(event); });

@@ -101,12 +101,12 @@ WorkloadResult RunCollectives(const WorkloadContext& context, const CollectivesC
   // resident, so a larger reservation costs address space, not memory.
   options.fiber_stack_bytes = std::max<size_t>(options.fiber_stack_bytes, internal::kMinFiberStackBytes);
   options.observer = &recorder;
+  options.op_cost_sink = &recorder;
   Runtime runtime(mesh, options);
   const int64_t esize = DTypeSize(config.dtype);
   const bool check = config.check && !context.abstract;
   const double tolerance_rel = IsFloating(config.dtype) && esize == 2 ? 1.0 / 64 : 1e-6;
 
-  ScopedOpCostSink sink(&recorder);
   const double start = recorder.WallNow();
   for (const std::string& op : ops) {
     for (const auto& axes : axes_list) {
@@ -120,12 +120,7 @@ WorkloadResult RunCollectives(const WorkloadContext& context, const CollectivesC
         }
       }
       PermutationPairs pairs;
-      std::vector<std::pair<int, int>> cost_pairs;
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t dst = (((i + config.ppermute_shift) % n) + n) % n;
-        pairs.emplace_back(i, dst);
-        cost_pairs.emplace_back(static_cast<int>(i), static_cast<int>(dst));
-      }
+      for (int64_t i = 0; i < n; ++i) pairs.emplace_back(i, (((i + config.ppermute_shift) % n) + n) % n);
       for (int64_t size : config.sizes) {
         // Input elements per device from S (nccl-tests' convention, see CollectivesConfig::sizes).
         int64_t count = op == "all_gather" ? size / (n * esize) * n : size / esize;
@@ -173,10 +168,7 @@ WorkloadResult RunCollectives(const WorkloadContext& context, const CollectivesC
               else if (op == "all_gather") out = d.AllGather(in, axes, 0, true);
               else if (op == "psum_scatter") out = d.PsumScatter(in, axes, 0, true);
               else if (op == "all_to_all") out = d.AllToAll(in, axes, 0, 0, true);
-              else {
-                recorder.SetPermutation(p, cost_pairs);
-                out = d.Ppermute(in, axes, pairs);
-              }
+              else out = d.Ppermute(in, axes, pairs);
               recorder.EndStep(p);
             }
             d.Barrier();

@@ -100,14 +100,6 @@ Array EvaluateStep(DeviceContext& d, const ProgramStep& s, std::span<const Array
   if (op == "all_to_all") return d.AllToAll(args[0], axes, s.split_axis, s.concat_axis, s.tiled);
   if (op == "ppermute") {
     PermutationPairs pairs(s.pairs.begin(), s.pairs.end());
-    if (recorder != nullptr) {
-      std::vector<std::pair<int, int>> p;
-      const int64_t n = d.AxisSize(axes);
-      for (const auto& [a, b] : s.pairs) {
-        p.emplace_back(static_cast<int>(((a % n) + n) % n), static_cast<int>(((b % n) + n) % n));
-      }
-      recorder->SetPermutation(d.position(), std::move(p));
-    }
     return d.Ppermute(args[0], axes, pairs);
   }
   if (op == "axis_index") return d.AxisIndexArray(axes);
@@ -353,6 +345,7 @@ WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& 
   // resident, so a larger reservation costs address space, not memory.
   runtime_options.fiber_stack_bytes = std::max<size_t>(runtime_options.fiber_stack_bytes, kMinFiberStackBytes);
   runtime_options.observer = &recorder;
+  runtime_options.op_cost_sink = &recorder;
   Runtime runtime(mesh, runtime_options);
   ShardMapOptions options;
   options.check_vma = config.check_vma;
@@ -362,7 +355,6 @@ WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& 
 
   std::vector<Array> outputs;
   {
-    ScopedOpCostSink sink(&recorder);
     const double start = recorder.WallNow();
     outputs = f(args);
     result.wall_seconds = recorder.WallNow() - start;

@@ -22,11 +22,12 @@
 #include "sim/array.h"
 #include "sim/device_context.h"
 #include "sim/internal/buffer.h"
+#include "sim/observer.h"
 
 namespace spmdsim::internal {
 
-enum class OpKind : uint8_t { kBarrier, kPsum, kPmean, kPmax, kPmin, kAllGather, kPsumScatter, kAllToAll, kPpermute };
-std::string_view OpName(OpKind op);  // JAX's names: "psum", "all_gather", ...
+using OpKind = CollectiveKind;  // sim/observer.h
+inline std::string_view OpName(OpKind op) { return CollectiveName(op); }
 
 inline constexpr int kMaxAxes = 15;
 
