@@ -4,7 +4,7 @@
 // Thread safety: a CollectiveCall lives on its device's fiber stack and is written only by that device
 // before it arrives at the barrier; afterwards it is read-only until the device is resumed. A Plan is built
 // by one worker (the last to arrive) and executed by all workers on disjoint unit ranges between two
-// barrier phases (sim/runtime.cc); the barriers order those accesses.
+// barrier phases (sim/internal/worker.cc); the barriers order those accesses.
 #ifndef SPMDSIM_SIM_INTERNAL_COLLECTIVES_H_
 #define SPMDSIM_SIM_INTERNAL_COLLECTIVES_H_
 
