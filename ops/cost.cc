@@ -1,24 +1,6 @@
 #include "ops/cost.h"
 
-#include <atomic>
-
 namespace spmdsim {
-namespace {
-std::atomic<OpCostSink*> g_sink{nullptr};
-}  // namespace
-
-OpCost& OpCost::operator+=(const OpCost& other) {
-  flops += other.flops;
-  transcendentals += other.transcendentals;
-  bytes_read += other.bytes_read;
-  bytes_written += other.bytes_written;
-  return *this;
-}
-
-ScopedOpCostSink::ScopedOpCostSink(OpCostSink* sink) : previous_(g_sink.exchange(sink, std::memory_order_acq_rel)) {}
-ScopedOpCostSink::~ScopedOpCostSink() { g_sink.store(previous_, std::memory_order_release); }
-
-OpCostSink* CurrentOpCostSink() { return g_sink.load(std::memory_order_acquire); }
 
 void OpCostTally::Record(int64_t device_position, const OpCost& cost) {
   std::lock_guard<std::mutex> lock(mu_);

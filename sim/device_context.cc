@@ -16,7 +16,7 @@ namespace {
 thread_local DeviceSlot* current_slot = nullptr;
 }  // namespace
 
-// Not inline: a fiber may move between threads only before it starts (sim/runtime.cc), but keeping the
+// Not inline: a fiber may move between threads only before it starts (sim/internal/worker.cc), but keeping the
 // thread_local access behind a call also stops the compiler caching its address across a fiber switch.
 __attribute__((noinline)) DeviceSlot* CurrentSlot() { return current_slot; }
 __attribute__((noinline)) void SetCurrentSlot(DeviceSlot* slot) { current_slot = slot; }

@@ -2,8 +2,9 @@
 // that simulated clocks can be advanced outside sim/.
 //
 // Example: a collective event for psum over 'x' on Mesh {x:4, y:2} with float32[1024] per device:
-//   op "psum", axes ("x"), group_size 4, num_groups 2, groups [[0,2,4,6],[1,3,5,7]] (positions),
+//   op CollectiveKind::kPsum, axes ("x"), group_size 4, num_groups 2, groups [[0,2,4,6],[1,3,5,7]] (positions),
 //   input_bytes_per_device 4096, output_bytes_per_device 4096, dtype float32, sequence 0 (the Run's first).
+//   Ppermute(x, "x", {{0, 1}, {1, 2}, {2, 3}, {3, 0}}) also carries permutation [(0,1),(1,2),(2,3),(3,0)].
 //
 // Thread safety and ordering (the runtime's contract with implementations):
 //  - OnRunStart is called on the thread that calls Runtime::Run, before any device starts; OnRunEnd on that
@@ -23,15 +24,23 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sim/array.h"
 
 namespace spmdsim {
 
+// The collectives of sim/device_context.h.
+enum class CollectiveKind : uint8_t {
+  kBarrier, kPsum, kPmean, kPmax, kPmin, kAllGather, kPsumScatter, kAllToAll, kPpermute
+};
+// JAX's names: "barrier", "psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "all_to_all",
+// "ppermute".
+std::string_view CollectiveName(CollectiveKind op);
+
 struct CollectiveEvent {
-  std::string_view op;                  // "psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter",
-                                        // "all_to_all", "ppermute", "barrier"
+  CollectiveKind op = CollectiveKind::kBarrier;
   std::span<const std::string> axes;    // as the devices named them (first name major)
   int64_t group_size = 1;               // devices per group (1 for a barrier)
   int64_t num_groups = 1;
@@ -43,6 +52,9 @@ struct CollectiveEvent {
   int64_t output_bytes_per_device = 0;
   bool abstract = false;                // the arrays have no elements (only shapes were computed)
   uint64_t sequence = 0;                // 0, 1, 2, ... within one Run
+  // ppermute: the (source, destination) pairs as in-group indices in [0, group_size), as the runtime resolved
+  // the devices' pairs; every group uses the same pairs. Empty for every other op.
+  std::span<const std::pair<int64_t, int64_t>> permutation;
 };
 
 class RuntimeObserver {

@@ -50,6 +50,7 @@
 #include "sim/device_context.h"
 #include "sim/memory.h"
 #include "sim/observer.h"
+#include "sim/op_cost.h"
 
 namespace spmdsim {
 
@@ -81,6 +82,9 @@ struct RuntimeOptions {
   // Told about device starts/finishes and every collective (sim/observer.h). Default none. Not owned; must
   // outlive every Run.
   RuntimeObserver* observer = nullptr;
+  // Charged with the cost of every local op (ops/) the devices run, tagged with the device's position
+  // (sim/op_cost.h). Default none. Not owned; must outlive every Run. Ops run on host threads charge no sink.
+  OpCostSink* op_cost_sink = nullptr;
 };
 
 // An exception thrown by the function on one virtual device, as Run rethrows it.

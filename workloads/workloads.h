@@ -2,8 +2,8 @@
 // Runtime (or, in abstract mode, on shapes and dtypes only) and predicts its time on the mesh's topology with
 // the cost model (docs/workloads.md; docs/cost-model.md for the formulas).
 //
-// How a prediction is made: the engine attaches a RuntimeObserver to the Runtime and installs an OpCostSink
-// (ops/cost.h) around Runtime::Run. Every local op a device runs is charged to that device's simulated clock by
+// How a prediction is made: the engine gives the Runtime a RuntimeObserver and an op cost sink
+// (RuntimeOptions::observer, ::op_cost_sink). Every local op a device runs is charged to that device's simulated clock by
 // the Roofline (flops and bytes over the device's peak times efficiency, divided by its speed factor); every
 // collective is costed per group by CollectiveModel and advances each group to its latest arrival plus the
 // group's modelled time (SimClocks). Steps are named by the workload; everything a device does while a step is
@@ -28,8 +28,8 @@
 // Errors: bad configuration (an unknown op, axis or value name, a shape that does not divide) throws
 // spmdsim::Error naming the workload, the step and what would be valid. A failed numeric check is NOT an error:
 // it is reported in WorkloadResult::check.
-// Thread safety: the Run* functions may be called from one thread at a time (they install the process-wide
-// OpCostSink); each creates its own Runtime.
+// Thread safety: each Run* call creates its own Runtime, observer and op cost sink; the engines keep no
+// process-wide hook, so several may run at once on different threads.
 #ifndef SPMDSIM_WORKLOADS_WORKLOADS_H_
 #define SPMDSIM_WORKLOADS_WORKLOADS_H_
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "sim/device_context.h"
+#include "sim/runtime.h"
 
 namespace spmdsim::ops_internal {
 
@@ -97,16 +98,23 @@ void StridedCopy(const void* src, int64_t src_offset, std::span<const int64_t> s
   }
 }
 
-void ReportCost(const OpCost& cost) {
-  OpCostSink* sink = CurrentOpCostSink();
-  if (sink == nullptr) return;
+namespace {
+
+// The op cost sink of the Runtime whose device runs this op, or nullptr (none, or a host thread).
+OpCostSink* CurrentSink() {
   const DeviceContext* device = CurrentDevice();
-  sink->Record(device == nullptr ? -1 : device->position(), cost);
+  return device != nullptr ? device->runtime_options().op_cost_sink : nullptr;
+}
+
+}  // namespace
+
+void ReportCost(const OpCost& cost) {
+  if (OpCostSink* sink = CurrentSink()) sink->Record(CurrentDevice()->position(), cost);
 }
 
 void ReportCost(std::string_view op, int64_t flops, int64_t transcendentals,
                 std::initializer_list<const Array*> inputs, const ArrayBuilder& out) {
-  if (CurrentOpCostSink() == nullptr) return;
+  if (CurrentSink() == nullptr) return;
   OpCost cost{op, flops, transcendentals, 0, out.nbytes()};
   for (const Array* a : inputs) cost.bytes_read += a->nbytes();
   ReportCost(cost);

@@ -1,7 +1,8 @@
 // Internals of ops/: dtype dispatch, element conversion, result allocation, strided copies and cost reporting
 // shared by the ops/*.cc files. Includes Eigen; never include it from a public header. Not for users.
 //
-// Thread safety: every function is reentrant; none touches shared state except ReportCost (ops/cost.h).
+// Thread safety: every function is reentrant; none touches shared state except ReportCost (the Runtime's
+// sink, ops/cost.h).
 #ifndef SPMDSIM_OPS_INTERNAL_KERNELS_H_
 #define SPMDSIM_OPS_INTERNAL_KERNELS_H_
 
@@ -300,7 +301,8 @@ Scratch<C> PermutedCompute(const Array& a, std::span<const int> perm) {
 
 // ---- cost ---------------------------------------------------------------------------------------------------
 
-// Reports one op's cost to the installed sink (ops/cost.h); a no-op when none is installed.
+// Reports one op's cost to the op cost sink of the running device's Runtime (ops/cost.h); a no-op on a host
+// thread or when that Runtime has no sink.
 void ReportCost(const OpCost& cost);
 // bytes_read = sum of the inputs' nbytes, bytes_written = out's nbytes.
 void ReportCost(std::string_view op, int64_t flops, int64_t transcendentals,

@@ -2,7 +2,7 @@
 // Arrays over shared buffers. Not for users.
 //
 // Thread safety: Buffer bytes are written only before the buffer is published (by the thread that allocated
-// it, or by runtime workers between two barrier phases, see sim/runtime.cc); afterwards read-only.
+// it, or by runtime workers between two barrier phases, see sim/internal/worker.cc); afterwards read-only.
 // Holding is immutable; its destructor releases its charge (thread-safe, sim/memory.h).
 #ifndef SPMDSIM_SIM_INTERNAL_BUFFER_H_
 #define SPMDSIM_SIM_INTERNAL_BUFFER_H_

@@ -13,9 +13,10 @@
 #include "common/error.h"
 #include "common/strings.h"
 
-namespace spmdsim::internal {
+namespace spmdsim {
 
-std::string_view OpName(OpKind op) {
+std::string_view CollectiveName(CollectiveKind op) {
+  using OpKind = CollectiveKind;
   switch (op) {
     case OpKind::kBarrier: return "barrier";
     case OpKind::kPsum: return "psum";
@@ -29,6 +30,10 @@ std::string_view OpName(OpKind op) {
   }
   return "unknown";
 }
+
+}  // namespace spmdsim
+
+namespace spmdsim::internal {
 
 AxesKey MakeAxesKey(const Mesh& mesh, const Axes& axes, std::string_view api) {
   AxesKey key;

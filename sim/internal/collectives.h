@@ -4,7 +4,7 @@
 // Thread safety: a CollectiveCall lives on its device's fiber stack and is written only by that device
 // before it arrives at the barrier; afterwards it is read-only until the device is resumed. A Plan is built
 // by one worker (the last to arrive) and executed by all workers on disjoint unit ranges between two
-// barrier phases (sim/runtime.cc); the barriers order those accesses.
+// barrier phases (sim/internal/worker.cc); the barriers order those accesses.
 #ifndef SPMDSIM_SIM_INTERNAL_COLLECTIVES_H_
 #define SPMDSIM_SIM_INTERNAL_COLLECTIVES_H_
 
@@ -22,11 +22,12 @@
 #include "sim/array.h"
 #include "sim/device_context.h"
 #include "sim/internal/buffer.h"
+#include "sim/observer.h"
 
 namespace spmdsim::internal {
 
-enum class OpKind : uint8_t { kBarrier, kPsum, kPmean, kPmax, kPmin, kAllGather, kPsumScatter, kAllToAll, kPpermute };
-std::string_view OpName(OpKind op);  // JAX's names: "psum", "all_gather", ...
+using OpKind = CollectiveKind;  // sim/observer.h
+inline std::string_view OpName(OpKind op) { return CollectiveName(op); }
 
 inline constexpr int kMaxAxes = 15;
 

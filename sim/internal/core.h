@@ -1,5 +1,6 @@
-// Internals of sim/runtime.h: device fibers, worker blocks, the cross-thread barrier and one Run's state.
-// Not for users; docs/runtime.md explains the design.
+// Internals of sim/runtime.h: device slots, worker blocks, the cross-thread barrier and one Run's state, shared
+// by the runtime's parts: the fibers (fiber_stack.h, fiber.h), the worker loop (worker.h), the watchdog
+// (watchdog.h) and Runtime itself (sim/runtime.cc). Not for users; docs/runtime.md explains the design.
 //
 // Thread safety and ordering:
 //  - A DeviceSlot's non-atomic fields are touched only by the worker thread that owns the slot's block and
@@ -27,12 +28,11 @@
 #include <string>
 #include <vector>
 
-#include <boost/context/stack_context.hpp>
-
 #include "common/error.h"
 #include "mesh/mesh.h"
 #include "sim/device_context.h"
 #include "sim/internal/collectives.h"
+#include "sim/internal/fiber_stack.h"
 #include "sim/memory.h"
 #include "sim/observer.h"
 #include "sim/runtime.h"
@@ -54,13 +54,6 @@ enum class DeviceState : uint8_t {
 };
 
 enum class Outcome : uint8_t { kNone, kReturned, kThrew, kAborted };
-
-// A fiber stack kept for the device across Runs (mmap'd, with a guard page below it).
-struct FiberStack {
-  void* base = nullptr;  // start of the mapping (guard page)
-  size_t mapped = 0;     // bytes mapped including the guard page
-  boost::context::stack_context context;
-};
 
 // Hot fields first: a barrier touches only the first cache line of the slot.
 struct alignas(64) DeviceSlot {
@@ -97,6 +90,11 @@ struct alignas(64) DeviceSlot {
 // cleared once a pass is over), or nullptr. CurrentDevice() and CurrentDeviceMemory() read it.
 DeviceSlot* CurrentSlot();
 void SetCurrentSlot(DeviceSlot* slot);
+
+// "0-3, 5, 7-8"
+std::string PositionRanges(const std::vector<int64_t>& positions);
+// "positions 0-2 (device ids 4, 5, 6)"; device ids are listed only when they are not the positions.
+std::string DescribeDevices(const Mesh& mesh, const std::vector<int64_t>& positions);
 
 // The call every device makes at a Barrier: one shared object, so comparing two barrier calls is comparing
 // two pointers and a waiting device keeps nothing on its stack.

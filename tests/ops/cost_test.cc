@@ -11,47 +11,49 @@
 namespace spmdsim {
 namespace {
 
+// Runs fn on the one device of a Runtime whose op cost sink is `sink`.
+template <typename F>
+void OnOneDevice(OpCostSink* sink, F fn) {
+  Runtime runtime(Mesh::Iota({1}, {"x"}), RuntimeOptions{.num_threads = 1, .op_cost_sink = sink});
+  runtime.Run([&](DeviceContext&) { fn(); });
+}
+
 TEST(OpCost, HeaderExampleCostsAnAbstractMatMulWithoutComputing) {
   OpCostTally tally;
-  {
-    ScopedOpCostSink scope(&tally);
+  Runtime runtime(Mesh::Iota({1}, {"x"}), RuntimeOptions{.op_cost_sink = &tally});
+  runtime.Run([](DeviceContext&) {
     MatMul(Array::Abstract({128, 256}, DType::kBF16), Array::Abstract({256, 64}, DType::kBF16));
-  }
+  });
   OpCost total = tally.Total();
   EXPECT_EQ(total.flops, 2 * 128 * 256 * 64);
   EXPECT_EQ(total.bytes_read, (128 * 256 + 256 * 64) * 2);
   EXPECT_EQ(total.bytes_written, 128 * 64 * 2);
   EXPECT_EQ(tally.num_records(), 1);
   EXPECT_EQ(tally.ByOp().count("dot_general"), 1u);
-  EXPECT_EQ(tally.TotalFor(-1).flops, total.flops);  // a host thread
+  EXPECT_EQ(tally.TotalFor(0).flops, total.flops);
 }
 
-TEST(OpCost, NothingIsRecordedWithoutASinkAndTheScopeRestoresThePreviousSink) {
-  OpCostTally outer, inner;
-  Add(Array::Zeros({4}, DType::kF32), Array::Zeros({4}, DType::kF32));
-  EXPECT_EQ(CurrentOpCostSink(), nullptr);
-  {
-    ScopedOpCostSink a(&outer);
-    {
-      ScopedOpCostSink b(&inner);
-      Exp(Array::Zeros({4}, DType::kF32));
-    }
-    EXPECT_EQ(CurrentOpCostSink(), &outer);
+TEST(OpCost, OpsOnHostThreadsOrInARuntimeWithoutASinkChargeNothingAndEachRuntimeChargesItsOwn) {
+  OpCostTally a, b;
+  Add(Array::Zeros({4}, DType::kF32), Array::Zeros({4}, DType::kF32));  // host thread: no sink
+  OnOneDevice(nullptr, [] { Exp(Array::Zeros({4}, DType::kF32)); });
+  OnOneDevice(&a, [] { Exp(Array::Zeros({4}, DType::kF32)); });
+  OnOneDevice(&b, [] {
     Exp(Array::Zeros({4}, DType::kF32));
-  }
-  EXPECT_EQ(CurrentOpCostSink(), nullptr);
-  EXPECT_EQ(inner.num_records(), 1);
-  EXPECT_EQ(outer.num_records(), 1);
+    Exp(Array::Zeros({4}, DType::kF32));
+  });
+  EXPECT_EQ(a.num_records(), 1);
+  EXPECT_EQ(b.num_records(), 2);
 }
 
 TEST(OpCost, ConventionsPerOpKind) {
   OpCostTally tally;
-  ScopedOpCostSink scope(&tally);
-  Array x = Array::Abstract({10, 20}, DType::kF32);
-  Array b = Array::Abstract({20}, DType::kF32);
+  Runtime runtime(Mesh::Iota({1}, {"x"}), RuntimeOptions{.num_threads = 1, .op_cost_sink = &tally});
+  const Array x = Array::Abstract({10, 20}, DType::kF32);
+  const Array b = Array::Abstract({20}, DType::kF32);
   auto last = [&](auto&& f) {
     tally.Clear();
-    f();
+    runtime.Run([&](DeviceContext&) { f(); });
     return tally.Total();
   };
   OpCost add = last([&] { Add(x, b); });
@@ -79,11 +81,10 @@ TEST(OpCost, ConventionsPerOpKind) {
 }
 
 TEST(OpCost, RecordsTheDevicePositionInsideRuntimeRunAndChargesResultsToTheDevice) {
-  Runtime runtime(Mesh::Iota({4}, {"x"}), RuntimeOptions{.num_threads = 2});
   OpCostTally tally;
+  Runtime runtime(Mesh::Iota({4}, {"x"}), RuntimeOptions{.num_threads = 2, .op_cost_sink = &tally});
   std::vector<int64_t> charged(4), in_use(4);
   {
-    ScopedOpCostSink scope(&tally);
     runtime.Run([&](DeviceContext& d) {
       int64_t rows = d.position() + 1;
       Array a = Array::Abstract({rows, 8}, DType::kF32);
@@ -98,7 +99,6 @@ TEST(OpCost, RecordsTheDevicePositionInsideRuntimeRunAndChargesResultsToTheDevic
     EXPECT_EQ(charged[p], p);
     EXPECT_GE(in_use[p], (p + 1) * 4 * 4);  // the result (and the abstract rhs) are charged to the device
   }
-  EXPECT_EQ(tally.TotalFor(-1).flops, 0);
 }
 
 }  // namespace

@@ -503,10 +503,12 @@ class RecordingObserver : public RuntimeObserver {
     if (failed) ++failures;
   }
   void OnCollective(const CollectiveEvent& e) override {
-    events.push_back(fmt::format("{} {} g{}x{} {}B->{}B {} seq{} first[{}]", e.op, fmt::join(e.axes, ","),
-                                 e.num_groups, e.group_size, e.input_bytes_per_device, e.output_bytes_per_device,
-                                 DTypeName(e.dtype), e.sequence,
-                                 e.groups.empty() ? "" : fmt::format("{}", fmt::join(e.groups[0], ","))));
+    std::string perm;
+    for (const auto& [src, dst] : e.permutation) perm += fmt::format(" {}>{}", src, dst);
+    events.push_back(fmt::format("{} {} g{}x{} {}B->{}B {} seq{} first[{}]{}", CollectiveName(e.op),
+                                 fmt::join(e.axes, ","), e.num_groups, e.group_size, e.input_bytes_per_device,
+                                 e.output_bytes_per_device, DTypeName(e.dtype), e.sequence,
+                                 e.groups.empty() ? "" : fmt::format("{}", fmt::join(e.groups[0], ",")), perm));
   }
   std::mutex mu;
   int64_t runs_started = 0;
@@ -536,6 +538,18 @@ TEST(Runtime, TheObserverSeesDevicesAndEveryCollectiveOnce) {
   EXPECT_EQ(observer.events[0], "psum x g2x4 32B->32B bfloat16 seq0 first[0,2,4,6]");
   EXPECT_EQ(observer.events[1], "all_gather y,x g1x8 32B->256B bfloat16 seq1 first[0,2,4,6,1,3,5,7]");
   EXPECT_EQ(observer.events[2], "barrier  g1x1 0B->0B float32 seq2 first[]");
+}
+
+TEST(Runtime, APpermuteEventCarriesItsPairsAsInGroupIndices) {
+  RecordingObserver observer;
+  RuntimeOptions o = Workers(2);
+  o.observer = &observer;
+  Runtime runtime(Mesh::Iota({4, 2}, {"x", "y"}), o);
+  runtime.Run([](DeviceContext& d) {
+    d.Ppermute(Array::Zeros({2}, DType::kF32), "x", {{0, 1}, {1, -1}, {3, 0}});  // -1 is index 3
+  });
+  ASSERT_EQ(observer.events.size(), 1u);
+  EXPECT_EQ(observer.events[0], "ppermute x g2x4 8B->8B float32 seq0 first[0,2,4,6] 0>1 1>3 3>0");
 }
 
 }  // namespace

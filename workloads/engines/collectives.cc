@@ -124,11 +124,10 @@ struct Row {
   std::string op;
   std::vector<std::string> axes;
   const Groups* groups = nullptr;
-  PermutationPairs pairs;                      // ppermute: in-group index i -> i + shift
-  std::vector<std::pair<int, int>> cost_pairs;  // the same, for the cost model
-  int64_t in_count = 0;                        // input elements per device
-  int64_t bytes = 0;                           // nccl-tests' S
-  int step = 0;                                // the recorder's step
+  PermutationPairs pairs;  // ppermute: in-group index i -> i + shift
+  int64_t in_count = 0;    // input elements per device
+  int64_t bytes = 0;       // nccl-tests' S
+  int step = 0;            // the recorder's step
 };
 
 Row MakeRow(const std::string& op, const std::vector<std::string>& axes, const Groups& groups, int64_t size,
@@ -139,11 +138,7 @@ Row MakeRow(const std::string& op, const std::vector<std::string>& axes, const G
   row.op = op;
   row.axes = axes;
   row.groups = &groups;
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t dst = (((i + config.ppermute_shift) % n) + n) % n;
-    row.pairs.emplace_back(i, dst);
-    row.cost_pairs.emplace_back(static_cast<int>(i), static_cast<int>(dst));
-  }
+  for (int64_t i = 0; i < n; ++i) row.pairs.emplace_back(i, (((i + config.ppermute_shift) % n) + n) % n);
   // Input elements per device from S (nccl-tests' convention, see CollectivesConfig::sizes).
   int64_t count = op == "all_gather" ? size / (n * esize) * n : size / esize;
   count = std::max<int64_t>(n, count / n * n);
@@ -162,7 +157,7 @@ Array InputOf(int64_t position, int64_t count, DType dtype, bool abstract) {
 }
 
 // One call of the row's collective on one device.
-Array CallOnce(DeviceContext& d, const Row& row, const Array& in, internal::CostRecorder& recorder) {
+Array CallOnce(DeviceContext& d, const Row& row, const Array& in) {
   const std::string& op = row.op;
   const std::vector<std::string>& axes = row.axes;
   if (op == "psum") return d.Psum(in, axes);
@@ -172,7 +167,6 @@ Array CallOnce(DeviceContext& d, const Row& row, const Array& in, internal::Cost
   if (op == "all_gather") return d.AllGather(in, axes, 0, true);
   if (op == "psum_scatter") return d.PsumScatter(in, axes, 0, true);
   if (op == "all_to_all") return d.AllToAll(in, axes, 0, 0, true);
-  recorder.SetPermutation(d.position(), row.cost_pairs);
   return d.Ppermute(in, axes, row.pairs);
 }
 
@@ -223,7 +217,7 @@ RowRun RunRow(const Row& row, const WorkloadContext& context, const CollectivesC
       Array out;
       for (int it = 0; it < iterations; ++it) {
         recorder.BeginStep(p, row.step, config.dtype);
-        out = CallOnce(d, row, in, recorder);
+        out = CallOnce(d, row, in);
         recorder.EndStep(p);
       }
       d.Barrier();
@@ -310,11 +304,11 @@ WorkloadResult RunCollectives(const WorkloadContext& context, const CollectivesC
   // resident, so a larger reservation costs address space, not memory.
   options.fiber_stack_bytes = std::max<size_t>(options.fiber_stack_bytes, internal::kMinFiberStackBytes);
   options.observer = &recorder;
+  options.op_cost_sink = &recorder;
   Runtime runtime(mesh, options);
   const bool check = config.check && !context.abstract;
   const double tolerance_rel = IsFloating(config.dtype) && DTypeSize(config.dtype) == 2 ? 1.0 / 64 : 1e-6;
 
-  ScopedOpCostSink sink(&recorder);
   const double start = recorder.WallNow();
   for (const std::string& op : plan.ops) {
     for (const auto& axes : plan.axes_list) {

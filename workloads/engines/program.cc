@@ -34,14 +34,6 @@ Array Ppermute(const OpCall& c) {
   const ProgramStep& s = c.s;
   const Axes axes(s.axes);
   PermutationPairs pairs(s.pairs.begin(), s.pairs.end());
-  if (c.recorder != nullptr) {
-    std::vector<std::pair<int, int>> p;
-    const int64_t n = d.AxisSize(axes);
-    for (const auto& [a, b] : s.pairs) {
-      p.emplace_back(static_cast<int>(((a % n) + n) % n), static_cast<int>(((b % n) + n) % n));
-    }
-    c.recorder->SetPermutation(d.position(), std::move(p));
-  }
   return d.Ppermute(c.x(), axes, pairs);
 }
 
@@ -372,6 +364,7 @@ WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& 
   // resident, so a larger reservation costs address space, not memory.
   runtime_options.fiber_stack_bytes = std::max<size_t>(runtime_options.fiber_stack_bytes, kMinFiberStackBytes);
   runtime_options.observer = &recorder;
+  runtime_options.op_cost_sink = &recorder;
   Runtime runtime(mesh, runtime_options);
   ShardMapOptions options;
   options.check_vma = config.check_vma;
@@ -381,7 +374,6 @@ WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& 
 
   std::vector<Array> outputs;
   {
-    ScopedOpCostSink sink(&recorder);
     const double start = recorder.WallNow();
     outputs = f(args);
     result.wall_seconds = recorder.WallNow() - start;

@@ -35,6 +35,23 @@ const Mesh& CheckedMesh(const Mesh& mesh) {
   return mesh;
 }
 
+// The cost model's class of a runtime collective (REQUIRES: not a barrier).
+CollectiveOp ModelOp(CollectiveKind op) {
+  switch (op) {
+    case CollectiveKind::kPsum:
+    case CollectiveKind::kPmean:
+    case CollectiveKind::kPmax:
+    case CollectiveKind::kPmin: return CollectiveOp::kAllReduce;
+    case CollectiveKind::kAllGather: return CollectiveOp::kAllGather;
+    case CollectiveKind::kPsumScatter: return CollectiveOp::kReduceScatter;
+    case CollectiveKind::kAllToAll: return CollectiveOp::kAllToAll;
+    case CollectiveKind::kPpermute: return CollectiveOp::kPermute;
+    case CollectiveKind::kBarrier: break;
+  }
+  SPMDSIM_CHECK(false, "no cost model for {}", CollectiveName(op));
+  return CollectiveOp::kAllReduce;
+}
+
 }  // namespace
 
 CostRecorder::CostRecorder(const WorkloadContext& context, const Mesh& mesh)
@@ -86,10 +103,6 @@ void CostRecorder::EndStep(int64_t position) {
   if (!d.events.empty()) d.events.back().wall_end = WallNow();
 }
 
-void CostRecorder::SetPermutation(int64_t position, std::vector<std::pair<int, int>> pairs) {
-  devices_[position].pairs = std::move(pairs);
-}
-
 void CostRecorder::Record(int64_t device_position, const OpCost& cost) {
   if (!charging_ || device_position < 0 || device_position >= static_cast<int64_t>(devices_.size())) return;
   DeviceState& d = devices_[device_position];
@@ -124,16 +137,16 @@ void CostRecorder::FlushLocal() {
 }
 
 void CostRecorder::OnCollective(const CollectiveEvent& event) {
-  if (!charging_ || event.op == "barrier") return;
+  if (!charging_ || event.op == CollectiveKind::kBarrier) return;
   try {
     FlushLocal();
-    const CollectiveOp op = ParseCollectiveOp(event.op);
+    const CollectiveOp op = ModelOp(event.op);
     const double bytes = static_cast<double>(op == CollectiveOp::kAllGather ? event.output_bytes_per_device
                                                                              : event.input_bytes_per_device);
     std::vector<std::string> axes(event.axes.begin(), event.axes.end());
     const int64_t first = event.groups.empty() || event.groups[0].empty() ? 0 : event.groups[0][0];
     std::vector<std::pair<int, int>> pairs;
-    if (op == CollectiveOp::kPermute) pairs = devices_[first].pairs;
+    for (const auto& [src, dst] : event.permutation) pairs.emplace_back(static_cast<int>(src), static_cast<int>(dst));
     std::string key = fmt::format("{}|{}|{}|", static_cast<int>(op), fmt::join(axes, ","), bytes);
     for (const auto& [s, t] : pairs) key += fmt::format("{}>{},", s, t);
     auto it = cost_cache_.find(key);
@@ -144,7 +157,7 @@ void CostRecorder::OnCollective(const CollectiveEvent& event) {
                   costs.size());
     const std::vector<double> before = clocks_.clocks();
     const int step = devices_[first].events.empty() ? -1 : devices_[first].events.back().step;
-    clocks_.AdvanceCollective(step >= 0 ? steps_[step].name : std::string(event.op), groups, costs);
+    clocks_.AdvanceCollective(step >= 0 ? steps_[step].name : std::string(CollectiveName(event.op)), groups, costs);
     for (size_t p = 0; p < devices_.size(); ++p) {
       if (devices_[p].events.empty()) continue;
       Event& e = devices_[p].events.back();

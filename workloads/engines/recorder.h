@@ -1,5 +1,5 @@
 // CostRecorder: the engines' link between the Runtime and the cost model. It is the RuntimeObserver of the
-// Runtime the workload runs on and the OpCostSink installed around each Run (ops/cost.h):
+// Runtime the workload runs on and that Runtime's op cost sink (RuntimeOptions::op_cost_sink, ops/cost.h):
 //  - a device marks the step it is in with BeginStep / EndStep (its own slot only);
 //  - every op the device runs is priced by the Roofline when it is recorded and added to the device's pending
 //    local time for the current step;
@@ -11,7 +11,7 @@
 // Example: 2 devices, step 0 "h" (matmul 1 us each), step 1 "y" (psum costing 3 us):
 //   events per device: h [0, 1 us], y [1 us, 4 us]; steps: h compute 1 us, y collective 3 us; makespan 4 us.
 //
-// Thread safety: BeginStep/EndStep/SetPermutation/Record for position p are called only by the code of device p
+// Thread safety: BeginStep/EndStep/Record for position p are called only by the code of device p
 // (one fiber at a time); OnCollective and OnRunEnd run while no device runs (the runtime's barrier orders them
 // after every device's earlier writes). AddStep, set_charging and Finish are called on the host thread between
 // Runs.
@@ -56,8 +56,6 @@ class CostRecorder final : public RuntimeObserver, public OpCostSink {
   // Device side.
   void BeginStep(int64_t position, int step, DType dtype);
   void EndStep(int64_t position);
-  // The pairs of the next ppermute (read by OnCollective from the group's first member).
-  void SetPermutation(int64_t position, std::vector<std::pair<int, int>> pairs);
 
   // Whether Runs are charged (warmup Runs are not). Host thread, between Runs.
   void set_charging(bool charging) { charging_ = charging; }
@@ -90,7 +88,6 @@ class CostRecorder final : public RuntimeObserver, public OpCostSink {
     size_t flushed = 0;                      // first event that may still hold pending cost
     bool in_step = false;                    // between BeginStep and EndStep (ops outside steps are not charged)
     std::string peak_key = "f32";
-    std::vector<std::pair<int, int>> pairs;
   };
   struct StepInfo {
     std::string name, op;

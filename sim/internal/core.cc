@@ -1,0 +1,117 @@
+#include "sim/internal/core.h"
+
+#include <mutex>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "sim/internal/fiber.h"
+#include "sim/internal/fiber_stack.h"
+
+namespace spmdsim::internal {
+
+bool RunState::SetAbort(AbortReason reason, ErrorCode code, std::string message) {
+  // The message is written under `mu` by the one caller that wins the exchange; readers take `mu` too.
+  std::lock_guard lock(mu);
+  int expected = 0;
+  if (!abort.compare_exchange_strong(expected, static_cast<int>(reason), std::memory_order_acq_rel)) return false;
+  abort_code = code;
+  abort_message = std::move(message);
+  abort_time = std::chrono::steady_clock::now();
+  cv.notify_all();
+  return true;
+}
+
+// "0-3, 5, 7-8"
+std::string PositionRanges(const std::vector<int64_t>& positions) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < positions.size();) {
+    size_t j = i;
+    while (j + 1 < positions.size() && positions[j + 1] == positions[j] + 1) ++j;
+    parts.push_back(j == i ? fmt::format("{}", positions[i]) : fmt::format("{}-{}", positions[i], positions[j]));
+    i = j + 1;
+  }
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+// "positions 0-2 (devices 0, 1, 2)"; device ids are listed only when they are not the positions.
+std::string DescribeDevices(const Mesh& mesh, const std::vector<int64_t>& positions) {
+  if (positions.empty()) return "none";
+  std::string text = fmt::format("{} {}", positions.size() == 1 ? "position" : "positions", PositionRanges(positions));
+  bool same = true;
+  for (int64_t p : positions) same = same && mesh.DeviceAt(p) == p;
+  if (!same) {
+    std::vector<int> ids;
+    for (int64_t p : positions) ids.push_back(mesh.DeviceAt(p));
+    text += fmt::format(" (device ids {})", fmt::join(ids, ", "));
+  }
+  return text;
+}
+
+RuntimeCore::RuntimeCore(Mesh mesh_in, RuntimeOptions options_in, int workers)
+    : mesh(std::move(mesh_in)), options(std::move(options_in)), num_workers(workers), slots(mesh.size()) {
+  int64_t capacity = options.device_memory_bytes;
+  if (capacity == 0) capacity = mesh.topology() != nullptr ? mesh.topology()->memory_bytes() : kDefaultDeviceMemoryBytes;
+  if (capacity <= 0) capacity = kDefaultDeviceMemoryBytes;
+  for (int64_t p = 0; p < mesh.size(); ++p) {
+    DeviceSlot& s = slots[p];
+    s.position = p;
+    s.memory = std::make_shared<DeviceMemory>(p, mesh.DeviceAt(p), capacity);
+    s.memory_raw = s.memory.get();
+    new (s.context_storage) DeviceContext(this, &s, p, mesh.DeviceAt(p), mesh.CoordsOfPosition(p));
+  }
+  blocks = std::vector<Block>(static_cast<size_t>(workers));  // Block holds an atomic: not movable, made in place
+  for (int b = 0; b < workers; ++b) {
+    blocks[b].begin = mesh.size() * b / workers;
+    blocks[b].end = mesh.size() * (b + 1) / workers;
+  }
+}
+
+RuntimeCore::~RuntimeCore() {
+  for (DeviceSlot& s : slots) {
+    FreeStack(s.stack);
+    s.context().~DeviceContext();
+  }
+}
+
+const GroupInfo& RuntimeCore::Groups(const AxesKey& key) {
+  std::lock_guard lock(groups_mu);
+  auto it = groups.find(key);
+  if (it == groups.end()) it = groups.emplace(key, std::make_unique<GroupInfo>(MakeGroupInfo(mesh, key))).first;
+  return *it->second;
+}
+
+const CollectiveCall kBarrierCall{};
+
+namespace {
+
+// A device waits at `call`: records it for the worker's pass and the watchdog, switches to the worker, and
+// unwinds when the Run was aborted. Inline: it is the whole of a barrier's hot path.
+inline void WaitAt(DeviceSlot& slot, const CollectiveCall& call) {
+  RunState& run = *slot.run;
+  if (run.aborted()) throw DeviceAborted{};
+  slot.call = &call;
+  slot.waiting_op.store(call.op, std::memory_order_relaxed);
+  slot.wait_episode.store(static_cast<uint32_t>(run.episodes.load(std::memory_order_relaxed)),
+                          std::memory_order_relaxed);
+  slot.state.store(DeviceState::kWaiting, std::memory_order_relaxed);
+  SwitchToWorker(slot);
+  slot.call = nullptr;
+  if (slot.resume_aborted) {
+    slot.resume_aborted = false;
+    throw DeviceAborted{};
+  }
+}
+
+}  // namespace
+
+void RuntimeCore::WaitAtBarrier(DeviceSlot& slot) { WaitAt(slot, kBarrierCall); }
+
+Array RuntimeCore::Collective(DeviceSlot& slot, CollectiveCall& call) {
+  WaitAt(slot, call);
+  if (call.op == OpKind::kBarrier) return Array();
+  return ArrayAccess::Make(call.out_dtype, call.out_shape, slot.run->plan.ResultBuffer(slot.position),
+                           slot.memory.get());
+}
+
+}  // namespace spmdsim::internal

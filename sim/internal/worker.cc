@@ -1,0 +1,406 @@
+#include "sim/internal/worker.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <new>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "sim/internal/fiber.h"
+#include "sim/internal/fiber_stack.h"
+
+namespace spmdsim::internal {
+namespace {
+
+// Below this many bytes of output a collective's results are computed by the leader alone.
+constexpr int64_t kParallelBytes = 64 * 1024;
+
+// --- Prefetching the next devices ------------------------------------------------------------------------
+//
+// At thousands of devices the cost of a device-wait is memory, not instructions: the lines of a suspended
+// device's stack that the switch restores (its saved registers and the frames above them) and its
+// DeviceContext are cold, and each stack is on its own page (a TLB miss too). A worker resumes the devices of
+// its block in position order, so it asks for the lines of the device kPrefetchAhead positions ahead while it
+// runs the current one. (perf on a 4096-device barrier: ~2/3 of the time was the first load from the resumed
+// stack and the first load from the DeviceContext.)
+
+constexpr int64_t kPrefetchAhead = 4;
+constexpr int kPrefetchStackLines = 4;  // the saved context (64 B) and the frames of a wait above it
+
+inline void PrefetchDevice(const DeviceSlot& s) {
+  const void* saved = s.fiber;  // where the suspended device's registers were saved, below its frames
+  if (saved != nullptr) {
+    for (int line = 0; line < kPrefetchStackLines; ++line)
+      __builtin_prefetch(static_cast<const char*>(saved) + 64 * line, /*rw=*/1, /*locality=*/3);
+  }
+  __builtin_prefetch(&s.context(), /*rw=*/0, /*locality=*/3);
+}
+
+// --- Workers -----------------------------------------------------------------------------------------------
+
+class Worker {
+ public:
+  Worker(RuntimeCore& core, RunState& run) : core_(core), run_(run), mesh_(core.mesh) {}
+
+  void Main() {
+    int b = run_.next_block.fetch_add(1, std::memory_order_relaxed);
+    if (b >= run_.num_blocks) return;  // a late task: every block is already taken
+    AddBlock(b);
+    // A completed barrier releases every waiting device (the next Pass resumes kWaiting devices; no loop
+    // over the slots marks them ready). Whether they are released normally is the leader's verdict, the
+    // same for every worker: so every device runs each step up to the one where something failed, and
+    // which devices fail in that step does not depend on how the workers were scheduled.
+    for (;;) {
+      for (int block : blocks_) Pass(core_.blocks[block]);
+      if (run_.aborted() || !Barrier(/*lead=*/true)) break;
+      if (run_.done) {
+        CloseBlocks();
+        return;
+      }
+      if (run_.plan_parallel && !(ExecuteShare(), Barrier(/*lead=*/false))) break;
+    }
+    Unwind();
+  }
+
+ private:
+  void AddBlock(int b) {
+    blocks_.push_back(b);
+    const Block& bl = core_.blocks[b];
+    for (int64_t p = bl.begin; p < bl.end; ++p) {
+      DeviceSlot& s = core_.slots[p];
+      EnsureStack(s.stack, core_.options.fiber_stack_bytes * kSanitizerStackFactor);
+      s.run = &run_;
+    }
+  }
+
+  void StartFiber(DeviceSlot& s) {
+    s.fiber = fc::make_fcontext(s.stack.context.sp, s.stack.context.size, &DeviceEntry);
+#if defined(SPMDSIM_TSAN)
+    s.tsan_fiber = __tsan_create_fiber(0);
+#endif
+    Observe([&](RuntimeObserver& o) { o.OnDeviceStart(s.position); });
+  }
+
+  // Calls the observer, unless Run has already given up on this Run (an abort whose devices are still running
+  // when Run returns: from then on the observer may be gone). Serialised with that hand-back by observer_mu.
+  template <typename F>
+  void Observe(F&& call) {
+    RuntimeObserver* observer = core_.options.observer;
+    if (observer == nullptr) return;
+    std::lock_guard lock(run_.observer_mu);
+    if (!run_.observer_detached) call(*observer);
+  }
+
+  // The thread's current device (what arrays made now are charged to) is set here and cleared once a pass
+  // is over (end of Pass and of Unwind), not after every device: between two devices the worker makes no arrays.
+  [[gnu::always_inline]] void Resume(DeviceSlot& s) {  // inlined into Pass, as it was before the split
+    s.state.store(DeviceState::kRunning, std::memory_order_relaxed);
+    SetCurrentSlot(&s);
+    SwitchIntoDevice(s);
+    if (s.state.load(std::memory_order_relaxed) == DeviceState::kFinished) {
+      SetCurrentSlot(nullptr);
+#if defined(SPMDSIM_TSAN)
+      __tsan_destroy_fiber(s.tsan_fiber);
+      s.tsan_fiber = nullptr;
+#endif
+      if (s.outcome == Outcome::kThrew) {
+        run_.SetAbort(AbortReason::kDeviceFailed, ErrorCode::kAborted, "a device failed");
+      }
+      Observe([&](RuntimeObserver& o) { o.OnDeviceFinish(s.position, s.outcome != Outcome::kReturned); });
+    }
+  }
+
+  // Runs every ready device of the block until it waits or finishes, and summarises the block.
+  void Pass(Block& bl) {
+    bl.ref = nullptr;
+    bl.ref_position = -1;
+    bl.waiting = 0;
+    bl.finished = 0;
+    bl.mismatch = false;
+    for (int64_t p = bl.begin; p < bl.end; ++p) {
+      DeviceSlot& s = core_.slots[p];
+      if (p + kPrefetchAhead < bl.end) PrefetchDevice(core_.slots[p + kPrefetchAhead]);
+      DeviceState st = s.state.load(std::memory_order_relaxed);
+      // Devices not started yet are started even if another device already failed in this first step:
+      // every device runs the step in which the first failure happens (see Main).
+      if (st == DeviceState::kNotStarted) {
+        StartFiber(s);
+        st = DeviceState::kReady;
+      }
+      if (st == DeviceState::kReady || st == DeviceState::kWaiting) {  // kWaiting: released by the barrier
+        Resume(s);
+        st = s.state.load(std::memory_order_relaxed);
+        // The watchdog's sign of life: a device got to its next collective or finished (one uncontended
+        // store on the block's own line).
+        bl.progress.store(bl.progress.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      }
+      if (st == DeviceState::kWaiting) {
+        ++bl.waiting;
+        if (bl.ref == nullptr) {
+          bl.ref = s.call;
+          bl.ref_position = p;
+        } else if (bl.ref != s.call && !bl.mismatch && !SameCall(*bl.ref, *s.call)) {
+          bl.mismatch = true;
+        }
+      } else {
+        ++bl.finished;
+      }
+    }
+    SetCurrentSlot(nullptr);
+  }
+
+  // The cross-thread barrier. Returns false when the Run was aborted.
+  bool Barrier(bool lead) {
+    CrossBarrier& bar = run_.barrier;
+    const uint64_t epoch = bar.epoch.load(std::memory_order_acquire);
+    if (Arrive(static_cast<int64_t>(blocks_.size()))) return Lead(epoch, lead);
+    // Back-off by elapsed time: spin ~50 us (a pass over a few thousand devices), then yield the core up to
+    // ~2 ms, then sleep in 50 us steps (a device computing for long; sleeping earlier costs a wake-up
+    // latency per episode on a loaded machine).
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point start{};
+    for (uint64_t spin = 1;; ++spin) {
+      if (bar.epoch.load(std::memory_order_acquire) != epoch) return run_.release.load(std::memory_order_relaxed);
+      if (run_.aborted()) {
+        // An abort seen after the barrier completed (a device of a faster worker failed in the next step)
+        // does not change the leader's verdict.
+        if (bar.epoch.load(std::memory_order_acquire) != epoch) return run_.release.load(std::memory_order_relaxed);
+        return false;
+      }
+      if ((spin & 63) != 0) {
+        __builtin_ia32_pause();
+        continue;
+      }
+      const Clock::time_point now = Clock::now();
+      if (spin == 64) start = now;
+      const auto waited = now - start;
+      if (waited < std::chrono::microseconds(50)) continue;
+      // A block no thread has claimed yet (oneTBB did not give us all the threads we asked for) is taken
+      // over here, so the Run completes with any number of threads.
+      if (lead && run_.next_block.load(std::memory_order_relaxed) < run_.num_blocks) {
+        int b = run_.next_block.fetch_add(1, std::memory_order_relaxed);
+        if (b < run_.num_blocks) {
+          AddBlock(b);
+          Pass(core_.blocks[b]);
+          if (Arrive(1)) return Lead(epoch, lead);
+          continue;
+        }
+      }
+      if (waited < std::chrono::milliseconds(2)) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+  }
+
+  bool Arrive(int64_t blocks) {
+    return run_.barrier.arrived.fetch_add(blocks, std::memory_order_acq_rel) + blocks == run_.num_blocks;
+  }
+
+  bool Lead(uint64_t epoch, bool lead) {
+    run_.barrier.arrived.store(0, std::memory_order_relaxed);
+    run_.executing.store(true, std::memory_order_relaxed);  // the watchdog: collective work under way
+    if (lead) LeaderSection();
+    const bool release = !run_.aborted();
+    // A parallel phase follows a collective's barrier: the work is still under way until its own barrier.
+    run_.executing.store(lead && release && run_.plan_parallel, std::memory_order_relaxed);
+    run_.release.store(release, std::memory_order_relaxed);  // published by the epoch's release store
+    run_.episodes.fetch_add(1, std::memory_order_relaxed);
+    run_.barrier.epoch.store(epoch + 1, std::memory_order_release);
+    return release;
+  }
+
+  void LeaderSection() {
+    run_.plan_parallel = false;
+    if (run_.aborted()) return;
+    int64_t waiting = 0, finished = 0;
+    const CollectiveCall* ref = nullptr;
+    bool mismatch = false;
+    for (const Block& bl : core_.blocks) {
+      waiting += bl.waiting;
+      finished += bl.finished;
+      mismatch = mismatch || bl.mismatch;
+      if (bl.ref != nullptr) {
+        if (ref == nullptr) {
+          ref = bl.ref;
+        } else if (!mismatch && !SameCall(*ref, *bl.ref)) {
+          mismatch = true;
+        }
+      }
+    }
+    if (waiting == 0) {
+      run_.done = true;
+      return;
+    }
+    if (finished > 0) {
+      ReportEarlyReturn();
+      return;
+    }
+    if (mismatch) {
+      ReportMismatch();
+      return;
+    }
+    const GroupInfo* groups = nullptr;
+    if (ref->op != OpKind::kBarrier) {  // a barrier has no data: nothing to plan
+      const int64_t n = mesh_.size();
+      run_.calls.resize(n);
+      for (int64_t p = 0; p < n; ++p) run_.calls[p] = core_.slots[p].call;
+      groups = &core_.Groups(ref->axes);
+    }
+    try {
+      if (groups != nullptr) {
+        run_.plan.Build(mesh_, *groups, run_.calls);
+      } else {
+        run_.plan.Clear();
+      }
+    } catch (const std::bad_alloc&) {
+      run_.SetAbort(AbortReason::kHostError, ErrorCode::kResourceExhausted,
+                    fmt::format("the host ran out of memory computing {}", DescribeCall(mesh_, *ref)));
+      return;
+    }
+    if (core_.options.observer != nullptr) {
+      CollectiveEvent event;
+      event.op = ref->op;
+      std::vector<std::string> names = AxesNames(mesh_, ref->axes);
+      event.axes = names;
+      event.group_size = ref->group_size;
+      event.num_groups = groups == nullptr ? 1 : static_cast<int64_t>(groups->groups.size());
+      if (groups != nullptr) {
+        event.groups = groups->groups;
+        event.dtype = ref->input->dtype();
+        event.input_bytes_per_device = ref->input->nbytes();
+        event.output_bytes_per_device = NumElements(ref->out_shape) * DTypeSize(ref->out_dtype);
+        event.abstract = ref->input->is_abstract();
+        event.permutation = ref->perm;
+      }
+      event.sequence = run_.sequence;
+      Observe([&](RuntimeObserver& o) { o.OnCollective(event); });
+    }
+    ++run_.sequence;
+    run_.plan_parallel = run_.num_blocks > 1 && run_.plan.num_units() > 1 && run_.plan.bytes_written() >= kParallelBytes;
+    if (!run_.plan_parallel) run_.plan.Execute(0, run_.plan.num_units());
+  }
+
+  void ReportEarlyReturn() {
+    std::vector<int64_t> finished;
+    std::map<std::string, std::vector<int64_t>> waiting;
+    for (int64_t p = 0; p < mesh_.size(); ++p) {
+      const DeviceSlot& s = core_.slots[p];
+      if (s.state.load(std::memory_order_relaxed) == DeviceState::kWaiting) {
+        waiting[DescribeCall(mesh_, *s.call)].push_back(p);
+      } else {
+        finished.push_back(p);
+      }
+    }
+    std::vector<std::string> parts;
+    for (const auto& [call, positions] : waiting)
+      parts.push_back(fmt::format("{} wait at {}", DescribeDevices(mesh_, positions), call));
+    run_.SetAbort(AbortReason::kEarlyReturn, ErrorCode::kFailedPrecondition,
+                  fmt::format("devices returned while others wait at a collective: {} returned; {}",
+                              DescribeDevices(mesh_, finished), fmt::join(parts, "; ")));
+  }
+
+  void ReportMismatch() {
+    // Distinct calls in order of their first device.
+    std::vector<std::pair<const CollectiveCall*, std::vector<int64_t>>> kinds;
+    for (int64_t p = 0; p < mesh_.size(); ++p) {
+      const CollectiveCall* call = core_.slots[p].call;
+      auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return SameCall(*k.first, *call); });
+      if (it == kinds.end()) {
+        kinds.push_back({call, {p}});
+      } else {
+        it->second.push_back(p);
+      }
+    }
+    std::vector<std::string> parts;
+    for (const auto& [call, positions] : kinds)
+      parts.push_back(fmt::format("{} called {}", DescribeDevices(mesh_, positions), DescribeCall(mesh_, *call)));
+    run_.SetAbort(AbortReason::kMismatch, ErrorCode::kInvalidArgument,
+                  fmt::format("devices called different collectives at the same step (every device must call the "
+                              "same collective with the same axes, parameters, shape and dtype): {}",
+                              fmt::join(parts, "; ")));
+  }
+
+  void ExecuteShare() {
+    const int64_t units = run_.plan.num_units();
+    for (int b : blocks_) {
+      int64_t begin = units * b / run_.num_blocks;
+      int64_t end = units * (b + 1) / run_.num_blocks;
+      run_.plan.Execute(begin, end);
+    }
+  }
+
+  // Releases every device of this worker's blocks (and of any block no thread claimed) and closes them.
+  void Unwind() {
+    for (;;) {
+      int b = run_.next_block.fetch_add(1, std::memory_order_relaxed);
+      if (b >= run_.num_blocks) break;
+      AddBlock(b);
+    }
+    bool again = true;
+    while (again) {
+      again = false;
+      for (int block : blocks_) {
+        const Block& bl = core_.blocks[block];
+        for (int64_t p = bl.begin; p < bl.end; ++p) {
+          DeviceSlot& s = core_.slots[p];
+          switch (s.state.load(std::memory_order_relaxed)) {
+            case DeviceState::kNotStarted:
+              s.outcome = Outcome::kAborted;
+              s.state.store(DeviceState::kFinished, std::memory_order_relaxed);
+              break;
+            case DeviceState::kWaiting:
+              s.resume_aborted = true;
+              [[fallthrough]];
+            case DeviceState::kReady:
+              Resume(s);
+              again = true;  // a device that swallowed DeviceAborted may wait again
+              break;
+            default:
+              break;
+          }
+        }
+      }
+    }
+    SetCurrentSlot(nullptr);
+    CloseBlocks();
+  }
+
+  void CloseBlocks() {
+    std::lock_guard lock(run_.mu);
+    for (int b : blocks_) {
+      core_.blocks[b].closed = true;
+      ++run_.closed_blocks;
+    }
+    if (run_.closed_blocks == run_.num_blocks) run_.cv.notify_all();
+  }
+
+  RuntimeCore& core_;
+  RunState& run_;
+  const Mesh& mesh_;
+  std::vector<int> blocks_;
+};
+
+
+}  // namespace
+
+void WorkerEntry(std::unique_ptr<TaskArgs> args) {
+  RunState& run = *args->run;
+  // Wait until Run has enqueued every task (so that oneTBB's writes to the task object happen before this
+  // thread's reads of it, for ThreadSanitizer's benefit too).
+  while (!run.published.load(std::memory_order_acquire)) std::this_thread::yield();
+  EnterWorkerThread();
+  Worker(*args->core, run).Main();
+  RuntimeCore& core = *args->core;
+  std::lock_guard lock(core.tasks_mu);
+  if (--core.tasks_outstanding == 0) core.tasks_cv.notify_all();
+}
+
+}  // namespace spmdsim::internal
