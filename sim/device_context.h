@@ -94,9 +94,10 @@ class DeviceContext {
 
   // Varying axes of the results (JAX's vma rules, jax/_src/lax/parallel.py): Psum/Pmean/Pmax/Pmin clear
   // the axes' bits; AllGather, PsumScatter, AllToAll and Ppermute set them (JAX first pvary's the input
-  // over the axes). Collectives over no axes return x unchanged.
+  // over the axes). Over no axes (as JAX): Psum, Pmax, Pmin, AllGather and PsumScatter return x itself;
+  // Pmean, AllToAll and Ppermute run over a group of one (Pmean divides by 1, so integers become floating).
   // All-reduces; shape unchanged. Psum of bool gives int32; Pmean of int32/bool gives float32, of int64
-  // float64; Pmax/Pmin propagate NaN. Empty `axes` returns x itself (JAX: no-op).
+  // float64; Pmax/Pmin propagate NaN.
   Array Psum(const Array& x, const Axes& axes);
   Array Pmean(const Array& x, const Axes& axes);
   Array Pmax(const Array& x, const Axes& axes);
