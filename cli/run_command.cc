@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -20,6 +21,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/error.h"
 #include "runner/npy.h"
@@ -228,7 +230,8 @@ void AddRunCommand(CLI::App& app) {
   cmd->add_option("--dump", flags->dump_dir, "write every workload's global inputs and outputs as .npy files here");
   cmd->add_flag("--abstract", flags->abstract,
                 "shapes and dtypes only: cost model and memory without arithmetic (no checks)");
-  cmd->add_option("--threads", flags->threads, "worker threads of the simulator (0: one per core)");
+  cmd->add_option("--threads", flags->threads, "worker threads of the simulator (0: one per core)")
+      ->check(IntIn(0, std::numeric_limits<int>::max()));
   cmd->add_flag("--quiet", flags->quiet, "no human report and no progress bar; the exit code tells");
   cmd->callback([flags] { Run(*flags); });
 }

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/host_memory.h"
 #include "ops/elementwise.h"
 #include "runner/engines/recorder.h"
 #include "runner/workloads.h"
@@ -140,6 +141,15 @@ WorkloadResult RunCollectives(const WorkloadContext& context, const CollectivesC
         row.count = in_count;
         row.dtype = std::string(DTypeName(config.dtype));
         row.iterations = config.iterations;
+        if (!context.abstract) {
+          // Per device: the input as doubles and as dtype, and the output (all_gather's is n times larger).
+          const int64_t out_bytes = op == "all_gather" ? bytes : in_count * esize;
+          const double global = static_cast<double>(mesh.size()) *
+                                static_cast<double>(in_count * 8 + in_count * esize + out_bytes);
+          CheckFitsHostMemory(fmt::format("collectives '{}': {} of {} bytes per device on {} devices", config.name,
+                                          op, bytes, mesh.size()),
+                              global < 9e18 ? static_cast<int64_t>(global) : -1);
+        }
         const int step = recorder.AddStep(fmt::format("{} {} over ({})", op, HumanSize(bytes), fmt::join(axes, ",")),
                                           op, StepKind::kCollective, axes);
         std::vector<double> max_error(static_cast<size_t>(mesh.size()), 0.0);
