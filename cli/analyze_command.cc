@@ -18,6 +18,7 @@
 // "sharded_parameters", "total_bytes", "devices": [ids, mesh order], "bytes_per_device": [same order],
 // "largest": {"device","bytes"}, "smallest": {"device","bytes"}, "balance_score", "memory_efficiency",
 // "replication_factor", "hosts": [{"process_index","bytes"}], "capacity_bytes", "fits", "devices_over_capacity"}.
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/error.h"
+#include "common/file.h"
 #include "common/strings.h"
 #include "mesh/mesh.h"
 #include "mesh/mesh_utils.h"
@@ -128,10 +130,9 @@ NamedArray ArrayFromYaml(const YAML::Node& node, const std::string& where) {
 
 std::vector<NamedArray> ArraysFromFile(const std::string& path) {
   YAML::Node root;
+  const std::string text = ReadFileBounded(path, kMaxTextFileBytes, "--file");
   try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    Throw(ErrorCode::kNotFound, "--file: cannot read '{}'", path);
+    root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     Throw(ErrorCode::kInvalidArgument, "--file '{}': YAML error at line {}, column {}: {}", path, e.mark.line + 1,
           e.mark.column + 1, e.msg);
@@ -279,7 +280,8 @@ void AddAnalyzeCommand(CLI::App& app, ExitCode& exit_code) {
                   "YAML list of arrays {name, shape: [..], dtype (default f32), spec: \"P(..)\" or [null, tp, [a, b]]}"
                   " (or a map with an 'arrays' list)");
   cmd->add_option("--topology", args->topology, "topology preset (tpu-v4:2x2x4, dgx-h100:2, cpu:8, ...)");
-  cmd->add_option("--slices", args->slices, "number of identical TPU slices (with --topology)");
+  cmd->add_option("--slices", args->slices, "number of identical TPU slices (with --topology)")
+      ->check(IntIn(1, std::numeric_limits<int>::max()));
   cmd->add_option("--dcn", args->dcn, "DCN part of each --mesh axis: create_hybrid_device_mesh (with --topology)");
   cmd->add_option("--correct", args->correct,
                   "none (default: JAX's errors, naming the array), eformer, keep-most: correct every spec first");

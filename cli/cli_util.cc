@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/strings.h"
+#include "common/user_text.h"
 #include "mesh/mesh_utils.h"
 
 namespace spmdsim::cli {
@@ -35,6 +36,19 @@ Mesh BuildCliMesh(std::string_view mesh, std::string_view topology, int slices, 
   std::vector<std::pair<std::string, int64_t>> dcn_axes;
   if (!dcn.empty()) dcn_axes = ParseNamedSizes(dcn, "--dcn");
   return MakeDeviceMesh(parsed, axes, dcn_axes);
+}
+
+CLI::Validator IntIn(int64_t lo, int64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        try {
+          ParseIntIn(text, "", lo, hi);
+        } catch (const Error& e) {
+          return e.message().substr(2);  // without the empty `what` and its ": "
+        }
+        return "";
+      },
+      DescribeIntRange(lo, hi));
 }
 
 nlohmann::json EntryJson(const PartitionSpec::Entry& e) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "mesh/mesh.h"
@@ -21,6 +22,12 @@ inline constexpr int64_t kMaxIotaDevices = int64_t{1} << 20;
 // with `dcn`) on the topology; with an empty `topology`, ids 0..N-1 row-major on a CPU host.
 // `mesh` is "a=4,b=2"; `dcn` the same axes' DCN sizes (or empty). Throws Error naming the flag at fault.
 Mesh BuildCliMesh(std::string_view mesh, std::string_view topology = "", int slices = 1, std::string_view dcn = "");
+
+// A CLI11 check for an integer flag in [lo, hi] whose message says the range in words:
+// "--slices: 0 is out of range; expected a positive integer (at most 2147483647)", instead of
+// CLI::PositiveNumber's "Value 0 not in range 0.000000 to 1797693134862315...". It also refuses what an `int`
+// flag cannot hold (no wrap-around).
+CLI::Validator IntIn(int64_t lo, int64_t hi);
 
 // One spec entry: null (None), "axis", ["a", "b"] (a tuple), or "UNCONSTRAINED".
 nlohmann::json EntryJson(const PartitionSpec::Entry& entry);

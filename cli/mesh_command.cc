@@ -8,11 +8,13 @@
 // Structure: flags fill a MeshCommandOptions; BuildMesh turns them into a Mesh (one branch per mode); the
 // printers (human or --json) only see the Mesh. A new mode is a field, a flag and a branch in BuildMesh.
 #include <algorithm>
+#include <limits>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -20,9 +22,11 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/error.h"
 #include "common/strings.h"
+#include "common/user_text.h"
 #include "mesh/mesh.h"
 #include "mesh/mesh_utils.h"
 #include "mesh/t5x_mesh.h"
@@ -67,7 +71,7 @@ struct BuiltMesh {
 t5x::HardwareMesh ParseSubmesh(const std::string& text) {
   t5x::HardwareMesh out;
   for (const std::string& part : Split(text, ',')) {
-    out.push_back(static_cast<int>(ParseInt(Trim(part), "--submesh entry")));
+    out.push_back(static_cast<int>(ParseIntIn(part, "--submesh entry", 1, std::numeric_limits<int>::max())));
   }
   return out;
 }
@@ -364,7 +368,8 @@ bool IsScenarioFile(const std::string& text) {
   const auto ends_with = [&](std::string_view suffix) {
     return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
-  return ends_with(".yaml") || ends_with(".yml") || std::filesystem::is_regular_file(text);
+  std::error_code ec;  // a name too long for a path is a preset, not an error here
+  return ends_with(".yaml") || ends_with(".yml") || std::filesystem::is_regular_file(text, ec);
 }
 
 ExitCode RunMeshCommand(const MeshCommandOptions& o) {
@@ -424,7 +429,7 @@ void AddMeshCommand(CLI::App& app, ExitCode& exit_code) {
                   "(.yaml): its topology, and its mesh unless --mesh/--dcn/--submesh/--num-partitions is given")
       ->required();
   cmd->add_option("--slices", options->slices, "number of identical TPU slices joined by DCN")
-      ->check(CLI::PositiveNumber);
+      ->check(IntIn(1, std::numeric_limits<int>::max()));
   cmd->add_option("--mesh", options->mesh, "named axis sizes, e.g. data=4,model=4 (create_device_mesh)");
   cmd->add_option("--dcn", options->dcn,
                   "DCN part of each --mesh axis, same names in the same order, e.g. data=2,model=1 "
@@ -441,13 +446,13 @@ void AddMeshCommand(CLI::App& app, ExitCode& exit_code) {
   cmd->add_option("--num-partitions", options->num_partitions,
                   "T5X default_mesh(N): its submesh table on TPU v2/v3/v4, get_gpu_mesh(N) on GPU, get_cpu_mesh() "
                   "on CPU; with --submesh, the submesh wins as in t5x")
-      ->check(CLI::PositiveNumber);
+      ->check(IntIn(1, std::numeric_limits<int>::max()));
   cmd->add_flag("--no-tile-by-host", options->no_tile_by_host,
                 "T5X get_mesh(..., tile_by_host_if_needed=False)");
   cmd->add_option("--host", options->host,
                   "also print what this host (process index) holds: T5X LocalChunker's chunk per axis, shard and "
                   "replica ids (works with every mesh)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(IntIn(0, std::numeric_limits<int>::max()));
   cmd->add_flag("--json", options->json,
                 "print one JSON object: axis_names, shape, device_ids (row-major), devices, topology");
   cmd->add_flag("--full", options->full, "print the whole grid and device table even above 512 devices");

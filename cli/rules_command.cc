@@ -12,6 +12,7 @@
 // (without --names: only "rules"); UNCONSTRAINED is written "UNCONSTRAINED"; a constraint that --fallback none
 // drops is "spec": null.
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -25,7 +26,9 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/error.h"
+#include "common/file.h"
 #include "common/strings.h"
+#include "common/user_text.h"
 #include "partition/logical_axis_rules.h"
 
 namespace spmdsim::cli {
@@ -48,23 +51,17 @@ nlohmann::json RuleNameJson(const LogicalAxis& n) {
   return nullptr;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) Throw(ErrorCode::kNotFound, "--rules-file: cannot read '{}'", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // "1,2" -> (1, 2).
 std::pair<int, int> ParseStandard(const std::string& text) {
   std::vector<std::string> parts = Split(text, ',');
   if (parts.size() != 2) {
     Throw(ErrorCode::kInvalidArgument,
-          "--standard '{}': expected ACTIVATION_DIMS,PARAMETER_DIMS, each 1 or 2 (e.g. --standard 1,2)", text);
+          "--standard {}: expected ACTIVATION_DIMS,PARAMETER_DIMS, each 1 or 2 (e.g. --standard 1,2)", QuoteForError(text));
   }
-  return {static_cast<int>(ParseInt(parts[0], "--standard activation dims")),
-          static_cast<int>(ParseInt(parts[1], "--standard parameter dims"))};
+  // Any int: StandardLogicalAxisRules says, as T5X does, which values are valid.
+  constexpr int64_t kMin = std::numeric_limits<int>::min(), kMax = std::numeric_limits<int>::max();
+  return {static_cast<int>(ParseIntIn(parts[0], "--standard activation dims", kMin, kMax)),
+          static_cast<int>(ParseIntIn(parts[1], "--standard parameter dims", kMin, kMax))};
 }
 
 RulesFallback ParseFallback(const std::string& text) {
@@ -83,7 +80,7 @@ ExitCode RunRulesCommand(const RulesArgs& args) {
   }
   LogicalAxisRules given;
   if (!args.rules.empty()) given = ParseLogicalAxisRules(args.rules);
-  if (!args.rules_file.empty()) given = ParseLogicalAxisRules(ReadFile(args.rules_file));
+  if (!args.rules_file.empty()) given = ParseLogicalAxisRules(ReadFileBounded(args.rules_file, kMaxTextFileBytes, "--rules-file"));
   LogicalAxisRules rules = given;
   std::string source = "given rules";
   if (!args.standard.empty()) {

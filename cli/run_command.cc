@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -19,6 +20,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/error.h"
 #include "common/exit_code.h"
@@ -190,7 +192,8 @@ void AddRunCommand(CLI::App& app, ExitCode& exit_code) {
   cmd->add_option("--dump", flags->dump_dir, "write every workload's global inputs and outputs as .npy files here");
   cmd->add_flag("--abstract", flags->abstract,
                 "shapes and dtypes only: cost model and memory without arithmetic (no checks)");
-  cmd->add_option("--threads", flags->threads, "worker threads of the simulator (0: one per core)");
+  cmd->add_option("--threads", flags->threads, "worker threads of the simulator (0: one per core)")
+      ->check(IntIn(0, std::numeric_limits<int>::max()));
   cmd->add_flag("--quiet", flags->quiet, "no human report and no progress bar; the exit code tells");
   cmd->callback([flags, &exit_code] { exit_code = Run(*flags); });
 }

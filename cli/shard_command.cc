@@ -10,6 +10,7 @@
 // create_hybrid_device_mesh), so it must use every device of the topology.
 #include <algorithm>
 #include <map>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -192,7 +193,8 @@ void AddShardCommand(CLI::App& app, ExitCode& exit_code) {
   cmd->add_option("--shape", args->shape, "global shape: 8,1024,4096 (empty for a scalar)")->required();
   cmd->add_option("--spec", args->spec, "PartitionSpec as in Python: \"P(('dp','fsdp'), None, 'tp')\"")->required();
   cmd->add_option("--topology", args->topology, "topology preset (tpu-v4:2x2x4, dgx-h100:2, cpu:8, ...)");
-  cmd->add_option("--slices", args->slices, "number of identical TPU slices (with --topology)");
+  cmd->add_option("--slices", args->slices, "number of identical TPU slices (with --topology)")
+      ->check(IntIn(1, std::numeric_limits<int>::max()));
   cmd->add_option("--dcn", args->dcn, "DCN part of each --mesh axis: create_hybrid_device_mesh (with --topology)");
   cmd->add_option("--dtype", args->dtype, "element type (f32, bf16, f16, f64, i32, i8, ...)");
   cmd->add_option("--correct", args->correct, "none (JAX's errors), eformer, keep-most");

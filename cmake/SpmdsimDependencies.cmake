@@ -1,7 +1,7 @@
 # Every dependency is a Debian package (scripts/install-deps.sh installs them); nothing is downloaded here.
 find_package(Threads REQUIRED)
 find_package(TBB REQUIRED)
-find_package(Boost 1.74 REQUIRED COMPONENTS context)
+find_package(Boost 1.74 REQUIRED COMPONENTS context regex)
 find_package(Eigen3 3.4 REQUIRED NO_MODULE)
 find_package(fmt REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "common/error.h"
+#include "common/user_text.h"
 
 namespace spmdsim {
 namespace {
@@ -47,7 +48,7 @@ int64_t ParseInt(std::string_view text, std::string_view what) {
   int64_t value = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
-    Throw(ErrorCode::kInvalidArgument, "{}: '{}' is not an integer", what, text);
+    Throw(ErrorCode::kInvalidArgument, "{}: {} is not an integer", what, QuoteForError(text));
   }
   return value;
 }

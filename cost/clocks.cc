@@ -59,7 +59,7 @@ void SimClocks::AdvanceLocal(const std::string& name, int64_t position, double n
   double start = clock_[position];
   clock_[position] += nominal_seconds / speed_[position];
   record.devices.push_back({position, start, clock_[position]});
-  steps_.push_back(std::move(record));
+  if (keep_steps_) steps_.push_back(std::move(record));
 }
 
 void SimClocks::AdvanceLocalAll(const std::string& name, double nominal_seconds) {
@@ -71,7 +71,7 @@ void SimClocks::AdvanceLocalAll(const std::string& name, double nominal_seconds)
     clock_[p] += nominal_seconds / speed_[p];
     record.devices.push_back({p, start, clock_[p]});
   }
-  steps_.push_back(std::move(record));
+  if (keep_steps_) steps_.push_back(std::move(record));
 }
 
 void SimClocks::AdvanceCollective(const std::string& name, const std::vector<std::vector<int64_t>>& groups,
@@ -111,7 +111,7 @@ void SimClocks::AdvanceCollective(const std::string& name, const std::vector<std
   }
   std::sort(record.devices.begin(), record.devices.end(),
             [](const DeviceInterval& a, const DeviceInterval& b) { return a.position < b.position; });
-  steps_.push_back(std::move(record));
+  if (keep_steps_) steps_.push_back(std::move(record));
 }
 
 void SimClocks::AdvanceCollective(const std::string& name, const CollectiveModel& model, CollectiveOp op,

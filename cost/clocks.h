@@ -77,7 +77,10 @@ class SimClocks {
   void AdvanceCollective(const std::string& name, const CollectiveModel& model, CollectiveOp op,
                          std::span<const std::string> axes, double bytes);
 
+  // Every step so far, unless set_keep_steps(false) was called (then empty: memory does not grow with the
+  // number of steps, for callers that keep their own aggregates).
   const std::vector<StepRecord>& steps() const { return steps_; }
+  void set_keep_steps(bool keep) { keep_steps_ = keep; }
   // Time each device spent waiting at collectives for later arrivals (a straggler's cost to the others).
   const std::vector<double>& wait_seconds() const { return wait_; }
 
@@ -87,6 +90,7 @@ class SimClocks {
   std::vector<double> speed_;
   std::vector<double> wait_;
   std::vector<StepRecord> steps_;
+  bool keep_steps_ = true;
 };
 
 }  // namespace spmdsim

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "common/strings.h"
+#include "common/user_text.h"
 
 namespace spmdsim {
 namespace {
@@ -255,24 +256,46 @@ Topology Topology::Cpu(int num_devices) {
   return t;
 }
 
+namespace {
+
+// Throws Error(kOutOfRange) when dims x slices x per_unit exceeds kMaxTopologyDevices.
+void CheckDeviceCount(std::string_view what, const std::vector<int64_t>& dims, int num_slices, int64_t per_unit) {
+  int64_t n = std::max(num_slices, 1) * per_unit;
+  bool over = n > kMaxTopologyDevices;
+  for (int64_t d : dims) over = over || __builtin_mul_overflow(n, d, &n) || n > kMaxTopologyDevices;
+  if (over) {
+    Throw(ErrorCode::kOutOfRange, "{}{}: more than {} devices; spmdsim simulates at most {} devices", what,
+          num_slices > 1 ? fmt::format(" x {} slices", num_slices) : "", kMaxTopologyDevices, kMaxTopologyDevices);
+  }
+}
+
+}  // namespace
+
 Topology Topology::Parse(std::string_view text, int num_slices) {
   auto colon = text.find(':');
   std::string name(Trim(text.substr(0, colon)));
   if (colon == std::string_view::npos) {
     Throw(ErrorCode::kInvalidArgument,
-          "topology '{}' has no dimensions; write PRESET:DIMS, e.g. tpu-v4:2x2x4, tpu-v5e:4x4, dgx-h100:4, "
+          "topology {} has no dimensions; write PRESET:DIMS, e.g. tpu-v4:2x2x4, tpu-v5e:4x4, dgx-h100:4, "
           "gpu:2x8, cpu:8 (presets: {})",
-          text, fmt::join(PresetNames(), ", "));
+          QuoteForError(text), fmt::join(PresetNames(), ", "));
   }
   std::string_view dims_text = text.substr(colon + 1);
-  std::string what = fmt::format("topology '{}'", text);
+  std::string what = fmt::format("topology {}", QuoteForError(text));
   std::vector<int64_t> dims = ParseDims(dims_text, what);
   for (int64_t d : dims) {
-    if (d > 1 << 16) Throw(ErrorCode::kInvalidArgument, "{}: dimension {} is too large", what, d);
+    if (d > kMaxTopologyDevices)
+      Throw(ErrorCode::kOutOfRange, "{}: dimension {} is too large; spmdsim simulates at most {} devices", what, d,
+            kMaxTopologyDevices);
   }
   if (num_slices != 1 && name.rfind("tpu-", 0) != 0) {
     Throw(ErrorCode::kInvalidArgument, "{}: slices apply to TPU presets only", what);
   }
+  // Devices per unit of the dimensions' product, to bound the count before building anything.
+  int64_t per_unit = name == "dgx-h100" || name == "dgx-a100" ? 8 : 1;
+  for (const TpuFigures& f : kTpuFigures)
+    if (name == f.preset) per_unit = f.cores_per_chip;
+  CheckDeviceCount(what, dims, num_slices, per_unit);
   for (int g = 0; g < static_cast<int>(std::size(kTpuFigures)); ++g) {
     const TpuFigures& f = kTpuFigures[g];
     if (name != f.preset) continue;
@@ -298,7 +321,7 @@ Topology Topology::Parse(std::string_view text, int num_slices) {
     if (dims.size() != 1) Throw(ErrorCode::kInvalidArgument, "{}: give the number of devices, e.g. cpu:8", what);
     return Cpu(static_cast<int>(dims[0]));
   }
-  Throw(ErrorCode::kNotFound, "unknown topology preset '{}'; valid presets: {}", name,
+  Throw(ErrorCode::kNotFound, "unknown topology preset {}; valid presets: {}", QuoteForError(name),
         fmt::join(PresetNames(), ", "));
 }
 

@@ -59,6 +59,10 @@ struct Device {
   int core_on_chip = 0;
 };
 
+// The most devices a topology may have: Parse refuses more before building anything (a typo such as
+// "cpu:10000000" or "--slices 1000" must not take minutes and gigabytes).
+inline constexpr int64_t kMaxTopologyDevices = int64_t{1} << 16;
+
 class Topology {
  public:
   // TPU generations with presets ("tpu-v2" ... "tpu-v6e").
@@ -74,7 +78,8 @@ class Topology {
 
   // Parses the CLI / scenario form: "tpu-v4:2x2x4", "tpu-v5e:4x4", "tpu-v3:4x4", "dgx-h100:4" (4 hosts of 8),
   // "dgx-a100:2", "gpu:2x8" (2 hosts of 8), "cpu:8". `num_slices` applies to TPU presets only.
-  // Throws Error(kInvalidArgument / kNotFound) that names the part at fault and lists the valid presets.
+  // Throws Error(kInvalidArgument / kNotFound) that names the part at fault and lists the valid presets, and
+  // Error(kOutOfRange) when the topology would have more than kMaxTopologyDevices devices.
   static Topology Parse(std::string_view text, int num_slices = 1);
   // The preset names Parse accepts, for help texts and error messages.
   static const std::vector<std::string>& PresetNames();

@@ -5,10 +5,12 @@
 #include <cstdlib>
 #include <iostream>
 
+#include <boost/regex.hpp>
 #include <fmt/format.h>
 
 #include "common/error.h"
 #include "common/strings.h"
+#include "common/user_text.h"
 #include "partition/correction.h"
 
 namespace spmdsim {
@@ -17,7 +19,21 @@ namespace {
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 bool IsAsciiLetter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
-// Turns a Python `re` pattern into ECMAScript for std::regex, or rejects it (see match_rules.h).
+// A code point >= 0x80 as its UTF-8 bytes, one non-capturing group of \xHH escapes.
+std::string Utf8Bytes(uint32_t code) {
+  std::string bytes;
+  if (code < 0x800) {
+    bytes = {static_cast<char>(0xc0 | (code >> 6)), static_cast<char>(0x80 | (code & 0x3f))};
+  } else {
+    bytes = {static_cast<char>(0xe0 | (code >> 12)), static_cast<char>(0x80 | ((code >> 6) & 0x3f)),
+             static_cast<char>(0x80 | (code & 0x3f))};
+  }
+  std::string out = "(?:";
+  for (char b : bytes) out += fmt::format("\\x{:02x}", static_cast<unsigned char>(b));
+  return out + ")";
+}
+
+// Turns a Python `re` pattern into ECMAScript, or rejects it (see match_rules.h).
 class PatternTranslator {
  public:
   explicit PatternTranslator(std::string_view pattern) : p_(pattern) {}
@@ -46,6 +62,7 @@ class PatternTranslator {
         case '|': Emit("|"); ++i_; state_ = State::kStart; break;
         case '^':
         case '$': Emit(std::string(1, c)); ++i_; state_ = State::kStart; break;
+        case '.': Emit("[^\\n]"); ++i_; Atom(); break;  // Python's '.' matches '\r'; Boost's does not
         default: Emit(std::string(1, c)); ++i_; Atom(); break;
       }
     }
@@ -101,12 +118,12 @@ class PatternTranslator {
     if (k == 'P') Fail(i_, "named groups (?P<name>...) and (?P=name) are Python-only; use a plain group");
     if (k == '<') {
       if (i_ + 3 < p_.size() && (p_[i_ + 3] == '=' || p_[i_ + 3] == '!')) {
-        Fail(i_, "lookbehind (?<=...) / (?<!...) is not supported by std::regex");
+        Fail(i_, "lookbehind (?<=...) / (?<!...) is not supported");
       }
       Fail(i_, "named groups (?<name>...) are not supported; use a plain group");
     }
-    if (k == '>') Fail(i_, "atomic groups (?>...) are not supported by std::regex");
-    if (k == '(') Fail(i_, "conditional groups (?(id)yes|no) are not supported by std::regex");
+    if (k == '>') Fail(i_, "atomic groups (?>...) are not supported");
+    if (k == '(') Fail(i_, "conditional groups (?(id)yes|no) are not supported");
     if (IsAsciiLetter(k) || k == '-') {
       Fail(i_, "inline flags are only supported as a leading (?i) (Python requires global flags at the start)");
     }
@@ -115,7 +132,7 @@ class PatternTranslator {
 
   void Quantifier(std::string text, size_t length) {
     if (state_ == State::kQuantifier && text == "+") {
-      Fail(i_, "possessive quantifiers (a*+, a++, a?+, a{2}+) are not supported by std::regex");
+      Fail(i_, "possessive quantifiers (a*+, a++, a?+, a{2}+) are not supported");
     }
     if (state_ == State::kQuantifier && text == "?") {
       Emit("?");
@@ -182,8 +199,15 @@ class PatternTranslator {
             !std::all_of(p_.begin() + i_, p_.begin() + i_ + digits, [](char h) { return std::isxdigit(h); })) {
           Fail(at, fmt::format("incomplete escape \\{}", e));
         }
-        Emit(p_.substr(at, digits + 2));
+        const auto code = static_cast<uint32_t>(std::stoul(std::string(p_.substr(i_, digits)), nullptr, 16));
         i_ += digits;
+        if (code < 0x80) {
+          Emit(fmt::format("\\x{:02x}", code));
+        } else if (in_class) {
+          Fail(at, fmt::format("non-ASCII \\{} escapes inside a set are not supported", e));
+        } else {
+          Emit(Utf8Bytes(code));  // names are UTF-8: the code point's bytes, as one atom
+        }
         return;
       }
       case '0':
@@ -194,12 +218,12 @@ class PatternTranslator {
     }
     if (IsDigit(e)) {
       if (in_class) Fail(at, "backreferences or octal escapes inside a set are not supported");
-      Emit(fmt::format("\\{}", e));  // a group reference; std::regex reads \1-\9 (and more digits) alike
+      Emit(fmt::format("\\{}", e));  // a group reference; ECMAScript reads \1-\9 (and more digits) alike
       while (i_ < p_.size() && IsDigit(p_[i_]) && i_ - at < 3) Emit(std::string(1, p_[i_++]));
       return;
     }
     if (IsAsciiLetter(e)) {
-      Fail(at, fmt::format("bad escape \\{} (Python rejects it or std::regex reads it differently)", e));
+      Fail(at, fmt::format("bad escape \\{} (Python rejects it or ECMAScript reads it differently)", e));
     }
     if (e == '_') {
       Emit("_");
@@ -269,23 +293,34 @@ PartitionSpec Trimmed(const PartitionSpec& spec, size_t rank) {
 
 }  // namespace
 
+struct PyRegex::Compiled {
+  boost::regex regex;
+};
+
 PyRegex::PyRegex(std::string pattern) : pattern_(std::move(pattern)) {
   PatternTranslator translator(pattern_);
   translator.Run();
   translated_ = translator.out();
   ignore_case_ = translator.ignore_case();
-  auto flags = std::regex::ECMAScript;
-  if (ignore_case_) flags |= std::regex::icase;
+  // no_mod_m: ^ and $ match at the ends of the text only, as in Python without re.MULTILINE.
+  auto flags = boost::regex::ECMAScript | boost::regex::no_mod_m;
+  if (ignore_case_) flags |= boost::regex::icase;
   try {
-    regex_ = std::regex(translated_, flags);
-  } catch (const std::regex_error& e) {
+    regex_ = std::make_shared<const Compiled>(Compiled{boost::regex(translated_, flags)});
+  } catch (const boost::regex_error& e) {
     ThrowKind(ErrorCode::kInvalidArgument, "re.error", "pattern {} is not a valid regular expression: {}",
               PyRepr(pattern_), e.what());
   }
 }
 
 bool PyRegex::Search(std::string_view text) const {
-  return std::regex_search(text.begin(), text.end(), regex_);
+  try {
+    return boost::regex_search(text.begin(), text.end(), regex_->regex);
+  } catch (const std::runtime_error&) {
+    // Boost.Regex's bound on backtracking (error_complexity) or on its own stack (error_stack).
+    Throw(ErrorCode::kInvalidArgument, "the pattern {} is too expensive to match against {}", QuoteForError(pattern_),
+          QuoteForError(text));
+  }
 }
 
 std::string_view MatchReasonName(MatchReason reason) {

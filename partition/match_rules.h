@@ -15,25 +15,29 @@
 //   "dense/kernel" (1024, 4096) -> P('fsdp', 'tp');  "dense/kernel" (64, 64) -> P() (4096 < 16384);
 //   "norm/scale" (1024,) -> P();  "head/kernel" (8,) with min_size 0 -> P('fsdp',) (trimmed to rank 1).
 //
-// Patterns are Python `re` patterns run with std::regex (ECMAScript grammar). Where the two grammars agree the
-// pattern is used as written; where Python means something std::regex cannot do, the pattern is rejected with
+// Patterns are Python `re` patterns translated to the ECMAScript grammar and run with Boost.Regex (perl syntax,
+// ^ and $ at the ends of the text only). Where the two grammars agree the pattern is used as written; where
+// Python means something the translation does not carry over, the pattern is rejected with
 // Error(kInvalidArgument, kind "re.error") naming the construct rather than silently matching differently:
 //   translated:  \A -> ^, \Z -> $, (?#comment) removed, a leading (?i) -> case-insensitive, {,n} -> {0,n},
-//                a '{' that does not start a repeat -> a literal '{' (Python reads it so; std::regex would throw),
+//                a '{' that does not start a repeat -> a literal '{' (Python reads it so; ECMAScript would throw),
 //                ']' first in a set -> a literal ']' (Python's []abc]).
 //   rejected:    (?P<name>...) and (?P=name) named groups, (?<name>...), lookbehind (?<=...) (?<!...), atomic
 //                groups (?>...), conditionals (?(1)...), inline flags other than a leading (?i), scoped flags
 //                (?i:...), possessive quantifiers (a*+ a++ a?+ a{2}+), POSIX classes [[:alpha:]], and escapes
-//                Python rejects or std::regex reads differently (\a \e \U \N{...} \c \k \q ...).
+//                Python rejects or ECMAScript reads differently (\a \e \U \N{...} \c \k \q ...).
 //   differences kept (documented, not detectable): Python's $ also matches before a final '\n'; \d \w \s and
-//                case folding are Unicode in Python and ASCII here; '.' also stops at '\r' in std::regex.
+//                case folding are Unicode in Python and ASCII here.
+// Matching is bounded: where Python would backtrack for ever ((a+)+$ against "aaa...ab") or a search needs more
+// memory than Boost.Regex allows, Search throws Error(kInvalidArgument) "the pattern '...' is too expensive to
+// match against '...'" instead of hanging.
 #ifndef SPMDSIM_PARTITION_MATCH_RULES_H_
 #define SPMDSIM_PARTITION_MATCH_RULES_H_
 
 #include <cstdint>
 #include <optional>
 #include <ostream>
-#include <regex>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -44,15 +48,17 @@
 
 namespace spmdsim {
 
-// A Python `re` pattern compiled for std::regex (see the file comment). Immutable; Search is thread-safe.
+// A Python `re` pattern compiled for Boost.Regex (see the file comment). Immutable and cheap to copy (the
+// compiled form is shared); Search is thread-safe.
 class PyRegex {
  public:
   // Throws Error(kInvalidArgument, kind "re.error") naming the pattern, the column and the construct.
   explicit PyRegex(std::string pattern);
-  // Python: re.search(pattern, text) is not None.
+  // Python: re.search(pattern, text) is not None. Throws Error(kInvalidArgument) when the search exceeds
+  // Boost.Regex's complexity or memory bound (see the file comment).
   bool Search(std::string_view text) const;
   const std::string& pattern() const { return pattern_; }
-  // The ECMAScript text handed to std::regex.
+  // The ECMAScript text handed to Boost.Regex.
   const std::string& translated() const { return translated_; }
   bool ignore_case() const { return ignore_case_; }
 
@@ -60,7 +66,8 @@ class PyRegex {
   std::string pattern_;
   std::string translated_;
   bool ignore_case_ = false;
-  std::regex regex_;
+  struct Compiled;  // boost::regex, kept out of this header
+  std::shared_ptr<const Compiled> regex_;
 };
 
 // One rule: a pattern searched for in the parameter's name, and the spec it gives.

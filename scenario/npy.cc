@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "common/error.h"
+#include "common/file.h"
 #include "common/strings.h"
 
 namespace spmdsim {
@@ -272,17 +273,7 @@ NpyArray ParseNpy(std::string_view bytes, std::string_view what) {
 }
 
 NpyArray ReadNpy(const std::string& path) {
-  // Only regular files: a device such as /dev/zero would never end.
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    Throw(ErrorCode::kNotFound, "cannot open .npy file '{}': {}", path,
-          std::filesystem::exists(path, ec) ? "not a regular file" : "no such file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) Throw(ErrorCode::kNotFound, "cannot open .npy file '{}'", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string bytes = ss.str();
-  return ParseNpy(bytes, path);
+  return ParseNpy(ReadFileBounded(path, kMaxNpyFileBytes, ".npy file"), path);
 }
 
 std::string SerializeNpy(const NpyArray& array) {

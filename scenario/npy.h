@@ -46,6 +46,7 @@ int64_t NpyItemSize(std::string_view dtype);
 
 // Parses the bytes of a .npy file; `what` names the source in errors (a path).
 NpyArray ParseNpy(std::string_view bytes, std::string_view what);
+// Reads a regular file of at most kMaxNpyFileBytes (common/file.h) and parses it.
 NpyArray ReadNpy(const std::string& path);
 
 // The bytes of a version 1.0 file (2.0 when the header does not fit in 65535 bytes).

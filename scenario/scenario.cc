@@ -12,6 +12,8 @@
 #include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
+#include "common/file.h"
+#include "common/host_memory.h"
 #include "common/strings.h"
 #include "mesh/mesh_utils.h"
 #include "mesh/t5x_mesh.h"
@@ -61,6 +63,16 @@ LinkSpec ParseLink(const YamlContext& ctx, const YAML::Node& node, const std::st
   return spec;
 }
 
+// Runs `set` (a Topology setter); an Error it throws is rethrown at `node`'s file:line:col.
+template <typename F>
+void SetAt(const YamlContext& ctx, const YAML::Node& node, std::string_view key, F&& set) {
+  try {
+    set();
+  } catch (const Error& e) {
+    ctx.Rethrow(node, key, e);
+  }
+}
+
 ScenarioTopology ParseTopology(const YamlContext& ctx, const YAML::Node& node) {
   YamlMap m(ctx, node, "topology",
             {"preset", "slices", "links", "wraparound", "hbm_GiB", "peak_TFLOPs", "efficiency", "stragglers"});
@@ -108,7 +120,7 @@ ScenarioTopology ParseTopology(const YamlContext& ctx, const YAML::Node& node) {
       if (!(spec.bandwidth_Bps > 0))
         ctx.Fail(lm.Get(name), lm.Key(name),
                  fmt::format("{} has no {} link in its preset: give bandwidth_GBps and direction", preset, name));
-      topology->SetLink(link, spec);
+      SetAt(ctx, lm.Get(name), lm.Key(name), [&] { topology->SetLink(link, spec); });
     }
   }
   if (m.Has("wraparound")) {
@@ -125,16 +137,19 @@ ScenarioTopology ParseTopology(const YamlContext& ctx, const YAML::Node& node) {
     }
     if (topology->platform() != Platform::kTpu)
       ctx.Fail(w, "topology.wraparound", fmt::format("only TPU topologies have a torus; {} has none", preset));
-    topology->SetWraparound(wrap);
+    SetAt(ctx, w, "topology.wraparound", [&] { topology->SetWraparound(wrap); });
   }
   if (m.Has("hbm_GiB")) {
     double gib = ctx.NumberIn(m.Get("hbm_GiB"), "topology.hbm_GiB", 0, 1e6);
-    topology->SetMemoryBytes(static_cast<int64_t>(gib * 1073741824.0));
+    SetAt(ctx, m.Get("hbm_GiB"), "topology.hbm_GiB",
+          [&] { topology->SetMemoryBytes(static_cast<int64_t>(gib * 1073741824.0)); });
   }
   if (m.Has("peak_TFLOPs")) {
     YamlMap pm(ctx, m.Get("peak_TFLOPs"), "topology.peak_TFLOPs", {"bf16", "f16", "f32", "f64", "int8"});
-    for (const std::string& dtype : pm.keys())
-      topology->SetPeakFlops(dtype, ctx.NumberIn(pm.Get(dtype), pm.Key(dtype), 0, 1e9) * 1e12);
+    for (const std::string& dtype : pm.keys()) {
+      const double flops = ctx.NumberIn(pm.Get(dtype), pm.Key(dtype), 0, 1e9) * 1e12;
+      SetAt(ctx, pm.Get(dtype), pm.Key(dtype), [&] { topology->SetPeakFlops(dtype, flops); });
+    }
   }
   ScenarioTopology out;
   if (m.Has("efficiency")) {
@@ -591,24 +606,9 @@ ScenarioArray ParseArray(const YamlContext& ctx, const YAML::Node& node, const s
   return a;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) Throw(ErrorCode::kNotFound, "cannot open scenario file '{}'", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 Scenario ParseScenarioUnchecked(std::string_view text, const std::string& path) {
   YamlContext ctx(path);
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    SourceLocation loc{path, e.mark.is_null() ? 0 : e.mark.line + 1, e.mark.is_null() ? 0 : e.mark.column + 1};
-    ThrowKind(ErrorCode::kInvalidArgument, "ScenarioError", "{}: not valid YAML: {}",
-              loc.line > 0 ? loc.ToString() : path, e.msg);
-  }
+  YAML::Node root = LoadSingleYamlDocument(text, path);
   YamlMap m(ctx, root, "", {"name", "description", "topology", "mesh", "rules", "arrays", "workloads"});
   Scenario s;
   s.path = path;
@@ -747,6 +747,8 @@ std::vector<double> NpyToDoubles(const NpyArray& npy) {
 Array MakeScenarioArray(const ScenarioArray& a, bool abstract) {
   DType dtype = ParseDType(a.dtype);
   if (abstract) return Array::Abstract(a.shape, dtype);
+  CheckFitsHostMemory(fmt::format("array '{}' ({} {})", a.name, a.dtype, PyTuple(a.shape)),
+                      ArrayBytes(a.shape, DTypeSize(dtype)));
   switch (a.init.kind) {
     case ArrayInit::Kind::kZeros: return Array::Zeros(a.shape, dtype);
     case ArrayInit::Kind::kOnes: return Array::Full(a.shape, dtype, 1.0);
@@ -780,6 +782,8 @@ NpyArray ToNpy(const Array& array) {
   return out;
 }
 
-Scenario LoadScenario(const std::string& path) { return ParseScenario(ReadFile(path), path); }
+Scenario LoadScenario(const std::string& path) {
+  return ParseScenario(ReadFileBounded(path, kMaxTextFileBytes, "scenario file"), path);
+}
 
 }  // namespace spmdsim

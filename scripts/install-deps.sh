@@ -4,7 +4,7 @@
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config
-  libtbb-dev libboost-dev libboost-context-dev libeigen3-dev
+  libtbb-dev libboost-dev libboost-context-dev libboost-regex-dev libeigen3-dev
   libfmt-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )

@@ -1,6 +1,6 @@
 // Cost of the per-tensor partitioning helpers that models call on every step: eformer PartitionAxis resolution,
 // PartitionManager::Shard (resolve + eformer correction), Flax logical_to_mesh_axes with T5X's rules, and regex
-// rule matching (std::regex search over a parameter path).
+// rule matching (a Boost.Regex search over a parameter path; before issue #10, std::regex).
 #include <benchmark/benchmark.h>
 
 #include "mesh/mesh.h"

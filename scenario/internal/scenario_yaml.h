@@ -31,6 +31,10 @@ std::optional<std::string> DidYouMean(std::string_view found, const std::vector<
 // the valid suffixes (B, KB, MB, GB, KiB, MiB, GiB).
 int64_t ParseByteSize(std::string_view text);
 
+// The one YAML document in `text` (a null node for an empty text). Throws Error(kInvalidArgument, kind
+// "ScenarioError") with "<file>:<line>:<col>" when the text is not UTF-8, not YAML, or holds a second document.
+YAML::Node LoadSingleYamlDocument(std::string_view text, const std::string& file);
+
 class YamlContext {
  public:
   explicit YamlContext(std::string file) : file_(std::move(file)) {}

@@ -140,3 +140,17 @@ TEST(SimClocks, RejectsBadInput) {
 
 }  // namespace
 }  // namespace spmdsim
+
+namespace spmdsim {
+namespace {
+
+TEST(SimClocks, KeepsNoStepRecordsWhenAskedButStillAdvances) {
+  SimClocks clocks(2);
+  clocks.set_keep_steps(false);
+  for (int i = 0; i < 1000; ++i) clocks.AdvanceLocal("matmul", 0, 1e-3);
+  EXPECT_TRUE(clocks.steps().empty());
+  EXPECT_DOUBLE_EQ(clocks.now(0), 1.0);
+}
+
+}  // namespace
+}  // namespace spmdsim

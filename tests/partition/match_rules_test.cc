@@ -130,7 +130,37 @@ TEST(PyRegex, ReportsStdRegexErrorsAsReErrors) {
   EXPECT_THAT(e.message(), HasSubstr("'(ab'"));
 }
 
-// Documented difference: Python's $ also matches just before a final newline; std::regex's does not.
+TEST(PyRegex, ReportsCatastrophicBacktrackingInsteadOfHanging) {
+  PyRegex regex("(a+)+$");
+  const std::string name = std::string(40, 'a') + "b";
+  Error e = CatchError([&] { regex.Search(name); });
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(e.message(), HasSubstr("the pattern '(a+)+$' is too expensive to match against 'aaaa"));
+  EXPECT_TRUE(regex.Search("aaaa"));
+}
+
+TEST(PyRegex, SearchesVeryLongNamesWithoutOverflowingTheStack) {
+  const std::string name = std::string(1 << 20, 'x') + "/kernel";
+  EXPECT_TRUE(PyRegex(".*kernel$").Search(name));
+  EXPECT_TRUE(PyRegex("(x|y)*/kernel").Search(std::string(5000, 'x') + "/kernel"));
+  EXPECT_FALSE(PyRegex("^[^/]*$").Search(name));
+}
+
+TEST(PyRegex, DotMatchesEverythingButNewlineAsInPython) {
+  EXPECT_TRUE(PyRegex("a.b").Search("a\rb"));
+  EXPECT_TRUE(PyRegex("a.b").Search("a\fb"));
+  EXPECT_FALSE(PyRegex("a.b").Search("a\nb"));
+  EXPECT_TRUE(PyRegex("[.]").Search("."));
+  EXPECT_FALSE(PyRegex("[.]").Search("x"));
+}
+
+TEST(PyRegex, UnicodeEscapesMatchTheUtf8OfTheName) {
+  EXPECT_TRUE(PyRegex("\\u0041").Search("A"));
+  EXPECT_TRUE(PyRegex("caf\\u00e9$").Search("caf\xc3\xa9"));
+  EXPECT_TRUE(PyRegex("\\u20ac+").Search("\xe2\x82\xac\xe2\x82\xac"));
+}
+
+// Documented difference: Python's $ also matches just before a final newline; ours does not.
 TEST(PyRegex, DollarDoesNotMatchBeforeAFinalNewline) {
   EXPECT_FALSE(PyRegex("kernel$").Search("kernel\n"));  // Python: True
   EXPECT_TRUE(PyRegex("kernel$").Search("kernel"));

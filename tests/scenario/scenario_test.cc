@@ -18,6 +18,7 @@ namespace spmdsim {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::string kMinimal = R"y(topology: {preset: "cpu:8"}
 mesh: {axes: {data: 2, model: 4}}
@@ -121,6 +122,24 @@ TEST(Scenario, RejectsDuplicateKeys) {
 TEST(Scenario, ReportsYamlSyntaxErrorsWithTheirLine) {
   EXPECT_THAT(ErrorOf("topology: {preset: \"cpu:8\"\nmesh: [\n"), HasSubstr("t.yaml:"));
   EXPECT_THAT(ErrorOf("topology: {preset: \"cpu:8\"\nmesh: [\n"), HasSubstr("not valid YAML"));
+}
+
+TEST(Scenario, RejectsASecondDocumentAtItsLine) {
+  EXPECT_THAT(ErrorOf(kMinimal + "---\nname: other\n"),
+              HasSubstr("t.yaml:5:1: a second YAML document starts here; a scenario file holds one document"));
+  EXPECT_THAT(ErrorOf("--- # first\n" + kMinimal + "...\n---\n"), HasSubstr("t.yaml:7:1: a second YAML document"));
+  EXPECT_EQ(ErrorOf("--- # one document with a start marker\n" + kMinimal), "");
+}
+
+TEST(Scenario, RejectsBytesThatAreNotUtf8AtTheirPosition) {
+  EXPECT_THAT(ErrorOf(kMinimal + "name: \"caf\xe9\"\n"), HasSubstr("t.yaml:5:11: byte 0xe9 is not UTF-8"));
+  EXPECT_THAT(ErrorOf("# caf\xc3\xa9\n" + kMinimal), Not(HasSubstr("UTF-8")));
+}
+
+TEST(Scenario, LocatesErrorsTheTopologyRaisesForAFileValue) {
+  EXPECT_THAT(ErrorOf("topology: {preset: \"cpu:8\", hbm_GiB: 1.0e-12}\nmesh: {axes: {d: 8}}\n"
+                      "workloads: [{kind: collectives}]\n"),
+              HasSubstr("t.yaml:1:38: topology.hbm_GiB: device memory must be > 0 bytes, got 0"));
 }
 
 TEST(Scenario, ReportsMissingRequiredKeys) {
@@ -241,7 +260,7 @@ TEST(Scenario, ReadsNpyDataRelativeToTheScenario) {
     EXPECT_THAT(e.what(), HasSubstr("arrays[0].shape: shape (4,) differs from the shape (2, 2) stored in"));
   }
   EXPECT_THAT(ErrorOf(kArraysHead + "arrays:\n  - {name: x, data: missing.npy}\nworkloads: [{kind: collectives}]\n"),
-              HasSubstr("cannot open .npy file"));
+              HasSubstr("cannot read .npy file"));
 }
 
 TEST(Scenario, RejectsArrayKeysThatDoNotApplyToItsData) {

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/host_memory.h"
 #include "ops/elementwise.h"
 #include "workloads/engines/recorder.h"
 #include "workloads/workloads.h"
@@ -145,6 +146,18 @@ Row MakeRow(const std::string& op, const std::vector<std::string>& axes, const G
   row.in_count = op == "all_gather" ? count / n : count;
   row.bytes = op == "all_gather" ? row.in_count * n * esize : row.in_count * esize;
   return row;
+}
+
+// A real row holds, per device, its input as doubles and as dtype and its output (all_gather's is n times
+// larger): refuse it before allocating when that exceeds the host's memory.
+void CheckRowFitsHost(const Row& row, const Mesh& mesh, const CollectivesConfig& config) {
+  const int64_t esize = DTypeSize(config.dtype);
+  const int64_t out_bytes = row.op == "all_gather" ? row.bytes : row.in_count * esize;
+  const double global = static_cast<double>(mesh.size()) *
+                        static_cast<double>(row.in_count * 8 + row.in_count * esize + out_bytes);
+  CheckFitsHostMemory(fmt::format("collectives '{}': {} of {} bytes per device on {} devices", config.name, row.op,
+                                  row.bytes, mesh.size()),
+                      global < 9e18 ? static_cast<int64_t>(global) : -1);
 }
 
 // Element i of the device at `position`: Value(position, i) (abstract: shape and dtype only).
@@ -315,6 +328,7 @@ WorkloadResult RunCollectives(const WorkloadContext& context, const CollectivesC
       const Groups groups = GroupsAlong(mesh, axes);
       for (int64_t size : config.sizes) {
         Row row = MakeRow(op, axes, groups, size, config);
+        if (!context.abstract) CheckRowFitsHost(row, mesh, config);
         row.step = recorder.AddStep(fmt::format("{} {} over ({})", op, HumanSize(row.bytes), fmt::join(axes, ",")),
                                     op, StepKind::kCollective, axes);
         const RowRun run = RunRow(row, context, config, check, tolerance_rel, runtime, recorder);

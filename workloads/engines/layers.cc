@@ -16,6 +16,8 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/host_memory.h"
+#include "common/strings.h"
 #include "workloads/engines/program.h"
 #include "workloads/workloads.h"
 
@@ -110,6 +112,9 @@ class ProgramBuilder {
 
 void AddInput(ShardMapConfig* p, const std::string& name, std::vector<int64_t> shape, DType dtype, uint64_t seed,
               double scale, PartitionSpec spec, bool abstract) {
+  if (!abstract)
+    CheckFitsHostMemory(fmt::format("input '{}' ({} {})", name, DTypeName(dtype), PyTuple(shape)),
+                        ArrayBytes(shape, DTypeSize(dtype)));
   p->inputs.push_back({name, RandomArray(std::move(shape), dtype, seed, scale, abstract), std::move(spec)});
 }
 

@@ -62,6 +62,7 @@ CostRecorder::CostRecorder(const WorkloadContext& context, const Mesh& mesh)
       clocks_(mesh.size()),
       devices_(static_cast<size_t>(mesh.size())),
       wall_origin_(std::chrono::steady_clock::now()) {
+  clocks_.set_keep_steps(false);  // Finish reads the recorder's own events, never clocks_.steps()
   for (const auto& [device_id, factor] : context.cost.speed_factors) {
     if (!(factor > 0) || !std::isfinite(factor)) {
       Throw(ErrorCode::kInvalidArgument, "speed factor of device {} must be > 0 (1 = nominal, 0.5 = half speed), "
@@ -133,7 +134,27 @@ void CostRecorder::FlushLocal() {
       e.pending_nominal = e.pending_flops = e.pending_bytes = 0;
     }
     if (!d.events.empty()) d.flushed = d.events.size() - 1;
+    FoldFinished(d);
   }
+}
+
+void CostRecorder::StepSums::Add(const Event& e) {
+  if (e.sim_start < 0) return;  // never charged
+  duration += e.sim_end - e.sim_start;
+  local += e.local_seconds;
+  flops += e.flops;
+  bytes += e.bytes;
+  wall += e.wall_end - e.wall_start;
+  count += 1;
+}
+
+void CostRecorder::FoldFinished(DeviceState& d) const {
+  // Every event before `flushed` is final: only the last one still receives costs and its end.
+  if (record_trace_ || d.flushed == 0) return;
+  if (d.folded.size() < steps_.size()) d.folded.resize(steps_.size());
+  for (size_t i = 0; i < d.flushed; ++i) d.folded[d.events[i].step].Add(d.events[i]);
+  d.events.erase(d.events.begin(), d.events.begin() + static_cast<std::ptrdiff_t>(d.flushed));
+  d.flushed = 0;
 }
 
 void CostRecorder::OnCollective(const CollectiveEvent& event) {
@@ -199,24 +220,13 @@ void CostRecorder::RethrowIfFailed() {
 
 void CostRecorder::Finish(WorkloadResult* result) const {
   const size_t num_steps = steps_.size();
-  struct Acc {
-    double duration = 0, local = 0, flops = 0, bytes = 0, wall = 0;
-    int64_t count = 0;
-  };
+  using Acc = StepSums;
   std::vector<Acc> best(num_steps);
   std::vector<Acc> acc(num_steps);
   for (size_t p = 0; p < devices_.size(); ++p) {
     std::fill(acc.begin(), acc.end(), Acc{});
-    for (const Event& e : devices_[p].events) {
-      if (e.sim_start < 0) continue;
-      Acc& a = acc[e.step];
-      a.duration += e.sim_end - e.sim_start;
-      a.local += e.local_seconds;
-      a.flops += e.flops;
-      a.bytes += e.bytes;
-      a.wall += e.wall_end - e.wall_start;
-      a.count += 1;
-    }
+    std::copy(devices_[p].folded.begin(), devices_[p].folded.end(), acc.begin());
+    for (const Event& e : devices_[p].events) acc[e.step].Add(e);
     for (size_t s = 0; s < num_steps; ++s) {
       Acc& b = best[s];
       const Acc& a = acc[s];

@@ -6,7 +6,8 @@
 //  - at each collective (when every device waits, sim/observer.h) and at the end of the Run, the pending local
 //    time of every device is charged to its SimClocks clock, then the collective is costed per group by the
 //    CollectiveModel (cached per op/axes/bytes/pairs) and the groups advanced;
-//  - Finish() turns what was recorded into StepResults, totals and trace events.
+//  - Finish() turns what was recorded into StepResults, totals and trace events. Without a trace, finished
+//    events are summed per step as they complete, so memory does not grow with the number of iterations.
 //
 // Example: 2 devices, step 0 "h" (matmul 1 us each), step 1 "y" (psum costing 3 us):
 //   events per device: h [0, 1 us], y [1 us, 4 us]; steps: h compute 1 us, y collective 3 us; makespan 4 us.
@@ -83,8 +84,17 @@ class CostRecorder final : public RuntimeObserver, public OpCostSink {
     double flops = 0, bytes = 0;
     double pending_nominal = 0, pending_flops = 0, pending_bytes = 0;  // recorded, not yet on the clock
   };
+  // One device's figures for one step, summed over the events folded into it.
+  struct StepSums {
+    double duration = 0, local = 0, flops = 0, bytes = 0, wall = 0;
+    int64_t count = 0;
+    void Add(const Event& e);
+  };
   struct alignas(64) DeviceState {
+    // Events not folded yet: all of them when a trace is recorded, else the last one or few (a sweep of 10^6
+    // iterations must not keep 10^6 records per device).
     std::vector<Event> events;
+    std::vector<StepSums> folded;            // per step, of the events already dropped from `events`
     size_t flushed = 0;                      // first event that may still hold pending cost
     bool in_step = false;                    // between BeginStep and EndStep (ops outside steps are not charged)
     std::string peak_key = "f32";
@@ -101,6 +111,8 @@ class CostRecorder final : public RuntimeObserver, public OpCostSink {
     int64_t group_size = 1;
   };
   void FlushLocal();
+  // Without a trace, sums the events that can no longer change into `folded` and drops them.
+  void FoldFinished(DeviceState& d) const;
 
   const Mesh& mesh_;
   bool record_trace_;

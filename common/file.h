@@ -1,0 +1,33 @@
+// Bounded reads of the files users name (scenario files, rules files, .npy inputs).
+//
+// Every reader of a user-named file goes through ReadFileBounded: a path that is a directory, a device (e.g.
+// /dev/zero, which never ends), a FIFO or a missing file, and a file larger than `max_bytes`, is refused with
+// Error(kInvalidArgument or kNotFound) whose message names `what`, the path and what would be valid, instead
+// of reading forever or exhausting the host's memory.
+//
+// Example:
+//   std::string text = ReadFileBounded(path, kMaxTextFileBytes, "scenario file");
+//   // "/dev/zero": "cannot read scenario file '/dev/zero': not a regular file (a device); give a path to a file"
+#ifndef SPMDSIM_COMMON_FILE_H_
+#define SPMDSIM_COMMON_FILE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace spmdsim {
+
+// The largest text file (scenario, rules) spmdsim reads: 16 MiB. Hand-written scenario files are a few KiB.
+inline constexpr int64_t kMaxTextFileBytes = int64_t{16} << 20;
+// The largest .npy input file: 4 GiB (the array is then also checked against the host's memory).
+inline constexpr int64_t kMaxNpyFileBytes = int64_t{4} << 30;
+
+// The whole content of the regular file at `path`, at most `max_bytes` long. `what` names the file's role in
+// messages ("scenario file", "--rules-file"). Throws Error(kNotFound) when it does not exist or cannot be
+// opened, Error(kInvalidArgument) when it is not a regular file or is larger than `max_bytes`.
+// Thread-safe (no shared state).
+std::string ReadFileBounded(const std::string& path, int64_t max_bytes, std::string_view what);
+
+}  // namespace spmdsim
+
+#endif  // SPMDSIM_COMMON_FILE_H_

@@ -1,0 +1,32 @@
+// How much memory this host can give spmdsim, and a check that a request fits before anything is allocated.
+//
+// Real (non-abstract) runs hold every global array in host memory; a scenario asking for more than the host has
+// would otherwise die in std::bad_alloc (or the kernel's OOM killer) half-way through. The check is made before
+// building the array, against /proc/meminfo's MemAvailable (sysconf(_SC_AVPHYS_PAGES) where that is missing).
+//
+// Example:
+//   CheckFitsHostMemory("array 'x' (float32 (1048576, 1048576))", int64_t{4} << 40);
+//   // throws Error(kResourceExhausted): "array 'x' (float32 (1048576, 1048576)) needs 4398046511104 bytes
+//   //   (4096.0 GiB) of host memory; this host has 11.2 GiB available (run with --abstract ...)"
+#ifndef SPMDSIM_COMMON_HOST_MEMORY_H_
+#define SPMDSIM_COMMON_HOST_MEMORY_H_
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace spmdsim {
+
+// Bytes of memory the host has available now (MemAvailable); thread-safe. Never below 0.
+int64_t HostMemoryAvailableBytes();
+
+// Throws Error(kResourceExhausted) naming `what` and both sizes when `bytes` (negative: it overflowed) exceeds
+// HostMemoryAvailableBytes().
+void CheckFitsHostMemory(std::string_view what, int64_t bytes);
+
+// The bytes of an array of `shape` with `itemsize`-byte elements; -1 when that overflows int64.
+int64_t ArrayBytes(std::span<const int64_t> shape, int64_t itemsize);
+
+}  // namespace spmdsim
+
+#endif  // SPMDSIM_COMMON_HOST_MEMORY_H_

@@ -1,0 +1,110 @@
+#include "common/user_text.h"
+
+#include <charconv>
+#include <limits>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include "common/error.h"
+
+namespace spmdsim {
+
+std::string QuoteForError(std::string_view text) {
+  std::string out = "'";
+  for (char c : text.substr(0, kMaxQuotedChars)) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte >= 0x7f) out += fmt::format("\\x{:02x}", byte);
+    else out.push_back(c);
+  }
+  out += "'";
+  if (text.size() > kMaxQuotedChars) out += fmt::format("... ({} chars)", text.size());
+  return out;
+}
+
+std::string JoinFirst(const std::vector<std::string>& items, size_t max_items) {
+  std::string out;
+  for (size_t i = 0; i < items.size() && i < max_items; ++i) {
+    if (i > 0) out += ", ";
+    out += items[i];
+  }
+  if (items.size() > max_items) out += fmt::format(", ... ({} in all)", items.size());
+  return out;
+}
+
+std::string DescribeIntRange(int64_t lo, int64_t hi) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  if (hi == kMax || hi == std::numeric_limits<int32_t>::max()) {
+    std::string upper = hi == kMax ? "" : fmt::format(" (at most {})", hi);
+    if (lo == 1) return "a positive integer" + upper;
+    if (lo == 0) return "a non-negative integer" + upper;
+    if (hi == kMax) return fmt::format("an integer >= {}", lo);
+  }
+  return fmt::format("an integer from {} to {}", lo, hi);
+}
+
+int64_t ParseIntIn(std::string_view text, std::string_view what, int64_t lo, int64_t hi) {
+  std::string_view t = text;
+  while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
+  while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);
+  if (!t.empty() && t.front() == '+') t.remove_prefix(1);
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
+  const bool digits = !t.empty() && end == t.data() + t.size();
+  if (ec == std::errc::result_out_of_range || (digits && ec == std::errc() && (value < lo || value > hi)))
+    Throw(ErrorCode::kInvalidArgument, "{}: {} is out of range; expected {}", what, QuoteForError(text),
+          DescribeIntRange(lo, hi));
+  if (ec != std::errc() || !digits)
+    Throw(ErrorCode::kInvalidArgument, "{}: {} is not an integer; expected {}", what, QuoteForError(text),
+          DescribeIntRange(lo, hi));
+  return value;
+}
+
+TextPosition PositionOf(std::string_view text, size_t offset) {
+  TextPosition p;
+  for (size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++p.line;
+      p.column = 1;
+    } else {
+      ++p.column;
+    }
+  }
+  return p;
+}
+
+std::optional<size_t> FindInvalidUtf8(std::string_view text) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = s[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xbf;  // the valid range of the second byte
+    if (c >= 0xc2 && c <= 0xdf) {
+      len = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      len = 3;
+      if (c == 0xe0) lo = 0xa0;  // no overlong forms
+      if (c == 0xed) hi = 0x9f;  // no surrogates
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      len = 4;
+      if (c == 0xf0) lo = 0x90;
+      if (c == 0xf4) hi = 0x8f;  // at most U+10FFFF
+    } else {
+      return i;
+    }
+    if (i + len > n) return i;
+    if (s[i + 1] < lo || s[i + 1] > hi) return i;
+    for (size_t k = 2; k < len; ++k)
+      if (s[i + k] < 0x80 || s[i + k] > 0xbf) return i;
+    i += len;
+  }
+  return std::nullopt;
+}
+
+}  // namespace spmdsim

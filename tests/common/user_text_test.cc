@@ -1,0 +1,58 @@
+#include "common/user_text.h"
+
+#include <limits>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "tests/util/catch_error.h"
+
+namespace spmdsim {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(QuoteForError, QuotesShortTextAsIsAndEscapesControlBytes) {
+  EXPECT_EQ(QuoteForError("tpu-v4:2x2"), "'tpu-v4:2x2'");
+  EXPECT_EQ(QuoteForError("a\nb\xff"), "'a\\x0ab\\xff'");
+}
+
+TEST(QuoteForError, CutsLongTextAfter80Characters) {
+  std::string quoted = QuoteForError(std::string(100000, 'a'));
+  EXPECT_EQ(quoted, "'" + std::string(80, 'a') + "'... (100000 chars)");
+}
+
+TEST(JoinFirst, ListsAtMostFiveThenTheCount) {
+  EXPECT_EQ(JoinFirst({"a", "b"}), "a, b");
+  EXPECT_EQ(JoinFirst({"a", "b", "c", "d", "e", "f", "g"}), "a, b, c, d, e, ... (7 in all)");
+}
+
+TEST(FindInvalidUtf8, FindsTheFirstBadByteAsPythonDecodeDoes) {
+  EXPECT_EQ(FindInvalidUtf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), std::nullopt);
+  EXPECT_EQ(FindInvalidUtf8("caf\xe9"), 3u);          // Latin-1
+  EXPECT_EQ(FindInvalidUtf8("a\xc0\xaf"), 1u);        // overlong '/'
+  EXPECT_EQ(FindInvalidUtf8("a\xed\xa0\x80"), 1u);    // a surrogate
+  EXPECT_EQ(FindInvalidUtf8("a\xf4\x90\x80\x80"), 1u);  // above U+10FFFF
+  EXPECT_EQ(FindInvalidUtf8("ab\xe2\x82"), 2u);       // truncated
+}
+
+TEST(PositionOf, CountsLinesAndColumnsFromOne) {
+  EXPECT_EQ(PositionOf("ab\ncd", 4).line, 2);
+  EXPECT_EQ(PositionOf("ab\ncd", 4).column, 2);
+  EXPECT_EQ(PositionOf("ab", 0).column, 1);
+}
+
+TEST(ParseIntIn, RefusesWhatWouldWrapNamingTheFieldAndTheRange) {
+  EXPECT_EQ(ParseIntIn(" 42 ", "x", 1, 100), 42);
+  Error e = CatchError([] { ParseIntIn("4294967297", "--submesh entry", 1, std::numeric_limits<int>::max()); });
+  EXPECT_EQ(e.message(),
+            "--submesh entry: '4294967297' is out of range; expected a positive integer (at most 2147483647)");
+  e = CatchError([] { ParseIntIn("99999999999999999999", "f", 0, 10); });
+  EXPECT_EQ(e.message(), "f: '99999999999999999999' is out of range; expected an integer from 0 to 10");
+  e = CatchError([] { ParseIntIn("1.5", "f", 0, std::numeric_limits<int64_t>::max()); });
+  EXPECT_EQ(e.message(), "f: '1.5' is not an integer; expected a non-negative integer");
+}
+
+}  // namespace
+}  // namespace spmdsim
