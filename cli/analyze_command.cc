@@ -30,6 +30,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/error.h"
+#include "common/error_context.h"
 #include "common/strings.h"
 #include "mesh/mesh.h"
 #include "mesh/mesh_utils.h"
@@ -94,7 +95,7 @@ NamedArray ArrayFromYaml(const YAML::Node& node, const std::string& where) {
     try {
       array.spec = PartitionSpec::Parse(spec.as<std::string>());
     } catch (const Error& e) {
-      ThrowKind(e.code(), e.kind(), "{} spec: {}", at, e.message());
+      RethrowWithContext(e, fmt::format("{} spec: {}", at, e.message()));
     }
     return array;
   }
