@@ -31,6 +31,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/error.h"
+#include "common/error_context.h"
 #include "common/file.h"
 #include "common/strings.h"
 #include "mesh/mesh.h"
@@ -96,7 +97,7 @@ NamedArray ArrayFromYaml(const YAML::Node& node, const std::string& where) {
     try {
       array.spec = PartitionSpec::Parse(spec.as<std::string>());
     } catch (const Error& e) {
-      ThrowKind(e.code(), e.kind(), "{} spec: {}", at, e.message());
+      RethrowWithContext(e, fmt::format("{} spec: {}", at, e.message()));
     }
     return array;
   }

@@ -25,6 +25,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/error.h"
+#include "common/error_context.h"
 #include "common/strings.h"
 #include "common/user_text.h"
 #include "mesh/mesh.h"
@@ -112,7 +113,7 @@ BuiltMesh BuildT5xMesh(const MeshCommandOptions& o, const std::shared_ptr<const 
       for (size_t at = line.find('\n'); at != std::string::npos; at = line.find('\n', at)) {
         line.replace(at, 1, at > 0 && line[at - 1] == ' ' ? "" : "; ");
       }
-      throw Error(e.code(), line, e.kind());
+      RethrowWithContext(e, line);
     }
     how = fmt::format("t5x default_mesh({}) = get_mesh({})", o.num_partitions, PyTuple(submesh));
   }
@@ -394,7 +395,7 @@ ExitCode RunMeshCommand(const MeshCommandOptions& o) {
   } catch (const Error& e) {
     if (e.kind() != "NotImplementedError") throw;
     // Name the flag the library's message calls allow_split_physical_axes.
-    throw Error(e.code(), e.message() + " (flag: --allow-split-physical-axes)", e.kind());
+    RethrowWithContext(e, e.message() + " (flag: --allow-split-physical-axes)");
   }
   const BuiltMesh& built = *maybe_built;
   std::optional<t5x::LocalChunker> chunker;

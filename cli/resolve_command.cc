@@ -33,6 +33,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/error.h"
+#include "common/error_context.h"
 #include "common/strings.h"
 #include "mesh/mesh.h"
 #include "partition/correction.h"
@@ -170,8 +171,8 @@ ExitCode RunResolveCommand(const ResolveArgs& args) {
     if (e.message().rfind("Unknown semantic axis name", 0) != 0) throw;
     std::vector<std::string_view> names;
     for (const auto& [short_name, token] : SemanticAxisShortNames()) names.push_back(short_name);
-    ThrowKind(e.code(), e.kind(), "{} (semantic axes: {}, _ for unsharded, a+b for a composite, or a --register-ed "
-                                  "name)", e.message(), fmt::join(names, ", "));
+    RethrowWithContext(e, fmt::format("{} (semantic axes: {}, _ for unsharded, a+b for a composite, or a "
+                                      "--register-ed name)", e.message(), fmt::join(names, ", ")));
   }
 
   std::optional<CorrectionReport> report;

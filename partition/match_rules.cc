@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/error_context.h"
 #include "common/strings.h"
 #include "common/user_text.h"
 #include "partition/correction.h"
@@ -368,7 +369,7 @@ PartitionRules::PartitionRules(std::vector<PartitionRule> rules) : rules_(std::m
     try {
       compiled_.emplace_back(rules_[r].pattern);
     } catch (const Error& e) {
-      ThrowKind(e.code(), e.kind(), "partition rule {}: {}", r, e.message());
+      RethrowWithContext(e, fmt::format("partition rule {}: {}", r, e.message()));
     }
   }
 }

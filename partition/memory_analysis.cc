@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "common/error_context.h"
 #include "common/strings.h"
 #include "partition/named_sharding.h"
 #include "partition/sharding_picture.h"
@@ -79,12 +80,12 @@ NamedArray ParseNamedArray(std::string_view text) {
   try {
     array.element_bytes = DtypeBytes(array.dtype);
   } catch (const Error& e) {
-    ThrowKind(e.code(), e.kind(), "--array '{}': {}", array.name, e.message());
+    RethrowWithContext(e, fmt::format("--array '{}': {}", array.name, e.message()));
   }
   try {
     array.spec = PartitionSpec::Parse(text.substr(colons[2] + 1));
   } catch (const Error& e) {
-    ThrowKind(e.code(), e.kind(), "--array '{}' spec: {}", array.name, e.message());
+    RethrowWithContext(e, fmt::format("--array '{}' spec: {}", array.name, e.message()));
   }
   return array;
 }

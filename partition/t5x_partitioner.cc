@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/error_context.h"
 
 namespace spmdsim {
 
@@ -128,7 +129,7 @@ std::vector<std::pair<std::string, std::optional<PartitionSpec>>> T5xPartitioner
     try {
       out.emplace_back(name, LogicalToMeshAxes(*axes, rules_));
     } catch (const Error& e) {
-      ThrowKind(e.code(), "ValueError", "Failed to map logical axes for {}: {}", name, e.message());
+      RethrowWithContext(e, fmt::format("Failed to map logical axes for {}: {}", name, e.message()), "ValueError");
     }
   }
   return out;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/error_context.h"
 
 namespace spmdsim {
 namespace {
@@ -51,10 +52,8 @@ WorkloadResult RunScenarioWorkload(const Scenario& scenario, const ScenarioWorkl
     return std::visit(Dispatch{scenario, workload, context}, workload.config);
   } catch (const Error& e) {
     // Say which workload (and where in the file) rejected its configuration.
-    throw Error(e.code(),
-                fmt::format("{}: workload '{}' ({}): {}", workload.location.ToString(), workload.name, workload.kind,
-                            e.message()),
-                e.kind());
+    RethrowWithContext(e, fmt::format("{}: workload '{}' ({}): {}", workload.location.ToString(), workload.name,
+                                      workload.kind, e.message()));
   }
 }
 

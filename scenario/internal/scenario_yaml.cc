@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/error_context.h"
 #include "common/strings.h"
 #include "common/user_text.h"
 
@@ -185,7 +186,7 @@ void YamlContext::Rethrow(const YAML::Node& node, std::string_view key, const Er
   SourceLocation location = Location(node);
   std::string where = location.line > 0 ? location.ToString() : file_;
   std::string kind = error.kind().empty() ? "ScenarioError" : error.kind();
-  throw Error(error.code(), fmt::format("{}: {}: {}", where, key, error.message()), kind);
+  RethrowWithContext(error, fmt::format("{}: {}: {}", where, key, error.message()), kind);
 }
 
 std::string YamlContext::String(const YAML::Node& node, std::string_view key) const {

@@ -43,7 +43,8 @@ class YamlContext {
   SourceLocation Location(const YAML::Node& node) const;
   // Throws Error(kInvalidArgument, kind "ScenarioError"): "<file>:<line>:<col>: <key>: <message>".
   [[noreturn]] void Fail(const YAML::Node& node, std::string_view key, std::string_view message) const;
-  // Rethrows a library error about the value at `node` with the location and key in front.
+  // Rethrows a library error about the value at `node` with the location and key in front (the original nested:
+  // common/error_context.h). REQUIRES: called in the handler that caught `error`.
   [[noreturn]] void Rethrow(const YAML::Node& node, std::string_view key, const Error& error) const;
 
   // Scalars. `what` describes the valid values in messages ("a positive integer").

@@ -4,6 +4,7 @@
 #include "scenario/scenario.h"
 
 #include <cmath>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -12,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "partition/partition_spec.h"
 #include "scenario/internal/scenario_yaml.h"  // ParseByteSize, DidYouMean
 
 namespace spmdsim {
@@ -117,6 +119,29 @@ TEST(Scenario, RejectsDuplicateKeys) {
   EXPECT_THAT(ErrorOf("topology: {preset: \"cpu:8\"}\ntopology: {preset: \"cpu:4\"}\nmesh: {axes: {d: 8}}\n"
                       "workloads: [{kind: collectives}]\n"),
               HasSubstr("t.yaml:2:1: topology: key 'topology' appears twice"));
+}
+
+TEST(Scenario, KeepsTheLibrarysErrorNestedInTheLocatedOne) {
+  try {
+    ParseScenario(R"y(topology: {preset: "cpu:8"}
+mesh: {axes: {data: 2, model: 4}}
+arrays:
+  - {name: x, shape: [7, 16], spec: "P('data')"}
+workloads:
+  - {kind: collectives}
+)y",
+                  "t.yaml");
+    FAIL() << "7 rows do not split over data=2";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("t.yaml:4:"));
+    EXPECT_EQ(e.kind(), "IndivisibleError");
+    try {
+      std::rethrow_if_nested(e);
+      FAIL() << "the partition library's error is not nested";
+    } catch (const SpecError& original) {
+      EXPECT_EQ(original.first().reason, SpecProblemReason::kNotDivisible);
+    }
+  }
 }
 
 TEST(Scenario, ReportsYamlSyntaxErrorsWithTheirLine) {
