@@ -92,6 +92,16 @@ struct alignas(64) DeviceSlot {
 DeviceSlot* CurrentSlot();
 void SetCurrentSlot(DeviceSlot* slot);
 
+// The layout the comment above claims: the hot fields (state .. position) share the slot's first cache line;
+// the cold part starts on a line of its own. (offsetof on a non-standard-layout type: supported by GCC and
+// Clang, which only warn.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+static_assert(alignof(DeviceSlot) == 64);
+static_assert(offsetof(DeviceSlot, position) + sizeof(int64_t) <= 64, "a barrier must touch one line of the slot");
+static_assert(offsetof(DeviceSlot, memory) % 64 == 0);
+#pragma GCC diagnostic pop
+
 // "0-3, 5, 7-8"
 std::string PositionRanges(const std::vector<int64_t>& positions);
 // "positions 0-2 (device ids 4, 5, 6)"; device ids are listed only when they are not the positions.
@@ -114,6 +124,7 @@ struct alignas(64) Block {
   bool closed = false;                  // every device finished; set once per Run
   std::atomic<uint64_t> progress{0};    // devices resumed so far (written by the block's worker, read by the watchdog)
 };
+static_assert(sizeof(Block) == 64, "one block per cache line: workers write their own blocks");
 
 enum class AbortReason : int { kNone = 0, kDeviceFailed, kMismatch, kEarlyReturn, kDeadline, kHostError };
 
@@ -123,6 +134,7 @@ struct CrossBarrier {
   alignas(64) std::atomic<int64_t> arrived{0};
   alignas(64) std::atomic<uint64_t> epoch{0};
 };
+static_assert(sizeof(CrossBarrier) == 128, "arrivals and the epoch on two cache lines");
 
 struct RunState {
   std::function<void(DeviceContext&)> fn;
