@@ -12,6 +12,8 @@
 #include <new>
 #include <vector>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "sim/array_builder.h"
@@ -191,6 +193,20 @@ LargeBufferPool& Pool() {
   return *pool;
 }
 
+int64_t PageBytes(long pages) { return static_cast<int64_t>(pages) * sysconf(_SC_PAGESIZE); }
+
+// The host's physical memory: no array can be larger.
+int64_t PhysicalMemoryBytes() {
+  static const int64_t bytes = PageBytes(sysconf(_SC_PHYS_PAGES));
+  return bytes;
+}
+
+[[noreturn]] void ThrowHostMemory(int64_t bytes) {
+  Throw(ErrorCode::kResourceExhausted,
+        "host memory: allocating an array of {} needs {} bytes, {} available (the host has {} of physical memory)",
+        HumanBytes(bytes), bytes, PageBytes(sysconf(_SC_AVPHYS_PAGES)), HumanBytes(PhysicalMemoryBytes()));
+}
+
 size_t RoundedSize(int64_t bytes) {
   size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
   return rounded == 0 ? 64 : rounded;
@@ -199,13 +215,14 @@ size_t RoundedSize(int64_t bytes) {
 }  // namespace
 
 std::shared_ptr<Buffer> Buffer::Allocate(int64_t bytes) {
+  if (bytes > PhysicalMemoryBytes()) ThrowHostMemory(bytes);  // checked first: allocating could succeed lazily
   const size_t rounded = RoundedSize(bytes);
   const bool large = rounded >= LargeBufferPool::kMinBytes;
   void* data = large ? Pool().Take(rounded) : nullptr;
   if (data == nullptr) data = std::aligned_alloc(64, rounded);
   if (data == nullptr) {
     if (large) Pool().Untrack(rounded);
-    throw std::bad_alloc();
+    ThrowHostMemory(bytes);
   }
   try {
     return std::shared_ptr<Buffer>(new Buffer(data, bytes));

@@ -14,7 +14,8 @@
 //
 // Errors (the constructor throws, and nothing is allocated or charged then):
 //  - Error(kResourceExhausted) "Out of memory while trying to allocate ..." when the current device is full;
-//  - Error(kResourceExhausted) "host memory: ..." when the host cannot hold the elements (sim/array.h);
+//  - Error(kResourceExhausted) "host memory: ..." when the host cannot hold the elements (more than its
+//    physical memory, or an allocation that fails);
 //  - Error(kInvalidArgument) for a negative dimension.
 //
 // Thread safety: a builder belongs to the thread that made it until Freeze (it is not thread-safe). Writes

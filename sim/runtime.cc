@@ -164,6 +164,7 @@ void Runtime::Run(const std::function<void(DeviceContext&)>& fn) {
             internal::StillRunning(core));
     }
   }
+  core.MapStacks();  // before any device starts: a stack that cannot be mapped is an error, not a crash
   std::shared_ptr<RunState> run = PrepareRun(core, fn);
   core.run = run;
   RuntimeObserver* observer = core.options.observer;

@@ -17,6 +17,9 @@
 namespace spmdsim::internal {
 
 // 64-byte aligned, uninitialised host bytes.
+// Allocate throws Error(kResourceExhausted) "host memory: allocating an array of 1.00TiB needs N bytes, M
+// available ..." when `bytes` exceeds the host's physical memory (checked before allocating) or the allocation
+// fails (e.g. under an address-space limit); never std::bad_alloc.
 class Buffer {
  public:
   static std::shared_ptr<Buffer> Allocate(int64_t bytes);

@@ -74,6 +74,27 @@ RuntimeCore::~RuntimeCore() {
   }
 }
 
+void RuntimeCore::MapStacks() {
+#if !defined(SPMDSIM_ASAN)
+  if (stacks_mapped) return;
+#endif
+  const size_t size = options.fiber_stack_bytes * kSanitizerStackFactor;
+  for (DeviceSlot& s : slots) {
+    try {
+      EnsureStack(s.stack, size);
+    } catch (const Error& e) {
+      const int64_t per_device = StackMappingBytes(size);
+      const int64_t n = mesh.size();
+      Throw(ErrorCode::kResourceExhausted,
+            "cannot map the fiber stacks of {} virtual devices: they need {} ({} bytes: {} per device with its "
+            "guard page) of address space and 2 memory mappings each; {} (at position {}). Use fewer devices or a "
+            "smaller RuntimeOptions::fiber_stack_bytes, or raise the address-space limit (ulimit -v)",
+            n, HumanBytes(per_device * n), per_device * n, HumanBytes(per_device), e.message(), s.position);
+    }
+  }
+  stacks_mapped = true;
+}
+
 const GroupInfo& RuntimeCore::Groups(const AxesKey& key) {
   std::lock_guard lock(groups_mu);
   auto it = groups.find(key);

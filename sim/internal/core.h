@@ -18,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -91,6 +92,16 @@ struct alignas(64) DeviceSlot {
 DeviceSlot* CurrentSlot();
 void SetCurrentSlot(DeviceSlot* slot);
 
+// The layout the comment above claims: the hot fields (state .. position) share the slot's first cache line;
+// the cold part starts on a line of its own. (offsetof on a non-standard-layout type: supported by GCC and
+// Clang, which only warn.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+static_assert(alignof(DeviceSlot) == 64);
+static_assert(offsetof(DeviceSlot, position) + sizeof(int64_t) <= 64, "a barrier must touch one line of the slot");
+static_assert(offsetof(DeviceSlot, memory) % 64 == 0);
+#pragma GCC diagnostic pop
+
 // "0-3, 5, 7-8"
 std::string PositionRanges(const std::vector<int64_t>& positions);
 // "positions 0-2 (device ids 4, 5, 6)"; device ids are listed only when they are not the positions.
@@ -113,6 +124,7 @@ struct alignas(64) Block {
   bool closed = false;                  // every device finished; set once per Run
   std::atomic<uint64_t> progress{0};    // devices resumed so far (written by the block's worker, read by the watchdog)
 };
+static_assert(sizeof(Block) == 64, "one block per cache line: workers write their own blocks");
 
 enum class AbortReason : int { kNone = 0, kDeviceFailed, kMismatch, kEarlyReturn, kDeadline, kHostError };
 
@@ -122,6 +134,7 @@ struct CrossBarrier {
   alignas(64) std::atomic<int64_t> arrived{0};
   alignas(64) std::atomic<uint64_t> epoch{0};
 };
+static_assert(sizeof(CrossBarrier) == 128, "arrivals and the epoch on two cache lines");
 
 struct RunState {
   std::function<void(DeviceContext&)> fn;
@@ -163,6 +176,12 @@ struct RuntimeCore {
   RuntimeCore(Mesh mesh, RuntimeOptions options, int num_workers);
   ~RuntimeCore();
 
+  // Maps every device's fiber stack (kept across Runs; under ASan, clears their poison every Run). Called by
+  // Run on its own thread before any device starts. Throws Error(kResourceExhausted) naming the number of
+  // devices and the bytes their stacks need when a stack cannot be mapped (an address-space limit, the
+  // kernel's vm.max_map_count).
+  void MapStacks();
+
   // Called by DeviceContext on the device's fiber.
   Array Collective(DeviceSlot& slot, CollectiveCall& call);
   void WaitAtBarrier(DeviceSlot& slot);
@@ -173,6 +192,7 @@ struct RuntimeCore {
   int num_workers;
   std::vector<DeviceSlot> slots;
   std::vector<Block> blocks;
+  bool stacks_mapped = false;      // every slot's stack is mapped (Run's thread only)
   std::mutex run_mu;               // held by Runtime::Run for its whole duration
   // Worker tasks enqueued and not yet returned (a task oneTBB starts after its Run ended returns at once).
   std::mutex tasks_mu;

@@ -3,7 +3,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
+#include <fstream>
 
 #include "common/error.h"
 #include "sim/memory.h"
@@ -24,21 +27,44 @@ void UnpoisonStack(FiberStack& stack) {
   (void)stack;
 }
 
+size_t PageSize() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+
+// /proc/sys/vm/max_map_count, or -1 when it cannot be read.
+int64_t MaxMapCount() {
+  std::ifstream in("/proc/sys/vm/max_map_count");
+  int64_t count = -1;
+  in >> count;
+  return in ? count : -1;
+}
+
 }  // namespace
+
+int64_t StackMappingBytes(size_t size) {
+  const size_t page = PageSize();
+  return static_cast<int64_t>((size + page - 1) / page * page + page);
+}
 
 void EnsureStack(FiberStack& stack, size_t size) {
   if (stack.base != nullptr) {
     UnpoisonStack(stack);
     return;
   }
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  const size_t usable = (size + page - 1) / page * page;
-  const size_t mapped = usable + page;
+  const size_t page = PageSize();
+  const size_t mapped = static_cast<size_t>(StackMappingBytes(size));
+  const size_t usable = mapped - page;
   void* base = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) {
-    Throw(ErrorCode::kResourceExhausted, "cannot map a {} fiber stack for a virtual device", HumanBytes(mapped));
+    Throw(ErrorCode::kResourceExhausted, "mapping a {} stack failed: {}", HumanBytes(static_cast<int64_t>(mapped)),
+          std::strerror(errno));
   }
-  mprotect(base, page, PROT_NONE);  // guard page: a stack overflow faults instead of corrupting memory
+  // Guard page: a stack overflow faults instead of corrupting memory. It splits the mapping in two, which the
+  // kernel counts against vm.max_map_count.
+  if (mprotect(base, page, PROT_NONE) != 0) {
+    const int error = errno;
+    munmap(base, mapped);
+    Throw(ErrorCode::kResourceExhausted, "protecting a stack's guard page failed: {} (vm.max_map_count is {})",
+          std::strerror(error), MaxMapCount());
+  }
   stack.base = base;
   stack.mapped = mapped;
   // Stack colouring: the tops of page-aligned stacks all share one page offset, so the hot top frames of

@@ -6,6 +6,7 @@
 #define SPMDSIM_SIM_INTERNAL_FIBER_STACK_H_
 
 #include <cstddef>
+#include <cstdint>
 
 #include <boost/context/stack_context.hpp>
 
@@ -28,6 +29,8 @@ struct FiberStack {
 // Maps `stack` with `size` usable bytes unless it already is (then only clears ASan's poison). Throws
 // Error(kResourceExhausted) when the mapping fails.
 void EnsureStack(FiberStack& stack, size_t size);
+// The bytes EnsureStack maps for `size` usable bytes: rounded up to pages, plus the guard page.
+int64_t StackMappingBytes(size_t size);
 void FreeStack(FiberStack& stack);
 
 }  // namespace spmdsim::internal

@@ -13,7 +13,6 @@
 #include <fmt/format.h>
 
 #include "sim/internal/fiber.h"
-#include "sim/internal/fiber_stack.h"
 
 namespace spmdsim::internal {
 namespace {
@@ -72,11 +71,7 @@ class Worker {
   void AddBlock(int b) {
     blocks_.push_back(b);
     const Block& bl = core_.blocks[b];
-    for (int64_t p = bl.begin; p < bl.end; ++p) {
-      DeviceSlot& s = core_.slots[p];
-      EnsureStack(s.stack, core_.options.fiber_stack_bytes * kSanitizerStackFactor);
-      s.run = &run_;
-    }
+    for (int64_t p = bl.begin; p < bl.end; ++p) core_.slots[p].run = &run_;  // stacks: mapped by Run
   }
 
   void StartFiber(DeviceSlot& s) {
@@ -263,6 +258,10 @@ class Worker {
     } catch (const std::bad_alloc&) {
       run_.SetAbort(AbortReason::kHostError, ErrorCode::kResourceExhausted,
                     fmt::format("the host ran out of memory computing {}", DescribeCall(mesh_, *ref)));
+      return;
+    } catch (const Error& e) {  // the results' host buffers do not fit (Buffer::Allocate)
+      run_.SetAbort(AbortReason::kHostError, e.code(),
+                    fmt::format("{} (computing {})", e.message(), DescribeCall(mesh_, *ref)));
       return;
     }
     if (core_.options.observer != nullptr) {
