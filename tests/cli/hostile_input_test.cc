@@ -152,3 +152,22 @@ TEST(HostileInput, ALongAbstractSweepRunsInBoundedMemory) {
 
 }  // namespace
 }  // namespace spmdsim
+
+namespace spmdsim {
+namespace {
+
+TEST(HostileInput, AThousandAxisSpecOrMeshGivesAShortMessage) {
+  std::string spec = "P(";
+  for (int i = 0; i < 1000; ++i) spec += "'x',";
+  spec += ")";
+  ExpectOneLineError(RunSpmdsim("shard --mesh x=2 --shape 4 --spec \"" + spec + "\""), 1,
+                     "DuplicateSpecError: A single NamedSharding spec specification", 700);
+  std::string mesh;
+  for (int i = 0; i < 1000; ++i) mesh += "axis" + std::to_string(i) + "=1,";
+  mesh.pop_back();
+  ExpectOneLineError(RunSpmdsim("shard --mesh " + mesh + " --shape 4 --spec \"P('axis_x')\""), 1,
+                     "Resource axis: axis_x of P('axis_x',) is not found in mesh: ('axis0', 'axis1',", 700);
+}
+
+}  // namespace
+}  // namespace spmdsim
