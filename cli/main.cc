@@ -1,10 +1,12 @@
 // spmdsim: run and study SPMD partitioning code on virtual device meshes. See README.md for the commands.
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/error.h"
 
@@ -18,6 +20,10 @@ int main(int argc, char** argv) {
   spmdsim::cli::AddResolveCommand(app);
   spmdsim::cli::AddAnalyzeCommand(app);
   spmdsim::cli::AddRunCommand(app);
+  if (std::optional<std::string> bad = spmdsim::cli::NonUtf8Argument(argc, argv)) {
+    std::fprintf(stderr, "spmdsim: %s\n", bad->c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

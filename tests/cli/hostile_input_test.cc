@@ -78,6 +78,11 @@ TEST(HostileInput, IntegersThatDoNotFitAreRefusedNotWrapped) {
                      "--slices: '4294967297' is out of range");
 }
 
+TEST(HostileInput, AnArgumentThatIsNotUtf8IsAUsageError) {
+  ExpectOneLineError(RunSpmdsim("rules --rules \"$(printf 'b\\377=data')\" --names batch --json"), 2,
+                     "argument 3 'b\\xff=data': byte 0xff at offset 1 is not UTF-8");
+}
+
 TEST(HostileInput, RangeErrorsSayTheRangeInWords) {
   CommandResult r = RunSpmdsim("mesh --topology tpu-v4:2x2x4 --slices 0");
   ExpectOneLineError(r, 2, "--slices: '0' is out of range; expected a positive integer");
