@@ -38,6 +38,17 @@ Mesh BuildCliMesh(std::string_view mesh, std::string_view topology, int slices, 
   return MakeDeviceMesh(parsed, axes, dcn_axes);
 }
 
+std::optional<std::string> NonUtf8Argument(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg(argv[i]);
+    if (std::optional<size_t> bad = FindInvalidUtf8(arg)) {
+      return fmt::format("argument {} {}: byte 0x{:02x} at offset {} is not UTF-8", i, QuoteForError(arg),
+                         static_cast<unsigned char>(arg[*bad]), *bad);
+    }
+  }
+  return std::nullopt;
+}
+
 CLI::Validator IntIn(int64_t lo, int64_t hi) {
   return CLI::Validator(
       [lo, hi](std::string& text) -> std::string {

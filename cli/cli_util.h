@@ -4,6 +4,8 @@
 #define SPMDSIM_CLI_CLI_UTIL_H_
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include <CLI/CLI.hpp>
@@ -28,6 +30,10 @@ Mesh BuildCliMesh(std::string_view mesh, std::string_view topology = "", int sli
 // CLI::PositiveNumber's "Value 0 not in range 0.000000 to 1797693134862315...". It also refuses what an `int`
 // flag cannot hold (no wrap-around).
 CLI::Validator IntIn(int64_t lo, int64_t hi);
+
+// The usage error for the first command-line argument that is not UTF-8 ("argument 3 'b\xff=data': byte 0xff
+// at offset 1 is not UTF-8"), or nullopt. Names, specs and paths end up in JSON, which must be UTF-8.
+std::optional<std::string> NonUtf8Argument(int argc, const char* const* argv);
 
 // One spec entry: null (None), "axis", ["a", "b"] (a tuple), or "UNCONSTRAINED".
 nlohmann::json EntryJson(const PartitionSpec::Entry& entry);

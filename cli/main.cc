@@ -1,10 +1,12 @@
 // spmdsim: run and study SPMD partitioning code on virtual device meshes. See README.md for the commands.
 #include <exception>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/error.h"
 #include "common/exit_code.h"
@@ -27,6 +29,10 @@ int main(int argc, char** argv) {
   spmdsim::cli::AddResolveCommand(app, exit_code);
   spmdsim::cli::AddAnalyzeCommand(app, exit_code);
   spmdsim::cli::AddRunCommand(app, exit_code);
+  if (std::optional<std::string> bad = spmdsim::cli::NonUtf8Argument(argc, argv)) {
+    fmt::print(stderr, "spmdsim: {}\n", *bad);
+    return ToInt(ExitCode::kUsage);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

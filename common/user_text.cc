@@ -22,6 +22,11 @@ std::string QuoteForError(std::string_view text) {
   return out;
 }
 
+std::string Abbreviate(std::string_view repr) {
+  if (repr.size() <= kMaxReprChars) return std::string(repr);
+  return fmt::format("{}... ({} chars)", repr.substr(0, kMaxReprChars), repr.size());
+}
+
 std::string JoinFirst(const std::vector<std::string>& items, size_t max_items) {
   std::string out;
   for (size_t i = 0; i < items.size() && i < max_items; ++i) {

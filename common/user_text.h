@@ -24,6 +24,11 @@ inline constexpr size_t kMaxQuotedChars = 80;
 // 'text' with bytes < 0x20 and >= 0x7f as \xNN, cut after kMaxQuotedChars bytes ("'...'... (N chars)").
 std::string QuoteForError(std::string_view text);
 
+// A repr (a spec, a mesh, a tuple) inside a peer's message, as is up to kMaxReprChars characters, else its
+// first kMaxReprChars characters and "... (N chars)": a 1000-axis spec must not make a 100 kB message.
+inline constexpr size_t kMaxReprChars = 200;
+std::string Abbreviate(std::string_view repr);
+
 // The first `max_items` of `items` joined by ", ", then ", ... (N in all)" when there are more.
 std::string JoinFirst(const std::vector<std::string>& items, size_t max_items = 5);
 

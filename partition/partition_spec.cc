@@ -7,6 +7,7 @@
 #include <set>
 
 #include "common/strings.h"
+#include "common/user_text.h"
 
 namespace spmdsim {
 
@@ -436,7 +437,7 @@ std::vector<SpecProblem> CheckSpec(const PartitionSpec& spec, const Mesh& mesh,
     const std::string message = fmt::format(
         "A single NamedSharding spec specification can map every mesh axis to at most one positional dimension, "
         "but {} has duplicate entries for {}",
-        spec.ToString(), fmt::join(shown, ", "));
+        Abbreviate(spec.ToString()), JoinFirst(shown));
     std::set<std::string> seen;
     for (int d = 0; d < spec.size(); ++d) {
       for (const auto& a : spec[d].axes()) {
@@ -454,8 +455,8 @@ std::vector<SpecProblem> CheckSpec(const PartitionSpec& spec, const Mesh& mesh,
     for (const auto& a : spec[d].axes()) {
       if (!mesh.HasAxis(a)) {
         problems.push_back({SpecProblemReason::kUnknownAxis, d, {a}, 0, 0, "ValueError",
-                            fmt::format("Resource axis: {} of {} is not found in mesh: {}.", a, spec.ToString(),
-                                        PyTuple(mesh_axes))});
+                            fmt::format("Resource axis: {} of {} is not found in mesh: {}.", a,
+                                        Abbreviate(spec.ToString()), Abbreviate(PyTuple(mesh_axes)))});
       }
     }
   }
@@ -468,7 +469,7 @@ std::vector<SpecProblem> CheckSpec(const PartitionSpec& spec, const Mesh& mesh,
         {SpecProblemReason::kTooLong, rank, {}, 0, 0, "ValueError",
          fmt::format("Sharding {} is only valid for values of rank at least {}, but was applied to a value of rank "
                      "{}.{}",
-                     JaxNamedShardingString(mesh, spec), spec.size(), rank,
+                     Abbreviate(JaxNamedShardingString(mesh, spec)), spec.size(), rank,
                      rank == 0 ? " For scalars the PartitionSpec should be P()" : "")});
     return problems;
   }
@@ -492,7 +493,7 @@ std::vector<SpecProblem> CheckSpec(const PartitionSpec& spec, const Mesh& mesh,
         {SpecProblemReason::kNotDivisible, d, spec[d].axes(), (*shape)[d], factors[d], "IndivisibleError",
          fmt::format("{} implies that array axis {} is partitioned {} times, but the dimension size is {} (full "
                      "shape: {}, per-dimension tiling factors: {} should evenly divide the shape)",
-                     JaxNamedShardingString(mesh, spec), d, factors[d], (*shape)[d], PyTuple(shape_vec),
+                     Abbreviate(JaxNamedShardingString(mesh, spec)), d, factors[d], (*shape)[d], PyTuple(shape_vec),
                      PyTuple(factors))});
   }
   return problems;

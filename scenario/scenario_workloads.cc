@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "common/strings.h"
+#include "common/user_text.h"
 #include "partition/named_sharding.h"
 #include "scenario/scenario.h"
 
@@ -30,9 +31,9 @@ std::vector<std::string> MeshAxes(const YamlContext& ctx, const YAML::Node& node
     if (!mesh.HasAxis(axis)) {
       std::optional<std::string> guess = DidYouMean(axis, mesh.axis_names());
       ctx.Fail(node, key,
-               fmt::format("mesh has no axis '{}'{}; its axes are {}", axis,
+               fmt::format("mesh has no axis {}{}; its axes are {}", QuoteForError(axis),
                            guess ? fmt::format(" (did you mean '{}'?)", *guess) : std::string(),
-                           PyTuple(mesh.axis_names())));
+                           Abbreviate(PyTuple(mesh.axis_names()))));
     }
     if (!seen.insert(axis).second) ctx.Fail(node, key, fmt::format("axis '{}' is named twice", axis));
   }
@@ -165,9 +166,9 @@ ProgramStep ParseStep(const YamlContext& ctx, const YAML::Node& node, const std:
         std::vector<std::string> names(defined.begin(), defined.end());
         std::optional<std::string> guess = DidYouMean(arg, names);
         ctx.Fail(m.Get("args"), m.Key("args"),
-                 fmt::format("'{}' is not an input or an earlier step{}; defined so far: {}", arg,
+                 fmt::format("{} is not an input or an earlier step{}; defined so far: {}", QuoteForError(arg),
                              guess ? fmt::format(" (did you mean '{}'?)", *guess) : std::string(),
-                             fmt::join(names, ", ")));
+                             JoinFirst(names)));
       }
     }
   }
@@ -247,9 +248,9 @@ ShardMapConfig ParseShardMap(const YamlContext& ctx, const YamlMap& m, const Sce
     if (array == nullptr) {
       std::optional<std::string> guess = DidYouMean(ref.array, names);
       ctx.Fail(inputs[i], k,
-               fmt::format("no array named '{}' in `arrays:`{}; arrays: {}", ref.array,
+               fmt::format("no array named {} in `arrays:`{}; arrays: {}", QuoteForError(ref.array),
                            guess ? fmt::format(" (did you mean '{}'?)", *guess) : std::string(),
-                           names.empty() ? std::string("(none)") : fmt::format("{}", fmt::join(names, ", "))));
+                           names.empty() ? std::string("(none)") : JoinFirst(names)));
     }
     if (!defined.insert(ref.array).second) ctx.Fail(inputs[i], k, fmt::format("input '{}' is listed twice", ref.array));
     ref.spec = array->spec;

@@ -78,6 +78,11 @@ TEST(HostileInput, IntegersThatDoNotFitAreRefusedNotWrapped) {
                      "--slices: '4294967297' is out of range");
 }
 
+TEST(HostileInput, AnArgumentThatIsNotUtf8IsAUsageError) {
+  ExpectOneLineError(RunSpmdsim("rules --rules \"$(printf 'b\\377=data')\" --names batch --json"), 2,
+                     "argument 3 'b\\xff=data': byte 0xff at offset 1 is not UTF-8");
+}
+
 TEST(HostileInput, RangeErrorsSayTheRangeInWords) {
   CommandResult r = RunSpmdsim("mesh --topology tpu-v4:2x2x4 --slices 0");
   ExpectOneLineError(r, 2, "--slices: '0' is out of range; expected a positive integer");
@@ -148,6 +153,25 @@ TEST(HostileInput, ALongAbstractSweepRunsInBoundedMemory) {
   while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
   const int status = pclose(pipe);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out.substr(0, 1000);
+}
+
+}  // namespace
+}  // namespace spmdsim
+
+namespace spmdsim {
+namespace {
+
+TEST(HostileInput, AThousandAxisSpecOrMeshGivesAShortMessage) {
+  std::string spec = "P(";
+  for (int i = 0; i < 1000; ++i) spec += "'x',";
+  spec += ")";
+  ExpectOneLineError(RunSpmdsim("shard --mesh x=2 --shape 4 --spec \"" + spec + "\""), 1,
+                     "DuplicateSpecError: A single NamedSharding spec specification", 700);
+  std::string mesh;
+  for (int i = 0; i < 1000; ++i) mesh += "axis" + std::to_string(i) + "=1,";
+  mesh.pop_back();
+  ExpectOneLineError(RunSpmdsim("shard --mesh " + mesh + " --shape 4 --spec \"P('axis_x')\""), 1,
+                     "Resource axis: axis_x of P('axis_x',) is not found in mesh: ('axis0', 'axis1',", 700);
 }
 
 }  // namespace
