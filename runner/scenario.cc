@@ -131,7 +131,7 @@ ScenarioTopology ParseTopology(const YamlContext& ctx, const YAML::Node& node) {
   if (m.Has("peak_TFLOPs")) {
     YamlMap pm(ctx, m.Get("peak_TFLOPs"), "topology.peak_TFLOPs", {"bf16", "f16", "f32", "f64", "int8"});
     for (const std::string& dtype : pm.keys())
-      topology->SetPeakFlops(dtype, ctx.NumberIn(pm.Get(dtype), pm.Key(dtype), 0, 1e9) * 1e12);
+      topology->SetPeakFlops(ParseDType(dtype), ctx.NumberIn(pm.Get(dtype), pm.Key(dtype), 0, 1e9) * 1e12);
   }
   ScenarioTopology out;
   if (m.Has("efficiency")) {
@@ -388,11 +388,6 @@ ScenarioRules ParseRules(const YamlContext& ctx, const YAML::Node& node) {
 // ---------------------------------------------------------------------------------------------------------------
 // arrays
 
-const std::vector<std::string>& ArrayDTypes() {
-  static const std::vector<std::string> names = {"float32", "float64", "bfloat16", "float16", "int32", "int64", "bool"};
-  return names;
-}
-
 ScenarioArray ParseArray(const YamlContext& ctx, const YAML::Node& node, const std::string& key, const Scenario& s,
                          const std::string& base_dir) {
   YamlMap m(ctx, node, key,
@@ -402,7 +397,7 @@ ScenarioArray ParseArray(const YamlContext& ctx, const YAML::Node& node, const s
   a.location = ctx.Location(node);
   a.name = ctx.String(m.Need("name"), m.Key("name"));
   if (a.name.empty()) ctx.Fail(m.Get("name"), m.Key("name"), "an array needs a non-empty name");
-  a.dtype = m.Has("dtype") ? ctx.Choice(m.Get("dtype"), m.Key("dtype"), ArrayDTypes()) : "float32";
+  a.dtype = m.Has("dtype") ? ctx.ArrayDType(m.Get("dtype"), m.Key("dtype")) : DType::kF32;
 
   std::string data = "zeros";
   if (m.Has("data")) {
@@ -446,10 +441,10 @@ ScenarioArray ParseArray(const YamlContext& ctx, const YAML::Node& node, const s
     } catch (const Error& e) {
       ctx.Rethrow(where, m.Key(m.Has("file") ? "file" : "data"), e);
     }
-    std::string file_dtype = a.init.npy->dtype;
-    if (m.Has("dtype") && file_dtype != a.dtype && !(a.dtype == "bfloat16" && file_dtype == "float32"))
+    const DType file_dtype = ParseDType(a.init.npy->dtype);
+    if (m.Has("dtype") && file_dtype != a.dtype && !(a.dtype == DType::kBF16 && file_dtype == DType::kF32))
       ctx.Fail(m.Get("dtype"), m.Key("dtype"),
-               fmt::format("the array is {} but {} holds {}", a.dtype, a.init.path, file_dtype));
+               fmt::format("the array is {} but {} holds {}", DTypeName(a.dtype), a.init.path, DTypeName(file_dtype)));
     if (!m.Has("dtype")) a.dtype = file_dtype;
   }
 
@@ -664,6 +659,7 @@ Array ArrayFromDoubles(const std::vector<double>& values, std::vector<int64_t> s
       for (size_t i = 0; i < values.size(); ++i) typed[i] = values[i] != 0;
       return Array::FromVector(typed, std::move(shape));
     }
+    default: break;  // not an array dtype
   }
   SPMDSIM_CHECK(false, "unknown dtype");
   return Array();
@@ -701,7 +697,7 @@ std::vector<double> NpyToDoubles(const NpyArray& npy) {
 }  // namespace
 
 Array MakeScenarioArray(const ScenarioArray& a, bool abstract) {
-  DType dtype = ParseDType(a.dtype);
+  DType dtype = a.dtype;
   if (abstract) return Array::Abstract(a.shape, dtype);
   switch (a.init.kind) {
     case ArrayInit::Kind::kZeros: return Array::Zeros(a.shape, dtype);

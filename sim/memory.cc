@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/strings.h"
 
 namespace spmdsim::internal {
 
@@ -48,17 +49,5 @@ thread_local DeviceMemory* current_device_memory = nullptr;
 // thread_local access behind a call also stops the compiler caching its address across a fiber switch.
 __attribute__((noinline)) DeviceMemory* CurrentDeviceMemory() { return current_device_memory; }
 __attribute__((noinline)) void SetCurrentDeviceMemory(DeviceMemory* memory) { current_device_memory = memory; }
-
-std::string HumanBytes(int64_t bytes) {
-  constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  if (bytes < 1024) return fmt::format("{}B", bytes);
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024 && unit < 5) {
-    value /= 1024;
-    ++unit;
-  }
-  return fmt::format("{:.2f}{}", value, kUnits[unit]);
-}
 
 }  // namespace spmdsim::internal

@@ -66,9 +66,6 @@ class DeviceMemory : public std::enable_shared_from_this<DeviceMemory> {
 DeviceMemory* CurrentDeviceMemory();
 void SetCurrentDeviceMemory(DeviceMemory* memory);
 
-// "1.50GiB" style, for messages.
-std::string HumanBytes(int64_t bytes);
-
 }  // namespace internal
 }  // namespace spmdsim
 

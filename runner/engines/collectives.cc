@@ -138,7 +138,7 @@ WorkloadResult RunCollectives(const WorkloadContext& context, const CollectivesC
         row.group_size = n;
         row.bytes = bytes;
         row.count = in_count;
-        row.dtype = std::string(DTypeName(config.dtype));
+        row.dtype = config.dtype;
         row.iterations = config.iterations;
         const int step = recorder.AddStep(fmt::format("{} {} over ({})", op, HumanSize(bytes), fmt::join(axes, ",")),
                                           op, StepKind::kCollective, axes);
