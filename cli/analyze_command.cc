@@ -33,6 +33,7 @@
 #include "common/error.h"
 #include "common/error_context.h"
 #include "common/file.h"
+#include "common/shape.h"
 #include "common/strings.h"
 #include "mesh/mesh.h"
 #include "mesh/mesh_utils.h"
@@ -85,9 +86,8 @@ NamedArray ArrayFromYaml(const YAML::Node& node, const std::string& where) {
   } else {
     Throw(ErrorCode::kInvalidArgument, "{}: 'shape' must be a list such as [1024, 4096]", at);
   }
-  array.dtype = node["dtype"] ? node["dtype"].as<std::string>() : "f32";
   try {
-    array.element_bytes = DtypeBytes(array.dtype);
+    array.dtype = node["dtype"] ? ParseDType(node["dtype"].as<std::string>()) : DType::kF32;
   } catch (const Error& e) {
     Throw(e.code(), "{}: {}", at, e.message());
   }
@@ -179,7 +179,7 @@ ExitCode RunAnalyze(const AnalyzeArgs& args) {
   std::vector<CorrectionReport> reports;
   for (NamedArray& array : arrays) {
     requested.push_back(array.spec);
-    options.element_bytes = array.element_bytes;
+    options.element_bytes = DTypeSize(array.dtype);
     if (options.mode == CorrectionMode::kNone) continue;  // AnalyzeMemory raises JAX's errors, naming the array
     try {
       reports.push_back(CorrectSpec(array.spec, mesh, array.shape, options));
@@ -208,7 +208,7 @@ ExitCode RunAnalyze(const AnalyzeArgs& args) {
       const ArrayMemory& m = analysis.arrays[i];
       nlohmann::json a{{"name", m.name},
                        {"shape", m.shape},
-                       {"dtype", arrays[i].dtype},
+                       {"dtype", DTypeShortName(arrays[i].dtype)},
                        {"spec", SpecJson(m.spec)},
                        {"requested_spec", SpecJson(requested[i])},
                        {"shard_shape", m.shard_shape},

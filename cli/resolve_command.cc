@@ -34,6 +34,7 @@
 #include "cli/commands.h"
 #include "common/error.h"
 #include "common/error_context.h"
+#include "common/shape.h"
 #include "common/strings.h"
 #include "mesh/mesh.h"
 #include "partition/correction.h"
@@ -55,19 +56,6 @@ struct ResolveArgs {
   std::string correct = "eformer";
   bool json = false;
 };
-
-std::vector<int64_t> ParseShape(const std::string& text) {
-  std::vector<int64_t> shape;
-  if (Trim(text).empty()) return shape;
-  // "8,1,4096" or "8x1x4096".
-  char separator = text.find(',') == std::string::npos && text.find('x') != std::string::npos ? 'x' : ',';
-  for (const std::string& part : Split(text, separator)) {
-    int64_t d = ParseInt(part, "--shape");
-    if (d < 0) Throw(ErrorCode::kInvalidArgument, "--shape '{}': dimensions must be >= 0", text);
-    shape.push_back(d);
-  }
-  return shape;
-}
 
 std::pair<std::string, std::string> SplitAssignment(const std::string& item, std::string_view flag,
                                                     std::string_view example) {
@@ -159,7 +147,7 @@ ExitCode RunResolveCommand(const ResolveArgs& args) {
                                        "dimension index (decode when that dimension of --shape is 1)");
   }
   std::optional<std::vector<int64_t>> shape;
-  if (!args.shape.empty()) shape = ParseShape(args.shape);
+  if (!args.shape.empty()) shape = ParseShape(args.shape, "--shape");
   std::optional<std::span<const int64_t>> shape_span;
   if (shape.has_value()) shape_span = std::span<const int64_t>(*shape);
   RuntimeMode mode = InferRuntimeMode(dynamic.mode, shape_span);

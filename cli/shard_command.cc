@@ -22,6 +22,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/error.h"
+#include "common/shape.h"
 #include "common/strings.h"
 #include "mesh/mesh.h"
 #include "mesh/mesh_utils.h"
@@ -60,19 +61,19 @@ ExitCode RunShard(const ShardArgs& args) {
   const Mesh mesh = BuildCliMesh(args.mesh, args.topology, args.slices, args.dcn);
   const std::vector<int64_t> shape = ParseShape(args.shape, "--shape");
   const PartitionSpec requested = PartitionSpec::Parse(args.spec);
-  int64_t element_bytes = 0;
+  DType dtype = DType::kF32;
   try {
-    element_bytes = DtypeBytes(args.dtype);
+    dtype = ParseDType(args.dtype);
   } catch (const Error& e) {
     Throw(e.code(), "--dtype: {}", e.message());
   }
   CorrectionOptions options;
   options.mode = ParseCorrectionMode(args.correct);
-  options.element_bytes = element_bytes;
+  options.element_bytes = DTypeSize(dtype);
   const CorrectionReport report = CorrectSpec(requested, mesh, shape, options);
   const NamedSharding sharding(mesh, report.corrected);
   const ShardingLayout layout = sharding.Layout(shape);
-  const MemoryAnalysis memory = AnalyzeMemory({{"array", shape, element_bytes, report.corrected}}, mesh);
+  const MemoryAnalysis memory = AnalyzeMemory({{"array", shape, dtype, report.corrected}}, mesh);
   const auto by_process = layout.ShardsByProcess();
 
   if (args.json) {
@@ -83,7 +84,7 @@ ExitCode RunShard(const ShardArgs& args) {
     j["mesh"]["axes"] = mesh_axes;
     j["mesh"]["topology"] = mesh.topology() != nullptr ? mesh.topology()->ToString() : "";
     j["global_shape"] = shape;
-    j["dtype"] = args.dtype;
+    j["dtype"] = DTypeShortName(dtype);
     j["requested_spec"] = SpecJson(requested);
     j["spec"] = SpecJson(report.corrected);
     j["spec_repr"] = report.corrected.ToString();
@@ -131,8 +132,8 @@ ExitCode RunShard(const ShardArgs& args) {
                            mesh.topology() != nullptr && !args.topology.empty()
                                ? " on " + mesh.topology()->ToString()
                                : " (devices numbered row-major)");
-  fmt::print("shape       {} {} ({})\n", PyTuple(shape), args.dtype,
-                           HumanBytes(Product(shape) * element_bytes));
+  fmt::print("shape       {} {} ({})\n", PyTuple(shape), DTypeShortName(dtype),
+             HumanBytes(Product(shape) * DTypeSize(dtype)));
   fmt::print("spec        {}", report.corrected.ToString());
   if (report.corrected != requested) fmt::print("   (requested {})", requested.ToString());
   fmt::print("\n");

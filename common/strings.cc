@@ -14,13 +14,53 @@ std::string PyTupleOf(const std::vector<T>& values) {
 }
 }  // namespace
 
-std::string PyTuple(const std::vector<int64_t>& values) { return PyTupleOf(values); }
+std::string PyRepr(std::string_view text) {
+  const bool has_single = text.find('\'') != std::string_view::npos;
+  const bool has_double = text.find('"') != std::string_view::npos;
+  const char quote = (has_single && !has_double) ? '"' : '\'';
+  std::string out(1, quote);
+  for (char c : text) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == quote) {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      out += c;
+    }
+  }
+  out += quote;
+  return out;
+}
+
+std::string PyTuple(std::span<const int64_t> values) {
+  if (values.size() == 1) return fmt::format("({},)", values[0]);
+  return fmt::format("({})", fmt::join(values, ", "));
+}
+std::string PyTuple(const std::vector<int64_t>& values) { return PyTuple(std::span<const int64_t>(values)); }
 std::string PyTuple(const std::vector<int>& values) { return PyTupleOf(values); }
 std::string PyTuple(const std::vector<std::string>& values) {
   std::vector<std::string> quoted;
   quoted.reserve(values.size());
-  for (const auto& v : values) quoted.push_back(fmt::format("'{}'", v));
+  for (const auto& v : values) quoted.push_back(PyRepr(v));
   return PyTupleOf(quoted);
+}
+
+std::string HumanBytes(int64_t bytes) {
+  constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  if (bytes < 0) return "-" + HumanBytes(bytes == INT64_MIN ? INT64_MAX : -bytes);
+  if (bytes < 1024) return fmt::format("{}B", bytes);
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 5) {
+    value /= 1024;
+    ++unit;
+  }
+  return fmt::format("{:.2f}{}", value, kUnits[unit]);
 }
 
 std::vector<std::string> Split(std::string_view text, char separator) {
@@ -51,16 +91,6 @@ int64_t ParseInt(std::string_view text, std::string_view what) {
     Throw(ErrorCode::kInvalidArgument, "{}: {} is not an integer", what, QuoteForError(text));
   }
   return value;
-}
-
-std::vector<int64_t> ParseDims(std::string_view text, std::string_view what) {
-  std::vector<int64_t> dims;
-  for (const std::string& part : Split(text, 'x')) {
-    int64_t v = ParseInt(part, what);
-    if (v <= 0) Throw(ErrorCode::kInvalidArgument, "{}: dimensions must be positive, got '{}'", what, text);
-    dims.push_back(v);
-  }
-  return dims;
 }
 
 std::vector<std::pair<std::string, int64_t>> ParseNamedSizes(std::string_view text, std::string_view what) {

@@ -1,9 +1,10 @@
-// Small string helpers shared by every module: joining, Python-like formatting of tuples, parsing of
-// "a=4,b=2" lists and "2x2x4" dimension strings for the CLI and scenario files.
+// Small string helpers shared by every module: Python-like formatting of strings and tuples, byte sizes, and
+// parsing of integers and "a=4,b=2" lists for the CLI and scenario files (shapes: common/shape.h).
 #ifndef SPMDSIM_COMMON_STRINGS_H_
 #define SPMDSIM_COMMON_STRINGS_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -14,19 +15,26 @@
 
 namespace spmdsim {
 
-// Python's repr of a tuple of ints: (4,), (2, 2), ().
+// Python's repr of a string: 'dp' (double quotes when the text holds a single quote and no double quote;
+// backslash, the quote, newline and tab escaped).
+std::string PyRepr(std::string_view text);
+// Python's repr of a tuple of ints, as JAX prints shapes: (4,), (2, 2), ().
+std::string PyTuple(std::span<const int64_t> values);
 std::string PyTuple(const std::vector<int64_t>& values);
 std::string PyTuple(const std::vector<int>& values);
-// Python's repr of a tuple of strings: ('x',), ('x', 'y').
+// Python's repr of a tuple of strings: ('x',), ('x', 'y') (each entry as PyRepr).
 std::string PyTuple(const std::vector<std::string>& values);
+
+// A byte count as XLA writes it in its messages (JAX's "Out of memory while trying to allocate 2.00MiB"):
+// under 1024 "12B"; otherwise two decimals and a binary unit, no space: "1.50KiB", "4.02MiB", "16.00GiB",
+// "1.00TiB", "2.00PiB" (PiB is the largest unit); negative counts with a leading '-'.
+std::string HumanBytes(int64_t bytes);
 
 std::vector<std::string> Split(std::string_view text, char separator);
 std::string_view Trim(std::string_view text);
 
 // Parses a whole decimal integer; throws Error(kInvalidArgument) naming `what` otherwise.
 int64_t ParseInt(std::string_view text, std::string_view what);
-// "2x2x4" -> {2, 2, 4}; every entry a positive integer. `what` names the field in errors.
-std::vector<int64_t> ParseDims(std::string_view text, std::string_view what);
 // "data=4,model=2" -> {{"data",4},{"model",2}}; order kept, names unique, sizes positive.
 std::vector<std::pair<std::string, int64_t>> ParseNamedSizes(std::string_view text, std::string_view what);
 

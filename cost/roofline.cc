@@ -24,7 +24,7 @@ Roofline::Roofline(const Topology& topology, RooflineOptions options)
   }
 }
 
-LocalOpCost Roofline::Cost(double flops, double bytes, std::string_view dtype, double speed_factor) const {
+LocalOpCost Roofline::Cost(double flops, double bytes, DType dtype, double speed_factor) const {
   if (!(flops >= 0) || !std::isfinite(flops)) {
     Throw(ErrorCode::kInvalidArgument, "local op: FLOPs must be a finite number >= 0, got {}", flops);
   }
@@ -37,11 +37,12 @@ LocalOpCost Roofline::Cost(double flops, double bytes, std::string_view dtype, d
   }
   LocalOpCost cost;
   if (flops > 0) {
-    auto it = peak_flops_.find(std::string(dtype));
+    auto it = peak_flops_.find(dtype);
     if (it == peak_flops_.end()) {
-      std::vector<std::string> known;
-      for (const auto& [name, _] : peak_flops_) known.push_back(name);
-      Throw(ErrorCode::kNotFound, "{} has no peak FLOP/s for dtype '{}'; it has: {}", topology_name_, dtype,
+      std::vector<std::string_view> known;
+      for (const auto& [known_dtype, _] : peak_flops_) known.push_back(DTypeShortName(known_dtype));
+      Throw(ErrorCode::kNotFound, "{} has no peak FLOP/s for dtype '{}'; it has: {}", topology_name_,
+            DTypeShortName(dtype),
             fmt::join(known, ", "));
     }
     cost.compute_seconds = flops / (it->second * options_.compute_efficiency);

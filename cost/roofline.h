@@ -42,13 +42,13 @@ class Roofline {
   // REQUIRES: flops >= 0, bytes >= 0 (finite), speed_factor > 0; dtype one of the topology's peak_flops
   // keys when flops > 0. Throws Error(kInvalidArgument) for a bad number and Error(kNotFound) for an
   // unknown dtype, listing the dtypes the topology has.
-  LocalOpCost Cost(double flops, double bytes, std::string_view dtype, double speed_factor = 1.0) const;
+  LocalOpCost Cost(double flops, double bytes, DType dtype, double speed_factor = 1.0) const;
 
   const RooflineOptions& options() const { return options_; }
 
  private:
   std::string topology_name_;
-  std::map<std::string, double> peak_flops_;
+  std::map<DType, double> peak_flops_;
   double memory_bandwidth_Bps_;
   RooflineOptions options_;
 };

@@ -13,12 +13,6 @@ int64_t Product(const std::vector<int64_t>& values) {
   return p;
 }
 
-std::vector<int64_t> RowMajorStrides(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * shape[i + 1];
-  return strides;
-}
-
 DeviceArray::DeviceArray(std::vector<int64_t> shape, std::vector<int> ids)
     : shape_(std::move(shape)), ids_(std::move(ids)) {
   if (Product(shape_) != static_cast<int64_t>(ids_.size())) {

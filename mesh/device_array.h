@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "common/shape.h"  // RowMajorStrides
+
 namespace spmdsim {
 
 class DeviceArray {
@@ -37,8 +39,6 @@ class DeviceArray {
   std::vector<int> ids_;
 };
 
-// Row-major strides of `shape`, in elements.
-std::vector<int64_t> RowMajorStrides(const std::vector<int64_t>& shape);
 // Product of the entries (1 for an empty shape).
 int64_t Product(const std::vector<int64_t>& values);
 

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "common/error.h"
+#include "common/shape.h"
 #include "common/strings.h"
 #include "common/user_text.h"
 
@@ -135,8 +136,8 @@ Topology Topology::Tpu(TpuGeneration generation, std::array<int, 3> chips_per_di
   double per_device = 1.0 / f.cores_per_chip;
   t.memory_bytes_ = static_cast<int64_t>(f.hbm_bytes_per_chip * per_device);
   t.memory_bandwidth_Bps_ = f.hbm_Bps_per_chip * per_device;
-  t.peak_flops_ = {{"bf16", f.bf16_flops_per_chip * per_device},
-                   {"f32", f.bf16_flops_per_chip * per_device / 4}};
+  t.peak_flops_ = {{DType::kBF16, f.bf16_flops_per_chip * per_device},
+                   {DType::kF32, f.bf16_flops_per_chip * per_device / 4}};
   t.figures_source_ = fmt::format(
       "Cloud TPU system architecture ({}): HBM, bf16 peak per chip; f32 taken as bf16/4 (multi-pass bf16); "
       "per device = per chip / cores_per_chip", f.preset);
@@ -195,7 +196,7 @@ Topology Topology::Gpu(std::string_view preset, int num_hosts, int gpus_per_host
     t.device_kind_ = "NVIDIA H100 80GB HBM3";
     t.memory_bytes_ = static_cast<int64_t>(80 * kGB);
     t.memory_bandwidth_Bps_ = 3350 * kGB;
-    t.peak_flops_ = {{"bf16", 989e12}, {"f16", 989e12}, {"f32", 67e12}};
+    t.peak_flops_ = {{DType::kBF16, 989e12}, {DType::kF16, 989e12}, {DType::kF32, 67e12}};
     t.links_[LinkClass::kNvlink] = {2e-6, 450e9,
                                     "H100 NVLink4: 900 GB/s bidirectional per GPU -> 450 GB/s one-way "
                                     "(nccl-tests issue 212: 450 GB/s line rate); latency 2 us assumed"};
@@ -208,7 +209,7 @@ Topology Topology::Gpu(std::string_view preset, int num_hosts, int gpus_per_host
     t.device_kind_ = "NVIDIA A100-SXM4-80GB";
     t.memory_bytes_ = static_cast<int64_t>(80 * kGB);
     t.memory_bandwidth_Bps_ = 2039 * kGB;
-    t.peak_flops_ = {{"bf16", 312e12}, {"f16", 312e12}, {"f32", 19.5e12}};
+    t.peak_flops_ = {{DType::kBF16, 312e12}, {DType::kF16, 312e12}, {DType::kF32, 19.5e12}};
     t.links_[LinkClass::kNvlink] = {2e-6, 300e9,
                                     "A100 NVLink3: 600 GB/s bidirectional per GPU -> 300 GB/s one-way; "
                                     "latency 2 us assumed"};
@@ -242,7 +243,7 @@ Topology Topology::Cpu(int num_devices) {
   t.num_processes_ = 1;
   t.memory_bytes_ = static_cast<int64_t>(16 * kGiB);
   t.memory_bandwidth_Bps_ = 10.5e9;
-  t.peak_flops_ = {{"f32", 50e9}, {"f64", 25e9}, {"bf16", 50e9}};
+  t.peak_flops_ = {{DType::kF32, 50e9}, {DType::kF64, 25e9}, {DType::kBF16, 50e9}};
   t.links_[LinkClass::kHostMemory] = {0.1e-6, 10.5e9,
                                       "shared/reference/machine-limits.md: memcpy 10.5 GB/s on one thread, "
                                       "~100 ns cache-line round trip"};
@@ -376,8 +377,10 @@ void Topology::SetMemoryBytes(int64_t bytes) {
   memory_bytes_ = bytes;
 }
 
-void Topology::SetPeakFlops(const std::string& dtype, double flops) {
-  if (!(flops > 0)) Throw(ErrorCode::kInvalidArgument, "peak FLOP/s for {} must be > 0, got {}", dtype, flops);
+void Topology::SetPeakFlops(DType dtype, double flops) {
+  if (!(flops > 0)) {
+    Throw(ErrorCode::kInvalidArgument, "peak FLOP/s for {} must be > 0, got {}", DTypeShortName(dtype), flops);
+  }
   peak_flops_[dtype] = flops;
 }
 

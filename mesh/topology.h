@@ -25,6 +25,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/dtype.h"
+
 namespace spmdsim {
 
 enum class Platform { kTpu, kGpu, kCpu };
@@ -109,18 +111,18 @@ class Topology {
   const std::map<LinkClass, LinkSpec>& links() const { return links_; }
   const LinkSpec& link(LinkClass link_class) const;  // throws Error(kNotFound) listing the classes present
 
-  // Per device: memory capacity in bytes and its bandwidth (bytes/s), peak FLOP/s per dtype name
-  // ("bf16", "f32", ...). For v2/v3 a device is one core: half a chip.
+  // Per device: memory capacity in bytes and its bandwidth (bytes/s), peak FLOP/s per dtype (bf16, f32, ...).
+  // For v2/v3 a device is one core: half a chip.
   int64_t memory_bytes() const { return memory_bytes_; }
   double memory_bandwidth_Bps() const { return memory_bandwidth_Bps_; }
-  const std::map<std::string, double>& peak_flops() const { return peak_flops_; }
+  const std::map<DType, double>& peak_flops() const { return peak_flops_; }
   const std::string& figures_source() const { return figures_source_; }
 
   // Overrides for scenario files (each keeps the topology valid; bandwidths one-way bytes/s).
   void SetLink(LinkClass link_class, LinkSpec spec);
   void SetWraparound(std::array<bool, 3> wraparound);
   void SetMemoryBytes(int64_t bytes);
-  void SetPeakFlops(const std::string& dtype, double flops);
+  void SetPeakFlops(DType dtype, double flops);
 
  private:
   Topology() = default;
@@ -140,7 +142,7 @@ class Topology {
   std::map<LinkClass, LinkSpec> links_;
   int64_t memory_bytes_ = 0;
   double memory_bandwidth_Bps_ = 0;
-  std::map<std::string, double> peak_flops_;
+  std::map<DType, double> peak_flops_;
   std::string figures_source_;
 };
 

@@ -13,7 +13,6 @@ using ops_internal::CheckValid;
 using ops_internal::ComputeBuffer;
 using ops_internal::IsStorageOf;
 using ops_internal::NewResult;
-using ops_internal::PyShape;
 using ops_internal::ReportCost;
 using ops_internal::VaryingUnion;
 using ops_internal::VisitCompute;
@@ -30,6 +29,7 @@ int Rank(DType d) {  // position in JAX's (non-weak) lattice, for the cases Prom
     case DType::kF16: return 3;
     case DType::kF32: return 4;
     case DType::kF64: return 5;
+    default: break;  // not an array dtype
   }
   return 0;
 }
@@ -55,15 +55,14 @@ class Operand {
     } else {
       // Broadcast: stride 0 along the dimensions the operand has as 1 (or lacks).
       ComputeBuffer<C> in(a);
-      std::vector<int64_t> in_strides = ops_internal::RowMajorStrides(a.shape());
+      std::vector<int64_t> in_strides = RowMajorStrides(a.shape());
       const size_t r = out_shape.size(), ar = a.shape().size();
       std::vector<int64_t> strides(r, 0);
       for (size_t i = 0; i < ar; ++i) {
         if (a.shape()[i] != 1) strides[r - ar + i] = in_strides[i];
       }
       storage_.resize(static_cast<size_t>(NumElements(out_shape)));
-      ops_internal::StridedCopy(in.data(), 0, strides, storage_.data(), 0,
-                                ops_internal::RowMajorStrides(out_shape), out_shape, sizeof(C));
+      StridedCopy(in.data(), 0, strides, storage_.data(), 0, RowMajorStrides(out_shape), out_shape, sizeof(C));
       ptr_ = storage_.data();
     }
   }
@@ -398,7 +397,7 @@ std::vector<int64_t> BroadcastShapes(std::span<const std::vector<int64_t>> shape
         continue;
       }
       std::string list;
-      for (const auto& t : shapes) list += (list.empty() ? "" : ", ") + PyShape(t);
+      for (const auto& t : shapes) list += (list.empty() ? "" : ", ") + PyTuple(t);
       ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "{}: Incompatible shapes for broadcasting: shapes=[{}]",
                 op, list);
     }

@@ -17,14 +17,13 @@ namespace spmdsim {
 using ops_internal::CheckValid;
 using ops_internal::IsStorageOf;
 using ops_internal::NewResult;
-using ops_internal::PyShape;
 using ops_internal::VaryingUnion;
 using ops_internal::VisitCompute;
 using ops_internal::WithVaryingAxes;
 
 namespace {
 
-std::string IntTuple(const std::vector<int>& v) { return PyShape(std::vector<int64_t>(v.begin(), v.end())); }
+std::string IntTuple(const std::vector<int>& v) { return PyTuple(std::vector<int64_t>(v.begin(), v.end())); }
 
 [[noreturn]] void DotError(std::string_view op, const std::string& message) {
   ThrowKind(ErrorCode::kInvalidArgument, "TypeError", "{}: {}", op, message);
@@ -143,11 +142,11 @@ Array DotGeneralImpl(std::string_view op, const Array& lhs, const Array& rhs, co
   for (int d : rc) rcs.push_back(rhs.shape()[d]);
   if (lbs != rbs) {
     DotError(op, fmt::format("dot_general requires lhs batch dimensions and rhs batch dimensions to have the same "
-                             "shape, got {} and {}.", PyShape(lbs), PyShape(rbs)));
+                             "shape, got {} and {}.", PyTuple(lbs), PyTuple(rbs)));
   }
   if (lcs != rcs) {
     DotError(op, fmt::format("dot_general requires contracting dimensions to have the same shape, got {} and {}.",
-                             PyShape(lcs), PyShape(rcs)));
+                             PyTuple(lcs), PyTuple(rcs)));
   }
   DType dtype = PromoteTypes(lhs.dtype(), rhs.dtype());
   if (dtype == DType::kBool) {

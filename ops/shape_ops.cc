@@ -13,10 +13,7 @@ namespace spmdsim {
 using ops_internal::CanonicalAxis;
 using ops_internal::CheckValid;
 using ops_internal::NewResult;
-using ops_internal::PyShape;
 using ops_internal::ReportCost;
-using ops_internal::RowMajorStrides;
-using ops_internal::StridedCopy;
 using ops_internal::VaryingUnion;
 using ops_internal::WithVaryingAxes;
 
@@ -54,7 +51,7 @@ Array Reshape(const Array& x, std::vector<int64_t> shape) {
       unknown = static_cast<int>(i);
     } else if (shape[i] < 0) {
       ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "Reshape: negative dimensions not allowed (shape {})",
-                PyShape(shape));
+                PyTuple(shape));
     } else {
       known *= shape[i];
     }
@@ -62,7 +59,7 @@ Array Reshape(const Array& x, std::vector<int64_t> shape) {
   if (unknown >= 0 && known != 0 && x.size() % known == 0) shape[unknown] = x.size() / known;
   if ((unknown >= 0 && shape[unknown] == -1) || NumElements(shape) != x.size()) {
     ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "Reshape: cannot reshape array of size {} into shape {}",
-              x.size(), PyShape(shape));
+              x.size(), PyTuple(shape));
   }
   ops_internal::ReportCost(OpCost{"reshape", 0, 0, 0, 0});
   return WithVaryingAxes(x.Reshape(std::move(shape)), VaryingUnion({&x}));
@@ -108,7 +105,7 @@ Array Transpose(const Array& x, const std::vector<int>& perm_in) {
   }
   if (static_cast<int>(perm.size()) != x.rank()) {
     ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "Transpose: axes don't match array (perm {} for {})",
-              PyShape(std::vector<int64_t>(perm.begin(), perm.end())), x.ShapeString());
+              PyTuple(std::vector<int64_t>(perm.begin(), perm.end())), x.ShapeString());
   }
   std::vector<bool> seen(perm.size(), false);
   for (int& p : perm) {
@@ -144,34 +141,34 @@ Array Slice(const Array& x, const std::vector<int64_t>& start, const std::vector
   };
   if (static_cast<int>(start.size()) != x.rank()) {
     fail(fmt::format("slice start_indices must have length equal to the number of dimensions of the operand, got indices {} "
-         "for operand shape {}.", PyShape(start), PyShape(s)));
+         "for operand shape {}.", PyTuple(start), PyTuple(s)));
   }
   if (limit.size() != start.size()) {
     fail(fmt::format("slice limit_indices must have the same length as start_indices, got start_indices {} and "
-         "limit_indices {}.", PyShape(start), PyShape(limit)));
+         "limit_indices {}.", PyTuple(start), PyTuple(limit)));
   }
   for (int d = 0; d < x.rank(); ++d) {
     if (limit[d] > s[d]) {
       fail(fmt::format("slice limit_indices must be less than or equal to operand shape, got limit_indices {} for operand "
-           "shape {}.", PyShape(limit), PyShape(s)));
+           "shape {}.", PyTuple(limit), PyTuple(s)));
     }
   }
   for (int d = 0; d < x.rank(); ++d) {
-    if (start[d] < 0) fail(fmt::format("slice start_indices must be greater than or equal to zero, got start_indices of {}.", PyShape(start)));
+    if (start[d] < 0) fail(fmt::format("slice start_indices must be greater than or equal to zero, got start_indices of {}.", PyTuple(start)));
   }
   for (int d = 0; d < x.rank(); ++d) {
     if (limit[d] < start[d]) {
       fail(fmt::format("slice limit_indices must be greater than or equal to start_indices, got start_indices {} and "
-           "limit_indices {}.", PyShape(start), PyShape(limit)));
+           "limit_indices {}.", PyTuple(start), PyTuple(limit)));
     }
   }
   std::vector<int64_t> steps = strides_in.empty() ? std::vector<int64_t>(start.size(), 1) : strides_in;
   if (steps.size() != start.size()) {
     fail(fmt::format("slice strides must have length equal to the number of dimensions of the operand, got strides {} for "
-         "operand shape {}.", PyShape(steps), PyShape(s)));
+         "operand shape {}.", PyTuple(steps), PyTuple(s)));
   }
   for (int64_t st : steps)
-    if (st <= 0) fail(fmt::format("slice strides must be positive, got {}", PyShape(steps)));
+    if (st <= 0) fail(fmt::format("slice strides must be positive, got {}", PyTuple(steps)));
   std::vector<int64_t> in_strides = RowMajorStrides(s);
   std::vector<int64_t> shape(start.size()), strides(start.size());
   int64_t offset = 0;
@@ -190,18 +187,18 @@ Array DynamicSlice(const Array& x, const std::vector<int64_t>& start, const std:
     ThrowKind(ErrorCode::kInvalidArgument, "TypeError",
               "DynamicSlice: dynamic_slice needs one start index and one slice size per dimension of the operand, "
               "got start_indices {} and slice_sizes {} for operand shape {}.",
-              PyShape(start), PyShape(sizes), PyShape(s));
+              PyTuple(start), PyTuple(sizes), PyTuple(s));
   }
   for (int d = 0; d < x.rank(); ++d) {
     if (sizes[d] > s[d]) {
       ThrowKind(ErrorCode::kInvalidArgument, "TypeError",
                 "DynamicSlice: slice slice_sizes must be less than or equal to operand shape, got slice_sizes {} "
-                "for operand shape {}.", PyShape(sizes), PyShape(s));
+                "for operand shape {}.", PyTuple(sizes), PyTuple(s));
     }
     if (sizes[d] < 0) {
       ThrowKind(ErrorCode::kInvalidArgument, "TypeError",
                 "DynamicSlice: slice slice_sizes must be greater than or equal to zero, got slice_sizes of {}.",
-                PyShape(sizes));
+                PyTuple(sizes));
     }
   }
   std::vector<int64_t> in_strides = RowMajorStrides(s);
@@ -217,18 +214,18 @@ Array DynamicUpdateSlice(const Array& x, const Array& update, const std::vector<
   if (update.rank() != x.rank()) {
     ThrowKind(ErrorCode::kInvalidArgument, "TypeError",
               "DynamicUpdateSlice: dynamic_update_slice update must have the same rank as operand, got update "
-              "shape {} for operand shape {}.", PyShape(update.shape()), PyShape(s));
+              "shape {} for operand shape {}.", PyTuple(update.shape()), PyTuple(s));
   }
   if (static_cast<int>(start.size()) != x.rank()) {
     ThrowKind(ErrorCode::kInvalidArgument, "TypeError",
               "DynamicUpdateSlice: dynamic_update_slice start_indices must have length equal to the rank of "
-              "operand, got indices {} for operand shape {}.", PyShape(start), PyShape(s));
+              "operand, got indices {} for operand shape {}.", PyTuple(start), PyTuple(s));
   }
   for (int d = 0; d < x.rank(); ++d) {
     if (update.shape()[d] > s[d]) {
       ThrowKind(ErrorCode::kInvalidArgument, "TypeError",
                 "DynamicUpdateSlice: dynamic_update_slice update shape must be smaller than operand shape, got "
-                "update shape {} for operand shape {}.", PyShape(update.shape()), PyShape(s));
+                "update shape {} for operand shape {}.", PyTuple(update.shape()), PyTuple(s));
     }
   }
   if (update.dtype() != x.dtype()) {
@@ -346,7 +343,7 @@ Array Pad(const Array& x, const std::vector<int64_t>& low, const std::vector<int
   if (static_cast<int>(low.size()) != x.rank() || static_cast<int>(high.size()) != x.rank()) {
     ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
               "Pad: padding must give one (low, high) pair per dimension of the operand, got low {} and high {} "
-              "for operand shape {}", PyShape(low), PyShape(high), PyShape(x.shape()));
+              "for operand shape {}", PyTuple(low), PyTuple(high), PyTuple(x.shape()));
   }
   std::vector<int64_t> shape = x.shape();
   int64_t offset = 0;
@@ -354,7 +351,7 @@ Array Pad(const Array& x, const std::vector<int64_t>& low, const std::vector<int
   for (int d = 0; d < x.rank(); ++d) {
     if (low[d] < 0 || high[d] < 0) {
       ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "Pad: index can't contain negative values (low {}, high {})",
-                PyShape(low), PyShape(high));
+                PyTuple(low), PyTuple(high));
     }
     shape[d] += low[d] + high[d];
   }
@@ -389,8 +386,8 @@ Array BroadcastTo(const Array& x, const std::vector<int64_t>& shape) {
   for (int64_t d : shape) ok = ok && d >= 0;
   if (!ok) {
     ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
-              "BroadcastTo: Incompatible shapes for broadcasting: {} and requested shape {}", PyShape(x.shape()),
-              PyShape(shape));
+              "BroadcastTo: Incompatible shapes for broadcasting: {} and requested shape {}", PyTuple(x.shape()),
+              PyTuple(shape));
   }
   return Gather("broadcast_in_dim", x, 0, strides, shape);
 }
@@ -421,7 +418,7 @@ Array BroadcastedIota(DType dtype, const std::vector<int64_t>& shape, int dimens
   for (int64_t d : shape) {
     if (d < 0) {
       ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "BroadcastedIota: negative dimensions are not allowed in {}",
-                PyShape(shape));
+                PyTuple(shape));
     }
   }
   int a = CanonicalAxis("BroadcastedIota", dimension, static_cast<int>(shape.size()));

@@ -7,59 +7,12 @@
 #include <fmt/format.h>
 
 #include "common/error_context.h"
+#include "common/shape.h"
 #include "common/strings.h"
 #include "partition/named_sharding.h"
 #include "partition/sharding_picture.h"
 
 namespace spmdsim {
-
-bool ElementCountOverflows(std::span<const int64_t> shape, int64_t element_bytes) {
-  int64_t total = element_bytes;
-  for (int64_t d : shape) {
-    if (d == 0) return false;
-    if (__builtin_mul_overflow(total, d, &total)) return true;
-  }
-  return false;
-}
-
-int64_t DtypeBytes(std::string_view dtype) {
-  // jnp.dtype(...).itemsize of the dtypes JAX arrays use, by the short names JAX prints.
-  static const std::map<std::string, int64_t, std::less<>> kBytes{
-      {"bool", 1}, {"i8", 1},  {"u8", 1},  {"f8e4m3", 1}, {"f8e5m2", 1}, {"i16", 2}, {"u16", 2},
-      {"f16", 2},  {"bf16", 2}, {"i32", 4}, {"u32", 4},    {"f32", 4},    {"i64", 8}, {"u64", 8},
-      {"f64", 8},  {"c64", 8},  {"c128", 16}};
-  auto it = kBytes.find(Trim(dtype));
-  if (it == kBytes.end()) {
-    std::vector<std::string> names;
-    for (const auto& [name, bytes] : kBytes) names.push_back(name);
-    Throw(ErrorCode::kInvalidArgument, "unknown dtype '{}'; valid dtypes are {}", dtype, fmt::join(names, ", "));
-  }
-  return it->second;
-}
-
-std::vector<int64_t> ParseShape(std::string_view text, std::string_view what) {
-  std::string_view t = Trim(text);
-  if (t.size() >= 2 && t.front() == '(' && t.back() == ')') t = Trim(t.substr(1, t.size() - 2));
-  std::vector<int64_t> shape;
-  if (t.empty()) return shape;
-  const char separator = t.find(',') == std::string_view::npos && t.find('x') != std::string_view::npos ? 'x' : ',';
-  const std::vector<std::string> parts = Split(t, separator);
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (Trim(parts[i]).empty()) {
-      if (separator == ',' && i + 1 == parts.size() && i > 0) continue;  // Python's trailing comma: (8,)
-      Throw(ErrorCode::kInvalidArgument, "{}: empty dimension in shape '{}'; expected sizes such as 8,1024,4096", what,
-            text);
-    }
-    const int64_t v = ParseInt(parts[i], what);
-    if (v < 0) Throw(ErrorCode::kInvalidArgument, "{}: dimension sizes must be >= 0, got {} in '{}'", what, v, text);
-    shape.push_back(v);
-  }
-  if (ElementCountOverflows(shape, 16)) {
-    Throw(ErrorCode::kInvalidArgument, "{}: shape '{}' holds more than 2^63 bytes (the largest dtype is 16 bytes)",
-          what, text);
-  }
-  return shape;
-}
 
 NamedArray ParseNamedArray(std::string_view text) {
   const auto bad = [&](std::string_view why) {
@@ -76,9 +29,8 @@ NamedArray ParseNamedArray(std::string_view text) {
   if (array.name.empty()) bad("the name is empty");
   const std::string what = fmt::format("--array '{}' shape", array.name);
   array.shape = ParseShape(text.substr(colons[0] + 1, colons[1] - colons[0] - 1), what);
-  array.dtype = std::string(Trim(text.substr(colons[1] + 1, colons[2] - colons[1] - 1)));
   try {
-    array.element_bytes = DtypeBytes(array.dtype);
+    array.dtype = ParseDType(text.substr(colons[1] + 1, colons[2] - colons[1] - 1));
   } catch (const Error& e) {
     RethrowWithContext(e, fmt::format("--array '{}': {}", array.name, e.message()));
   }
@@ -97,9 +49,10 @@ MemoryAnalysis AnalyzeMemory(const std::vector<NamedArray>& arrays, const Mesh& 
   out.device_of_position = mesh.device_ids();
   std::vector<int64_t> sharded_per_position(n, 0);
   for (const NamedArray& array : arrays) {
-    if (ElementCountOverflows(array.shape, array.element_bytes)) {
+    const int64_t element_bytes = DTypeSize(array.dtype);
+    if (ElementCountOverflows(array.shape, element_bytes)) {
       Throw(ErrorCode::kInvalidArgument, "array '{}': shape {} of {}-byte elements holds more than 2^63 bytes",
-            array.name, PyTuple(array.shape), array.element_bytes);
+            array.name, PyTuple(array.shape), element_bytes);
     }
     ShardingLayout layout;
     try {
@@ -115,8 +68,8 @@ MemoryAnalysis AnalyzeMemory(const std::vector<NamedArray>& arrays, const Mesh& 
     m.spec = array.spec;
     m.shard_shape = layout.shard_shape;
     m.elements = Product(array.shape);
-    m.global_bytes = m.elements * array.element_bytes;
-    m.bytes_per_device = layout.ShardBytes(array.element_bytes);
+    m.global_bytes = m.elements * element_bytes;
+    m.bytes_per_device = layout.ShardBytes(element_bytes);
     m.num_shards = layout.num_shards;
     m.replication = layout.num_replicas;
     m.sharded = layout.num_shards > 1;
@@ -179,17 +132,6 @@ void CheckCapacity(const MemoryAnalysis& analysis) {
         "dimensions or use a larger mesh",
         device, bytes, analysis.capacity_bytes, analysis.devices_over_capacity.size(),
         analysis.device_of_position.size());
-}
-
-std::string HumanBytes(int64_t bytes) {
-  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 5) {
-    v /= 1024;
-    ++u;
-  }
-  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.4g} {}", v, kUnits[u]);
 }
 
 std::string FormatMemoryAnalysis(const MemoryAnalysis& analysis) {

@@ -33,6 +33,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/dtype.h"
 #include "mesh/mesh.h"
 #include "partition/partition_spec.h"
 
@@ -41,9 +42,8 @@ namespace spmdsim {
 struct NamedArray {
   std::string name;
   std::vector<int64_t> shape;
-  int64_t element_bytes = 4;
+  DType dtype = DType::kF32;  // its size is what counts
   PartitionSpec spec;
-  std::string dtype = "";  // for reports only ("" when unknown); element_bytes is what counts
 };
 
 struct ArrayMemory {
@@ -81,20 +81,9 @@ struct MemoryAnalysis {
   bool fits() const { return devices_over_capacity.empty(); }
 };
 
-// Bytes per element of a dtype by the short names JAX prints (f32, bf16, f16, f64, i8, i32, u8, bool, c64, ...).
-// Throws Error(kInvalidArgument) naming the dtype and listing the valid names.
-int64_t DtypeBytes(std::string_view dtype);
-
-// A shape as users type it: "8,1024,4096", "8x1024x4096", "(8, 1024)", "(8,)"; "" or "()" is a scalar. `what` names
-// the flag or field in errors. Throws Error(kInvalidArgument) naming the bad token, or when the shape's bytes (at
-// 16 bytes per element, the largest dtype) overflow int64.
-std::vector<int64_t> ParseShape(std::string_view text, std::string_view what);
-
-// Whether product(shape) * element_bytes exceeds int64 (a zero dimension never overflows).
-bool ElementCountOverflows(std::span<const int64_t> shape, int64_t element_bytes);
-
-// "name:shape:dtype:spec", e.g. "layer0/w:1024,4096:bf16:P(None, 'tp')" (the spec is everything after the third
-// colon; an empty spec is P()). Throws Error(kInvalidArgument) naming the token and the expected form, or the
+// "name:shape:dtype:spec", e.g. "layer0/w:1024,4096:bf16:P(None, 'tp')" (the shape as ParseShape in common/shape.h
+// reads it, the dtype as ParseDType in common/dtype.h; the spec is everything after the third colon; an empty spec
+// is P()). Throws Error(kInvalidArgument) naming the token and the expected form, or the
 // SpecSyntaxError of the spec.
 NamedArray ParseNamedArray(std::string_view text);
 
@@ -105,11 +94,8 @@ MemoryAnalysis AnalyzeMemory(const std::vector<NamedArray>& arrays, const Mesh& 
 // Throws Error(kResourceExhausted) naming the first device over capacity, its bytes and the capacity.
 void CheckCapacity(const MemoryAnalysis& analysis);
 
-// "4 MiB", "16 KiB", "12 B": binary units, 4 significant digits.
-std::string HumanBytes(int64_t bytes);
-
 // The analysis as text for people (what `spmdsim analyze` prints): a table of the arrays, the totals, and the bytes
-// of every device, devices holding the same bytes on one line ("devices 0-7: 4210688 B (4.016 MiB)").
+// of every device, devices holding the same bytes on one line ("devices 0-7: 4210688 B (4.02MiB)").
 std::string FormatMemoryAnalysis(const MemoryAnalysis& analysis);
 
 }  // namespace spmdsim

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "common/shape.h"
 #include "common/strings.h"
 
 namespace spmdsim {
@@ -146,61 +147,39 @@ ShardingLayout NamedSharding::Layout(std::span<const int64_t> global_shape) cons
 
 namespace {
 
-// Shared walk over the contiguous runs of a block: calls copy(global_offset_bytes, block_offset_bytes, run_bytes).
-template <typename Copy>
-void ForEachRun(std::span<const int64_t> shape, std::span<const IndexRange> index, size_t element_bytes, Copy copy) {
-  const int rank = static_cast<int>(shape.size());
-  for (int d = 0; d < rank; ++d) {
+// The block `index` of a row-major array of `shape` as a strided view of it: the block's shape, the offset of its
+// first element and the array's strides (elements).
+struct BlockView {
+  std::vector<int64_t> shape, strides;
+  int64_t offset = 0;
+};
+
+BlockView ViewOf(std::span<const int64_t> shape, std::span<const IndexRange> index) {
+  BlockView v;
+  v.strides = RowMajorStrides(shape);
+  for (size_t d = 0; d < shape.size(); ++d) {
     SPMDSIM_CHECK(index[d].start >= 0 && index[d].start <= index[d].stop && index[d].stop <= shape[d],
                   "index [{}, {}) outside dimension {} of size {}", index[d].start, index[d].stop, d, shape[d]);
-    if (index[d].size() == 0) return;
+    v.shape.push_back(index[d].size());
+    v.offset += index[d].start * v.strides[d];
   }
-  // Merge trailing whole dimensions, and the dimension before them, into one contiguous run.
-  int inner = rank;  // dims [inner, rank) are whole
-  int64_t run = 1;
-  while (inner > 0 && index[inner - 1].start == 0 && index[inner - 1].stop == shape[inner - 1]) {
-    --inner;
-    run *= shape[inner];
-  }
-  int outer = inner;  // dims [0, outer) are walked one index at a time
-  if (inner > 0) {
-    outer = inner - 1;
-    run *= index[outer].size();
-  }
-  const std::vector<int64_t> global_strides = RowMajorStrides(std::vector<int64_t>(shape.begin(), shape.end()));
-  const size_t run_bytes = static_cast<size_t>(run) * element_bytes;
-  std::vector<int64_t> at(outer);
-  for (int d = 0; d < outer; ++d) at[d] = index[d].start;
-  int64_t block_offset = 0;
-  while (true) {
-    int64_t global_offset = outer < rank ? index[outer].start * global_strides[outer] : 0;
-    for (int d = 0; d < outer; ++d) global_offset += at[d] * global_strides[d];
-    copy(static_cast<size_t>(global_offset) * element_bytes, static_cast<size_t>(block_offset) * element_bytes,
-         run_bytes);
-    block_offset += run;
-    int d = outer - 1;
-    for (; d >= 0; --d) {
-      if (++at[d] < index[d].stop) break;
-      at[d] = index[d].start;
-    }
-    if (d < 0) break;
-  }
+  return v;
 }
 
 }  // namespace
 
 void CopyBlockOut(const std::byte* global, std::span<const int64_t> global_shape, std::span<const IndexRange> index,
                   size_t element_bytes, std::byte* block) {
-  ForEachRun(global_shape, index, element_bytes, [&](size_t g, size_t b, size_t n) {
-    std::memcpy(block + b, global + g, n);
-  });
+  const BlockView v = ViewOf(global_shape, index);
+  StridedCopy(global, v.offset, v.strides, block, 0, RowMajorStrides(v.shape), v.shape,
+              static_cast<int64_t>(element_bytes));
 }
 
 void CopyBlockIn(const std::byte* block, std::span<const int64_t> global_shape, std::span<const IndexRange> index,
                  size_t element_bytes, std::byte* global) {
-  ForEachRun(global_shape, index, element_bytes, [&](size_t g, size_t b, size_t n) {
-    std::memcpy(global + g, block + b, n);
-  });
+  const BlockView v = ViewOf(global_shape, index);
+  StridedCopy(block, 0, RowMajorStrides(v.shape), global, v.offset, v.strides, v.shape,
+              static_cast<int64_t>(element_bytes));
 }
 
 std::vector<std::vector<std::byte>> ScatterBytes(const ShardingLayout& layout, std::span<const std::byte> global,

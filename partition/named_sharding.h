@@ -101,7 +101,7 @@ class NamedSharding {
 // Scatter and gather (eformer / JAX: make_shard_and_gather_fns, jax.device_put / device_get), on row-major bytes.
 
 // Copies the block `index` of a row-major array `global` of `global_shape` into the row-major buffer `block`
-// (and back). Contiguous runs are copied with memcpy, trailing whole dimensions merged into one run.
+// (and back), by StridedCopy (common/shape.h: contiguous dimensions merged into one memcpy run).
 // REQUIRES: index within the shape; buffers large enough.
 void CopyBlockOut(const std::byte* global, std::span<const int64_t> global_shape, std::span<const IndexRange> index,
                   size_t element_bytes, std::byte* block);

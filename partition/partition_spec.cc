@@ -11,29 +11,6 @@
 
 namespace spmdsim {
 
-std::string PyRepr(std::string_view text) {
-  const bool has_single = text.find('\'') != std::string_view::npos;
-  const bool has_double = text.find('"') != std::string_view::npos;
-  const char quote = (has_single && !has_double) ? '"' : '\'';
-  std::string out(1, quote);
-  for (char c : text) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == quote) {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else {
-      out += c;
-    }
-  }
-  out += quote;
-  return out;
-}
-
 // ---------------------------------------------------------------------------------------------------------------
 // Entry and PartitionSpec
 

@@ -35,12 +35,10 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/strings.h"  // PyRepr
 #include "mesh/mesh.h"
 
 namespace spmdsim {
-
-// Python's repr of a string: 'dp' (double quotes when the text holds a single quote and no double quote).
-std::string PyRepr(std::string_view text);
 
 class PartitionSpec {
  public:

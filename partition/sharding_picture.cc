@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "common/error.h"
+#include "common/shape.h"
 
 namespace spmdsim {
 namespace {
@@ -92,8 +93,7 @@ std::string ShardingPicture(const ShardingLayout& layout, const ShardingPictureO
   for (int d : leading) num_grids *= layout.tiling[d];
 
   // Row-major strides of the block grid, to turn block coordinates into a shard_id.
-  std::vector<int64_t> stride(rank, 1);
-  for (int d = rank - 2; d >= 0; --d) stride[d] = stride[d + 1] * layout.tiling[d + 1];
+  const std::vector<int64_t> stride = RowMajorStrides(layout.tiling);
 
   std::string out;
   if (rank == 0) {

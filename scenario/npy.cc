@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/file.h"
+#include "common/shape.h"
 #include "common/strings.h"
 
 namespace spmdsim {
@@ -252,21 +253,14 @@ NpyArray ParseNpy(std::string_view bytes, std::string_view what) {
   out.data.assign(data.begin(), data.end());
   if (fortran && shape.size() > 1) {
     // Element with C index (i0..in-1) is at Fortran offset sum(i_k * prod(d_0..d_{k-1})).
-    int64_t n = out.num_elements();
-    std::vector<uint8_t> c_order(out.data.size());
-    std::vector<int64_t> index(shape.size(), 0);
-    for (int64_t c = 0; c < n; ++c) {
-      int64_t f = 0, stride = 1;
-      for (size_t k = 0; k < shape.size(); ++k) {
-        f += index[k] * stride;
-        stride *= shape[k];
-      }
-      std::memcpy(&c_order[c * itemsize], &out.data[f * itemsize], itemsize);
-      for (int k = static_cast<int>(shape.size()) - 1; k >= 0; --k) {
-        if (++index[k] < shape[k]) break;
-        index[k] = 0;
-      }
+    std::vector<int64_t> fortran_strides(shape.size());
+    int64_t stride = 1;
+    for (size_t k = 0; k < shape.size(); ++k) {
+      fortran_strides[k] = stride;
+      stride *= shape[k];
     }
+    std::vector<uint8_t> c_order(out.data.size());
+    StridedCopy(out.data.data(), 0, fortran_strides, c_order.data(), 0, RowMajorStrides(shape), shape, itemsize);
     out.data = std::move(c_order);
   }
   return out;

@@ -141,7 +141,7 @@ std::string SweepTable(const WorkloadResult& r) {
                "meas busbw [GB/s]", "algorithm", "check"});
   for (const SweepRow& row : r.sweep) {
     table.Add({row.op, AxesText(row.axes), fmt::format("{}", row.group_size), fmt::format("{}", row.bytes),
-               fmt::format("{}", row.count), row.dtype, Num(row.predicted_seconds, tu.scale),
+               fmt::format("{}", row.count), std::string(DTypeName(row.dtype)), Num(row.predicted_seconds, tu.scale),
                fmt::format("{:.2f}", row.predicted_algbw / 1e9), fmt::format("{:.2f}", row.predicted_busbw / 1e9),
                r.abstract ? "-" : Num(row.measured_seconds, tu.scale),
                r.abstract ? "-" : fmt::format("{:.3f}", row.measured_algbw / 1e9),
@@ -161,16 +161,16 @@ std::string PartitionTable(const PartitionResult& p) {
     std::vector<std::string> corrections;
     for (const Correction& c : q.corrections)
       corrections.push_back(fmt::format("dim {}: {}", c.dim, CorrectionReasonName(c.reason)));
-    table.Add({q.name, PyTuple(q.shape), q.dtype, q.source, q.requested.ToString(), q.spec.ToString(),
+    table.Add({q.name, PyTuple(q.shape), std::string(DTypeName(q.dtype)), q.source, q.requested.ToString(), q.spec.ToString(),
                Num(static_cast<double>(q.global_bytes), bu.scale), Num(static_cast<double>(q.bytes_per_device), bu.scale),
                fmt::format("{}", q.replication), corrections.empty() ? "-" : fmt::format("{}", fmt::join(corrections, "; "))});
   }
   std::string out = table.ToString();
   const MemoryAnalysis& a = p.analysis;
   out += fmt::format("parameter bytes per device: max {} on device {}, min {} on device {}, capacity {}: {}\n",
-                     FormatBytes(static_cast<double>(a.max_bytes)), a.max_device,
-                     FormatBytes(static_cast<double>(a.min_bytes)), a.min_device,
-                     a.capacity_bytes > 0 ? FormatBytes(static_cast<double>(a.capacity_bytes)) : "unknown",
+                     HumanBytes(a.max_bytes), a.max_device,
+                     HumanBytes(a.min_bytes), a.min_device,
+                     a.capacity_bytes > 0 ? HumanBytes(a.capacity_bytes) : "unknown",
                      a.fits() ? "fits" : fmt::format("{} devices over capacity", a.devices_over_capacity.size()));
   return out;
 }
@@ -202,18 +202,13 @@ std::string FormatSeconds(double seconds) {
   return fmt::format("{:.3g} {}", seconds / u.scale, u.name);
 }
 
-std::string FormatBytes(double bytes) {
-  Unit u = ByteUnit(std::fabs(bytes));
-  return fmt::format("{:.3g} {}", bytes / u.scale, u.name);
-}
-
 std::string HumanHeader(const Scenario& s, bool abstract) {
   const Topology& t = *s.topology.topology;
   std::string out = fmt::format("scenario {} ({})\n", s.name, s.path);
   if (!s.description.empty()) out += fmt::format("  {}\n", s.description);
   out += fmt::format("topology {}: {} devices ({}), {} host{}, {} per device\n", t.ToString(), t.num_devices(),
                      t.device_kind(), t.num_processes(), t.num_processes() == 1 ? "" : "s",
-                     FormatBytes(static_cast<double>(t.memory_bytes())));
+                     HumanBytes(t.memory_bytes()));
   std::vector<std::string> axes;
   for (int i = 0; i < s.mesh.mesh.rank(); ++i)
     axes.push_back(fmt::format("'{}': {}", s.mesh.mesh.axis_names()[i], s.mesh.mesh.shape()[i]));
@@ -239,9 +234,9 @@ std::string HumanReport(const Scenario& s, const WorkloadResult& r) {
                        FormatSeconds(r.totals.communication_seconds), FormatSeconds(r.totals.wait_seconds),
                        FormatSeconds(r.wall_seconds));
     out += fmt::format("peak memory per device: max {} on device {}, min {} on device {}, capacity {}: {}\n",
-                       FormatBytes(static_cast<double>(m.peak_bytes_max)), m.max_device,
-                       FormatBytes(static_cast<double>(m.peak_bytes_min)), m.min_device,
-                       FormatBytes(static_cast<double>(m.capacity_bytes)), m.fits() ? "fits" : "DOES NOT FIT");
+                       HumanBytes(m.peak_bytes_max), m.max_device,
+                       HumanBytes(m.peak_bytes_min), m.min_device,
+                       HumanBytes(m.capacity_bytes), m.fits() ? "fits" : "DOES NOT FIT");
   }
   out += CheckLine(r.check, r.abstract);
   return out;
@@ -315,7 +310,7 @@ nlohmann::json WorkloadJson(const WorkloadResult& r) {
     nlohmann::json sweep = nlohmann::json::array();
     for (const SweepRow& row : r.sweep)
       sweep.push_back({{"op", row.op}, {"axes", row.axes}, {"group_size", row.group_size}, {"bytes", row.bytes},
-                       {"count", row.count}, {"dtype", row.dtype}, {"iterations", row.iterations},
+                       {"count", row.count}, {"dtype", DTypeName(row.dtype)}, {"iterations", row.iterations},
                        {"predicted_seconds", row.predicted_seconds}, {"predicted_algbw", row.predicted_algbw},
                        {"predicted_busbw", row.predicted_busbw}, {"measured_seconds", row.measured_seconds},
                        {"measured_algbw", row.measured_algbw}, {"measured_busbw", row.measured_busbw},
@@ -331,7 +326,7 @@ nlohmann::json WorkloadJson(const WorkloadResult& r) {
         corrections.push_back({{"dim", c.dim}, {"from", c.from.ToString()},
                                {"to", c.to ? nlohmann::json(c.to->ToString()) : nlohmann::json(nullptr)},
                                {"reason", std::string(CorrectionReasonName(c.reason))}});
-      params.push_back({{"name", q.name}, {"shape", q.shape}, {"dtype", q.dtype}, {"source", q.source},
+      params.push_back({{"name", q.name}, {"shape", q.shape}, {"dtype", DTypeName(q.dtype)}, {"source", q.source},
                         {"requested_spec", q.requested.ToString()}, {"spec", q.spec.ToString()},
                         {"corrections", corrections}, {"global_bytes", q.global_bytes},
                         {"bytes_per_device", q.bytes_per_device}, {"replication", q.replication}});

@@ -23,9 +23,9 @@
 
 namespace spmdsim {
 
-// "1.50 us", "12.0 KiB": a value with a unit chosen for its size (for prose lines, not table cells).
+// "1.50 us": a value with a unit chosen for its size (for prose lines, not table cells). Bytes: HumanBytes
+// (common/strings.h).
 std::string FormatSeconds(double seconds);
-std::string FormatBytes(double bytes);
 
 // The human report of one workload (several tables for sweeps and partitions).
 std::string HumanReport(const Scenario& scenario, const WorkloadResult& result);

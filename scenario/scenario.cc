@@ -148,7 +148,7 @@ ScenarioTopology ParseTopology(const YamlContext& ctx, const YAML::Node& node) {
     YamlMap pm(ctx, m.Get("peak_TFLOPs"), "topology.peak_TFLOPs", {"bf16", "f16", "f32", "f64", "int8"});
     for (const std::string& dtype : pm.keys()) {
       const double flops = ctx.NumberIn(pm.Get(dtype), pm.Key(dtype), 0, 1e9) * 1e12;
-      SetAt(ctx, pm.Get(dtype), pm.Key(dtype), [&] { topology->SetPeakFlops(dtype, flops); });
+      SetAt(ctx, pm.Get(dtype), pm.Key(dtype), [&] { topology->SetPeakFlops(ParseDType(dtype), flops); });
     }
   }
   ScenarioTopology out;
@@ -406,11 +406,6 @@ ScenarioRules ParseRules(const YamlContext& ctx, const YAML::Node& node) {
 // ---------------------------------------------------------------------------------------------------------------
 // arrays
 
-const std::vector<std::string>& ArrayDTypes() {
-  static const std::vector<std::string> names = {"float32", "float64", "bfloat16", "float16", "int32", "int64", "bool"};
-  return names;
-}
-
 // `data:` (zeros, ones, iota, random, npy, or a path ending in .npy) onto init->kind (and init->path for a
 // path); returns the kind's name for messages.
 std::string ParseDataKind(const YamlContext& ctx, const YamlMap& m, ArrayInit* init) {
@@ -465,10 +460,10 @@ void LoadNpyInit(const YamlContext& ctx, const YamlMap& m, const std::string& ba
   } catch (const Error& e) {
     ctx.Rethrow(where, m.Key(m.Has("file") ? "file" : "data"), e);
   }
-  std::string file_dtype = a->init.npy->dtype;
-  if (m.Has("dtype") && file_dtype != a->dtype && !(a->dtype == "bfloat16" && file_dtype == "float32"))
+  const DType file_dtype = ParseDType(a->init.npy->dtype);
+  if (m.Has("dtype") && file_dtype != a->dtype && !(a->dtype == DType::kBF16 && file_dtype == DType::kF32))
     ctx.Fail(m.Get("dtype"), m.Key("dtype"),
-             fmt::format("the array is {} but {} holds {}", a->dtype, a->init.path, file_dtype));
+             fmt::format("the array is {} but {} holds {}", DTypeName(a->dtype), a->init.path, DTypeName(file_dtype)));
   if (!m.Has("dtype")) a->dtype = file_dtype;
 }
 
@@ -590,7 +585,7 @@ ScenarioArray ParseArray(const YamlContext& ctx, const YAML::Node& node, const s
   a.location = ctx.Location(node);
   a.name = ctx.String(m.Need("name"), m.Key("name"));
   if (a.name.empty()) ctx.Fail(m.Get("name"), m.Key("name"), "an array needs a non-empty name");
-  a.dtype = m.Has("dtype") ? ctx.Choice(m.Get("dtype"), m.Key("dtype"), ArrayDTypes()) : "float32";
+  a.dtype = m.Has("dtype") ? ctx.ArrayDType(m.Get("dtype"), m.Key("dtype")) : DType::kF32;
 
   const std::string data = ParseDataKind(ctx, m, &a.init);
   CheckInitKeys(ctx, m, a.init, data);
@@ -708,6 +703,7 @@ Array ArrayFromDoubles(const std::vector<double>& values, std::vector<int64_t> s
       for (size_t i = 0; i < values.size(); ++i) typed[i] = values[i] != 0;
       return Array::FromVector(typed, std::move(shape));
     }
+    default: break;  // not an array dtype
   }
   SPMDSIM_CHECK(false, "unknown dtype");
   return Array();
@@ -745,7 +741,7 @@ std::vector<double> NpyToDoubles(const NpyArray& npy) {
 }  // namespace
 
 Array MakeScenarioArray(const ScenarioArray& a, bool abstract) {
-  DType dtype = ParseDType(a.dtype);
+  DType dtype = a.dtype;
   if (abstract) return Array::Abstract(a.shape, dtype);
   CheckFitsHostMemory(fmt::format("array '{}' ({} {})", a.name, a.dtype, PyTuple(a.shape)),
                       ArrayBytes(a.shape, DTypeSize(dtype)));

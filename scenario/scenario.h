@@ -89,7 +89,7 @@ std::string_view ArrayInitKindName(ArrayInit::Kind kind);  // "zeros", "ones", "
 struct ScenarioArray {
   std::string name;
   std::vector<int64_t> shape;
-  std::string dtype = "float32";  // numpy name: float32, float64, bfloat16, float16, int32, int64, bool
+  DType dtype = DType::kF32;  // an array dtype (common/dtype.h)
   PartitionSpec spec;             // given, or resolved from logical_axes / semantic_axes with the rules
   std::optional<LogicalAxes> logical_axes;
   std::optional<SemanticAxes> semantic_axes;

@@ -58,8 +58,7 @@ int64_t NonNegative(const YamlContext& ctx, const YamlMap& m, std::string_view k
 
 DType ParseDTypeAt(const YamlContext& ctx, const YamlMap& m, std::string_view k, DType fallback) {
   if (!m.Has(k)) return fallback;
-  static const std::vector<std::string> names = {"float32", "float64", "bfloat16", "float16", "int32", "int64", "bool"};
-  return ParseDType(ctx.Choice(m.Get(k), m.Key(k), names));
+  return ctx.ArrayDType(m.Get(k), m.Key(k));
 }
 
 double Tolerance(const YamlContext& ctx, const YamlMap& m, std::string_view k, double fallback) {
@@ -358,7 +357,7 @@ PartitionConfig ParsePartition(const YamlContext& ctx, const YamlMap& m, const S
       PartitionParam p;
       p.name = a.name;
       p.shape = a.shape;
-      p.dtype = ParseDType(a.dtype);
+      p.dtype = a.dtype;
       if (a.logical_axes) p.logical_axes = a.logical_axes;
       else p.spec = a.spec;
       names.insert(p.name);

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/shape.h"
 #include "common/strings.h"
 #include "sim/array_builder.h"
 
@@ -44,18 +45,16 @@ bool Intersect(std::span<const IndexRange> a, std::span<const IndexRange> b, std
 // Copies the region `region` (global coordinates) from `src` (holding box src_box) into dst (box dst_box).
 void CopyRegion(const Array& src, std::span<const IndexRange> src_box, std::span<const IndexRange> region,
                 std::byte* dst, std::span<const IndexRange> dst_box, DType dtype) {
-  const size_t element = static_cast<size_t>(DTypeSize(dtype));
-  std::vector<IndexRange> in_src(region.size()), in_dst(region.size());
-  int64_t count = 1;
+  const std::vector<int64_t> src_strides = RowMajorStrides(src.shape());
+  const std::vector<int64_t> dst_strides = RowMajorStrides(BoxShape(dst_box));
+  std::vector<int64_t> shape(region.size());
+  int64_t src_offset = 0, dst_offset = 0;
   for (size_t d = 0; d < region.size(); ++d) {
-    in_src[d] = {region[d].start - src_box[d].start, region[d].stop - src_box[d].start};
-    in_dst[d] = {region[d].start - dst_box[d].start, region[d].stop - dst_box[d].start};
-    count *= region[d].size();
+    shape[d] = region[d].size();
+    src_offset += (region[d].start - src_box[d].start) * src_strides[d];
+    dst_offset += (region[d].start - dst_box[d].start) * dst_strides[d];
   }
-  std::vector<std::byte> piece(static_cast<size_t>(count) * element);
-  CopyBlockOut(static_cast<const std::byte*>(src.raw_data()), src.shape(), in_src, element, piece.data());
-  std::vector<int64_t> dst_shape = BoxShape(dst_box);
-  CopyBlockIn(piece.data(), dst_shape, in_dst, element, dst);
+  StridedCopy(src.raw_data(), src_offset, src_strides, dst, dst_offset, dst_strides, shape, DTypeSize(dtype));
 }
 
 int64_t Volume(std::span<const IndexRange> box) {

@@ -21,45 +21,6 @@
 
 namespace spmdsim {
 
-std::string_view DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return "float32";
-    case DType::kF64: return "float64";
-    case DType::kBF16: return "bfloat16";
-    case DType::kF16: return "float16";
-    case DType::kI32: return "int32";
-    case DType::kI64: return "int64";
-    case DType::kBool: return "bool";
-  }
-  return "unknown";
-}
-
-DType ParseDType(std::string_view name) {
-  for (DType d : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16, DType::kI32, DType::kI64, DType::kBool}) {
-    if (DTypeName(d) == name) return d;
-  }
-  Throw(ErrorCode::kInvalidArgument,
-        "unknown dtype '{}'; valid dtypes are float32, float64, bfloat16, float16, int32, int64, bool", name);
-}
-
-int64_t DTypeSize(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return 4;
-    case DType::kF64: return 8;
-    case DType::kBF16: return 2;
-    case DType::kF16: return 2;
-    case DType::kI32: return 4;
-    case DType::kI64: return 8;
-    case DType::kBool: return 1;
-  }
-  return 0;
-}
-
-bool IsFloating(DType dtype) {
-  return dtype == DType::kF32 || dtype == DType::kF64 || dtype == DType::kBF16 || dtype == DType::kF16;
-}
-bool IsInteger(DType dtype) { return dtype == DType::kI32 || dtype == DType::kI64; }
-
 float ToFloat(bfloat16 value) {
   return static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(value.bits));
 }
@@ -69,18 +30,8 @@ bfloat16 ToBFloat16(float value) {
 }
 float16 ToFloat16(float value) { return float16{Eigen::numext::bit_cast<uint16_t>(Eigen::half(value))}; }
 
-std::string ShapeToString(std::span<const int64_t> shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }
 std::string ShapeString(DType dtype, std::span<const int64_t> shape) {
   return fmt::format("{}{}", DTypeName(dtype), ShapeToString(shape));
-}
-
-int64_t NumElements(std::span<const int64_t> shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0) Throw(ErrorCode::kInvalidArgument, "negative dimension in shape {}", ShapeToString(shape));
-    n *= d;
-  }
-  return n;
 }
 
 namespace internal {
@@ -250,8 +201,16 @@ Buffer::~Buffer() {
 
 BufferPoolStats GetBufferPoolStats() { return Pool().Stats(); }
 
+// Arrays hold the seven dtypes the simulator computes with; the others are sized only (common/dtype.h).
+static void CheckArrayDType(DType dtype) {
+  if (IsArrayDType(dtype)) return;
+  Throw(ErrorCode::kInvalidArgument, "spmdsim has no arrays of dtype {}; array dtypes are {}", DTypeName(dtype),
+        ValidDTypeNames(ArrayDTypes()));
+}
+
 Array ArrayAccess::Make(DType dtype, std::vector<int64_t> shape, std::shared_ptr<Buffer> buffer,
                         DeviceMemory* memory) {
+  CheckArrayDType(dtype);
   Array a;
   a.size_ = NumElements(shape);
   a.shape_ = std::move(shape);
@@ -268,6 +227,7 @@ Array ArrayAccess::Make(DType dtype, std::vector<int64_t> shape, std::shared_ptr
 
 Array ArrayAccess::Allocate(DType dtype, std::vector<int64_t> shape, DeviceMemory* memory, bool zeroed,
                             bool abstract) {
+  CheckArrayDType(dtype);
   int64_t bytes = NumElements(shape) * DTypeSize(dtype);
   std::shared_ptr<DeviceMemory> owner;
   if (memory != nullptr) {
@@ -356,6 +316,7 @@ auto VisitDType(DType dtype, F&& f) {
     case DType::kI32: return f(int32_t{});
     case DType::kI64: return f(int64_t{});
     case DType::kBool: return f(bool{});
+    default: break;  // not an array dtype (rejected when the array is made)
   }
   return f(float{});
 }

@@ -28,19 +28,11 @@
 #include <utility>
 #include <vector>
 
+#include "common/dtype.h"
 #include "common/error.h"
+#include "common/shape.h"
 
 namespace spmdsim {
-
-// Element types, named as numpy names them.
-enum class DType : uint8_t { kF32, kF64, kBF16, kF16, kI32, kI64, kBool };
-
-std::string_view DTypeName(DType dtype);  // "float32", "float64", "bfloat16", "float16", "int32", "int64", "bool"
-// Throws Error(kInvalidArgument) listing the valid names.
-DType ParseDType(std::string_view name);
-int64_t DTypeSize(DType dtype);  // bytes per element: 4, 8, 2, 2, 4, 8, 1
-bool IsFloating(DType dtype);
-bool IsInteger(DType dtype);  // int32, int64 (not bool)
 
 // 16-bit floating-point storage types; arithmetic converts through float (Eigen's conversions, in array.cc).
 struct bfloat16 {
@@ -64,11 +56,8 @@ template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::kI32
 template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kI64; };
 template <> struct DTypeOf<bool> { static constexpr DType value = DType::kBool; };
 
-// "[2,3]" / "[]"; and "float32[2,3]".
-std::string ShapeToString(std::span<const int64_t> shape);
+// "float32[2,3]" (ShapeToString and NumElements: common/shape.h).
 std::string ShapeString(DType dtype, std::span<const int64_t> shape);
-// Product of the dimensions; throws Error(kInvalidArgument) for a negative dimension.
-int64_t NumElements(std::span<const int64_t> shape);
 
 namespace internal {
 class Buffer;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/strings.h"
 
 namespace spmdsim::internal {
 
@@ -39,17 +40,5 @@ MemoryStats DeviceMemory::stats() const {
 }
 
 void DeviceMemory::ResetPeak() { peak_.store(in_use_.load(std::memory_order_relaxed), std::memory_order_relaxed); }
-
-std::string HumanBytes(int64_t bytes) {
-  constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  if (bytes < 1024) return fmt::format("{}B", bytes);
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024 && unit < 5) {
-    value /= 1024;
-    ++unit;
-  }
-  return fmt::format("{:.2f}{}", value, kUnits[unit]);
-}
 
 }  // namespace spmdsim::internal

@@ -61,8 +61,6 @@ class DeviceMemory : public std::enable_shared_from_this<DeviceMemory> {
   std::atomic<int64_t> peak_{0};
 };
 
-// "1.50GiB" style, for messages.
-std::string HumanBytes(int64_t bytes);
 
 }  // namespace internal
 }  // namespace spmdsim

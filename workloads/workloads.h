@@ -171,7 +171,7 @@ struct SweepRow {
   int64_t group_size = 1;          // devices per group
   int64_t bytes = 0;               // bytes: nccl-tests' S (see CollectivesConfig::sizes)
   int64_t count = 0;               // elements per device of the INPUT buffer
-  std::string dtype;               // "float32"
+  DType dtype = DType::kF32;
   int iterations = 0;              // timed iterations (warmup excluded)
   double predicted_seconds = 0;    // seconds per iteration on the topology (slowest group)
   double predicted_algbw = 0;      // bytes/s: S / predicted_seconds
@@ -188,7 +188,7 @@ struct SweepRow {
 struct PartitionParamResult {
   std::string name;
   std::vector<int64_t> shape;
-  std::string dtype;
+  DType dtype = DType::kF32;
   std::string source;                  // "spec", "logical", "regex rule <i> (<pattern>)", "default"
   PartitionSpec requested;             // the spec the rules/annotation gave
   PartitionSpec spec;                  // after correction (== requested when nothing was corrected)

@@ -20,6 +20,8 @@
 #include <Eigen/Core>
 
 #include "common/error.h"
+#include "common/shape.h"
+#include "common/strings.h"
 #include "ops/cost.h"
 #include "sim/array.h"
 #include "sim/array_builder.h"
@@ -45,6 +47,7 @@ decltype(auto) VisitCompute(DType dtype, F&& f) {
       return f(int64_t{});
     case DType::kBool:
       return f(bool{});
+    default: break;  // not an array dtype
   }
   return f(float{});
 }
@@ -120,6 +123,7 @@ void LoadAs(const void* src, DType dt, int64_t n, C* dst) {
       for (int64_t i = 0; i < n; ++i) dst[i] = ConvertScalar<C>(s[i]);
       break;
     }
+    default: break;  // not an array dtype
   }
 }
 
@@ -162,6 +166,7 @@ void StoreAs(const C* src, int64_t n, void* dst, DType dt) {
       for (int64_t i = 0; i < n; ++i) d[i] = ConvertScalar<bool>(src[i]);
       break;
     }
+    default: break;  // not an array dtype
   }
 }
 
@@ -264,19 +269,10 @@ void CheckValid(std::string_view op, const Array& a, int index = 0);
 
 // ---- shapes and axes ---------------------------------------------------------------------------------------
 
-// "(2, 3)" / "(4,)" / "()": Python's tuple repr, as JAX prints shapes.
-std::string PyShape(std::span<const int64_t> shape);
 // An axis in [-rank, rank) made non-negative; else ValueError "axis 3 is out of bounds for array of
 // dimension 2" (numpy/JAX), prefixed with the op.
 int CanonicalAxis(std::string_view op, int axis, int rank);
-// Row-major strides in elements.
-std::vector<int64_t> RowMajorStrides(std::span<const int64_t> shape);
-
-// dst[i over shape] = src[offset + sum(index_k * src_strides[k])], elements of `esize` bytes written
-// to dst at dst_offset + sum(index_k * dst_strides[k]). Strides may be 0 or negative.
-void StridedCopy(const void* src, int64_t src_offset, std::span<const int64_t> src_strides, void* dst,
-                 int64_t dst_offset, std::span<const int64_t> dst_strides, std::span<const int64_t> shape,
-                 int64_t esize);
+// RowMajorStrides and StridedCopy: common/shape.h.
 
 // Copies `a` permuted by `perm` (out dim i = a dim perm[i]) into a contiguous run of C.
 template <typename C>

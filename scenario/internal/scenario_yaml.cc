@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "common/error_context.h"
+#include "common/shape.h"
 #include "common/strings.h"
 #include "common/user_text.h"
 
@@ -278,6 +279,15 @@ std::string YamlContext::Choice(const YAML::Node& node, std::string_view key,
   Fail(node, key,
        fmt::format("found {}{}; valid values: {}", Quoted(value),
                    guess ? fmt::format(", did you mean '{}'?", *guess) : std::string(), fmt::join(choices, ", ")));
+}
+
+DType YamlContext::ArrayDType(const YAML::Node& node, std::string_view key) const {
+  const std::string value = String(node, key);
+  try {
+    return ParseArrayDType(value);
+  } catch (const Error& e) {
+    Fail(node, key, e.message());
+  }
 }
 
 YamlMap::YamlMap(const YamlContext& ctx, const YAML::Node& node, std::string path, std::vector<std::string> valid_keys,

@@ -19,6 +19,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "common/dtype.h"
 #include "common/error.h"
 #include "scenario/scenario.h"
 
@@ -59,6 +60,8 @@ class YamlContext {
   double NumberIn(const YAML::Node& node, std::string_view key, double lo, double hi) const;
   // One of `choices`; otherwise an error listing them (with a did-you-mean).
   std::string Choice(const YAML::Node& node, std::string_view key, const std::vector<std::string>& choices) const;
+  // An array dtype in any spelling ParseArrayDType reads (common/dtype.h: "float32", "f32", "bf16", ...).
+  DType ArrayDType(const YAML::Node& node, std::string_view key) const;
 
   void RequireSequence(const YAML::Node& node, std::string_view key) const;
 

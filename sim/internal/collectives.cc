@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/shape.h"
 #include "common/strings.h"
 
 namespace spmdsim {
@@ -369,6 +370,7 @@ void VisitDType(DType dtype, F&& f) {
     case DType::kI32: f(int32_t{}); return;
     case DType::kI64: f(int64_t{}); return;
     case DType::kBool: f(bool{}); return;
+    default: break;  // not an array dtype
   }
 }
 
@@ -562,27 +564,6 @@ void ReduceInto(OpKind op, DType in_dtype, const void* const* members, int64_t n
   });
 }
 
-// `count` runs of kBytes bytes from src + i * src_step to dst + i * dst_step: a fixed-size memcpy is one
-// load and one store.
-template <size_t kBytes>
-void CopyRuns(const char* src, char* dst, int64_t count, int64_t src_step, int64_t dst_step) {
-  for (int64_t i = 0; i < count; ++i) std::memcpy(dst + i * dst_step, src + i * src_step, kBytes);
-}
-
-void CopyRuns(const char* src, char* dst, int64_t count, int64_t src_step, int64_t dst_step, int64_t bytes) {
-  switch (bytes) {
-    case 1: return CopyRuns<1>(src, dst, count, src_step, dst_step);
-    case 2: return CopyRuns<2>(src, dst, count, src_step, dst_step);
-    case 4: return CopyRuns<4>(src, dst, count, src_step, dst_step);
-    case 8: return CopyRuns<8>(src, dst, count, src_step, dst_step);
-    case 16: return CopyRuns<16>(src, dst, count, src_step, dst_step);
-    default:
-      for (int64_t i = 0; i < count; ++i) {
-        std::memcpy(dst + i * dst_step, src + i * src_step, static_cast<size_t>(bytes));
-      }
-  }
-}
-
 // all_gather rows shorter than this are gathered a range of output rows per unit (every member's row, in
 // order), not a member per unit: writes stay sequential and workers do not share the output's cache lines.
 constexpr int64_t kShortGatherRowBytes = 256;
@@ -591,89 +572,7 @@ constexpr int64_t kGatherUnitBytes = 64 << 10;  // output bytes per unit of a ro
 // outer rows per unit, for every receiver of the group at once.
 constexpr int64_t kShortScatterBlockBytes = 64;
 
-std::vector<int64_t>& RowMajorStrides(std::span<const int64_t> shape, std::vector<int64_t>& strides) {
-  strides.resize(shape.size());
-  int64_t stride = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    strides[i] = stride;
-    stride *= shape[i];
-  }
-  return strides;
-}
-
 }  // namespace
-
-void BlockCopy::Init(std::span<const int64_t> shape, std::span<const int64_t> src_strides,
-                     std::span<const int64_t> dst_strides, int64_t element_bytes) {
-  shape_.clear();
-  src_stride_.clear();
-  dst_stride_.clear();
-  empty_ = false;
-  for (int64_t d : shape) empty_ = empty_ || d == 0;
-  if (empty_) return;
-  // Innermost first: drop size-1 dimensions, merge a dimension into the one inside it when both layouts step
-  // over it exactly as over the whole inner one.
-  for (size_t i = shape.size(); i-- > 0;) {
-    if (shape[i] == 1) continue;
-    if (!shape_.empty() && src_strides[i] == src_stride_.back() * shape_.back() &&
-        dst_strides[i] == dst_stride_.back() * shape_.back()) {
-      shape_.back() *= shape[i];
-      continue;
-    }
-    shape_.push_back(shape[i]);
-    src_stride_.push_back(src_strides[i]);
-    dst_stride_.push_back(dst_strides[i]);
-  }
-  run_bytes_ = element_bytes;
-  if (!shape_.empty() && src_stride_.front() == 1 && dst_stride_.front() == 1) {
-    run_bytes_ *= shape_.front();
-    shape_.erase(shape_.begin());
-    src_stride_.erase(src_stride_.begin());
-    dst_stride_.erase(dst_stride_.begin());
-  }
-  std::reverse(shape_.begin(), shape_.end());
-  std::reverse(src_stride_.begin(), src_stride_.end());
-  std::reverse(dst_stride_.begin(), dst_stride_.end());
-  for (int64_t& v : src_stride_) v *= element_bytes;
-  for (int64_t& v : dst_stride_) v *= element_bytes;
-}
-
-void BlockCopy::Run(const char* src, char* dst) const {
-  if (empty_) return;
-  const size_t rank = shape_.size();
-  if (rank == 0) {
-    std::memcpy(dst, src, static_cast<size_t>(run_bytes_));
-    return;
-  }
-  // The innermost dimension in one tight loop; an odometer over the others.
-  const int64_t count = shape_.back(), src_step = src_stride_.back(), dst_step = dst_stride_.back();
-  if (rank == 1) {
-    CopyRuns(src, dst, count, src_step, dst_step, run_bytes_);
-    return;
-  }
-  constexpr size_t kInlineRank = 16;
-  int64_t inline_index[kInlineRank] = {};
-  std::vector<int64_t> heap_index;
-  int64_t* index = inline_index;
-  if (rank - 1 > kInlineRank) {
-    heap_index.assign(rank - 1, 0);
-    index = heap_index.data();
-  }
-  for (;;) {
-    CopyRuns(src, dst, count, src_step, dst_step, run_bytes_);
-    size_t d = rank - 1;
-    for (;;) {
-      if (d == 0) return;
-      --d;
-      src += src_stride_[d];
-      dst += dst_stride_[d];
-      if (++index[d] < shape_[d]) break;
-      src -= shape_[d] * src_stride_[d];
-      dst -= shape_[d] * dst_stride_[d];
-      index[d] = 0;
-    }
-  }
-}
 
 void Plan::Clear() {
   inputs_.clear();
@@ -793,14 +692,14 @@ void Plan::Build(const Mesh& mesh, const GroupInfo& groups, const std::vector<co
         shape.insert(shape.begin() + b, 1);
       }
       const int64_t c = shape[a] / n;
-      const std::vector<int64_t>& src_strides = RowMajorStrides(shape, scratch_src_);
+      const std::vector<int64_t>& src_strides = RowMajorStrides(shape, &scratch_src_);
       src_step_ = c * src_strides[a] * in_size;
       const int64_t concat_block = a == b ? c : shape[b];  // the extent of one member's block along b
       if (a != b) {  // the output's shape (a == b: the input's)
         shape[b] *= n;
         shape[a] = c;
       }
-      const std::vector<int64_t>& dst_strides = RowMajorStrides(shape, scratch_dst_);
+      const std::vector<int64_t>& dst_strides = RowMajorStrides(shape, &scratch_dst_);
       dst_step_ = concat_block * dst_strides[b] * in_size;
       shape[b] = concat_block;  // the block: the input's shape with c at a
       shape[a] = c;

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/shape.h"
 #include "mesh/mesh.h"
 #include "sim/array.h"
 #include "sim/device_context.h"
@@ -119,26 +120,6 @@ struct GroupInfo {
   std::vector<int64_t> index_in_group;       // by position
 };
 GroupInfo MakeGroupInfo(const Mesh& mesh, const AxesKey& key);
-
-// A copy of one n-d block between two strided layouts, with the dimensions merged wherever both layouts are
-// contiguous across them: at every index of `shape` (row-major, may be empty), `run_bytes` contiguous bytes
-// move from src + sum(index * src_stride) to dst + sum(index * dst_stride) (strides in bytes). A flat block
-// is then one memcpy however it was shaped, and a block whose runs are single elements is copied by a typed
-// loop instead of one memcpy call per element.
-class BlockCopy {
- public:
-  // shape and strides in elements of `element_bytes`; reuses its vectors (no allocation once warm).
-  void Init(std::span<const int64_t> shape, std::span<const int64_t> src_strides,
-            std::span<const int64_t> dst_strides, int64_t element_bytes);
-  void Run(const char* src, char* dst) const;
-  int64_t run_bytes() const { return run_bytes_; }
-  const std::vector<int64_t>& shape() const { return shape_; }
-
- private:
-  bool empty_ = true;
-  int64_t run_bytes_ = 0;
-  std::vector<int64_t> shape_, src_stride_, dst_stride_;  // outermost first
-};
 
 // What the workers compute for one collective. Units are disjoint pieces of work (e.g. a group and a range
 // of elements); any partition of [0, num_units) among workers gives bitwise the same results.

@@ -288,7 +288,7 @@ TEST(PartitionCli, AnalyzeReportsEveryFigure) {
       RunSpmdsim("analyze --mesh dp=2,tp=4 --array \"w:1024,4096:f32:P(None,'tp')\" --array \"b:4096:f32:P()\"");
   ASSERT_EQ(human.exit_code, 0) << human.err;
   EXPECT_THAT(human.out, HasSubstr("parameters          4198400 total, 4194304 in sharded arrays"));
-  EXPECT_THAT(human.out, HasSubstr("devices 0-7: 4210688 (4.016 MiB)"));
+  EXPECT_THAT(human.out, HasSubstr("devices 0-7: 4210688 (4.02MiB)"));
 }
 
 TEST(PartitionCli, AnalyzeReadsAFileAndCorrectsEverySpec) {

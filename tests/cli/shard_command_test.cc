@@ -78,7 +78,7 @@ TEST(ShardCommand, HumanOutputShowsEveryPart) {
                          "('data', None)", "--dtype", "bf16"});
   EXPECT_THAT(out, HasSubstr("spec        P('data', None)"));
   EXPECT_THAT(out, HasSubstr("shard shape (2, 2)   4 distinct block(s) x 1 replica(s)"));
-  EXPECT_THAT(out, HasSubstr("bytes/device 8 (8 B)"));
+  EXPECT_THAT(out, HasSubstr("bytes/device 8 (8B)"));
   EXPECT_THAT(out, HasSubstr("[6:8, 0:2]  r0"));
   EXPECT_THAT(out, HasSubstr("host 0: 4 device(s), 4 distinct block(s)"));
 }

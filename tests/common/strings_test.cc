@@ -20,21 +20,31 @@ TEST(PyTuple, PrintsLikePython) {
   EXPECT_EQ(PyTuple(std::vector<std::string>{"x", "y"}), "('x', 'y')");
 }
 
-TEST(ParseDims, ReadsDimensionStrings) {
-  EXPECT_THAT(ParseDims("2x2x4", "t"), ElementsAre(2, 2, 4));
-  EXPECT_THAT(ParseDims("8", "t"), ElementsAre(8));
+TEST(PyRepr, QuotesLikePython) {
+  EXPECT_EQ(PyRepr("dp"), "'dp'");
+  EXPECT_EQ(PyRepr("it's"), "\"it's\"");
+  EXPECT_EQ(PyRepr("a'b\"c"), "'a\\'b\"c'");
+  EXPECT_EQ(PyRepr("a\\b\n"), "'a\\\\b\\n'");
+  EXPECT_EQ(PyTuple(std::vector<std::string>{"it's"}), "(\"it's\",)");
 }
 
-TEST(ParseDims, RejectsMalformedDimensionsNamingTheField) {
-  try {
-    ParseDims("2xax4", "topology 'tpu-v4:2xax4'");
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-    EXPECT_THAT(e.what(), HasSubstr("topology 'tpu-v4:2xax4'"));
-  }
-  EXPECT_THROW(ParseDims("2x0", "t"), Error);
-  EXPECT_THROW(ParseDims("", "t"), Error);
+TEST(PyTuple, PrintsSpansOfDimensions) {
+  const int64_t dims[] = {8, 128};
+  EXPECT_EQ(PyTuple(std::span<const int64_t>(dims)), "(8, 128)");
+  EXPECT_EQ(PyTuple(std::span<const int64_t>(dims, 1)), "(8,)");
+}
+
+TEST(HumanBytes, WritesBytesAsXlaDoesInItsMessages) {
+  EXPECT_EQ(HumanBytes(0), "0B");
+  EXPECT_EQ(HumanBytes(12), "12B");
+  EXPECT_EQ(HumanBytes(1023), "1023B");
+  EXPECT_EQ(HumanBytes(1024), "1.00KiB");
+  EXPECT_EQ(HumanBytes(1536), "1.50KiB");
+  EXPECT_EQ(HumanBytes(4210688), "4.02MiB");
+  EXPECT_EQ(HumanBytes(int64_t{32} << 30), "32.00GiB");
+  EXPECT_EQ(HumanBytes(int64_t{3} << 40), "3.00TiB");
+  EXPECT_EQ(HumanBytes(int64_t{4096} << 50), "4096.00PiB");
+  EXPECT_EQ(HumanBytes(-2048), "-2.00KiB");
 }
 
 TEST(ParseNamedSizes, KeepsOrderAndRejectsRepeats) {

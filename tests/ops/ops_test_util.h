@@ -30,6 +30,7 @@ inline double RoundTo(DType dtype, double v) {
     case DType::kI32: return static_cast<int32_t>(v);
     case DType::kI64: return static_cast<int64_t>(v);
     case DType::kBool: return v != 0;
+    default: break;  // not an array dtype
   }
   return v;
 }
@@ -64,6 +65,7 @@ inline Array MakeArray(DType dtype, const std::vector<double>& values, std::vect
       for (double x : values) v.push_back(x != 0);
       return Array::FromVector(v, shape);
     }
+    default: break;  // not an array dtype
   }
   return {};
 }

@@ -87,7 +87,7 @@ workloads: [{kind: collectives}]
   EXPECT_DOUBLE_EQ(t.link(LinkClass::kDcn).bandwidth_Bps, 25e9);
   EXPECT_EQ(t.wraparound(), (std::array<bool, 3>{false, false, true}));
   EXPECT_EQ(t.memory_bytes(), int64_t{16} << 30);
-  EXPECT_DOUBLE_EQ(t.peak_flops().at("bf16"), 100e12);
+  EXPECT_DOUBLE_EQ(t.peak_flops().at(DType::kBF16), 100e12);
   EXPECT_EQ(s.topology.efficiency.compute_efficiency, 0.5);
   EXPECT_EQ(s.topology.efficiency.memory_efficiency, 0.25);
   EXPECT_EQ(s.topology.stragglers, (std::vector<std::pair<int, double>>{{3, 0.5}}));
@@ -230,7 +230,7 @@ workloads: [{kind: collectives}]
 )y", "t.yaml");
   EXPECT_EQ(s.array("x").spec.ToString(), "P('data', None)");
   EXPECT_EQ(s.array("w").spec.ToString(), "P(None, 'model')");
-  EXPECT_EQ(s.array("w").dtype, "bfloat16");
+  EXPECT_EQ(s.array("w").dtype, DType::kBF16);
   EXPECT_EQ(s.array("w").init.kind, ArrayInit::Kind::kRandom);
   EXPECT_EQ(s.array("w").init.seed, 4u);
   EXPECT_EQ(s.array("b").spec.ToString(), "P('model',)");

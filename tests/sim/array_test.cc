@@ -86,7 +86,7 @@ TEST(DType, NamesRoundTripAndUnknownNamesAreListed) {
     ParseDType("float8");
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_THAT(e.message(), HasSubstr("unknown dtype 'float8'; valid dtypes are float32"));
+    EXPECT_THAT(e.message(), HasSubstr("unknown dtype 'float8'; valid dtypes are f32 (float32), f64 (float64)"));
   }
   EXPECT_TRUE(IsFloating(DType::kBF16));
   EXPECT_FALSE(IsFloating(DType::kI32));

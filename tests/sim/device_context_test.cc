@@ -210,61 +210,6 @@ TEST_P(Collectives, APsumLargerThanTheCachesIsTheInOrderSumBitwise) {
   EXPECT_EQ(sums[0].data<float>().data(), sum);  // one buffer for the group
 }
 
-// --- BlockCopy, the strided copy under all_to_all ------------------------------------------------------------
-
-// Random shapes of rank 0-18 between random permuted layouts, element sizes 1-12 bytes, against a copy of
-// one element at a time: merged dimensions, runs of every typed size, the odometer over up to 17 dimensions.
-TEST(BlockCopy, MovesTheSameBytesAsACopyOfOneElementAtATime) {
-  std::mt19937 rng(3);
-  auto permuted_strides = [&](const std::vector<int64_t>& shape) {
-    // Strides of a row-major layout of the dimensions in a random order.
-    std::vector<size_t> order(shape.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::shuffle(order.begin(), order.end(), rng);
-    if (std::bernoulli_distribution(0.3)(rng)) std::sort(order.begin(), order.end());  // often row-major
-    std::vector<int64_t> strides(shape.size());
-    int64_t stride = 1;
-    for (size_t i = order.size(); i-- > 0;) {
-      strides[order[i]] = stride;
-      stride *= shape[order[i]];
-    }
-    return strides;
-  };
-  for (int trial = 0; trial < 300; ++trial) {
-    const int rank = trial == 0 ? 18 : std::uniform_int_distribution<int>(0, 18)(rng);
-    std::uniform_int_distribution<int64_t> dim(1, rank > 10 ? 2 : 4);
-    std::vector<int64_t> shape(rank);
-    for (auto& d : shape) d = dim(rng);
-    const int64_t esize = std::vector<int64_t>{1, 2, 4, 8, 12}[std::uniform_int_distribution<int>(0, 4)(rng)];
-    std::vector<int64_t> src_strides = permuted_strides(shape), dst_strides = permuted_strides(shape);
-    if (trial == 0) {  // a transposition of 18 dimensions: nothing merges, 17 of them round the odometer
-      std::fill(shape.begin(), shape.end(), 2);
-      for (int i = 0; i < rank; ++i) {
-        src_strides[i] = int64_t{1} << (rank - 1 - i);
-        dst_strides[i] = int64_t{1} << i;
-      }
-    }
-    const int64_t elements = NumElements(shape);
-    std::vector<char> src(elements * esize), want(elements * esize, 0), got(elements * esize, 0);
-    for (auto& c : src) c = static_cast<char>(rng());
-    std::vector<int64_t> index(rank, 0);
-    for (int64_t e = 0; e < elements; ++e) {
-      int64_t s = 0, d = 0;
-      for (int i = 0; i < rank; ++i) {
-        s += index[i] * src_strides[i];
-        d += index[i] * dst_strides[i];
-      }
-      std::memcpy(&want[d * esize], &src[s * esize], esize);
-      for (int i = rank - 1; i >= 0 && ++index[i] == shape[i]; --i) index[i] = 0;
-    }
-    internal::BlockCopy copy;
-    copy.Init(shape, src_strides, dst_strides, esize);
-    copy.Run(src.data(), got.data());
-    ASSERT_EQ(got, want) << "trial " << trial << " shape [" << fmt::format("{}", fmt::join(shape, ",")) << "] esize "
-                         << esize;
-  }
-}
-
 // --- JAX's worked numbers (shared/reference/jax-semantics.md) -------------------------------------------------
 
 TEST_P(Collectives, PsumPmaxPmeanMatchJaxWorkedNumbersOnAFourByTwoMesh) {
@@ -592,6 +537,7 @@ Array ToArray(const Nd& x, DType dtype) {
       for (float f : x.v) v.push_back(f != 0);
       return Array::FromVector(v, x.shape);
     }
+    default: break;  // not an array dtype
   }
   return Array();
 }

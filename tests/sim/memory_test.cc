@@ -64,11 +64,5 @@ TEST(DeviceMemory, ConcurrentChargesNeverExceedCapacity) {
   EXPECT_EQ(m.stats().peak_bytes, 142 * 7);
 }
 
-TEST(HumanBytes, UsesBinaryUnits) {
-  EXPECT_EQ(HumanBytes(1023), "1023B");
-  EXPECT_EQ(HumanBytes(1536), "1.50KiB");
-  EXPECT_EQ(HumanBytes(int64_t{32} << 30), "32.00GiB");
-}
-
 }  // namespace
 }  // namespace spmdsim::internal

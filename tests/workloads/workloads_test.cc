@@ -244,7 +244,7 @@ TEST(RunShardMapProgram, ComputeStepCostIsTheRoofline) {
   Roofline roofline(*ctx.mesh.topology());
   EXPECT_DOUBLE_EQ(z.flops, flops);
   EXPECT_DOUBLE_EQ(z.memory_bytes, bytes);
-  EXPECT_DOUBLE_EQ(z.compute_seconds, roofline.Cost(flops, bytes, "f32").seconds);
+  EXPECT_DOUBLE_EQ(z.compute_seconds, roofline.Cost(flops, bytes, DType::kF32).seconds);
   EXPECT_DOUBLE_EQ(z.predicted_seconds, z.compute_seconds);
   // The psum: the model's cost of a 4 x 16 float32 all-reduce over model.
   CollectiveModel model(ctx.mesh);

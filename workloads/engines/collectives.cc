@@ -338,7 +338,7 @@ WorkloadResult RunCollectives(const WorkloadContext& context, const CollectivesC
         out.group_size = groups.size;
         out.bytes = row.bytes;
         out.count = row.in_count;
-        out.dtype = std::string(DTypeName(config.dtype));
+        out.dtype = config.dtype;
         out.iterations = config.iterations;
         out.measured_seconds = run.measured_seconds;
         out.check_passed = run.check_passed;

@@ -23,7 +23,7 @@ WorkloadResult RunPartition(const WorkloadContext& context, const PartitionConfi
     PartitionParamResult r;
     r.name = param.name;
     r.shape = param.shape;
-    r.dtype = std::string(DTypeName(param.dtype));
+    r.dtype = param.dtype;
     if (param.spec) {
       r.requested = *param.spec;
       r.source = "spec";
@@ -54,7 +54,7 @@ WorkloadResult RunPartition(const WorkloadContext& context, const PartitionConfi
     CorrectionReport report = CorrectSpec(r.requested, mesh, param.shape, options);
     r.spec = report.corrected;
     r.corrections = report.corrections;
-    arrays.push_back({param.name, param.shape, DTypeSize(param.dtype), r.spec});
+    arrays.push_back({param.name, param.shape, param.dtype, r.spec});
     out.params.push_back(std::move(r));
   }
   out.analysis = AnalyzeMemory(arrays, mesh);

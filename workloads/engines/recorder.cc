@@ -9,15 +9,9 @@
 
 namespace spmdsim::internal {
 
-std::string PeakFlopsKey(const Topology& topology, DType dtype) {
-  std::string key;
-  switch (dtype) {
-    case DType::kBF16: key = "bf16"; break;
-    case DType::kF16: key = "f16"; break;
-    case DType::kF64: key = "f64"; break;
-    default: key = "f32"; break;
-  }
-  if (topology.peak_flops().count(key) == 0) key = "f32";
+DType PeakFlopsKey(const Topology& topology, DType dtype) {
+  DType key = dtype == DType::kBF16 || dtype == DType::kF16 || dtype == DType::kF64 ? dtype : DType::kF32;
+  if (topology.peak_flops().count(key) == 0) key = DType::kF32;
   if (topology.peak_flops().count(key) == 0 && !topology.peak_flops().empty()) {
     key = topology.peak_flops().begin()->first;
   }

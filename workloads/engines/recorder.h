@@ -41,9 +41,9 @@ namespace spmdsim::internal {
 // The fiber stack the engines give each device at least (see RunProgram): 1 MiB.
 inline constexpr size_t kMinFiberStackBytes = size_t{1} << 20;
 
-// The topology's peak_flops key for a dtype ("bf16", "f16", "f32", "f64"; integers and bool use "f32"), falling
-// back to "f32" when the topology lacks the key.
-std::string PeakFlopsKey(const Topology& topology, DType dtype);
+// The topology's peak_flops key for a dtype (bf16, f16, f64 themselves; every other dtype f32), falling back to
+// f32 when the topology lacks the key.
+DType PeakFlopsKey(const Topology& topology, DType dtype);
 
 class CostRecorder final : public RuntimeObserver, public OpCostSink {
  public:
@@ -97,7 +97,7 @@ class CostRecorder final : public RuntimeObserver, public OpCostSink {
     std::vector<StepSums> folded;            // per step, of the events already dropped from `events`
     size_t flushed = 0;                      // first event that may still hold pending cost
     bool in_step = false;                    // between BeginStep and EndStep (ops outside steps are not charged)
-    std::string peak_key = "f32";
+    DType peak_key = DType::kF32;
   };
   struct StepInfo {
     std::string name, op;
