@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/strings.h"
 
 namespace spmdsim {
 
@@ -29,16 +30,23 @@ int64_t ArrayBytes(std::span<const int64_t> shape, int64_t itemsize) {
   return bytes;
 }
 
+int64_t HostPhysicalMemoryBytes() {
+  static const int64_t bytes = [] {
+    const long pages = sysconf(_SC_PHYS_PAGES);
+    const long page_size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page_size > 0 ? static_cast<int64_t>(pages) * page_size : int64_t{0};
+  }();
+  return bytes;
+}
+
 void CheckFitsHostMemory(std::string_view what, int64_t bytes) {
   const int64_t available = HostMemoryAvailableBytes();
   if (bytes >= 0 && bytes <= available) return;
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-  const std::string need = bytes < 0 ? std::string("more than 2^63 bytes")
-                                     : fmt::format("{} bytes ({:.1f} GiB)", bytes, static_cast<double>(bytes) / kGiB);
+  const std::string need =
+      bytes < 0 ? std::string("more than 2^63 bytes") : fmt::format("{} bytes ({})", bytes, HumanBytes(bytes));
   Throw(ErrorCode::kResourceExhausted,
-        "{} needs {} of host memory; this host has {:.1f} GiB available (--abstract runs the cost model without "
-        "the data)",
-        what, need, static_cast<double>(available) / kGiB);
+        "{} needs {} of host memory; this host has {} available (--abstract runs the cost model without the data)",
+        what, need, HumanBytes(available));
 }
 
 }  // namespace spmdsim

@@ -7,7 +7,7 @@
 // Example:
 //   CheckFitsHostMemory("array 'x' (float32 (1048576, 1048576))", int64_t{4} << 40);
 //   // throws Error(kResourceExhausted): "array 'x' (float32 (1048576, 1048576)) needs 4398046511104 bytes
-//   //   (4096.0 GiB) of host memory; this host has 11.2 GiB available (run with --abstract ...)"
+//   //   (4.00TiB) of host memory; this host has 11.20GiB available (--abstract runs the cost model ...)"
 #ifndef SPMDSIM_COMMON_HOST_MEMORY_H_
 #define SPMDSIM_COMMON_HOST_MEMORY_H_
 
@@ -19,6 +19,9 @@ namespace spmdsim {
 
 // Bytes of memory the host has available now (MemAvailable); thread-safe. Never below 0.
 int64_t HostMemoryAvailableBytes();
+
+// Bytes of physical memory the host has (sysconf); computed once, thread-safe. No single buffer can be larger.
+int64_t HostPhysicalMemoryBytes();
 
 // Throws Error(kResourceExhausted) naming `what` and both sizes when `bytes` (negative: it overflowed) exceeds
 // HostMemoryAvailableBytes().

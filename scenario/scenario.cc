@@ -743,7 +743,7 @@ std::vector<double> NpyToDoubles(const NpyArray& npy) {
 Array MakeScenarioArray(const ScenarioArray& a, bool abstract) {
   DType dtype = a.dtype;
   if (abstract) return Array::Abstract(a.shape, dtype);
-  CheckFitsHostMemory(fmt::format("array '{}' ({} {})", a.name, a.dtype, PyTuple(a.shape)),
+  CheckFitsHostMemory(fmt::format("array '{}' ({} {})", a.name, DTypeName(dtype), PyTuple(a.shape)),
                       ArrayBytes(a.shape, DTypeSize(dtype)));
   switch (a.init.kind) {
     case ArrayInit::Kind::kZeros: return Array::Zeros(a.shape, dtype);

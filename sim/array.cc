@@ -16,6 +16,8 @@
 
 #include <fmt/format.h>
 
+#include "common/host_memory.h"
+#include "common/strings.h"
 #include "sim/array_builder.h"
 #include "sim/internal/buffer.h"
 
@@ -144,18 +146,10 @@ LargeBufferPool& Pool() {
   return *pool;
 }
 
-int64_t PageBytes(long pages) { return static_cast<int64_t>(pages) * sysconf(_SC_PAGESIZE); }
-
-// The host's physical memory: no array can be larger.
-int64_t PhysicalMemoryBytes() {
-  static const int64_t bytes = PageBytes(sysconf(_SC_PHYS_PAGES));
-  return bytes;
-}
-
 [[noreturn]] void ThrowHostMemory(int64_t bytes) {
   Throw(ErrorCode::kResourceExhausted,
         "host memory: allocating an array of {} needs {} bytes, {} available (the host has {} of physical memory)",
-        HumanBytes(bytes), bytes, PageBytes(sysconf(_SC_AVPHYS_PAGES)), HumanBytes(PhysicalMemoryBytes()));
+        HumanBytes(bytes), bytes, HumanBytes(HostMemoryAvailableBytes()), HumanBytes(HostPhysicalMemoryBytes()));
 }
 
 size_t RoundedSize(int64_t bytes) {
@@ -166,7 +160,7 @@ size_t RoundedSize(int64_t bytes) {
 }  // namespace
 
 std::shared_ptr<Buffer> Buffer::Allocate(int64_t bytes) {
-  if (bytes > PhysicalMemoryBytes()) ThrowHostMemory(bytes);  // checked first: allocating could succeed lazily
+  if (bytes > HostPhysicalMemoryBytes()) ThrowHostMemory(bytes);  // checked first: allocating could succeed lazily
   const size_t rounded = RoundedSize(bytes);
   const bool large = rounded >= LargeBufferPool::kMinBytes;
   void* data = large ? Pool().Take(rounded) : nullptr;

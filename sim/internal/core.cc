@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "common/strings.h"
 #include "sim/internal/fiber.h"
 #include "sim/internal/fiber_stack.h"
 

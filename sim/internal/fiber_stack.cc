@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "common/error.h"
+#include "common/strings.h"
 #include "sim/memory.h"
 
 #if defined(SPMDSIM_ASAN)

@@ -131,7 +131,7 @@ TEST(HostileInput, AnArrayLargerThanTheHostIsRefusedBeforeAllocating) {
                                                      "    steps: [{name: y, op: psum, args: [x], axes: [model]}]\n"
                                                      "    outputs: [{name: y, spec: [data, model]}]\n");
   ExpectOneLineError(RunSpmdsim("run --quiet " + path), 1,
-                     "array 'x' (float32 (65536, 4194304)) needs 1099511627776 bytes (1024.0 GiB) of host memory");
+                     "array 'x' (float32 (65536, 4194304)) needs 1099511627776 bytes (1.00TiB) of host memory");
 }
 
 // Per-iteration records do not accumulate: 150000 iterations of an abstract sweep fit in 600 MB of address space
