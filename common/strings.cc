@@ -52,7 +52,7 @@ std::string PyTuple(const std::vector<std::string>& values) {
 
 std::string HumanBytes(int64_t bytes) {
   constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  if (bytes < 0) return "-" + HumanBytes(bytes == INT64_MIN ? INT64_MAX : -bytes);
+  if (bytes < 0) return fmt::format("-{}", HumanBytes(bytes == INT64_MIN ? INT64_MAX : -bytes));
   if (bytes < 1024) return fmt::format("{}B", bytes);
   double value = static_cast<double>(bytes);
   int unit = 0;
