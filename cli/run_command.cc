@@ -12,7 +12,6 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +23,7 @@
 #include "cli/commands.h"
 #include "common/error.h"
 #include "common/exit_code.h"
+#include "common/thread_annotations.h"
 #include "scenario/npy.h"
 #include "scenario/report.h"
 #include "scenario/run.h"
@@ -51,14 +51,14 @@ class Progress {
   }
   ~Progress() { Finish(); }
   void Set(size_t done, std::string current) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     done_ = done;
     current_ = std::move(current);
   }
   // Erases the bar (if drawn), runs `print` (which writes the report), and lets the bar be drawn again.
   template <typename F>
   void Print(F print) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (drawn_) fmt::print(stderr, "\r\033[K");
     std::fflush(stderr);
     print();
@@ -66,12 +66,13 @@ class Progress {
   void Finish() {
     if (!enabled_) return;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (stop_) return;
       stop_ = true;
     }
     cv_.notify_all();
     thread_.join();
+    MutexLock lock(mu_);
     if (drawn_) fmt::print(stderr, "\r\033[K");
     std::fflush(stderr);
   }
@@ -79,9 +80,9 @@ class Progress {
  private:
   void Loop() {
     auto start = std::chrono::steady_clock::now();
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     while (!stop_) {
-      cv_.wait_for(lock, std::chrono::milliseconds(200));
+      lock.WaitFor(cv_, std::chrono::milliseconds(200));
       if (stop_) break;
       double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (elapsed < 1.0) continue;
@@ -97,11 +98,11 @@ class Progress {
 
   bool enabled_;
   size_t total_;
-  size_t done_ = 0;
-  std::string current_;
-  bool stop_ = false;
-  bool drawn_ = false;
-  std::mutex mu_;
+  size_t done_ SPMDSIM_GUARDED_BY(mu_) = 0;
+  std::string current_ SPMDSIM_GUARDED_BY(mu_);
+  bool stop_ SPMDSIM_GUARDED_BY(mu_) = false;
+  bool drawn_ SPMDSIM_GUARDED_BY(mu_) = false;
+  Mutex mu_;
   std::condition_variable cv_;
   std::thread thread_;
 };

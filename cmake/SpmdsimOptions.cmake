@@ -3,8 +3,12 @@
 add_library(spmdsim_warnings INTERFACE)
 add_library(spmdsim::warnings ALIAS spmdsim_warnings)
 target_compile_options(spmdsim_warnings INTERFACE
-  -Wall -Wextra -Wpedantic -Wshadow=local -Wnon-virtual-dtor -Wno-unused-parameter
+  -Wall -Wextra -Wpedantic $<$<CXX_COMPILER_ID:GNU>:-Wshadow=local> -Wnon-virtual-dtor -Wno-unused-parameter
   $<$<BOOL:${SPMDSIM_WERROR}>:-Werror>)
+if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  # Checks the lock contracts written with common/thread_annotations.h (the `clang` preset).
+  target_compile_options(spmdsim_warnings INTERFACE -Wthread-safety)
+endif()
 if(SPMDSIM_SANITIZE AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   # GCC 12 reports false -Wmaybe-uninitialized inside libstdc++ (<regex>, std::function) once the sanitizers
   # change inlining; the warning stays on in the dev and release builds.

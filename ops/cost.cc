@@ -3,7 +3,7 @@
 namespace spmdsim {
 
 void OpCostTally::Record(int64_t device_position, const OpCost& cost) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   OpCost& d = by_device_[device_position];
   d.op = "total";
   d += cost;
@@ -14,30 +14,30 @@ void OpCostTally::Record(int64_t device_position, const OpCost& cost) {
 }
 
 OpCost OpCostTally::Total() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   OpCost total{"total"};
   for (const auto& [position, cost] : by_device_) total += cost;
   return total;
 }
 
 OpCost OpCostTally::TotalFor(int64_t device_position) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = by_device_.find(device_position);
   return it == by_device_.end() ? OpCost{"total"} : it->second;
 }
 
 std::map<std::string, OpCost> OpCostTally::ByOp() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return {by_op_.begin(), by_op_.end()};
 }
 
 int64_t OpCostTally::num_records() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return num_records_;
 }
 
 void OpCostTally::Clear() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   by_device_.clear();
   by_op_.clear();
   num_records_ = 0;

@@ -32,10 +32,10 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
 
+#include "common/thread_annotations.h"
 #include "sim/op_cost.h"
 
 namespace spmdsim {
@@ -51,10 +51,10 @@ class OpCostTally : public OpCostSink {
   void Clear();
 
  private:
-  mutable std::mutex mu_;
-  std::map<int64_t, OpCost> by_device_;
-  std::map<std::string, OpCost, std::less<>> by_op_;
-  int64_t num_records_ = 0;
+  mutable Mutex mu_;
+  std::map<int64_t, OpCost> by_device_ SPMDSIM_GUARDED_BY(mu_);
+  std::map<std::string, OpCost, std::less<>> by_op_ SPMDSIM_GUARDED_BY(mu_);
+  int64_t num_records_ SPMDSIM_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace spmdsim

@@ -1,13 +1,12 @@
 #include "partition/partition_axis.h"
 
 #include <algorithm>
-#include <mutex>
-#include <shared_mutex>
 
 #include <fmt/format.h>
 
 #include "common/error.h"
 #include "common/strings.h"
+#include "common/thread_annotations.h"
 
 namespace spmdsim {
 namespace {
@@ -93,9 +92,10 @@ std::string_view GenerationTwin(std::string_view field) {
 
 // The registry (eformer: _REGISTERED_SEMANTIC_MAP / _REGISTERED_GENERATION_MAP under _REGISTRY_LOCK).
 struct Registry {
-  std::shared_mutex mutex;
-  std::vector<std::pair<std::string, AxisRule>> semantic;  // registration order, as a Python dict keeps it
-  std::vector<std::pair<std::string, AxisRule>> generation;
+  SharedMutex mutex;
+  // Registration order, as a Python dict keeps it.
+  std::vector<std::pair<std::string, AxisRule>> semantic SPMDSIM_GUARDED_BY(mutex);
+  std::vector<std::pair<std::string, AxisRule>> generation SPMDSIM_GUARDED_BY(mutex);
 };
 Registry& GetRegistry() {
   static Registry* registry = new Registry();
@@ -108,8 +108,7 @@ auto FindIn(Map& map, std::string_view name) {
 }
 
 // eformer _lookup_semantic_mapping: the custom rule, else the built-in field name, else None.
-// REQUIRES: the registry's lock held.
-AxisRule LookupSemantic(const Registry& registry, std::string_view name) {
+AxisRule LookupSemantic(const Registry& registry, std::string_view name) SPMDSIM_REQUIRES_SHARED(registry.mutex) {
   if (auto it = FindIn(registry.semantic, name); it != registry.semantic.end()) return it->second;
   for (const BuiltinSemantic& builtin : kBuiltinSemantics) {
     if (builtin.token == name) return builtin.field.empty() ? AxisRule::None() : AxisRule(builtin.field);
@@ -117,8 +116,9 @@ AxisRule LookupSemantic(const Registry& registry, std::string_view name) {
   return AxisRule::None();
 }
 
-// eformer _lookup_generation_mapping; nullopt is NOT_GIVEN. REQUIRES: the registry's lock held.
-std::optional<AxisRule> LookupGeneration(const Registry& registry, std::string_view name) {
+// eformer _lookup_generation_mapping; nullopt is NOT_GIVEN.
+std::optional<AxisRule> LookupGeneration(const Registry& registry, std::string_view name)
+    SPMDSIM_REQUIRES_SHARED(registry.mutex) {
   if (auto it = FindIn(registry.generation, name); it != registry.generation.end()) return it->second;
   return std::nullopt;
 }
@@ -408,7 +408,9 @@ AxisRule PartitionAxis::ResolveRule(const AxisRule& rule, std::vector<std::strin
   }
   if (!rule.is_name()) return rule;
   if (std::optional<Field> field = FindField(rule.name()); field.has_value()) return Get(*field);
-  AxisRule mapped = LookupSemantic(GetRegistry(), rule.name());
+  Registry& registry = GetRegistry();
+  registry.mutex.AssertReaderHeld();  // ResolveAxis holds it (a member cannot name a lock private to this file)
+  AxisRule mapped = LookupSemantic(registry, rule.name());
   if (mapped.is_none()) return rule;  // a literal mesh axis
   std::vector<std::string> path = visited == nullptr ? std::vector<std::string>() : *visited;
   if (std::find(path.begin(), path.end(), rule.name()) != path.end()) {
@@ -421,7 +423,7 @@ AxisRule PartitionAxis::ResolveRule(const AxisRule& rule, std::vector<std::strin
 
 std::vector<AxisRule> PartitionAxis::ResolveAxis(std::span<const SemanticAxis> axes, RuntimeMode mode) const {
   Registry& registry = GetRegistry();
-  std::shared_lock lock(registry.mutex);
+  ReaderMutexLock lock(registry.mutex);
   // The decode_* twin of a standard rule naming a field, when that twin is set to something other than None.
   auto generation_twin = [this](const AxisRule& standard) -> std::optional<AxisRule> {
     if (!standard.is_name()) return std::nullopt;
@@ -490,7 +492,7 @@ void PartitionAxis::Register(std::string_view semantic_axis, AxisRule axis_rule,
                              std::optional<AxisRule> generation_axis_rule, bool override) {
   std::string name = StrippedName(semantic_axis);
   Registry& registry = GetRegistry();
-  std::unique_lock lock(registry.mutex);
+  WriterMutexLock lock(registry.mutex);
   auto existing = FindIn(registry.semantic, name);
   if (!override && (IsBuiltinSemantic(name) || existing != registry.semantic.end())) {
     ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
@@ -513,7 +515,7 @@ void PartitionAxis::Register(std::string_view semantic_axis, AxisRule axis_rule,
 void PartitionAxis::Unregister(std::string_view semantic_axis, bool missing_ok) {
   std::string name = StrippedName(semantic_axis);
   Registry& registry = GetRegistry();
-  std::unique_lock lock(registry.mutex);
+  WriterMutexLock lock(registry.mutex);
   bool removed = false;
   if (auto it = FindIn(registry.semantic, name); it != registry.semantic.end()) {
     registry.semantic.erase(it);
@@ -530,14 +532,14 @@ void PartitionAxis::Unregister(std::string_view semantic_axis, bool missing_ok) 
 
 void PartitionAxis::ClearRegisteredAxes() {
   Registry& registry = GetRegistry();
-  std::unique_lock lock(registry.mutex);
+  WriterMutexLock lock(registry.mutex);
   registry.semantic.clear();
   registry.generation.clear();
 }
 
 std::vector<PartitionAxis::RegisteredAxis> PartitionAxis::GetRegisteredAxes() {
   Registry& registry = GetRegistry();
-  std::shared_lock lock(registry.mutex);
+  ReaderMutexLock lock(registry.mutex);
   std::vector<RegisteredAxis> out;
   for (const auto& [name, rule] : registry.semantic) {
     out.push_back({name, rule, LookupGeneration(registry, name)});

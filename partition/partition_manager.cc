@@ -1,17 +1,17 @@
 #include "partition/partition_manager.h"
 
 #include <atomic>
-#include <mutex>
 
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/thread_annotations.h"
 
 namespace spmdsim {
 namespace {
 
-std::mutex last_manager_mutex;
-std::shared_ptr<const PartitionManager>& LastManagerSlot() {
+Mutex last_manager_mutex;
+std::shared_ptr<const PartitionManager>& LastManagerSlot() SPMDSIM_REQUIRES(last_manager_mutex) {
   static auto* slot = new std::shared_ptr<const PartitionManager>();
   return *slot;
 }
@@ -86,7 +86,7 @@ const DynamicShardingAxes& FindDynamicShardingPreset(std::string_view name) {
 
 PartitionManager::PartitionManager(PartitionAxis paxis) : paxis_(std::move(paxis)) {
   auto copy = std::make_shared<const PartitionManager>(*this);
-  std::lock_guard lock(last_manager_mutex);
+  MutexLock lock(last_manager_mutex);
   LastManagerSlot() = std::move(copy);
 }
 
@@ -127,13 +127,13 @@ ScopedPartitionManager::~ScopedPartitionManager() { current_manager = previous_;
 const PartitionManager* CurrentPartitionManager() { return current_manager; }
 
 std::shared_ptr<const PartitionManager> LastPartitionManager() {
-  std::lock_guard lock(last_manager_mutex);
+  MutexLock lock(last_manager_mutex);
   return LastManagerSlot();
 }
 
 namespace internal {
 void ClearLastPartitionManager() {
-  std::lock_guard lock(last_manager_mutex);
+  MutexLock lock(last_manager_mutex);
   LastManagerSlot().reset();
 }
 }  // namespace internal

@@ -35,8 +35,9 @@ WorkloadContext ScenarioWorkloadContext(const Scenario& scenario, const Scenario
   WorkloadContext ctx;
   ctx.mesh = scenario.mesh.mesh;
   ctx.runtime.num_threads = options.num_threads;
-  // Eigen's GEMM keeps up to 128 KiB of blocks on the stack (EIGEN_STACK_ALLOCATION_LIMIT); the default 256 KiB
-  // fiber stack overflowed on a 128x256x128 matmul. Untouched stack pages cost nothing.
+  // Eigen's GEMM keeps up to 128 KiB of blocks on the stack (EIGEN_STACK_ALLOCATION_LIMIT); the runtime's default
+  // fiber stack (RuntimeOptions::fiber_stack_bytes) overflowed on a 128x256x128 matmul. Untouched stack pages
+  // cost nothing.
   ctx.runtime.fiber_stack_bytes = size_t{1} << 20;
   ctx.abstract = options.abstract;
   ctx.cost.roofline = scenario.topology.efficiency;

@@ -8,7 +8,6 @@
 #include <iterator>
 #include <list>
 #include <map>
-#include <mutex>
 #include <new>
 #include <vector>
 
@@ -18,6 +17,7 @@
 
 #include "common/host_memory.h"
 #include "common/strings.h"
+#include "common/thread_annotations.h"
 #include "sim/array_builder.h"
 #include "sim/internal/buffer.h"
 
@@ -65,7 +65,7 @@ class LargeBufferPool {
   // A pooled buffer of exactly `bytes`, or nullptr (the caller allocates). Counts `bytes` as in use either way;
   // the caller calls Untrack when its own allocation fails.
   void* Take(size_t bytes) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     in_use_ += bytes;
     auto [first, last] = by_size_.equal_range(bytes);
     if (first == last) return nullptr;
@@ -77,7 +77,7 @@ class LargeBufferPool {
     return data;
   }
   void Untrack(size_t bytes) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     in_use_ -= bytes;
   }
   // Takes back a buffer that was in use; keeps it, evicting the least recently returned ones as needed, or
@@ -88,7 +88,7 @@ class LargeBufferPool {
     size_t num_evicted = 0;
     bool keep = false;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       in_use_ -= bytes;
       const size_t bound = std::max(kFloorBytes, in_use_);
       if (bytes <= bound) {
@@ -125,7 +125,7 @@ class LargeBufferPool {
     for (void* p : evicted_more) std::free(p);
   }
   BufferPoolStats Stats() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return {static_cast<int64_t>(pooled_), static_cast<int64_t>(lru_.size()), static_cast<int64_t>(in_use_)};
   }
 
@@ -134,11 +134,11 @@ class LargeBufferPool {
     size_t bytes;
     void* data;
   };
-  std::mutex mu_;
-  std::list<Entry> lru_;                                       // least recently returned first
-  std::multimap<size_t, std::list<Entry>::iterator> by_size_;  // the same entries by size
-  size_t pooled_ = 0;   // bytes in lru_
-  size_t in_use_ = 0;   // bytes of large buffers allocated and not yet returned
+  Mutex mu_;
+  std::list<Entry> lru_ SPMDSIM_GUARDED_BY(mu_);  // least recently returned first
+  std::multimap<size_t, std::list<Entry>::iterator> by_size_ SPMDSIM_GUARDED_BY(mu_);  // the same entries by size
+  size_t pooled_ SPMDSIM_GUARDED_BY(mu_) = 0;  // bytes in lru_
+  size_t in_use_ SPMDSIM_GUARDED_BY(mu_) = 0;  // bytes of large buffers allocated and not yet returned
 };
 
 LargeBufferPool& Pool() {

@@ -67,8 +67,11 @@ Runtime::~Runtime() {
   auto deadline = std::chrono::steady_clock::now() + core_->options.collective_timeout;
   // Every task enqueued must have returned before the arena goes (oneTBB would drop a task that has not
   // started yet, and its arguments with it).
-  std::unique_lock lock(core_->tasks_mu);
-  if (!core_->tasks_cv.wait_until(lock, deadline, [&] { return core_->tasks_outstanding == 0; })) {
+  internal::RuntimeCore& core = *core_;
+  MutexLock lock(core.tasks_mu);
+  if (!lock.WaitUntil(core.tasks_cv, deadline, [&]() SPMDSIM_REQUIRES(core.tasks_mu) {
+        return core.tasks_outstanding == 0;
+      })) {
     // A device is still running on a worker thread: leave the threads and the state they use behind.
     (void)pool_.release();
   }
@@ -111,7 +114,7 @@ std::shared_ptr<RunState> PrepareRun(internal::RuntimeCore& core, const std::fun
 // The error of a Run that did not complete: the first device that threw (in a closed block, lowest position),
 // else the Run's abort reason.
 [[noreturn]] void ThrowRunError(const internal::RuntimeCore& core, RunState& run, bool all_closed) {
-  std::unique_lock lock(run.mu);
+  MutexLock lock(run.mu);
   for (const auto& bl : core.blocks) {
     if (!bl.closed) continue;
     for (int64_t p = bl.begin; p < bl.end; ++p) {
@@ -153,8 +156,8 @@ void Runtime::Run(const std::function<void(DeviceContext&)>& fn) {
   internal::RuntimeCore& core = *core_;
   if (internal::CurrentSlot() != nullptr)
     Throw(ErrorCode::kFailedPrecondition, "Runtime::Run called from inside a virtual device");
-  std::unique_lock<std::mutex> one_run(core.run_mu, std::try_to_lock);
-  if (!one_run.owns_lock()) Throw(ErrorCode::kFailedPrecondition, "Runtime::Run is already running on another thread");
+  if (!core.run_mu.TryLock()) Throw(ErrorCode::kFailedPrecondition, "Runtime::Run is already running on another thread");
+  MutexLock one_run(core.run_mu, std::adopt_lock);
   if (core.run) {
     RunState& previous = *core.run;
     if (previous.published.load() && !internal::WaitClosed(previous, Clock::now() + core.options.collective_timeout)) {
@@ -170,7 +173,7 @@ void Runtime::Run(const std::function<void(DeviceContext&)>& fn) {
   RuntimeObserver* observer = core.options.observer;
   if (observer != nullptr) observer->OnRunStart(core.mesh.size());
   {
-    std::lock_guard lock(core.tasks_mu);
+    MutexLock lock(core.tasks_mu);
     core.tasks_outstanding += core.num_workers;
   }
   for (int w = 0; w < core.num_workers; ++w) {
@@ -191,7 +194,7 @@ void Runtime::Run(const std::function<void(DeviceContext&)>& fn) {
   if (observer != nullptr) {
     // Devices may still be running (a device that never arrived); the workers stop calling the observer now.
     {
-      std::lock_guard lock(run->observer_mu);
+      MutexLock lock(run->observer_mu);
       run->observer_detached = true;
     }
     observer->OnRunEnd(false);

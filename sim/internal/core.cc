@@ -1,6 +1,5 @@
 #include "sim/internal/core.h"
 
-#include <mutex>
 #include <utility>
 
 #include <fmt/format.h>
@@ -13,7 +12,7 @@ namespace spmdsim::internal {
 
 bool RunState::SetAbort(AbortReason reason, ErrorCode code, std::string message) {
   // The message is written under `mu` by the one caller that wins the exchange; readers take `mu` too.
-  std::lock_guard lock(mu);
+  MutexLock lock(mu);
   int expected = 0;
   if (!abort.compare_exchange_strong(expected, static_cast<int>(reason), std::memory_order_acq_rel)) return false;
   abort_code = code;
@@ -97,7 +96,7 @@ void RuntimeCore::MapStacks() {
 }
 
 const GroupInfo& RuntimeCore::Groups(const AxesKey& key) {
-  std::lock_guard lock(groups_mu);
+  MutexLock lock(groups_mu);
   auto it = groups.find(key);
   if (it == groups.end()) it = groups.emplace(key, std::make_unique<GroupInfo>(MakeGroupInfo(mesh, key))).first;
   return *it->second;

@@ -10,8 +10,10 @@
 //  - A Block's summary is written by its worker before it arrives at the cross-thread barrier
 //    (fetch_add acq_rel) and read by the last worker to arrive, which publishes the plan with a release
 //    store of the barrier's epoch; the other workers acquire that epoch before reading the plan.
-//  - RunState::abort moves once from kNone to a reason (compare-exchange); the reason's message is written
-//    before the exchange (release) and read after an acquire load.
+//  - RunState::abort moves once from kNone to a reason (compare-exchange, under `mu`); the winner writes the
+//    code, message and time under `mu` right after the exchange, so readers take `mu` too.
+//  - Fields guarded by a mutex say so with SPMDSIM_GUARDED_BY (common/thread_annotations.h; checked by the
+//    `clang` preset).
 #ifndef SPMDSIM_SIM_INTERNAL_CORE_H_
 #define SPMDSIM_SIM_INTERNAL_CORE_H_
 
@@ -24,12 +26,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <new>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
+#include "common/thread_annotations.h"
 #include "mesh/mesh.h"
 #include "sim/device_context.h"
 #include "sim/internal/collectives.h"
@@ -143,9 +145,9 @@ struct RunState {
   alignas(64) std::atomic<int> next_block{0};  // blocks are claimed by the worker tasks that start first
   CrossBarrier barrier;
   alignas(64) std::atomic<int> abort{0};       // AbortReason
-  ErrorCode abort_code = ErrorCode::kAborted;
-  std::string abort_message;
-  std::chrono::steady_clock::time_point abort_time;
+  ErrorCode abort_code SPMDSIM_GUARDED_BY(mu) = ErrorCode::kAborted;
+  std::string abort_message SPMDSIM_GUARDED_BY(mu);
+  std::chrono::steady_clock::time_point abort_time SPMDSIM_GUARDED_BY(mu);
   // The current collective, written by the leader between barrier phases.
   Plan plan;
   bool plan_parallel = false;
@@ -159,17 +161,17 @@ struct RunState {
   std::atomic<bool> executing{false};          // a leader section or a parallel phase is under way (watchdog)
   // Observer calls from workers are made under observer_mu and stop once Run has detached the observer
   // (an aborted Run that returns while devices still run).
-  std::mutex observer_mu;
-  bool observer_detached = false;
+  Mutex observer_mu;
+  bool observer_detached SPMDSIM_GUARDED_BY(observer_mu) = false;
   std::vector<const CollectiveCall*> calls;    // leader's scratch
-  // Completion: blocks closed (every device finished).
-  std::mutex mu;
+  // Completion: blocks closed (every device finished); also guards the abort's details.
+  Mutex mu;
   std::condition_variable cv;
-  int closed_blocks = 0;
+  int closed_blocks SPMDSIM_GUARDED_BY(mu) = 0;
 
   bool aborted() const { return abort.load(std::memory_order_acquire) != 0; }
   // First reason wins; returns whether this call set it.
-  bool SetAbort(AbortReason reason, ErrorCode code, std::string message);
+  bool SetAbort(AbortReason reason, ErrorCode code, std::string message) SPMDSIM_EXCLUDES(mu);
 };
 
 struct RuntimeCore {
@@ -185,7 +187,7 @@ struct RuntimeCore {
   // Called by DeviceContext on the device's fiber.
   Array Collective(DeviceSlot& slot, CollectiveCall& call);
   void WaitAtBarrier(DeviceSlot& slot);
-  const GroupInfo& Groups(const AxesKey& key);  // cached; leader only (or under groups_mu)
+  const GroupInfo& Groups(const AxesKey& key) SPMDSIM_EXCLUDES(groups_mu);  // cached; any thread
 
   Mesh mesh;
   RuntimeOptions options;
@@ -193,14 +195,14 @@ struct RuntimeCore {
   std::vector<DeviceSlot> slots;
   std::vector<Block> blocks;
   bool stacks_mapped = false;      // every slot's stack is mapped (Run's thread only)
-  std::mutex run_mu;               // held by Runtime::Run for its whole duration
+  Mutex run_mu;                    // held by Runtime::Run for its whole duration
   // Worker tasks enqueued and not yet returned (a task oneTBB starts after its Run ended returns at once).
-  std::mutex tasks_mu;
+  Mutex tasks_mu;
   std::condition_variable tasks_cv;
-  int tasks_outstanding = 0;
-  std::shared_ptr<RunState> run;  // the current (or last) Run
-  std::mutex groups_mu;
-  std::map<AxesKey, std::unique_ptr<GroupInfo>> groups;
+  int tasks_outstanding SPMDSIM_GUARDED_BY(tasks_mu) = 0;
+  std::shared_ptr<RunState> run SPMDSIM_GUARDED_BY(run_mu);  // the current (or last) Run
+  Mutex groups_mu;
+  std::map<AxesKey, std::unique_ptr<GroupInfo>> groups SPMDSIM_GUARDED_BY(groups_mu);
 };
 
 }  // namespace spmdsim::internal

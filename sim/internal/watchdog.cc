@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <mutex>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -26,9 +25,10 @@ class Watchdog {
         grace_(std::min<Clock::duration>(timeout_, std::chrono::seconds(1))) {}
 
   bool Watch() {
-    std::unique_lock lock(run_.mu);
+    MutexLock lock(run_.mu);
     for (;;) {
-      if (run_.cv.wait_for(lock, period_, [&] { return run_.closed_blocks == run_.num_blocks; })) return true;
+      if (lock.WaitFor(run_.cv, period_, [&]() SPMDSIM_REQUIRES(run_.mu) { return run_.closed_blocks == run_.num_blocks; }))
+        return true;
       const auto now = Clock::now();
       if (run_.aborted()) {
         if (now - run_.abort_time >= grace_) return false;
@@ -37,9 +37,9 @@ class Watchdog {
       const uint64_t episodes = run_.episodes.load(std::memory_order_relaxed);
       if (!StalledFor(now, episodes, timeout_)) continue;
       std::string message = DeadlineMessage(episodes);
-      lock.unlock();
+      lock.Unlock();
       run_.SetAbort(AbortReason::kDeadline, ErrorCode::kDeadlineExceeded, std::move(message));
-      lock.lock();
+      lock.Lock();
     }
   }
 
@@ -119,8 +119,8 @@ class Watchdog {
 bool WatchRun(const RuntimeCore& core, RunState& run) { return Watchdog(core, run).Watch(); }
 
 bool WaitClosed(RunState& run, std::chrono::steady_clock::time_point deadline) {
-  std::unique_lock lock(run.mu);
-  return run.cv.wait_until(lock, deadline, [&] { return run.closed_blocks == run.num_blocks; });
+  MutexLock lock(run.mu);
+  return lock.WaitUntil(run.cv, deadline, [&]() SPMDSIM_REQUIRES(run.mu) { return run.closed_blocks == run.num_blocks; });
 }
 
 std::string StillRunning(const RuntimeCore& core) {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <mutex>
 #include <new>
 #include <string>
 #include <thread>
@@ -88,7 +87,7 @@ class Worker {
   void Observe(F&& call) {
     RuntimeObserver* observer = core_.options.observer;
     if (observer == nullptr) return;
-    std::lock_guard lock(run_.observer_mu);
+    MutexLock lock(run_.observer_mu);
     if (!run_.observer_detached) call(*observer);
   }
 
@@ -373,7 +372,7 @@ class Worker {
   }
 
   void CloseBlocks() {
-    std::lock_guard lock(run_.mu);
+    MutexLock lock(run_.mu);
     for (int b : blocks_) {
       core_.blocks[b].closed = true;
       ++run_.closed_blocks;
@@ -398,7 +397,7 @@ void WorkerEntry(std::unique_ptr<TaskArgs> args) {
   EnterWorkerThread();
   Worker(*args->core, run).Main();
   RuntimeCore& core = *args->core;
-  std::lock_guard lock(core.tasks_mu);
+  MutexLock lock(core.tasks_mu);
   if (--core.tasks_outstanding == 0) core.tasks_cv.notify_all();
 }
 

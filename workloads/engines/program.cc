@@ -360,8 +360,8 @@ WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& 
   }
   RuntimeOptions runtime_options = context.runtime;
   // Eigen's GEMM keeps its blocking buffers on the stack (up to EIGEN_STACK_ALLOCATION_LIMIT, 128 KiB): a
-  // [128,256] x [256,128] matmul overflows the runtime's default 256 KiB fiber stack. Only touched pages are
-  // resident, so a larger reservation costs address space, not memory.
+  // [128,256] x [256,128] matmul overflows the runtime's default fiber stack (RuntimeOptions::fiber_stack_bytes).
+  // Only touched pages are resident, so a larger reservation costs address space, not memory.
   runtime_options.fiber_stack_bytes = std::max<size_t>(runtime_options.fiber_stack_bytes, kMinFiberStackBytes);
   runtime_options.observer = &recorder;
   runtime_options.op_cost_sink = &recorder;

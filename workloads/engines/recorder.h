@@ -90,6 +90,7 @@ class CostRecorder final : public RuntimeObserver, public OpCostSink {
     int64_t count = 0;
     void Add(const Event& e);
   };
+  // One per device and cache line: devices record concurrently on their workers.
   struct alignas(64) DeviceState {
     // Events not folded yet: all of them when a trace is recorded, else the last one or few (a sweep of 10^6
     // iterations must not keep 10^6 records per device).
@@ -99,6 +100,7 @@ class CostRecorder final : public RuntimeObserver, public OpCostSink {
     bool in_step = false;                    // between BeginStep and EndStep (ops outside steps are not charged)
     DType peak_key = DType::kF32;
   };
+  static_assert(sizeof(DeviceState) == 64, "one device's state per cache line");
   struct StepInfo {
     std::string name, op;
     StepKind kind = StepKind::kCompute;
