@@ -72,6 +72,9 @@ struct RuntimeOptions {
   // 1 MiB for Eigen's GEMM, workloads/engines/recorder.h); only the pages a device touches become resident. Stacks are pooled across Runs. Larger stacks spread 4096 devices over more page-table
   // entries: a barrier episode at 4096 devices costs ~2x more with 256 KiB (docs/runtime.md). A device that
   // overflows its stack ends the process after naming itself on stderr.
+  // The stacks are one mapping per Runtime, with a guard page below each while the kernel's mapping budget
+  // allows (vm.max_map_count, each guard page costs two mappings); beyond that (~28,000 devices at the default
+  // 65530) no guard pages but a canary word below each stack, checked when its device switches out.
   //
   // The devices a worker thread runs share its floating-point environment (rounding mode, exception masks):
   // device switches do not save it (docs/runtime.md). A device that changes it restores it before a collective.

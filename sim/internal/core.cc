@@ -68,31 +68,25 @@ RuntimeCore::RuntimeCore(Mesh mesh_in, RuntimeOptions options_in, int workers)
 }
 
 RuntimeCore::~RuntimeCore() {
-  for (DeviceSlot& s : slots) {
-    FreeStack(s.stack);
-    s.context().~DeviceContext();
-  }
-}
+  for (DeviceSlot& s : slots) s.context().~DeviceContext();
+}  // then `stacks` unmaps every stack
 
 void RuntimeCore::MapStacks() {
-#if !defined(SPMDSIM_ASAN)
-  if (stacks_mapped) return;
-#endif
+  stacks.Unpoison();  // ASan: the previous Run's fibers left frames poisoned
+  if (stacks.mapped()) return;
   const size_t size = options.fiber_stack_bytes * kSanitizerStackFactor;
-  for (DeviceSlot& s : slots) {
-    try {
-      EnsureStack(s.stack, size);
-    } catch (const Error& e) {
-      const int64_t per_device = StackMappingBytes(size);
-      const int64_t n = mesh.size();
-      Throw(ErrorCode::kResourceExhausted,
-            "cannot map the fiber stacks of {} virtual devices: they need {} ({} bytes: {} per device with its "
-            "guard page) of address space and 2 memory mappings each; {} (at position {}). Use fewer devices or a "
-            "smaller RuntimeOptions::fiber_stack_bytes, or raise the address-space limit (ulimit -v)",
-            n, HumanBytes(per_device * n), per_device * n, HumanBytes(per_device), e.message(), s.position);
-    }
+  const int64_t n = mesh.size();
+  try {
+    stacks.Map(n, size);
+  } catch (const Error& e) {
+    const int64_t per_device = StackPool::StrideBytes(size);
+    Throw(ErrorCode::kResourceExhausted,
+          "cannot map the fiber stacks of {} virtual devices: they need {} ({} bytes: {} per device with its "
+          "guard page) of address space; {}. Use fewer devices or a smaller RuntimeOptions::fiber_stack_bytes, "
+          "or raise the address-space limit (ulimit -v)",
+          n, HumanBytes(per_device * n), per_device * n, HumanBytes(per_device), e.message());
   }
-  stacks_mapped = true;
+  for (int64_t p = 0; p < n; ++p) slots[p].stack = stacks.StackAt(p);
 }
 
 const GroupInfo& RuntimeCore::Groups(const AxesKey& key) {

@@ -178,10 +178,9 @@ struct RuntimeCore {
   RuntimeCore(Mesh mesh, RuntimeOptions options, int num_workers);
   ~RuntimeCore();
 
-  // Maps every device's fiber stack (kept across Runs; under ASan, clears their poison every Run). Called by
-  // Run on its own thread before any device starts. Throws Error(kResourceExhausted) naming the number of
-  // devices and the bytes their stacks need when a stack cannot be mapped (an address-space limit, the
-  // kernel's vm.max_map_count).
+  // Maps every device's fiber stack in `stacks` (kept across Runs; under ASan, clears their poison every Run).
+  // Called by Run on its own thread before any device starts. Throws Error(kResourceExhausted) naming the
+  // number of devices and the bytes their stacks need when they cannot be mapped (an address-space limit).
   void MapStacks();
 
   // Called by DeviceContext on the device's fiber.
@@ -194,7 +193,7 @@ struct RuntimeCore {
   int num_workers;
   std::vector<DeviceSlot> slots;
   std::vector<Block> blocks;
-  bool stacks_mapped = false;      // every slot's stack is mapped (Run's thread only)
+  StackPool stacks;                // every slot's stack (Run's thread only)
   Mutex run_mu;                    // held by Runtime::Run for its whole duration
   // Worker tasks enqueued and not yet returned (a task oneTBB starts after its Run ended returns at once).
   Mutex tasks_mu;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <mutex>
 
 namespace spmdsim::internal {
@@ -53,15 +54,14 @@ namespace {
 
 // --- A device that overflows its stack -----------------------------------------------------------------------
 //
-// A fiber stack has a guard page below it; running into it is a SIGSEGV that would kill the process with no
+// A fiber stack in a guarded StackPool has a guard page below it; running into it is a SIGSEGV that would kill the process with no
 // word of which device or why. Worker threads get an alternate signal stack and a SIGSEGV handler that, when
 // the faulting address is in the guard page of the device the thread runs, writes which device overflowed and
 // how to give it more stack, then lets the signal take its default course (the process still dies: the device's
 // stack is corrupt and cannot be unwound). Other faults go to the handler that was there before. Not installed
-// under AddressSanitizer/ThreadSanitizer, which report stack overflows themselves.
-
-#if !defined(SPMDSIM_ASAN) && !defined(SPMDSIM_TSAN)
-struct sigaction previous_segv_action;
+// under AddressSanitizer/ThreadSanitizer, which report stack overflows themselves. A stack without a guard page
+// (a pool too large for the kernel's mapping budget) has a canary word instead, which the worker checks every
+// time the device switches out (CheckStackCanary); the same report then ends the process with abort().
 
 // Async-signal-safe decimal.
 size_t FormatUnsigned(char* out, uint64_t value) {
@@ -74,6 +74,27 @@ size_t FormatUnsigned(char* out, uint64_t value) {
   for (size_t i = 0; i < n; ++i) out[i] = digits[n - 1 - i];
   return n;
 }
+
+// Names the device that overflowed its stack on stderr. Async-signal-safe.
+void WriteStackOverflowReport(const DeviceSlot& s) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  char message[320];
+  size_t n = 0;
+  const auto append = [&](const char* text) {
+    for (; *text != 0 && n < sizeof(message); ++text) message[n++] = *text;
+  };
+  append("spmdsim: the virtual device at position ");
+  n += FormatUnsigned(message + n, static_cast<uint64_t>(s.position));
+  append(" overflowed its ");
+  n += FormatUnsigned(message + n, (s.stack.mapped - page) / 1024);
+  append(" KiB fiber stack (deep recursion or large local arrays in the device function); raise "
+         "RuntimeOptions::fiber_stack_bytes\n");
+  ssize_t written = write(STDERR_FILENO, message, n);
+  (void)written;
+}
+
+#if !defined(SPMDSIM_ASAN) && !defined(SPMDSIM_TSAN)
+struct sigaction previous_segv_action;
 
 // Lets the signal take its default course: the faulting instruction runs again and the process ends.
 void RestoreDefaultSegv() {
@@ -89,19 +110,7 @@ void OnSegv(int signal, siginfo_t* info, void* context) {
   const char* guard = s != nullptr ? static_cast<const char*>(s->stack.base) : nullptr;
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));  // async-signal-safe
   if (guard != nullptr && address >= guard && address < guard + page) {
-    char message[320];
-    size_t n = 0;
-    const auto append = [&](const char* text) {
-      for (; *text != 0 && n < sizeof(message); ++text) message[n++] = *text;
-    };
-    append("spmdsim: the virtual device at position ");
-    n += FormatUnsigned(message + n, static_cast<uint64_t>(s->position));
-    append(" overflowed its ");
-    n += FormatUnsigned(message + n, (s->stack.mapped - page) / 1024);
-    append(" KiB fiber stack (deep recursion or large local arrays in the device function); raise "
-           "RuntimeOptions::fiber_stack_bytes\n");
-    ssize_t written = write(STDERR_FILENO, message, n);
-    (void)written;
+    WriteStackOverflowReport(*s);
     RestoreDefaultSegv();
     return;
   }
@@ -143,6 +152,11 @@ void InstallStackOverflowReport() {}
 #endif
 
 }  // namespace
+
+void StackCanaryOverwritten(const DeviceSlot& s) {
+  WriteStackOverflowReport(s);
+  std::abort();
+}
 
 void EnterWorkerThread() {
 #if defined(SPMDSIM_TSAN)

@@ -50,6 +50,18 @@ WorkerThreadState& ThisWorkerThread();
 // ran into its guard page; not under the sanitizers, which report overflows themselves).
 void EnterWorkerThread();
 
+// A device whose stack has no guard page overwrote its canary (kStackCanary): names it on stderr as the SIGSEGV
+// handler does for a guard page, and aborts (its stack, and maybe the one below, is corrupt).
+[[noreturn, gnu::cold]] void StackCanaryOverwritten(const DeviceSlot& s);
+
+// Checks the canary of a device whose stack has no guard page: one load and compare, after every switch out of
+// the device. `canary` is the canary word of the stack: StackPool::canary_base() + position * stride().
+inline void CheckStackCanary(const DeviceSlot& s, const char* canary) {
+  uint64_t word;
+  __builtin_memcpy(&word, canary, sizeof(word));
+  if (__builtin_expect(word != kStackCanary, 0)) StackCanaryOverwritten(s);
+}
+
 // A device's fiber: runs the Run's function, records how it ended, and switches to the worker for good (the
 // stack is reused from its top by the next Run's make_fcontext). The entry of make_fcontext.
 [[noreturn]] void DeviceEntry(fc::transfer_t t);

@@ -3,14 +3,15 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 
 #include "common/error.h"
 #include "common/strings.h"
-#include "sim/memory.h"
 
 #if defined(SPMDSIM_ASAN)
 #include <sanitizer/asan_interface.h>
@@ -19,69 +20,96 @@
 namespace spmdsim::internal {
 namespace {
 
-// ASan keeps shadow memory for addresses, not mappings: frames a fiber left poisoned (a stack switched away
-// from, or unwound past) would still be poisoned when the stack is reused or its addresses mapped again.
-void UnpoisonStack(FiberStack& stack) {
-#if defined(SPMDSIM_ASAN)
-  if (stack.base != nullptr) ASAN_UNPOISON_MEMORY_REGION(stack.base, stack.mapped);
-#endif
-  (void)stack;
-}
-
 size_t PageSize() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
 
-// /proc/sys/vm/max_map_count, or -1 when it cannot be read.
+// /proc/sys/vm/max_map_count, or the kernel's default when it cannot be read.
 int64_t MaxMapCount() {
   std::ifstream in("/proc/sys/vm/max_map_count");
   int64_t count = -1;
   in >> count;
-  return in ? count : -1;
+  return in && count > 0 ? count : 65530;
+}
+
+// The mappings this process has now: the lines of /proc/self/maps (0 when it cannot be read).
+int64_t MappingsNow() {
+  std::ifstream in("/proc/self/maps");
+  return std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n');
 }
 
 }  // namespace
 
-int64_t StackMappingBytes(size_t size) {
+int64_t StackPool::StrideBytes(size_t usable) {
   const size_t page = PageSize();
-  return static_cast<int64_t>((size + page - 1) / page * page + page);
+  return static_cast<int64_t>((usable + page - 1) / page * page + page);
 }
 
-void EnsureStack(FiberStack& stack, size_t size) {
-  if (stack.base != nullptr) {
-    UnpoisonStack(stack);
-    return;
-  }
-  const size_t page = PageSize();
-  const size_t mapped = static_cast<size_t>(StackMappingBytes(size));
-  const size_t usable = mapped - page;
-  void* base = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+bool StackPool::GuardsFit(int64_t count) {
+  // N guard pages split one mapping into 2N (guard, stack, guard, stack, ...).
+  return 2 * count + kMappingMargin <= MaxMapCount() - MappingsNow();
+}
+
+void StackPool::Map(int64_t count, size_t usable) {
+  page_ = PageSize();
+  stride_ = static_cast<size_t>(StrideBytes(usable));
+  const size_t bytes = stride_ * static_cast<size_t>(count);
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) {
-    Throw(ErrorCode::kResourceExhausted, "mapping a {} stack failed: {}", HumanBytes(static_cast<int64_t>(mapped)),
+    Throw(ErrorCode::kResourceExhausted, "mapping {} of stacks failed: {}", HumanBytes(static_cast<int64_t>(bytes)),
           std::strerror(errno));
   }
-  // Guard page: a stack overflow faults instead of corrupting memory. It splits the mapping in two, which the
-  // kernel counts against vm.max_map_count.
-  if (mprotect(base, page, PROT_NONE) != 0) {
-    const int error = errno;
-    munmap(base, mapped);
-    Throw(ErrorCode::kResourceExhausted, "protecting a stack's guard page failed: {} (vm.max_map_count is {})",
-          std::strerror(error), MaxMapCount());
+  // Only the pages a device touches may become resident: with transparent huge pages "always", a fault in
+  // one stack could make 2 MiB (30 stacks) resident.
+  madvise(base, bytes, MADV_NOHUGEPAGE);
+  base_ = static_cast<char*>(base);
+  bytes_ = bytes;
+  count_ = count;
+  guarded_ = GuardsFit(count);
+  for (int64_t i = 0; guarded_ && i < count; ++i) {
+    // A guard page: an overflow faults instead of corrupting the stack below (another device's).
+    if (mprotect(base_ + stride_ * static_cast<size_t>(i), page_, PROT_NONE) != 0) guarded_ = false;
   }
-  stack.base = base;
-  stack.mapped = mapped;
+  if (!guarded_) {
+    // Out of mappings after all (another thread made some): undo the guard pages, which merges the mapping
+    // back into one, and fall back to canaries.
+    if (mprotect(base_, bytes_, PROT_READ | PROT_WRITE) != 0) {
+      const int error = errno;
+      munmap(base_, bytes_);
+      base_ = nullptr;
+      Throw(ErrorCode::kResourceExhausted, "unprotecting the guard pages of {} stacks failed: {}", count,
+            std::strerror(error));
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      std::memcpy(base_ + stride_ * static_cast<size_t>(i) + page_ - sizeof(uint64_t), &kStackCanary,
+                  sizeof(uint64_t));
+    }
+  }
+}
+
+FiberStack StackPool::StackAt(int64_t i) const {
+  FiberStack stack;
+  stack.base = base_ + stride_ * static_cast<size_t>(i);
+  stack.mapped = stride_;
   // Stack colouring: the tops of page-aligned stacks all share one page offset, so the hot top frames of
   // thousands of devices would compete for the same cache sets; shift each top by 0..31 cache lines.
   // (At most half a page, so that the few hot frames stay on the stack's top page.)
-  const size_t colour = (reinterpret_cast<uintptr_t>(base) / mapped % 32) * 64;
-  stack.context.size = usable - colour;
-  stack.context.sp = static_cast<char*>(base) + mapped - colour;
-  UnpoisonStack(stack);
+  const size_t colour = static_cast<size_t>(i % 32) * 64;
+  stack.context.size = stride_ - page_ - colour;
+  stack.context.sp = static_cast<char*>(stack.base) + stride_ - colour;
+  return stack;
 }
 
-void FreeStack(FiberStack& stack) {
-  if (stack.base == nullptr) return;
-  UnpoisonStack(stack);
-  munmap(stack.base, stack.mapped);
-  stack.base = nullptr;
+// ASan keeps shadow memory for addresses, not mappings: frames a fiber left poisoned (a stack switched away
+// from, or unwound past) would still be poisoned when the stack is reused or its addresses mapped again.
+void StackPool::Unpoison() {
+#if defined(SPMDSIM_ASAN)
+  if (base_ != nullptr) ASAN_UNPOISON_MEMORY_REGION(base_, bytes_);
+#endif
+}
+
+StackPool::~StackPool() {
+  if (base_ == nullptr) return;
+  Unpoison();
+  munmap(base_, bytes_);
 }
 
 }  // namespace spmdsim::internal

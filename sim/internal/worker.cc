@@ -44,7 +44,12 @@ inline void PrefetchDevice(const DeviceSlot& s) {
 
 class Worker {
  public:
-  Worker(RuntimeCore& core, RunState& run) : core_(core), run_(run), mesh_(core.mesh) {}
+  Worker(RuntimeCore& core, RunState& run)
+      : core_(core),
+        run_(run),
+        mesh_(core.mesh),
+        canary_base_(core.stacks.guarded() ? nullptr : core.stacks.canary_base()),
+        stack_stride_(core.stacks.stride()) {}
 
   void Main() {
     int b = run_.next_block.fetch_add(1, std::memory_order_relaxed);
@@ -55,7 +60,7 @@ class Worker {
     // same for every worker: so every device runs each step up to the one where something failed, and
     // which devices fail in that step does not depend on how the workers were scheduled.
     for (;;) {
-      for (int block : blocks_) Pass(core_.blocks[block]);
+      for (int block : blocks_) RunPass(core_.blocks[block]);
       if (run_.aborted() || !Barrier(/*lead=*/true)) break;
       if (run_.done) {
         CloseBlocks();
@@ -93,10 +98,14 @@ class Worker {
 
   // The thread's current device (what arrays made now are charged to) is set here and cleared once a pass
   // is over (end of Pass and of Unwind), not after every device: between two devices the worker makes no arrays.
+  //
+  // kCanary: the device's stack has no guard page (StackPool); its canary is checked after every switch out.
+  template <bool kCanary>
   [[gnu::always_inline]] void Resume(DeviceSlot& s) {  // inlined into Pass, as it was before the split
     s.state.store(DeviceState::kRunning, std::memory_order_relaxed);
     SetCurrentSlot(&s);
     SwitchIntoDevice(s);
+    if constexpr (kCanary) CheckStackCanary(s, CanaryOf(s.position));
     if (s.state.load(std::memory_order_relaxed) == DeviceState::kFinished) {
       SetCurrentSlot(nullptr);
 #if defined(SPMDSIM_TSAN)
@@ -110,7 +119,15 @@ class Worker {
     }
   }
 
+  const char* CanaryOf(int64_t position) const {
+    return canary_base_ + stack_stride_ * static_cast<size_t>(position);
+  }
+
+  // Pass, with the canary checks only when the stacks have no guard pages: the guarded hot path has no branch.
+  void RunPass(Block& bl) { canary_base_ == nullptr ? Pass<false>(bl) : Pass<true>(bl); }
+
   // Runs every ready device of the block until it waits or finishes, and summarises the block.
+  template <bool kCanary>
   void Pass(Block& bl) {
     bl.ref = nullptr;
     bl.ref_position = -1;
@@ -119,7 +136,10 @@ class Worker {
     bl.mismatch = false;
     for (int64_t p = bl.begin; p < bl.end; ++p) {
       DeviceSlot& s = core_.slots[p];
-      if (p + kPrefetchAhead < bl.end) PrefetchDevice(core_.slots[p + kPrefetchAhead]);
+      if (p + kPrefetchAhead < bl.end) {
+        PrefetchDevice(core_.slots[p + kPrefetchAhead]);
+        if constexpr (kCanary) __builtin_prefetch(CanaryOf(p + kPrefetchAhead), /*rw=*/0, /*locality=*/3);
+      }
       DeviceState st = s.state.load(std::memory_order_relaxed);
       // Devices not started yet are started even if another device already failed in this first step:
       // every device runs the step in which the first failure happens (see Main).
@@ -128,7 +148,7 @@ class Worker {
         st = DeviceState::kReady;
       }
       if (st == DeviceState::kReady || st == DeviceState::kWaiting) {  // kWaiting: released by the barrier
-        Resume(s);
+        Resume<kCanary>(s);
         st = s.state.load(std::memory_order_relaxed);
         // The watchdog's sign of life: a device got to its next collective or finished (one uncontended
         // store on the block's own line).
@@ -181,7 +201,7 @@ class Worker {
         int b = run_.next_block.fetch_add(1, std::memory_order_relaxed);
         if (b < run_.num_blocks) {
           AddBlock(b);
-          Pass(core_.blocks[b]);
+          RunPass(core_.blocks[b]);
           if (Arrive(1)) return Lead(epoch, lead);
           continue;
         }
@@ -358,7 +378,7 @@ class Worker {
               s.resume_aborted = true;
               [[fallthrough]];
             case DeviceState::kReady:
-              Resume(s);
+              canary_base_ == nullptr ? Resume<false>(s) : Resume<true>(s);
               again = true;  // a device that swallowed DeviceAborted may wait again
               break;
             default:
@@ -383,6 +403,8 @@ class Worker {
   RuntimeCore& core_;
   RunState& run_;
   const Mesh& mesh_;
+  const char* const canary_base_;  // StackPool::canary_base() when the stacks have no guard pages, else null
+  const size_t stack_stride_;
   std::vector<int> blocks_;
 };
 

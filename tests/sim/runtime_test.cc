@@ -1,6 +1,13 @@
 #include "sim/runtime.h"
 
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -344,6 +351,50 @@ TEST(RuntimeDeathTest, ADeviceThatOverflowsItsStackIsNamedBeforeTheProcessEnds) 
           d.Barrier();
         });
       },
+      "the virtual device at position 2 overflowed its 32 KiB fiber stack .*raise RuntimeOptions::fiber_stack_bytes");
+}
+
+// Leaves fewer free memory mappings than the stacks' guard pages need (vm.max_map_count minus the mappings the
+// process has, minus StackPool's margin of 8192): one region whose every other page is PROT_NONE.
+void UseUpTheMappingBudget() {
+  std::ifstream max_in("/proc/sys/vm/max_map_count");
+  int64_t max_count = 65530;
+  max_in >> max_count;
+  std::ifstream maps("/proc/self/maps");
+  const int64_t now = std::count(std::istreambuf_iterator<char>(maps), std::istreambuf_iterator<char>(), '\n');
+  const int64_t pairs = (max_count - now - 8192) / 2 + 16;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  char* region = static_cast<char*>(mmap(nullptr, 2 * page * static_cast<size_t>(pairs), PROT_READ | PROT_WRITE,
+                                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+  if (region == MAP_FAILED) return;
+  for (int64_t i = 0; i < pairs; ++i) mprotect(region + 2 * page * static_cast<size_t>(i), page, PROT_NONE);
+}
+
+// Recursion whose frames are written through (a dense overflow, as from deep recursion of small frames).
+__attribute__((noinline)) int RecurseDensely(int depth) {
+  volatile char frame[512];
+  for (char& c : const_cast<char(&)[512]>(frame)) c = static_cast<char>(depth | 1);
+  if (depth == 0) return frame[0];
+  return RecurseDensely(depth - 1) + frame[7];
+}
+
+// Without guard pages (more stacks than the mapping budget allows guard pages for) the worker checks a canary
+// word below each stack when its device switches out, and names the device as the guard page's report does.
+TEST(RuntimeDeathTest, ADeviceThatOverflowsAStackWithoutAGuardPageIsNamedByItsCanary) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        UseUpTheMappingBudget();
+        RuntimeOptions o = Workers(2);
+        o.fiber_stack_bytes = 32 * 1024;
+        Runtime runtime(Mesh::Iota({4}, {"x"}), o);
+        runtime.Run([](DeviceContext& d) {
+          d.Barrier();
+          if (d.position() == 2) RecurseDensely(70);  // ~38 KiB of frames: past the stack, into the page below
+          d.Barrier();
+        });
+      },
+      ::testing::KilledBySignal(SIGABRT),  // the canary's abort, not a guard page's SIGSEGV
       "the virtual device at position 2 overflowed its 32 KiB fiber stack .*raise RuntimeOptions::fiber_stack_bytes");
 }
 #endif
