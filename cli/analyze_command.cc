@@ -41,6 +41,7 @@
 #include "partition/correction.h"
 #include "partition/memory_analysis.h"
 #include "partition/partition_spec.h"
+#include "scenario/yaml_text.h"
 
 namespace spmdsim::cli {
 namespace {
@@ -89,7 +90,7 @@ NamedArray ArrayFromYaml(const YAML::Node& node, const std::string& where) {
   try {
     array.dtype = node["dtype"] ? ParseDType(node["dtype"].as<std::string>()) : DType::kF32;
   } catch (const Error& e) {
-    Throw(e.code(), "{}: {}", at, e.message());
+    RethrowWithContext(e, fmt::format("{}: {}", at, e.message()));
   }
   const YAML::Node spec = node["spec"];
   if (!spec || spec.IsNull()) return array;
@@ -132,6 +133,7 @@ NamedArray ArrayFromYaml(const YAML::Node& node, const std::string& where) {
 std::vector<NamedArray> ArraysFromFile(const std::string& path) {
   YAML::Node root;
   const std::string text = ReadFileBounded(path, kMaxTextFileBytes, "--file");
+  scenario::CheckYamlText(text, path, "an arrays file (--file)", "ValueError");
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {

@@ -10,10 +10,12 @@
 #include "cli/commands.h"
 #include "common/error.h"
 #include "common/exit_code.h"
+#include "common/user_text.h"
 
 namespace {
 
 using spmdsim::ExitCode;
+using spmdsim::ErrorLine;
 using spmdsim::ToInt;
 
 }  // namespace
@@ -48,15 +50,15 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "spmdsim: unknown command '{}'; commands are {} (see spmdsim --help)\n", argv[1], names);
       return ToInt(ExitCode::kUsage);
     }
-    fmt::print(stderr, "spmdsim{}{}: {} (see spmdsim {}--help)\n", command.empty() ? "" : " ", command, e.what(),
+    fmt::print(stderr, "spmdsim{}{}: {} (see spmdsim {}--help)\n", command.empty() ? "" : " ", command, ErrorLine(e.what()),
                command.empty() ? "" : command + " ");
     return ToInt(ExitCode::kUsage);
   } catch (const spmdsim::Error& e) {
     const std::string command = app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name();
-    fmt::print(stderr, "spmdsim {}: {}\n", command, e.what());
+    fmt::print(stderr, "spmdsim {}: {}\n", command, ErrorLine(e.what()));
     return ToInt(ExitCode::kBadInput);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "spmdsim: internal error: {}\n", e.what());
+    fmt::print(stderr, "spmdsim: internal error: {}\n", ErrorLine(e.what()));
     return ToInt(ExitCode::kInternal);
   }
   return ToInt(exit_code);

@@ -105,16 +105,7 @@ BuiltMesh BuildT5xMesh(const MeshCommandOptions& o, const std::shared_ptr<const 
     return {t5x::GetGpuMesh(o.num_partitions, topology),
             fmt::format("t5x default_mesh({0}) = get_gpu_mesh({0})", o.num_partitions)};
   } else {
-    try {
-      submesh = t5x::DefaultSubmesh(o.num_partitions, *topology);
-    } catch (const Error& e) {
-      // t5x's message spans lines; the CLI reports one line.
-      std::string line = e.message();
-      for (size_t at = line.find('\n'); at != std::string::npos; at = line.find('\n', at)) {
-        line.replace(at, 1, at > 0 && line[at - 1] == ' ' ? "" : "; ");
-      }
-      RethrowWithContext(e, line);
-    }
+    submesh = t5x::DefaultSubmesh(o.num_partitions, *topology);  // t5x's multi-line message: main prints one line
     how = fmt::format("t5x default_mesh({}) = get_mesh({})", o.num_partitions, PyTuple(submesh));
   }
   if (o.no_tile_by_host) how.insert(how.size() - 1, ", tile_by_host_if_needed=False");

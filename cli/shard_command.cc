@@ -22,6 +22,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/error.h"
+#include "common/error_context.h"
 #include "common/shape.h"
 #include "common/strings.h"
 #include "mesh/mesh.h"
@@ -65,7 +66,7 @@ ExitCode RunShard(const ShardArgs& args) {
   try {
     dtype = ParseDType(args.dtype);
   } catch (const Error& e) {
-    Throw(e.code(), "--dtype: {}", e.message());
+    RethrowWithContext(e, fmt::format("--dtype: {}", e.message()));
   }
   CorrectionOptions options;
   options.mode = ParseCorrectionMode(args.correct);

@@ -22,6 +22,28 @@ std::string QuoteForError(std::string_view text) {
   return out;
 }
 
+std::string OneLine(std::string_view message) {
+  std::string out;
+  out.reserve(message.size());
+  size_t i = 0;
+  while (i < message.size()) {
+    if (message[i] != '\n' && message[i] != '\r') {
+      out += message[i++];
+      continue;
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    while (i < message.size() && (message[i] == '\n' || message[i] == '\r' || message[i] == ' ')) ++i;
+    if (!out.empty() && i < message.size()) out += (out.back() == '.' || out.back() == ';' || out.back() == ':') ? " " : "; ";
+  }
+  return out;
+}
+
+std::string ErrorLine(std::string_view message) {
+  std::string line = OneLine(message);
+  if (line.size() <= kMaxErrorLineChars) return line;
+  return fmt::format("{}... ({} chars)", std::string_view(line).substr(0, kMaxErrorLineChars), line.size());
+}
+
 std::string Abbreviate(std::string_view repr) {
   if (repr.size() <= kMaxReprChars) return std::string(repr);
   return fmt::format("{}... ({} chars)", repr.substr(0, kMaxReprChars), repr.size());

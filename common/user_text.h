@@ -29,6 +29,16 @@ std::string QuoteForError(std::string_view text);
 inline constexpr size_t kMaxReprChars = 200;
 std::string Abbreviate(std::string_view repr);
 
+// A message on one line, as the CLI prints every error: each line break (with the blanks around it) becomes
+// "; " (" " after a line that ends in '.', ';' or ':'), so a peer's multi-line message keeps its words:
+// "No default mesh ... explicitly. \nPlatform: tpu\nBounds: ..." -> "... explicitly. Platform: tpu; Bounds: ...".
+std::string OneLine(std::string_view message);
+
+// What the CLI prints of an error: OneLine(message), cut after kMaxErrorLineChars with "... (N chars)" -- the
+// last guard against a message that quotes a huge value somewhere QuoteForError/Abbreviate was not used.
+inline constexpr size_t kMaxErrorLineChars = 1000;
+std::string ErrorLine(std::string_view message);
+
 // The first `max_items` of `items` joined by ", ", then ", ... (N in all)" when there are more.
 std::string JoinFirst(const std::vector<std::string>& items, size_t max_items = 5);
 

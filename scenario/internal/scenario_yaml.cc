@@ -15,6 +15,7 @@
 #include "common/shape.h"
 #include "common/strings.h"
 #include "common/user_text.h"
+#include "scenario/yaml_text.h"
 
 namespace spmdsim {
 namespace {
@@ -69,35 +70,10 @@ std::optional<double> ToDouble(const std::string& text) {
   return value;
 }
 
-// The line of the second document's start marker ("---" at column 0), skipping a marker that opens the
-// first document; 0 when there is none.
-int SecondDocumentLine(std::string_view text) {
-  int line = 0;
-  bool content_seen = false;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t end = text.find('\n', pos);
-    std::string_view l = text.substr(pos, end == std::string_view::npos ? std::string_view::npos : end - pos);
-    ++line;
-    const bool marker = l.substr(0, 3) == "---" && (l.size() == 3 || std::isspace(static_cast<unsigned char>(l[3])));
-    if (marker && content_seen) return line;
-    std::string_view t = Trim(l);
-    if (marker || (!t.empty() && t[0] != '#' && t[0] != '%')) content_seen = true;
-    if (end == std::string_view::npos) break;
-    pos = end + 1;
-  }
-  return 0;
-}
-
 }  // namespace
 
 YAML::Node LoadSingleYamlDocument(std::string_view text, const std::string& file) {
-  if (std::optional<size_t> bad = FindInvalidUtf8(text)) {
-    TextPosition p = PositionOf(text, *bad);
-    ThrowKind(ErrorCode::kInvalidArgument, "ScenarioError",
-              "{}:{}:{}: byte 0x{:02x} is not UTF-8; a scenario file is UTF-8 text", file, p.line, p.column,
-              static_cast<unsigned char>(text[*bad]));
-  }
+  scenario::CheckYamlText(text, file, "a scenario file", "ScenarioError");
   std::vector<YAML::Node> documents;
   try {
     documents = YAML::LoadAll(std::string(text));
@@ -105,10 +81,8 @@ YAML::Node LoadSingleYamlDocument(std::string_view text, const std::string& file
     std::string where = e.mark.is_null() ? file : fmt::format("{}:{}:{}", file, e.mark.line + 1, e.mark.column + 1);
     ThrowKind(ErrorCode::kInvalidArgument, "ScenarioError", "{}: not valid YAML: {}", where, e.msg);
   }
-  // A '---' at column 0 always starts a document (YAML forbids it inside content), even an empty one.
-  int line = SecondDocumentLine(text);
-  if (documents.size() > 1 || line > 0) {
-    if (line == 0 && !documents[1].Mark().is_null()) line = documents[1].Mark().line + 1;
+  if (documents.size() > 1) {  // a document started by "..." and content, without a "---"
+    const int line = documents[1].Mark().is_null() ? 1 : documents[1].Mark().line + 1;
     ThrowKind(ErrorCode::kInvalidArgument, "ScenarioError",
               "{}:{}:1: a second YAML document starts here; a scenario file holds one document (remove the '---' "
               "and what follows, or put it in its own file)",

@@ -69,6 +69,21 @@ TEST(HostileInput, BytesThatAreNotUtf8AreAnErrorAtTheirPosition) {
   ExpectOneLineError(RunSpmdsim("run " + path), 1, path + ":3:10: byte 0xe9 is not UTF-8");
 }
 
+TEST(HostileInput, AnalyzeFilesGetTheSameOneDocumentAndUtf8Checks) {
+  const std::string arrays = "arrays: [{name: w, shape: [64, 32], spec: [x, null]}]\n";
+  std::string path = WriteTemp("analyze_two_docs.yaml", arrays + "---\n" + arrays);
+  ExpectOneLineError(RunSpmdsim("analyze --mesh x=2 --file " + path), 1,
+                     path + ":2:1: a second YAML document starts here; an arrays file (--file) holds one document");
+  path = WriteTemp("analyze_latin1.yaml", "arrays: [{name: caf\xe9, shape: [64, 32]}]\n");
+  ExpectOneLineError(RunSpmdsim("analyze --mesh x=2 --file " + path), 1, path + ":1:20: byte 0xe9 is not UTF-8");
+}
+
+TEST(HostileInput, APeersMultiLineMessageIsPrintedOnOneLine) {
+  ExpectOneLineError(RunSpmdsim("mesh --topology tpu-v5e:4x4 --num-partitions 4"), 1,
+                     "No default mesh for this configuration: specify config.model_parallel_submesh explicitly. "
+                     "Platform: tpu; Device kind: TPU v5 lite; Num partitions: 4");
+}
+
 TEST(HostileInput, IntegersThatDoNotFitAreRefusedNotWrapped) {
   ExpectOneLineError(RunSpmdsim("rules --standard 99999999999,1 --names batch"), 1,
                      "--standard activation dims: '99999999999' is out of range");

@@ -37,6 +37,21 @@ TEST(FindInvalidUtf8, FindsTheFirstBadByteAsPythonDecodeDoes) {
   EXPECT_EQ(FindInvalidUtf8("ab\xe2\x82"), 2u);       // truncated
 }
 
+TEST(OneLine, JoinsLinesWithSemicolonsKeepingTheWords) {
+  EXPECT_EQ(OneLine("No default mesh: specify it explicitly. \nPlatform: tpu\nBounds: (2, 2, 2, 1)"),
+            "No default mesh: specify it explicitly. Platform: tpu; Bounds: (2, 2, 2, 1)");
+  EXPECT_EQ(OneLine("errors:\n  a\n  b"), "errors: a; b");
+  EXPECT_EQ(OneLine("one line"), "one line");
+  EXPECT_EQ(OneLine("trailing\n\n"), "trailing");
+  EXPECT_EQ(OneLine("a\r\n  b"), "a; b");
+}
+
+TEST(ErrorLine, IsOneLineOfBoundedLength) {
+  EXPECT_EQ(ErrorLine("a\nb"), "a; b");
+  const std::string line = ErrorLine(std::string(100000, 'x'));
+  EXPECT_EQ(line, std::string(kMaxErrorLineChars, 'x') + "... (100000 chars)");
+}
+
 TEST(PositionOf, CountsLinesAndColumnsFromOne) {
   EXPECT_EQ(PositionOf("ab\ncd", 4).line, 2);
   EXPECT_EQ(PositionOf("ab\ncd", 4).column, 2);

@@ -1,0 +1,27 @@
+// Checks on a YAML file's text before it is parsed: UTF-8 throughout and one document only.
+//
+// yaml-cpp accepts bytes that are not UTF-8 (and the JSON report written later would fail on them) and
+// YAML::Load silently ignores everything after a second document's "---". Every YAML file spmdsim reads
+// (scenarios, `spmdsim analyze --file`) goes through CheckYamlText first.
+//
+// Thread-safe (no state). Errors: Error(kInvalidArgument) of the given Python kind, with file:line:col.
+#ifndef SPMDSIM_SCENARIO_YAML_TEXT_H_
+#define SPMDSIM_SCENARIO_YAML_TEXT_H_
+
+#include <string>
+#include <string_view>
+
+namespace spmdsim::scenario {
+
+// Throws at the first byte that is not UTF-8 ("FILE:L:C: byte 0xff is not UTF-8; <what> is UTF-8 text") or at
+// a second document's start marker ("FILE:L:1: a second YAML document starts here; <what> holds one
+// document ..."). `what` names the kind of file ("a scenario file"); `kind` is the error's Python kind.
+void CheckYamlText(std::string_view text, const std::string& file, std::string_view what, std::string_view kind);
+
+// The 1-based line of the second document's start marker ("---" at column 0; a marker that opens the first
+// document does not count), or 0 when there is none.
+int SecondYamlDocumentLine(std::string_view text);
+
+}  // namespace spmdsim::scenario
+
+#endif  // SPMDSIM_SCENARIO_YAML_TEXT_H_
