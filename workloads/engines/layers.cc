@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -162,6 +163,21 @@ MlpNames AddMlp(ProgramBuilder& b, const std::string& prefix, const std::string&
   return n;
 }
 
+// A layer's program with its name and check tolerances, after its sharding axes are checked against the mesh.
+template <typename LayerConfig>
+ShardMapConfig StartLayerProgram(std::string_view kind, const LayerConfig& c, const Mesh& mesh) {
+  const LayerSharding& sh = c.sharding;
+  for (const auto* axes : {&sh.batch_axes, &sh.fsdp_axes, &sh.tensor_axes}) {
+    mesh.ValidateAxes(*axes, fmt::format("sharding axes of {} '{}'", kind, c.name));
+  }
+  ShardMapConfig p;
+  p.name = c.name;
+  p.rtol = c.rtol;
+  p.atol = c.atol;
+  p.check = c.check;
+  return p;
+}
+
 }  // namespace
 
 LayerSharding LayerSharding::FromLogicalRules(const LogicalAxisRules& rules) {
@@ -194,14 +210,7 @@ ShardMapConfig MlpProgram(const MlpConfig& c, const Mesh& mesh, bool abstract) {
     Throw(ErrorCode::kInvalidArgument, "mlp '{}': activation must be gelu or relu, got '{}'", c.name, c.activation);
   }
   const LayerSharding& sh = c.sharding;
-  for (const auto* axes : {&sh.batch_axes, &sh.fsdp_axes, &sh.tensor_axes}) {
-    mesh.ValidateAxes(*axes, fmt::format("sharding axes of mlp '{}'", c.name));
-  }
-  ShardMapConfig p;
-  p.name = c.name;
-  p.rtol = c.rtol;
-  p.atol = c.atol;
-  p.check = c.check;
+  ShardMapConfig p = StartLayerProgram("mlp", c, mesh);
   const PartitionSpec act = ActivationSpec(sh);
   const double init = 1.0 / std::sqrt(static_cast<double>(c.d_model));
   AddInput(&p, "x", {c.batch, c.seq, c.d_model}, c.dtype, c.seed, 1.0, act, abstract);
@@ -229,15 +238,8 @@ ShardMapConfig TransformerBlockProgram(const TransformerBlockConfig& c, const Me
           c.d_model, c.heads);
   }
   const LayerSharding& sh = c.sharding;
-  for (const auto* axes : {&sh.batch_axes, &sh.fsdp_axes, &sh.tensor_axes}) {
-    mesh.ValidateAxes(*axes, fmt::format("sharding axes of transformer_block '{}'", c.name));
-  }
+  ShardMapConfig p = StartLayerProgram("transformer_block", c, mesh);
   const int64_t hd = c.d_model / c.heads;
-  ShardMapConfig p;
-  p.name = c.name;
-  p.rtol = c.rtol;
-  p.atol = c.atol;
-  p.check = c.check;
   const PartitionSpec act = ActivationSpec(sh);
   const PartitionSpec qkv_spec({EntryOf(sh.fsdp_axes), EntryOf(sh.tensor_axes), PartitionSpec::Entry::None()});
   const PartitionSpec wo_spec({EntryOf(sh.tensor_axes), PartitionSpec::Entry::None(), EntryOf(sh.fsdp_axes)});
