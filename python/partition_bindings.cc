@@ -49,27 +49,44 @@ py::object MakeSlice(int64_t start, int64_t stop) {
   return py::reinterpret_steal<py::object>(s);
 }
 
-// (slice, ...) for one device: whole dimensions as slice(None, None, None), as JAX prints them.
-py::tuple IndexToPy(const std::vector<IndexRange>& index, const std::vector<int64_t>& shape, const py::object& whole) {
-  py::tuple out(index.size());
-  for (size_t d = 0; d < index.size(); ++d) {
-    if (index[d].start == 0 && index[d].stop == shape[d]) {
-      out[d] = whole;
-    } else {
-      out[d] = MakeSlice(index[d].start, index[d].stop);
-    }
-  }
-  return out;
-}
-
+// {device: (slice, ...)} in mesh order. Whole dimensions are slice(None, None, None) as JAX prints them. The
+// tuples and slices are immutable, so devices holding the same block share one tuple, and equal slices of a
+// dimension are one object: the map costs one tuple per distinct block plus one slice per distinct range.
 py::dict IndicesMap(const NamedSharding& sharding, py::handle shape_obj, std::optional<int> process_index) {
   std::vector<int64_t> shape = ShapeFromPy(shape_obj);
   ShardingLayout layout = sharding.Layout(shape);
   static py::object* whole = new py::object(py::reinterpret_steal<py::object>(PySlice_New(nullptr, nullptr, nullptr)));
+  const size_t rank = layout.global_shape.size();
+  std::vector<std::vector<py::object>> slices(rank);  // per dimension, by block index
+  for (size_t d = 0; d < rank; ++d) slices[d].resize(static_cast<size_t>(layout.tiling[d]));
+  std::vector<py::object> tuples(static_cast<size_t>(layout.num_shards));
   py::dict out;
   for (const DeviceShard& s : layout.shards) {
     if (process_index && s.process_index != *process_index) continue;
-    out[py::int_(s.device)] = IndexToPy(s.index, layout.global_shape, *whole);
+    py::object& index = tuples[static_cast<size_t>(s.shard_id)];
+    if (!index) {
+      PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(rank));
+      if (t == nullptr) throw py::error_already_set();
+      index = py::reinterpret_steal<py::object>(t);
+      for (size_t d = 0; d < rank; ++d) {
+        const IndexRange& r = s.index[d];
+        py::object item;
+        if (r.start == 0 && r.stop == layout.global_shape[d]) {
+          item = *whole;
+        } else {
+          const int64_t n = layout.shard_shape[d];
+          py::object& cached = slices[d][static_cast<size_t>(n > 0 ? r.start / n : 0)];
+          if (!cached) cached = MakeSlice(r.start, r.stop);
+          item = cached;
+        }
+        PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(d), item.release().ptr());
+      }
+    }
+    PyObject* key = PyLong_FromLong(s.device);
+    if (key == nullptr) throw py::error_already_set();
+    int rc = PyDict_SetItem(out.ptr(), key, index.ptr());
+    Py_DECREF(key);
+    if (rc != 0) throw py::error_already_set();
   }
   return out;
 }
@@ -223,10 +240,15 @@ PartitionSpec SpecFromPy(py::handle value) {
 }
 
 std::vector<int64_t> ShapeFromPy(py::handle value) {
-  if (py::isinstance<py::tuple>(value)) {
-    py::tuple t = py::reinterpret_borrow<py::tuple>(value);
-    std::vector<int64_t> out(t.size());
-    for (size_t i = 0; i < t.size(); ++i) out[i] = t[i].cast<int64_t>();
+  if (PyTuple_Check(value.ptr())) {  // the common case, read without pybind11's casters
+    const Py_ssize_t n = PyTuple_GET_SIZE(value.ptr());
+    std::vector<int64_t> out(static_cast<size_t>(n));
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* item = PyTuple_GET_ITEM(value.ptr(), i);
+      if (!PyLong_Check(item)) return value.cast<std::vector<int64_t>>();  // numpy ints and the like
+      out[static_cast<size_t>(i)] = PyLong_AsLongLong(item);
+      if (out[static_cast<size_t>(i)] == -1 && PyErr_Occurred()) throw py::error_already_set();
+    }
     return out;
   }
   return value.cast<std::vector<int64_t>>();
@@ -325,6 +347,12 @@ void BindPartition(py::module_& m) {
       });
 
   m.def("_get_corrected_named_sharding", [](py::handle shape, py::handle spec, const Mesh& mesh) {
+    if (mesh.empty()) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "get_corrected_named_sharding: the mesh is empty (eformer returns a replicated sharding on an empty "
+                  "mesh; spmdsim's NamedSharding needs devices)",
+                  "ValueError");
+    }
     return GetCorrectedNamedSharding(ShapeFromPy(shape), SpecFromPy(spec), mesh);
   });
   m.def("correct_spec", [](py::handle spec, const Mesh& mesh, py::handle shape, const std::string& mode, py::object dtype) {

@@ -4,7 +4,7 @@
 //   devices_indices_map   NamedSharding::Layout (Python builds {device: (slice, ...)} from it)
 //   corrected_sharding    GetCorrectedNamedSharding (eformer's get_corrected_named_sharding)
 //   logical_to_mesh_axes  LogicalToMeshAxes with T5X's standard rules (2, 2)
-//   run_abstract          LoadScenario + RunScenario(abstract) + JsonReport of scenarios/cpu8-quick.yaml
+//   run_abstract          LoadScenario + RunScenario(abstract, 1 worker thread) + JsonReport of scenarios/cpu8-quick.yaml
 #include <chrono>
 #include <memory>
 #include <string>
@@ -58,7 +58,7 @@ void BM_RunAbstract(benchmark::State& state) {
   for (auto _ : state) {
     auto start = std::chrono::steady_clock::now();
     Scenario s = LoadScenario(path);
-    std::vector<WorkloadResult> results = RunScenario(s, {.abstract = true, .num_threads = 2});
+    std::vector<WorkloadResult> results = RunScenario(s, {.abstract = true, .num_threads = 1});
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     benchmark::DoNotOptimize(JsonReport(s, results, true, wall, ExitCode::kOk).dump());
   }
