@@ -55,7 +55,8 @@ __all__ = [
     "standard_logical_axis_rules", "correct_spec", "validate_spec", "shard", "gather", "array_dtypes",
     "create_device_mesh", "create_hybrid_device_mesh", "make_mesh", "set_topology", "get_topology", "get_mesh",
     "get_cpu_mesh", "get_gpu_mesh", "default_mesh", "LocalChunker", "LocalChunkInfo", "get_incontext_mesh",
-    "get_corrected_named_sharding", "match_partition_rules", "analyze_sharding_strategy", "DynamicShardingAxes",
+    "get_corrected_named_sharding", "get_current_partition_manager", "match_partition_rules",
+    "analyze_sharding_strategy", "DynamicShardingAxes",
     "ShapeDtypeStruct", "Program", "Value", "ShardMap", "shard_map", "ShardMapResult", "run",
 ]
 
