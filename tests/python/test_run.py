@@ -4,6 +4,8 @@ import json
 import os
 import pathlib
 import subprocess
+import threading
+import time
 
 import pytest
 
@@ -70,3 +72,26 @@ def test_run_errors_are_scenario_errors():
         spmdsim.run(SCENARIOS / "no-such-file.yaml")
     with pytest.raises(ValueError, match="threads must be >= 0"):
         spmdsim.run(SCENARIOS / "cpu8-quick.yaml", threads=-1)
+
+
+def test_run_releases_the_gil():
+    # Another Python thread keeps running while run() simulates: with the GIL held for the whole call, none of its
+    # iterations could fall strictly inside the call.
+    started, done, stamps = threading.Event(), threading.Event(), []
+
+    def tick():
+        started.wait()
+        while not done.is_set():
+            stamps.append(time.perf_counter())
+            time.sleep(0.001)
+
+    helper = threading.Thread(target=tick)
+    helper.start()
+    started.set()
+    begin = time.perf_counter()
+    spmdsim.run(SCENARIOS / "cpu8-quick.yaml", threads=1)
+    end = time.perf_counter()
+    done.set()
+    helper.join()
+    inside = [t for t in stamps if begin + 0.005 < t < end - 0.005]
+    assert len(inside) >= 3, f"{len(inside)} of {len(stamps)} helper iterations ran during run() ({end - begin:.3f} s)"
