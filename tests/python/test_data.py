@@ -108,6 +108,9 @@ def test_bfloat16_comes_back_as_ml_dtypes_or_float32():
 def tp_matmul_program():
     p = spmdsim.Program()
     x, w = p.input("x"), p.input("w")
+    assert isinstance(x, spmdsim.Value) and repr(x) == "Value('x')" and x.program is p
+    with pytest.raises(ValueError, match="input 'x' defined twice"):
+        p.input("x")
     h = p.einsum("bd,df->bf", x, w, name="h")
     y = p.psum(h, "model", name="y")
     p.returns(y)
@@ -186,3 +189,59 @@ def test_shard_map_errors_are_jax_s():
         spmdsim.Program().exp(3)
     with pytest.raises(TypeError, match="expected 1 arguments"):
         spmdsim.ShardMap(p, mesh, (P("i"),), P("i"))()
+
+
+def test_every_program_op_matches_numpy():
+    # Inputs replicated (P()), so each device computes the whole result and every op is checked against numpy.
+    mesh = Mesh(np.arange(2), ("i",))
+    rng = np.random.default_rng(0)
+    x_np = rng.uniform(0.5, 2.0, size=(4, 6)).astype(np.float32)
+    v_np = rng.uniform(-1.0, 1.0, size=(6,)).astype(np.float32)
+    p = spmdsim.Program()
+    x, v = p.input("x"), p.input("v")
+    xt = p.transpose(x, (1, 0))
+    sm = p.softmax(x, 1)
+    gelu_ref = lambda a: 0.5 * a * (1 + np.tanh(np.sqrt(2 / np.pi) * (a + 0.044715 * a ** 3)))
+    softmax_ref = np.exp(x_np) / np.exp(x_np).sum(1, keepdims=True)
+    cases = {
+        "sum": (p.sum(x, 1), x_np.sum(1)),
+        "sum_all": (p.sum(x), x_np.sum()),
+        "mean": (p.mean(x, 0, keepdims=True), x_np.mean(0, keepdims=True)),
+        "max_reduce": (p.max_reduce(x, 1), x_np.max(1)),
+        "min_reduce": (p.min_reduce(x, (0, 1)), x_np.min()),
+        "softmax": (sm, softmax_ref),
+        "log_softmax": (p.log_softmax(x, 1), np.log(softmax_ref)),
+        "reshape": (p.reshape(x, (6, 4)), x_np.reshape(6, 4)),
+        "transpose": (xt, x_np.T),
+        "broadcast_to": (p.broadcast_to(v, (4, 6)), np.broadcast_to(v_np, (4, 6))),
+        "slice": (p.slice(x, (0, 1), (4, 5), (2, 2)), x_np[0:4:2, 1:5:2]),
+        "concatenate": (p.concatenate([x, x], 1), np.concatenate([x_np, x_np], 1)),
+        "matmul": (p.matmul(x, xt), x_np @ x_np.T),
+        "dot": (p.dot(x, xt), x_np @ x_np.T),
+        "exp": (p.exp(x), np.exp(x_np)), "log": (p.log(x), np.log(x_np)), "sqrt": (p.sqrt(x), np.sqrt(x_np)),
+        "rsqrt": (p.rsqrt(x), 1 / np.sqrt(x_np)), "tanh": (p.tanh(v), np.tanh(v_np)),
+        "sigmoid": (p.sigmoid(v), 1 / (1 + np.exp(-v_np))), "relu": (p.relu(v), np.maximum(v_np, 0)),
+        "silu": (p.silu(v), v_np / (1 + np.exp(-v_np))), "square": (p.square(v), v_np ** 2),
+        "abs": (p.abs(v), np.abs(v_np)), "neg": (p.neg(v), -v_np), "gelu": (p.gelu(v), gelu_ref(v_np)),
+        "cast": (p.cast(p.mul(x, 10.0), "int32"), (x_np * 10).astype(np.int32)),
+        "pow": (p.pow(x, 2.0), x_np ** 2), "max": (p.max(v, 0.25), np.maximum(v_np, 0.25)),
+        "min": (p.min(v, v), v_np), "div": (p.div(x, 2), x_np / 2), "sub": (p.sub(x, x), 0 * x_np),
+        "relu_grad": (p.relu_grad(v, v), v_np * (v_np > 0)),
+        "softmax_grad": (p.softmax_grad(sm, x, 1),
+                         softmax_ref * (x_np - (x_np * softmax_ref).sum(1, keepdims=True))),
+        "gelu_grad": (p.gelu_grad(v, p.mul(v, 0.0)), 0 * v_np),
+        "pmean": (p.pmean(x, "i"), x_np), "pmax": (p.pmax(x, "i"), x_np), "pmin": (p.pmin(x, ("i",)), x_np),
+    }
+    p.returns(*(value for value, _ in cases.values()))
+    f = spmdsim.ShardMap(p, mesh, (P(), P()), tuple(P() for _ in cases))
+    outputs, prediction = f(x_np, v_np)
+    for (name, (_, want)), got in zip(cases.items(), outputs):
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6, err_msg=name)
+    assert prediction["check"]["passed"]
+
+    q = spmdsim.Program()
+    y = q.input("y")
+    q.returns(q.psum_scatter(y, "i", scatter_dimension=0, tiled=True), q.reshape(q.axis_index("i"), (1,)))
+    (scattered, index), _ = spmdsim.ShardMap(q, mesh, (P(),), (P("i"), P("i")))(x_np)
+    np.testing.assert_allclose(scattered, 2 * x_np)
+    np.testing.assert_array_equal(index, [0, 1])
