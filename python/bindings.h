@@ -1,0 +1,53 @@
+// Shared pieces of the Python bindings (python/*.cc): conversions between Python values and spmdsim's value
+// types, and the Bind* functions each file defines. Used by the extension module only (nothing includes it
+// from another folder).
+//
+// Conversions follow the peers: a PartitionSpec entry is None, a str, a tuple/list of str, or
+// PartitionSpec.UNCONSTRAINED; shapes are sequences of ints. Every conversion raises TypeError (pybind11's
+// cast error) or the library's own Error (mapped by errors.cc) for a bad value.
+#ifndef SPMDSIM_PYTHON_BINDINGS_H_
+#define SPMDSIM_PYTHON_BINDINGS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "mesh/mesh.h"
+#include "mesh/topology.h"
+#include "partition/partition_spec.h"
+
+namespace spmdsim::python {
+
+namespace py = pybind11;
+
+// PartitionSpec.UNCONSTRAINED: a singleton whose repr is "UNCONSTRAINED" (JAX: UnconstrainedSingleton).
+py::object Unconstrained();
+
+// One PartitionSpec entry from Python (JAX's _canonicalize_partition): None, '', () -> None; 'x'; ('x',) -> 'x';
+// ('x', 'y') / ['x', 'y']; UNCONSTRAINED. A nested tuple is JAX's ValueError.
+PartitionSpec::Entry EntryFromPy(py::handle value);
+// The Python value of an entry: None, 'x', ('x', 'y') or UNCONSTRAINED.
+py::object EntryToPy(const PartitionSpec::Entry& entry);
+// A PartitionSpec, or any sequence of entries (JAX accepts a tuple wherever it takes a spec).
+PartitionSpec SpecFromPy(py::handle value);
+
+// A shape: any sequence of ints (tuple, list, numpy shape).
+std::vector<int64_t> ShapeFromPy(py::handle value);
+py::tuple ShapeToPy(const std::vector<int64_t>& shape);
+
+// The Topology of a Python Topology object (shared with the mesh that uses it).
+std::shared_ptr<const Topology> TopologyFromPy(py::handle value);
+
+void BindErrors(py::module_& m);
+void BindMesh(py::module_& m);
+void BindPartition(py::module_& m);
+void BindRules(py::module_& m);
+void BindData(py::module_& m);
+
+}  // namespace spmdsim::python
+
+#endif  // SPMDSIM_PYTHON_BINDINGS_H_

@@ -1,0 +1,243 @@
+// numpy in and out: shard / gather over a NamedSharding, shard_map programs (workloads' RunShardMapProgram) and
+// scenario runs (scenario/run.h, the same JSON as `spmdsim run --json`).
+//
+// GIL: released while a program or a scenario runs (the simulator's workers never call into Python); held while
+// numpy buffers are read or written.
+// dtypes: shard / gather copy bytes, so every numpy dtype with a fixed item size works (bfloat16 from ml_dtypes
+// too). Programs compute with the seven array dtypes (common/dtype.h): float32, float64, float16, int32, int64,
+// bool, and bfloat16 (an ml_dtypes.bfloat16 array in; out as ml_dtypes.bfloat16 when ml_dtypes imports, else
+// float32).
+#include <chrono>
+#include <cstddef>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <pybind11/numpy.h>
+
+#include "common/dtype.h"
+#include "common/error.h"
+#include "common/exit_code.h"
+#include "common/strings.h"
+#include "partition/named_sharding.h"
+#include "scenario/report.h"
+#include "scenario/run.h"
+#include "scenario/scenario.h"
+#include "sim/array.h"
+#include "sim/array_builder.h"
+#include "workloads/workloads.h"
+#include "python/bindings.h"
+
+namespace spmdsim::python {
+namespace {
+
+py::array Contiguous(py::handle x) {
+  py::array arr = py::module_::import("numpy").attr("ascontiguousarray")(x);
+  if (arr.dtype().kind() == 'O') throw py::type_error("arrays of Python objects cannot be sharded; use a numeric dtype");
+  return arr;
+}
+
+std::vector<int64_t> ArrayShape(const py::array& a) { return std::vector<int64_t>(a.shape(), a.shape() + a.ndim()); }
+
+py::dict Shard(py::handle x, const NamedSharding& sharding) {
+  py::array global = Contiguous(x);
+  std::vector<int64_t> shape = ArrayShape(global);
+  ShardingLayout layout = sharding.Layout(shape);
+  const size_t itemsize = static_cast<size_t>(global.itemsize());
+  py::dict out;
+  for (const DeviceShard& s : layout.shards) {
+    py::array block(global.dtype(), layout.shard_shape);
+    CopyBlockOut(static_cast<const std::byte*>(global.data()), shape, s.index, itemsize,
+                 static_cast<std::byte*>(block.mutable_data()));
+    out[py::int_(s.device)] = block;
+  }
+  return out;
+}
+
+py::array Gather(py::object shards, const NamedSharding& sharding, bool check_replicas) {
+  const Mesh& mesh = sharding.mesh();
+  std::vector<py::array> blocks;
+  if (py::isinstance<py::dict>(shards)) {
+    py::dict d = shards.cast<py::dict>();
+    for (int id : mesh.device_ids()) {
+      if (!d.contains(py::int_(id)))
+        throw Error(ErrorCode::kInvalidArgument, fmt::format("gather: no shard for device {}; the mesh's devices are {}",
+                                                             id, PyTuple(mesh.device_ids())), "ValueError");
+      blocks.push_back(Contiguous(d[py::int_(id)]));
+    }
+  } else {
+    for (py::handle b : shards) blocks.push_back(Contiguous(b));
+  }
+  if (static_cast<int64_t>(blocks.size()) != mesh.size())
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("gather: got {} shards for a mesh of {} devices", blocks.size(), mesh.size()), "ValueError");
+  std::vector<int64_t> shard_shape = ArrayShape(blocks[0]);
+  py::dtype dtype = blocks[0].dtype();
+  for (size_t i = 1; i < blocks.size(); ++i) {
+    if (ArrayShape(blocks[i]) != shard_shape || !blocks[i].dtype().equal(dtype))
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("gather: shard {} is {}{}, shard 0 is {}{}", i, py::str(blocks[i].dtype()).cast<std::string>(),
+                              PyTuple(ArrayShape(blocks[i])), py::str(dtype).cast<std::string>(), PyTuple(shard_shape)),
+                  "ValueError");
+  }
+  // The global shape: each dimension's block size times the blocks its spec entry makes.
+  PartitionSpec spec = sharding.spec().Normalized(std::max<int>(sharding.spec().size(), static_cast<int>(shard_shape.size())));
+  if (spec.size() > static_cast<int>(shard_shape.size())) sharding.CheckShape(shard_shape);  // JAX's rank error
+  std::vector<int64_t> global_shape = shard_shape;
+  for (size_t d = 0; d < shard_shape.size(); ++d) global_shape[d] *= EntryPartitions(spec[static_cast<int>(d)], mesh);
+  ShardingLayout layout = sharding.Layout(global_shape);
+  const size_t itemsize = static_cast<size_t>(blocks[0].itemsize());
+  std::vector<std::vector<std::byte>> bytes(blocks.size());
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const auto* p = static_cast<const std::byte*>(blocks[i].data());
+    bytes[i].assign(p, p + blocks[i].nbytes());
+  }
+  std::vector<std::byte> global = GatherBytes(layout, bytes, itemsize, {.check_replicas = check_replicas});
+  py::array out(dtype, global_shape);
+  if (!global.empty()) std::memcpy(out.mutable_data(), global.data(), global.size());
+  return out;
+}
+
+DType ArrayDTypeFromPy(py::handle dtype) {
+  if (py::isinstance<py::str>(dtype)) return ParseArrayDType(dtype.cast<std::string>());  // 'bfloat16' without ml_dtypes
+  return ParseArrayDType(py::str(py::module_::import("numpy").attr("dtype")(dtype).attr("name")).cast<std::string>());
+}
+
+// numpy -> Array (a host array: made outside any Runtime). An object with `shape` and `dtype` but no data (JAX's
+// ShapeDtypeStruct, spmdsim.ShapeDtypeStruct) is an abstract array.
+Array ArrayFromNumpy(py::handle x) {
+  if (!py::isinstance<py::array>(x) && py::hasattr(x, "shape") && py::hasattr(x, "dtype") && !py::hasattr(x, "__array__")) {
+    return Array::Abstract(ShapeFromPy(x.attr("shape")), ArrayDTypeFromPy(x.attr("dtype")));
+  }
+  py::array arr = Contiguous(x);
+  std::string name = py::str(arr.dtype().attr("name")).cast<std::string>();
+  DType dtype = ParseArrayDType(name);
+  ArrayBuilder b(dtype, ArrayShape(arr));
+  if (arr.nbytes() > 0) std::memcpy(b.mutable_data(), arr.data(), static_cast<size_t>(arr.nbytes()));
+  return std::move(b).Freeze();
+}
+
+py::object ArrayToNumpy(const Array& a) {
+  if (a.dtype() == DType::kBF16) {
+    py::array_t<uint16_t> bits(a.shape());
+    if (a.nbytes() > 0) std::memcpy(bits.mutable_data(), a.raw_data(), static_cast<size_t>(a.nbytes()));
+    try {
+      return bits.attr("view")(py::module_::import("ml_dtypes").attr("bfloat16"));
+    } catch (py::error_already_set&) {
+      py::array_t<float> wide(a.shape());
+      const auto* src = static_cast<const bfloat16*>(a.raw_data());
+      for (int64_t i = 0; i < a.size(); ++i) wide.mutable_data()[i] = ToFloat(src[i]);
+      return wide;
+    }
+  }
+  py::array out(py::dtype(std::string(DTypeName(a.dtype()))), a.shape());
+  if (a.nbytes() > 0) std::memcpy(out.mutable_data(), a.raw_data(), static_cast<size_t>(a.nbytes()));
+  return out;
+}
+
+template <typename T>
+void Read(const py::dict& d, const char* key, T* out) {
+  if (d.contains(key)) *out = d[key].cast<T>();
+}
+
+ProgramStep StepFromPy(const py::dict& d) {
+  ProgramStep s;
+  Read(d, "name", &s.name);
+  Read(d, "op", &s.op);
+  Read(d, "args", &s.args);
+  Read(d, "axes", &s.axes);
+  Read(d, "equation", &s.equation);
+  Read(d, "axis", &s.axis);
+  Read(d, "split_axis", &s.split_axis);
+  Read(d, "concat_axis", &s.concat_axis);
+  Read(d, "tiled", &s.tiled);
+  Read(d, "pairs", &s.pairs);
+  Read(d, "dims", &s.dims);
+  Read(d, "keepdims", &s.keepdims);
+  Read(d, "shape", &s.shape);
+  Read(d, "start", &s.start);
+  Read(d, "limit", &s.limit);
+  Read(d, "strides", &s.strides);
+  if (d.contains("scalar") && !d["scalar"].is_none()) s.scalar = d["scalar"].cast<double>();
+  Read(d, "approximate", &s.approximate);
+  if (d.contains("dtype")) {
+    s.dtype = ArrayDTypeFromPy(d["dtype"]);
+  }
+  return s;
+}
+
+WorkloadContext ContextFor(const Mesh& mesh, bool abstract, int threads, bool keep_arrays) {
+  if (threads < 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("threads must be >= 0 (0: one per core), got {}", threads), "ValueError");
+  WorkloadContext context;
+  context.mesh = mesh;
+  context.abstract = abstract;
+  context.keep_arrays = keep_arrays && !abstract;
+  context.runtime.num_threads = threads;
+  return context;
+}
+
+py::tuple RunProgram(const Mesh& mesh, py::list inputs, py::list steps, py::list outputs, bool check_vma, bool check,
+                     double rtol, double atol, bool abstract, int threads, const std::string& name) {
+  ShardMapConfig config;
+  config.name = name;
+  config.check_vma = check_vma;
+  config.check = check;
+  config.rtol = rtol;
+  config.atol = atol;
+  for (py::handle item : inputs) {
+    py::tuple t = item.cast<py::tuple>();
+    config.inputs.push_back({t[0].cast<std::string>(), ArrayFromNumpy(t[1]), SpecFromPy(t[2])});
+  }
+  for (py::handle item : steps) config.steps.push_back(StepFromPy(item.cast<py::dict>()));
+  for (py::handle item : outputs) {
+    py::tuple t = item.cast<py::tuple>();
+    config.outputs.push_back({t[0].cast<std::string>(), SpecFromPy(t[1])});
+  }
+  WorkloadContext context = ContextFor(mesh, abstract, threads, /*keep_arrays=*/true);
+  WorkloadResult result;
+  std::string json;
+  {
+    py::gil_scoped_release release;
+    result = RunShardMapProgram(context, config);
+    json = WorkloadJson(result).dump();
+  }
+  py::dict values;
+  for (const auto& [value_name, array] : result.outputs) values[py::str(value_name)] = ArrayToNumpy(array);
+  return py::make_tuple(values, json);
+}
+
+std::string RunScenarioJson(const std::string& source, bool is_text, bool abstract, int threads) {
+  if (threads < 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("threads must be >= 0 (0: one per core), got {}", threads), "ValueError");
+  py::gil_scoped_release release;
+  auto start = std::chrono::steady_clock::now();
+  Scenario s = is_text ? ParseScenario(source, "<dict>") : LoadScenario(source);
+  ScenarioRunOptions options{.abstract = abstract, .num_threads = threads};
+  std::vector<WorkloadResult> results = RunScenario(s, options);
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ExitCode code = AllChecksPassed(results) ? ExitCode::kOk : ExitCode::kCheckFailed;
+  return JsonReport(s, results, abstract, wall, code).dump();
+}
+
+}  // namespace
+
+void BindData(py::module_& m) {
+  m.def("shard", &Shard, py::arg("x"), py::arg("sharding"),
+        "{device id: numpy block} for every device of the sharding's mesh, in mesh order (each a copy).");
+  m.def("gather", &Gather, py::arg("shards"), py::arg("sharding"), py::kw_only(), py::arg("check_replicas") = true,
+        "The global array from shard()'s dict (or a list in mesh order); replicas must agree unless "
+        "check_replicas=False.");
+  m.def("_run_program", &RunProgram);
+  m.def("_run_scenario", &RunScenarioJson);
+  m.def("_array_round_trip", [](py::handle x) { return ArrayToNumpy(ArrayFromNumpy(x)); },
+        "numpy -> spmdsim Array -> numpy (tests the dtype mapping of programs).");
+  m.def("array_dtypes", [] {
+    std::vector<std::string> out;
+    for (DType d : ArrayDTypes()) out.emplace_back(DTypeName(d));
+    return out;
+  }, "The dtypes programs compute with.");
+}
+
+}  // namespace spmdsim::python

@@ -1,0 +1,97 @@
+// spmdsim::Error -> the Python exception the peer raises for the same mistake (docs/python.md, "Errors").
+//
+// The class comes from Error::kind() (the peer's exception name) when it has one, else from the ErrorCode:
+//   ValueError, TypeError, KeyError, IndexError, AssertionError, NameError, NotImplementedError, SyntaxError
+//                                     -> the builtin of that name
+//   DuplicateSpecError, IndivisibleError, ScenarioError
+//                                     -> spmdsim's classes of that name, subclasses of ValueError
+//   re.error                          -> Python's re.error
+//   no kind: kUnimplemented -> NotImplementedError, kResourceExhausted -> MemoryError, kDeadlineExceeded ->
+//            TimeoutError, kInternal / kAborted -> RuntimeError, every other code -> ValueError.
+// The exception's args are (message,) with the C++ message (Error::message(), without the kind prefix); it
+// also carries `code` (the ErrorCode's name, e.g. "INVALID_ARGUMENT") and `kind` (the peer's name or "").
+#include <exception>
+#include <string>
+
+#include "common/error.h"
+#include "python/bindings.h"
+
+namespace spmdsim::python {
+namespace {
+
+PyObject* g_duplicate_spec_error = nullptr;
+PyObject* g_indivisible_error = nullptr;
+PyObject* g_scenario_error = nullptr;
+
+PyObject* NewValueErrorSubclass(py::module_& m, const char* name, const char* doc) {
+  std::string qualified = std::string("spmdsim.") + name;
+  PyObject* cls = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, PyExc_ValueError, nullptr);
+  if (cls == nullptr) throw py::error_already_set();
+  m.attr(name) = py::handle(cls);  // the module holds a reference too; ours is kept for the process
+  return cls;
+}
+
+PyObject* ClassForKind(const std::string& kind) {
+  if (kind == "ValueError") return PyExc_ValueError;
+  if (kind == "DuplicateSpecError") return g_duplicate_spec_error;
+  if (kind == "IndivisibleError") return g_indivisible_error;
+  if (kind == "ScenarioError") return g_scenario_error;
+  if (kind == "TypeError") return PyExc_TypeError;
+  if (kind == "KeyError") return PyExc_KeyError;
+  if (kind == "IndexError") return PyExc_IndexError;
+  if (kind == "AssertionError") return PyExc_AssertionError;
+  if (kind == "NameError") return PyExc_NameError;
+  if (kind == "NotImplementedError") return PyExc_NotImplementedError;
+  if (kind == "SyntaxError") return PyExc_SyntaxError;
+  return nullptr;
+}
+
+PyObject* ClassForCode(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kUnimplemented: return PyExc_NotImplementedError;
+    case ErrorCode::kResourceExhausted: return PyExc_MemoryError;
+    case ErrorCode::kDeadlineExceeded: return PyExc_TimeoutError;
+    case ErrorCode::kInternal:
+    case ErrorCode::kAborted: return PyExc_RuntimeError;
+    default: return PyExc_ValueError;
+  }
+}
+
+void RaiseError(const Error& e) {
+  py::object cls;
+  if (e.kind() == "re.error") {
+    cls = py::module_::import("re").attr("error");
+  } else if (PyObject* c = ClassForKind(e.kind())) {
+    cls = py::reinterpret_borrow<py::object>(c);
+  } else {
+    cls = py::reinterpret_borrow<py::object>(ClassForCode(e.code()));
+  }
+  py::object exc = cls(e.message());
+  exc.attr("code") = std::string(ErrorCodeName(e.code()));
+  exc.attr("kind") = e.kind();
+  PyErr_SetObject(cls.ptr(), exc.ptr());
+}
+
+}  // namespace
+
+void BindErrors(py::module_& m) {
+  g_duplicate_spec_error = NewValueErrorSubclass(
+      m, "DuplicateSpecError", "An axis named twice in a PartitionSpec (JAX: jax._src.sharding_impls.DuplicateSpecError).");
+  g_indivisible_error = NewValueErrorSubclass(
+      m, "IndivisibleError", "An array dimension that the mesh axes of its spec do not divide.");
+  g_scenario_error = NewValueErrorSubclass(m, "ScenarioError", "A problem in a scenario file (file:line:column: ...).");
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const Error& e) {
+      // Translate any exception that escapes in a way that keeps pybind11's state consistent.
+      try {
+        RaiseError(e);
+      } catch (py::error_already_set& inner) {
+        inner.restore();
+      }
+    }
+  });
+}
+
+}  // namespace spmdsim::python

@@ -1,0 +1,381 @@
+// PartitionSpec / P, NamedSharding with JAX's layout queries, eformer's correction and sharding analysis
+// (partition/). JAX's behaviour is matched where it has one: PartitionSpec's canonicalisation, repr, equality
+// with tuples and hash; NamedSharding's devices_indices_map as tuples of slices (keys are device ids here, where
+// JAX uses Device objects).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "common/dtype.h"
+#include "common/error.h"
+#include "partition/correction.h"
+#include "partition/memory_analysis.h"
+#include "partition/named_sharding.h"
+#include "partition/partition_spec.h"
+#include <pybind11/eval.h>
+
+#include "python/bindings.h"
+
+namespace spmdsim::python {
+namespace {
+
+// Python's str() of a value, for JAX's nested-tuple message.
+std::string PyStr(py::handle value) { return py::str(value).cast<std::string>(); }
+
+std::string TypeName(py::handle value) { return py::type::handle_of(value).attr("__name__").cast<std::string>(); }
+
+std::string AxisName(py::handle value, py::handle entry) {
+  if (!py::isinstance<py::str>(value)) {
+    throw py::type_error(fmt::format(
+        "PartitionSpec entries must be None, a mesh axis name (str), a tuple of names or UNCONSTRAINED; got {} ({}) "
+        "in {}",
+        py::repr(value).cast<std::string>(), TypeName(value), py::repr(entry).cast<std::string>()));
+  }
+  return value.cast<std::string>();
+}
+
+// A slice(start, stop) or slice(None) object; new reference.
+py::object MakeSlice(int64_t start, int64_t stop) {
+  PyObject* a = PyLong_FromLongLong(start);
+  PyObject* b = PyLong_FromLongLong(stop);
+  PyObject* s = PySlice_New(a, b, nullptr);
+  Py_DECREF(a);
+  Py_DECREF(b);
+  if (s == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(s);
+}
+
+// {device: (slice, ...)} in mesh order. Whole dimensions are slice(None, None, None) as JAX prints them. The
+// tuples and slices are immutable, so devices holding the same block share one tuple, and equal slices of a
+// dimension are one object: the map costs one tuple per distinct block plus one slice per distinct range.
+py::dict IndicesMap(const NamedSharding& sharding, py::handle shape_obj, std::optional<int> process_index) {
+  std::vector<int64_t> shape = ShapeFromPy(shape_obj);
+  ShardingLayout layout = sharding.Layout(shape);
+  static py::object* whole = new py::object(py::reinterpret_steal<py::object>(PySlice_New(nullptr, nullptr, nullptr)));
+  const size_t rank = layout.global_shape.size();
+  std::vector<std::vector<py::object>> slices(rank);  // per dimension, by block index
+  for (size_t d = 0; d < rank; ++d) slices[d].resize(static_cast<size_t>(layout.tiling[d]));
+  std::vector<py::object> tuples(static_cast<size_t>(layout.num_shards));
+  py::dict out;
+  for (const DeviceShard& s : layout.shards) {
+    if (process_index && s.process_index != *process_index) continue;
+    py::object& index = tuples[static_cast<size_t>(s.shard_id)];
+    if (!index) {
+      PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(rank));
+      if (t == nullptr) throw py::error_already_set();
+      index = py::reinterpret_steal<py::object>(t);
+      for (size_t d = 0; d < rank; ++d) {
+        const IndexRange& r = s.index[d];
+        py::object item;
+        if (r.start == 0 && r.stop == layout.global_shape[d]) {
+          item = *whole;
+        } else {
+          const int64_t n = layout.shard_shape[d];
+          py::object& cached = slices[d][static_cast<size_t>(n > 0 ? r.start / n : 0)];
+          if (!cached) cached = MakeSlice(r.start, r.stop);
+          item = cached;
+        }
+        PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(d), item.release().ptr());
+      }
+    }
+    PyObject* key = PyLong_FromLong(s.device);
+    if (key == nullptr) throw py::error_already_set();
+    int rc = PyDict_SetItem(out.ptr(), key, index.ptr());
+    Py_DECREF(key);
+    if (rc != 0) throw py::error_already_set();
+  }
+  return out;
+}
+
+py::tuple SpecToTuple(const PartitionSpec& spec) {
+  py::tuple out(spec.entries().size());
+  for (size_t i = 0; i < spec.entries().size(); ++i) out[i] = EntryToPy(spec.entries()[i]);
+  return out;
+}
+
+py::dict ReportToPy(const CorrectionReport& r) {
+  py::dict out;
+  out["mode"] = std::string(CorrectionModeName(r.mode));
+  out["original"] = r.original;
+  out["corrected"] = r.corrected;
+  py::list corrections;
+  for (const Correction& c : r.corrections) {
+    py::dict d;
+    d["dim"] = c.dim;
+    d["from"] = EntryToPy(c.from);
+    d["to"] = c.to ? EntryToPy(*c.to) : py::object(py::none());
+    d["reason"] = std::string(CorrectionReasonName(c.reason));
+    d["dropped_axes"] = c.dropped_axes;
+    d["message"] = c.message;
+    corrections.append(d);
+  }
+  out["corrections"] = corrections;
+  out["bytes_per_device"] = r.bytes_per_device;
+  out["eformer_spec"] = r.eformer_spec ? py::cast(*r.eformer_spec) : py::object(py::none());
+  out["eformer_bytes_per_device"] = r.eformer_bytes_per_device ? py::cast(*r.eformer_bytes_per_device) : py::object(py::none());
+  out["bytes_saved_vs_eformer"] = r.bytes_saved_vs_eformer ? py::cast(*r.bytes_saved_vs_eformer) : py::object(py::none());
+  return out;
+}
+
+// A dtype by name ('float32', 'bf16', 'bfloat16') or numpy dtype-like (np.float32, ml_dtypes.bfloat16).
+DType DTypeFromPy(py::handle value) {
+  if (py::isinstance<py::str>(value)) return ParseDType(value.cast<std::string>());  // also 'bf16' without ml_dtypes
+  py::module_ np = py::module_::import("numpy");
+  std::string name = np.attr("dtype")(value).attr("name").cast<std::string>();
+  return ParseDType(name);
+}
+
+py::dict AnalysisToPy(const MemoryAnalysis& a) {
+  py::dict out;
+  out["total_parameters"] = a.total_parameters;
+  out["sharded_parameters"] = a.sharded_parameters;
+  py::dict per_device;
+  for (size_t i = 0; i < a.bytes_per_position.size(); ++i) per_device[py::int_(a.device_of_position[i])] = a.bytes_per_position[i];
+  out["memory_per_device"] = per_device;
+  out["balance_score"] = a.balance_score;
+  py::dict stats;
+  for (const ArrayMemory& m : a.arrays) {
+    py::dict s;
+    s["shape"] = ShapeToPy(m.shape);
+    s["spec"] = m.spec;
+    s["shard_shape"] = ShapeToPy(m.shard_shape);
+    s["global_bytes"] = m.global_bytes;
+    s["bytes_per_device"] = m.bytes_per_device;
+    s["num_shards"] = m.num_shards;
+    s["replication"] = m.replication;
+    s["sharded"] = m.sharded;
+    stats[py::str(m.name)] = s;
+  }
+  out["partition_stats"] = stats;
+  out["total_bytes"] = a.total_bytes;
+  out["memory_efficiency"] = a.memory_efficiency;
+  out["replication_factor"] = a.replication_factor;
+  out["max_bytes"] = a.max_bytes;
+  out["min_bytes"] = a.min_bytes;
+  out["max_device"] = a.max_device;
+  out["min_device"] = a.min_device;
+  py::dict per_process;
+  for (size_t i = 0; i < a.processes.size(); ++i) per_process[py::int_(a.processes[i])] = a.bytes_per_process[i];
+  out["memory_per_process"] = per_process;
+  out["capacity_bytes"] = a.capacity_bytes;
+  out["devices_over_capacity"] = a.devices_over_capacity;
+  out["fits"] = a.fits();
+  return out;
+}
+
+}  // namespace
+
+py::object Unconstrained() {
+  static py::object* singleton = [] {
+    py::dict scope;
+    scope["__builtins__"] = py::module_::import("builtins");
+    py::exec(R"(
+class UnconstrainedSingleton:
+    """P.UNCONSTRAINED: the compiler may choose this dimension's sharding (JAX: UnconstrainedSingleton)."""
+    __slots__ = ()
+    def __repr__(self):
+        return "UNCONSTRAINED"
+    def __reduce__(self):
+        return "UNCONSTRAINED"
+UnconstrainedSingleton.__module__ = "spmdsim"
+UNCONSTRAINED = UnconstrainedSingleton()
+)", scope);
+    return new py::object(scope["UNCONSTRAINED"]);
+  }();
+  return *singleton;
+}
+
+PartitionSpec::Entry EntryFromPy(py::handle value) {
+  if (value.is_none()) return PartitionSpec::Entry::None();
+  if (value.is(Unconstrained())) return PartitionSpec::Entry::Unconstrained();
+  if (py::isinstance<py::str>(value)) return PartitionSpec::Entry::Axis(value.cast<std::string>());
+  if (py::isinstance<py::tuple>(value) || py::isinstance<py::list>(value)) {
+    py::sequence seq = py::reinterpret_borrow<py::sequence>(value);
+    std::vector<std::string> names;
+    names.reserve(seq.size());
+    for (py::handle item : seq) {
+      if (py::isinstance<py::tuple>(item) || py::isinstance<py::list>(item)) {
+        if (seq.size() == 1) return EntryFromPy(item);  // JAX: a one-element tuple is its element
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("A tuple inside PartitionSpec cannot contain a nested tuple. Got partition: {} and the "
+                                "nested tuple: {}",
+                                PyStr(py::tuple(seq)), PyStr(item)),
+                    "ValueError");
+      }
+      names.push_back(AxisName(item, value));
+    }
+    return PartitionSpec::Entry::Axes(std::move(names));
+  }
+  AxisName(value, value);  // throws TypeError
+  return PartitionSpec::Entry::None();
+}
+
+py::object EntryToPy(const PartitionSpec::Entry& entry) {
+  switch (entry.kind()) {
+    case PartitionSpec::Entry::Kind::kNone: return py::none();
+    case PartitionSpec::Entry::Kind::kUnconstrained: return Unconstrained();
+    case PartitionSpec::Entry::Kind::kAxes:
+      if (entry.axes().size() == 1) return py::str(entry.axes()[0]);
+      py::tuple out(entry.axes().size());
+      for (size_t i = 0; i < entry.axes().size(); ++i) out[i] = py::str(entry.axes()[i]);
+      return out;
+  }
+  return py::none();
+}
+
+PartitionSpec SpecFromPy(py::handle value) {
+  if (py::isinstance<PartitionSpec>(value)) return value.cast<const PartitionSpec&>();
+  if (value.is_none()) return PartitionSpec();
+  if (!py::isinstance<py::tuple>(value) && !py::isinstance<py::list>(value)) {
+    throw py::type_error(fmt::format("expected a PartitionSpec or a tuple of entries, got {} ({})",
+                                     py::repr(value).cast<std::string>(), TypeName(value)));
+  }
+  std::vector<PartitionSpec::Entry> entries;
+  for (py::handle item : value) entries.push_back(EntryFromPy(item));
+  return PartitionSpec(std::move(entries));
+}
+
+std::vector<int64_t> ShapeFromPy(py::handle value) {
+  if (PyTuple_Check(value.ptr())) {  // the common case, read without pybind11's casters
+    const Py_ssize_t n = PyTuple_GET_SIZE(value.ptr());
+    std::vector<int64_t> out(static_cast<size_t>(n));
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* item = PyTuple_GET_ITEM(value.ptr(), i);
+      if (!PyLong_Check(item)) return value.cast<std::vector<int64_t>>();  // numpy ints and the like
+      out[static_cast<size_t>(i)] = PyLong_AsLongLong(item);
+      if (out[static_cast<size_t>(i)] == -1 && PyErr_Occurred()) throw py::error_already_set();
+    }
+    return out;
+  }
+  return value.cast<std::vector<int64_t>>();
+}
+
+py::tuple ShapeToPy(const std::vector<int64_t>& shape) {
+  py::tuple out(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) out[i] = py::int_(shape[i]);
+  return out;
+}
+
+void BindPartition(py::module_& m) {
+  py::class_<PartitionSpec> spec_class(m, "PartitionSpec",
+                                 "How each dimension of an array is split over mesh axes (JAX: "
+                                 "jax.sharding.PartitionSpec, alias P).");
+  spec_class.def(py::init([](py::args args) {
+         std::vector<PartitionSpec::Entry> entries;
+         entries.reserve(args.size());
+         for (py::handle a : args) entries.push_back(EntryFromPy(a));
+         return PartitionSpec(std::move(entries));
+       }))
+      .def("__repr__", &PartitionSpec::ToString)
+      .def("__len__", &PartitionSpec::size)
+      .def("__getitem__", [](const PartitionSpec& s, py::object index) -> py::object {
+        return SpecToTuple(s)[index];
+      })
+      .def("__iter__", [](const PartitionSpec& s) { return py::iter(SpecToTuple(s)); })
+      .def("__eq__", [](const PartitionSpec& a, py::object b) -> py::object {
+        if (py::isinstance<PartitionSpec>(b)) return py::bool_(a == b.cast<const PartitionSpec&>());
+        if (py::isinstance<py::tuple>(b)) {
+          try {
+            return py::bool_(a == SpecFromPy(b));
+          } catch (const std::exception&) {
+            return py::bool_(false);
+          }
+        }
+        return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+      })
+      .def("__ne__", [](const PartitionSpec& a, py::object b) -> py::object {
+        py::object eq = py::cast(a).attr("__eq__")(b);
+        if (eq.is(py::reinterpret_borrow<py::object>(Py_NotImplemented))) return eq;
+        return py::bool_(!eq.cast<bool>());
+      })
+      .def("__hash__", [](const PartitionSpec& s) { return py::hash(py::make_tuple(SpecToTuple(s), py::none(), py::none())); })
+      .def("__add__", [](const PartitionSpec& s, py::object other) {
+        py::tuple rhs = py::isinstance<PartitionSpec>(other) ? SpecToTuple(other.cast<const PartitionSpec&>()) : py::tuple(other);
+        return SpecFromPy(SpecToTuple(s) + rhs);
+      })
+      .def("__radd__", [](const PartitionSpec& s, py::tuple other) { return SpecFromPy(other + SpecToTuple(s)); })
+      .def("index", [](const PartitionSpec& s, py::object value) { return SpecToTuple(s).attr("index")(value); })
+      .def("count", [](const PartitionSpec& s, py::object value) { return SpecToTuple(s).attr("count")(value); })
+      .def("__reduce__", [](const PartitionSpec& s) {
+        return py::make_tuple(py::module_::import("spmdsim").attr("PartitionSpec"), SpecToTuple(s));
+      })
+      .def_property_readonly("_partitions", &SpecToTuple)
+      .def("_normalized_spec_for_aval", [](const PartitionSpec& s, int ndim) { return s.Normalized(ndim); })
+      .def_static("parse", &PartitionSpec::Parse, py::arg("text"),
+                  "Parses the text users paste: \"P('dp', None)\", \"('dp', None)\" (raises SyntaxError).");
+  spec_class.attr("UNCONSTRAINED") = Unconstrained();
+  m.attr("P") = spec_class;
+  m.attr("UNCONSTRAINED") = Unconstrained();
+
+  py::class_<NamedSharding>(m, "NamedSharding", "A PartitionSpec bound to a Mesh (JAX: jax.sharding.NamedSharding).")
+      .def(py::init<Mesh, PartitionSpec>(), py::arg("mesh"), py::arg("spec"))
+      .def_property_readonly("mesh", &NamedSharding::mesh)
+      .def_property_readonly("spec", &NamedSharding::spec)
+      .def_property_readonly("num_devices", &NamedSharding::num_devices)
+      .def_property_readonly("is_fully_replicated", &NamedSharding::is_fully_replicated)
+      .def_property_readonly("device_set", [](const NamedSharding& s) {
+        py::set out;
+        for (int id : s.mesh().device_ids()) out.add(py::int_(id));
+        return out;
+      })
+      .def_property_readonly("_device_assignment", [](const NamedSharding& s) { return py::tuple(py::cast(s.mesh().device_ids())); })
+      .def_property_readonly("replicated_axes", [](const NamedSharding& s) { return py::tuple(py::cast(s.ReplicatedAxes())); })
+      .def("shard_shape", [](const NamedSharding& s, py::handle shape) { return ShapeToPy(s.ShardShape(ShapeFromPy(shape))); },
+           py::arg("global_shape"))
+      .def("devices_indices_map", [](const NamedSharding& s, py::handle shape) { return IndicesMap(s, shape, std::nullopt); },
+           py::arg("global_shape"), "{device id: (slice, ...)} for every device, in mesh order (JAX keys are Devices).")
+      .def("addressable_devices_indices_map",
+           [](const NamedSharding& s, py::handle shape, int process_index) { return IndicesMap(s, shape, process_index); },
+           py::arg("global_shape"), py::kw_only(), py::arg("process_index") = 0,
+           "devices_indices_map restricted to the devices of host `process_index` (JAX: the calling process).")
+      .def("replica_ids", [](const NamedSharding& s, py::handle shape) {
+        py::dict out;
+        for (const DeviceShard& d : s.Layout(ShapeFromPy(shape)).shards) out[py::int_(d.device)] = d.replica_id;
+        return out;
+      }, py::arg("global_shape"), "{device id: replica id} (JAX: device_replica_id_map).")
+      .def("__repr__", &NamedSharding::ToString)
+      .def("__eq__", [](const NamedSharding& a, py::object b) {
+        return py::isinstance<NamedSharding>(b) && a.mesh() == b.cast<const NamedSharding&>().mesh() &&
+               a.spec() == b.cast<const NamedSharding&>().spec();
+      })
+      .def("__hash__", [](const NamedSharding& s) {
+        return py::hash(py::make_tuple(py::cast(s.mesh()).attr("__hash__")(), py::cast(s.spec()).attr("__hash__")()));
+      });
+
+  m.def("_get_corrected_named_sharding", [](py::handle shape, py::handle spec, const Mesh& mesh) {
+    if (mesh.empty()) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "get_corrected_named_sharding: the mesh is empty (eformer returns a replicated sharding on an empty "
+                  "mesh; spmdsim's NamedSharding needs devices)",
+                  "ValueError");
+    }
+    return GetCorrectedNamedSharding(ShapeFromPy(shape), SpecFromPy(spec), mesh);
+  });
+  m.def("correct_spec", [](py::handle spec, const Mesh& mesh, py::handle shape, const std::string& mode, py::object dtype) {
+    CorrectionOptions options{.mode = ParseCorrectionMode(mode), .element_bytes = DTypeSize(DTypeFromPy(dtype)), .log = false};
+    return ReportToPy(CorrectSpec(SpecFromPy(spec), mesh, ShapeFromPy(shape), options));
+  }, py::arg("spec"), py::arg("mesh"), py::arg("shape"), py::kw_only(), py::arg("mode") = "eformer",
+     py::arg("dtype") = "float32",
+     "The correction of `spec` for `shape` on `mesh` with every change reported: mode 'eformer' (eformer's "
+     "get_corrected_named_sharding), 'keep-most' or 'none' (validate only, as JAX).");
+  m.def("validate_spec", [](py::handle spec, const Mesh& mesh, py::object shape) {
+    std::optional<std::vector<int64_t>> s;
+    if (!shape.is_none()) s = ShapeFromPy(shape);
+    ValidateSpec(SpecFromPy(spec), mesh, s ? std::optional<std::span<const int64_t>>(*s) : std::nullopt);
+  }, py::arg("spec"), py::arg("mesh"), py::arg("shape") = py::none(),
+     "Raises what JAX raises for a spec that does not fit (DuplicateSpecError, ValueError, IndivisibleError).");
+  m.def("_analyze", [](py::list arrays, const Mesh& mesh) {
+    std::vector<NamedArray> named;
+    for (py::handle item : arrays) {
+      py::tuple t = item.cast<py::tuple>();
+      named.push_back({t[0].cast<std::string>(), ShapeFromPy(t[1]), DTypeFromPy(t[2]), SpecFromPy(t[3])});
+    }
+    return AnalysisToPy(AnalyzeMemory(named, mesh));
+  });
+}
+
+}  // namespace spmdsim::python
