@@ -16,7 +16,7 @@
 //   bidirectional_ring   (torus ring with wraparound) ceil((p-1)/2) alpha + (p-1)/p D/(2B)
 //   halving_doubling     (p a power of two, switched) log2(p) alpha + (p-1)/p D/B per half
 //   direct               (switched) alpha + (p-1)/p D/B per half; all_to_all pairwise (p-1) alpha + (p-1)/p D/B
-//   nvls                 (NVLink SHARP, all-reduce only, opt-in) 2 alpha + (1 + 1/p) D/B
+//   nvls                 (NVLink SHARP, all-reduce, irregular GPU groups only) 2 alpha + (1 + 1/p) D/B
 // A line stage (torus without wraparound) runs a ring embedded on the line, which occupies both directions
 // of every link: the `ring` formula at one-way B, 2x the bidirectional ring (scaling book).
 // Several stages compose dimension by dimension on a shrinking buffer (ASTRA-sim): reduce_scatter stage 1
