@@ -1,6 +1,7 @@
 #include "cost/collective_model.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -117,6 +118,8 @@ bool Applies(Algorithm algorithm, Phase phase, const SpanStage& stage, int num_s
     case Algorithm::kNvls:
       return stage.link == LinkClass::kNvlink && stage.shape == StageShape::kSwitch &&
              phase == Phase::kAllReduce && num_stages == 1;
+    case Algorithm::kTree:
+    case Algorithm::kNvlsTree:
     case Algorithm::kAuto: return false;
   }
   return false;
@@ -175,6 +178,7 @@ CollectiveOp ParseCollectiveOp(std::string_view name) {
 std::map<LinkClass, double> DefaultLinkEfficiency() {
   std::map<LinkClass, double> efficiency;
   efficiency[LinkClass::kNvlink] = 0.8;
+  efficiency[LinkClass::kInfiniband] = 0.96;
   return efficiency;
 }
 
@@ -197,17 +201,24 @@ std::string_view AlgorithmName(Algorithm algorithm) {
     case Algorithm::kHalvingDoubling: return "halving_doubling";
     case Algorithm::kDirect: return "direct";
     case Algorithm::kNvls: return "nvls";
+    case Algorithm::kTree: return "tree";
+    case Algorithm::kNvlsTree: return "nvls_tree";
   }
   return "?";
 }
 
 Algorithm ParseAlgorithm(std::string_view name) {
+  std::string lower(name);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "nvlstree") lower = "nvls_tree";  // NCCL_ALGO's spelling
   for (Algorithm a : {Algorithm::kAuto, Algorithm::kRing, Algorithm::kBidirectionalRing,
-                      Algorithm::kHalvingDoubling, Algorithm::kDirect, Algorithm::kNvls}) {
-    if (AlgorithmName(a) == name) return a;
+                      Algorithm::kHalvingDoubling, Algorithm::kDirect, Algorithm::kNvls, Algorithm::kTree,
+                      Algorithm::kNvlsTree}) {
+    if (AlgorithmName(a) == lower) return a;
   }
   Throw(ErrorCode::kNotFound,
-        "unknown collective algorithm '{}'; valid: auto, ring, bidirectional_ring, halving_doubling, direct, nvls",
+        "unknown collective algorithm '{}'; valid: auto, ring, tree, nvls, nvls_tree, bidirectional_ring, "
+        "halving_doubling, direct",
         name);
 }
 
@@ -228,9 +239,9 @@ Composition ParseComposition(std::string_view name) {
 }
 
 std::string CollectiveCost::ToString() const {
-  std::string text = fmt::format("{} of {} B over {} devices: {:.4g} s ({}), algbw {:.4g} GB/s, busbw {:.4g} GB/s",
-                                 CollectiveOpName(op), bytes, group_size, seconds, algorithm, algbw_Bps / 1e9,
-                                 busbw_Bps / 1e9);
+  std::string text = fmt::format("{} of {} B over {} devices: {:.4g} s ({}{}), algbw {:.4g} GB/s, busbw {:.4g} GB/s",
+                                 CollectiveOpName(op), bytes, group_size, seconds, algorithm,
+                                 protocol.empty() ? "" : "/" + protocol, algbw_Bps / 1e9, busbw_Bps / 1e9);
   for (const StageCost& s : stages) {
     text += fmt::format("\n  {} [{}] buffer {:.4g} B, sent {:.4g} B, {:.4g} s (alpha {:.3g} s, bytes {:.3g} s)",
                         s.stage.ToString(), s.algorithm, s.buffer_bytes, s.bytes_sent, s.seconds,
@@ -247,6 +258,11 @@ CollectiveModel::CollectiveModel(Mesh mesh, CollectiveOptions options)
           "the cost model needs a topology: {} was built without one; pass a Topology (e.g. "
           "Topology::Parse(\"tpu-v4:2x2x4\")) to the Mesh constructor",
           mesh_.ToString());
+  }
+  if (options_.protocol != Protocol::kAuto && mesh_.topology()->platform() != Platform::kGpu) {
+    Throw(ErrorCode::kInvalidArgument,
+          "protocol '{}' applies to GPU (NCCL) collectives only; {} has no protocols; valid here: auto",
+          ProtocolName(options_.protocol), mesh_.topology()->ToString());
   }
   for (const auto& [link, efficiency] : options_.link_efficiency) {
     if (!(efficiency > 0 && efficiency <= 1)) {
@@ -572,6 +588,147 @@ void AddBreakdowns(double bytes, CollectiveCost* cost) {
   }
 }
 
+bool IsNcclCollective(CollectiveOp op) {
+  return op == CollectiveOp::kAllReduce || op == CollectiveOp::kAllGather || op == CollectiveOp::kReduceScatter;
+}
+
+NcclCollective ToNccl(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::kAllGather: return NcclCollective::kAllGather;
+    case CollectiveOp::kReduceScatter: return NcclCollective::kReduceScatter;
+    default: return NcclCollective::kAllReduce;
+  }
+}
+
+// The NCCL view of a regular GPU group: nodes and GPUs per node from its stages, bandwidths after efficiency.
+NcclGroup NcclGroupOf(const GroupSpan& span, const Topology& topology, const std::vector<double>& B) {
+  NcclGroup g;
+  double per_gpu_network = 0;
+  for (size_t s = 0; s < span.stages.size(); ++s) {
+    const SpanStage& stage = span.stages[s];
+    if (stage.link == LinkClass::kNvlink) {
+      g.gpus_per_node = stage.size;
+      g.nvlink_Bps = B[s];
+    } else if (stage.link == LinkClass::kInfiniband) {
+      g.nodes = stage.size;
+      per_gpu_network = B[s];
+    }
+  }
+  g.network_Bps = per_gpu_network * g.gpus_per_node;  // rail-optimised: each GPU of the group has its NIC share
+  g.network_latency_s = topology.network().latency_s;
+  g.generation = topology.gpu_generation();
+  g.nvlink_sharp = topology.nvlink_sharp();
+  g.amd_host = topology.amd_host();
+  return g;
+}
+
+// The NCCL algorithm a forced Algorithm names, if any.
+bool ToNcclAlgorithm(Algorithm a, NcclAlgorithm* out) {
+  switch (a) {
+    case Algorithm::kRing: *out = NcclAlgorithm::kRing; return true;
+    case Algorithm::kTree: *out = NcclAlgorithm::kTree; return true;
+    case Algorithm::kNvls: *out = NcclAlgorithm::kNvls; return true;
+    case Algorithm::kNvlsTree: *out = NcclAlgorithm::kNvlsTree; return true;
+    default: return false;
+  }
+}
+
+// The candidates the options allow; throws naming what applies when a forced algorithm or protocol does not.
+std::vector<NcclEstimate> AllowedEstimates(CollectiveOp op, const NcclGroup& g, double bytes,
+                                           const CollectiveOptions& options) {
+  std::vector<NcclEstimate> all = NcclEstimates(ToNccl(op), g, bytes);
+  NcclAlgorithm forced{};
+  if (options.algorithm != Algorithm::kAuto) {
+    if (!ToNcclAlgorithm(options.algorithm, &forced) ||
+        std::none_of(all.begin(), all.end(), [&](const NcclEstimate& e) { return e.algorithm == forced; })) {
+      Throw(ErrorCode::kInvalidArgument,
+            "algorithm '{}' does not apply to {} on {} node(s) x {} GPU(s){}; applicable: {}",
+            AlgorithmName(options.algorithm), CollectiveOpName(op), g.nodes, g.gpus_per_node,
+            g.nvlink_sharp ? "" : " without NVLink SHARP", NcclApplicableAlgorithms(ToNccl(op), g));
+    }
+  }
+  std::vector<NcclEstimate> allowed;
+  for (const NcclEstimate& e : all) {
+    if (options.algorithm != Algorithm::kAuto && e.algorithm != forced) continue;
+    if (options.algorithm == Algorithm::kAuto && !options.allow_nvls &&
+        (e.algorithm == NcclAlgorithm::kNvls || e.algorithm == NcclAlgorithm::kNvlsTree))
+      continue;
+    if (options.protocol != Protocol::kAuto && e.protocol != options.protocol) continue;
+    allowed.push_back(e);
+  }
+  if (allowed.empty()) {
+    std::vector<std::string_view> protocols;
+    for (const NcclEstimate& e : all) {
+      if (options.algorithm != Algorithm::kAuto && e.algorithm != forced) continue;
+      if (std::find(protocols.begin(), protocols.end(), ProtocolName(e.protocol)) == protocols.end())
+        protocols.push_back(ProtocolName(e.protocol));
+    }
+    Throw(ErrorCode::kInvalidArgument, "protocol '{}' does not apply to {} with algorithm '{}'; applicable: {}",
+          ProtocolName(options.protocol), CollectiveOpName(op), AlgorithmName(options.algorithm),
+          fmt::join(protocols, ", "));
+  }
+  return allowed;
+}
+
+// Spreads a whole-group time over the stages in proportion to each stage's busy time (bytes / bandwidth).
+void SpreadOverStages(double latency, double bandwidth, const std::vector<double>& stage_bytes,
+                      const std::vector<double>& B, const std::string& name, double buffer, CollectiveCost* cost) {
+  const size_t k = cost->stages.size();
+  double busy = 0;
+  for (size_t s = 0; s < k; ++s) busy += stage_bytes[s] / B[s];
+  for (size_t s = 0; s < k; ++s) {
+    StageCost& sc = cost->stages[s];
+    const double share = busy > 0 ? stage_bytes[s] / B[s] / busy : 1.0 / k;
+    sc.algorithm = name;
+    sc.buffer_bytes = buffer;
+    sc.bytes_sent = stage_bytes[s];
+    sc.latency_seconds = latency * share;
+    sc.bandwidth_seconds = bandwidth * share;
+    sc.seconds = (latency + bandwidth) * share;
+  }
+}
+
+// GPU all-reduce / all_gather / reduce_scatter: NCCL's algorithm x protocol with the least predicted time.
+void CostNccl(CollectiveOp op, const GroupSpan& span, double bytes, const NcclGroup& g,
+              const std::vector<double>& B, const CollectiveOptions& options, CollectiveCost* cost) {
+  const std::vector<NcclEstimate> allowed = AllowedEstimates(op, g, bytes, options);
+  const NcclEstimate* best = &allowed[0];
+  for (const NcclEstimate& e : allowed) {
+    if (e.seconds() < best->seconds()) best = &e;
+  }
+  cost->seconds = best->seconds();
+  cost->algorithm = std::string(NcclAlgorithmName(best->algorithm));
+  cost->protocol = std::string(ProtocolName(best->protocol));
+  std::vector<double> stage_bytes;
+  for (const SpanStage& stage : span.stages)
+    stage_bytes.push_back(stage.link == LinkClass::kNvlink ? best->nvlink_bytes : best->network_bytes);
+  SpreadOverStages(best->latency_seconds, best->bandwidth_seconds, stage_bytes, B, cost->algorithm, bytes, cost);
+}
+
+// GPU all_to_all across nodes: every GPU sends (g-1)/n S over NVLink and (n-g)/n S through its own NIC at
+// once (rail-optimised with PXN: no NIC aggregation beyond the GPU's own; nccl-tests issue 130); one message
+// per peer: (g-1) NVLink latencies + (n-g) network latencies.
+void CostGpuAllToAll(const GroupSpan& span, double bytes, const NcclGroup& g, const std::vector<double>& B,
+                     CollectiveCost* cost) {
+  const double n = g.ranks();
+  const double per_gpu_network = g.network_Bps / g.gpus_per_node;
+  const double nvlink_bytes = (g.gpus_per_node - 1) / n * bytes;
+  const double network_bytes = (n - g.gpus_per_node) / n * bytes;
+  double latency = 0;
+  for (const SpanStage& stage : span.stages) {
+    latency += stage.link == LinkClass::kNvlink ? (g.gpus_per_node - 1) * stage.latency_s
+                                                : (n - g.gpus_per_node) * stage.latency_s;
+  }
+  double bandwidth = network_bytes / per_gpu_network;
+  if (g.gpus_per_node > 1) bandwidth = std::max(bandwidth, nvlink_bytes / g.nvlink_Bps);
+  cost->seconds = latency + bandwidth;
+  cost->algorithm = "pairwise";
+  std::vector<double> stage_bytes;
+  for (const SpanStage& stage : span.stages)
+    stage_bytes.push_back(stage.link == LinkClass::kNvlink ? nvlink_bytes : network_bytes);
+  SpreadOverStages(latency, bandwidth, stage_bytes, B, "pairwise", bytes, cost);
+}
+
 }  // namespace
 
 CollectiveCost CollectiveModel::CostOfSpan(CollectiveOp op, const GroupSpan& span, double bytes,
@@ -595,11 +752,19 @@ CollectiveCost CollectiveModel::CostOfSpan(CollectiveOp op, const GroupSpan& spa
     cost.stages[s].stage = span.stages[s];
     cost.stages[s].mesh_axes = stage_axes[s];
   }
+  const Topology& topology = *mesh_.topology();
+  const bool gpu = topology.platform() == Platform::kGpu && span.regular;
+  const bool across_nodes = span.stages.back().link == LinkClass::kInfiniband;
   if (op == CollectiveOp::kPermute) {
     CostPermute(span, bytes, routes, B, &cost);
+  } else if (gpu && IsNcclCollective(op)) {
+    CostNccl(op, span, bytes, NcclGroupOf(span, topology, B), B, options_, &cost);
+  } else if (gpu && op == CollectiveOp::kAllToAll && across_nodes && options_.algorithm == Algorithm::kAuto) {
+    CostGpuAllToAll(span, bytes, NcclGroupOf(span, topology, B), B, &cost);
   } else {
     CostPhased(op, span, bytes, B, options_, &cost);
   }
+  if (topology.platform() == Platform::kGpu && cost.protocol.empty()) cost.protocol = "simple";
   AddBreakdowns(bytes, &cost);
   return cost;
 }

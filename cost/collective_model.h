@@ -16,7 +16,7 @@
 //   bidirectional_ring   (torus ring with wraparound) ceil((p-1)/2) alpha + (p-1)/p D/(2B)
 //   halving_doubling     (p a power of two, switched) log2(p) alpha + (p-1)/p D/B per half
 //   direct               (switched) alpha + (p-1)/p D/B per half; all_to_all pairwise (p-1) alpha + (p-1)/p D/B
-//   nvls                 (NVLink SHARP, all-reduce only, opt-in) 2 alpha + (1 + 1/p) D/B
+//   nvls                 (NVLink SHARP, all-reduce, irregular GPU groups only) 2 alpha + (1 + 1/p) D/B
 // A line stage (torus without wraparound) runs a ring embedded on the line, which occupies both directions
 // of every link: the `ring` formula at one-way B, 2x the bidirectional ring (scaling book).
 // Several stages compose dimension by dimension on a shrinking buffer (ASTRA-sim): reduce_scatter stage 1
@@ -25,9 +25,12 @@
 // orders, so every dimension's links are busy at once (the scaling book's V/(kW) over k axes).
 // docs/cost-model.md has every formula with its source.
 //
-// Example: dgx-h100:1 (8 GPUs, NVLink 450e9 B/s one-way, efficiency 0.8, alpha 2 us), psum of S = 1 GiB
-// over all 8 with algorithm ring: t = 14 * 2 us + 2*7/8 * 2^30 / 3.6e11 = 5.248 ms; algbw = 204.6 GB/s,
-// busbw = 358.0 GB/s.
+// GPU all-reduce, all_gather and reduce_scatter follow NCCL instead (cost/nccl_model.h: ring, tree, nvls,
+// nvls_tree x LL, LL128, Simple, the fastest chosen); GPU all_to_all across hosts is bounded by each GPU's NIC.
+//
+// Example: dgx-h100:1 (8 GPUs, NVLink 450e9 B/s one-way, efficiency 0.8), psum of S = 1 GiB over all 8 with
+// algorithm ring: NCCL's ring / Simple, t = (8.4 + 14 x 3.4) us + 2*7/8 * 2^30 / 3.6e11 = 5.276 ms;
+// busbw = 356.2 GB/s. With the default (auto) choice it runs nvls: 4.03 ms, busbw 466 GB/s.
 #ifndef SPMDSIM_COST_COLLECTIVE_MODEL_H_
 #define SPMDSIM_COST_COLLECTIVE_MODEL_H_
 
@@ -40,6 +43,7 @@
 #include <vector>
 
 #include "cost/link_model.h"
+#include "cost/nccl_model.h"
 #include "mesh/mesh.h"
 
 namespace spmdsim {
@@ -52,8 +56,9 @@ CollectiveOp ParseCollectiveOp(std::string_view name);
 // nccl-tests' busbw factor for a group of n.
 double BusBandwidthFactor(CollectiveOp op, int n);
 
-// Per-stage algorithm; kAuto picks the fastest applicable one per stage.
-enum class Algorithm { kAuto, kRing, kBidirectionalRing, kHalvingDoubling, kDirect, kNvls };
+// Per-stage algorithm; kAuto picks the fastest applicable one per stage. On GPUs, all-reduce, all_gather and
+// reduce_scatter use NCCL's algorithms instead (cost/nccl_model.h): ring, tree, nvls, nvls_tree.
+enum class Algorithm { kAuto, kRing, kBidirectionalRing, kHalvingDoubling, kDirect, kNvls, kTree, kNvlsTree };
 std::string_view AlgorithmName(Algorithm algorithm);  // "auto", "ring", "bidirectional_ring", ...
 Algorithm ParseAlgorithm(std::string_view name);      // throws Error(kNotFound) listing the names
 
@@ -62,20 +67,23 @@ enum class Composition { kAuto, kSequential, kConcurrent };
 std::string_view CompositionName(Composition composition);  // "auto", "sequential", "concurrent"
 Composition ParseComposition(std::string_view name);
 
-// {nvlink: 0.8}: see CollectiveOptions::link_efficiency.
+// {nvlink: 0.8, infiniband: 0.96}: see CollectiveOptions::link_efficiency.
 std::map<LinkClass, double> DefaultLinkEfficiency();
 
 struct CollectiveOptions {
-  // Forced per-stage algorithm (kAuto: fastest applicable per stage). A forced algorithm that does not
-  // apply to some stage of the group is an error naming the stage and the algorithms that apply.
+  // Forced per-stage algorithm (kAuto: fastest applicable per stage), like NCCL_ALGO. A forced algorithm that
+  // does not apply to some stage of the group is an error naming the stage and the algorithms that apply.
   Algorithm algorithm = Algorithm::kAuto;
+  // Forced NCCL protocol for GPU all-reduce / all_gather / reduce_scatter, like NCCL_PROTO (kAuto: the fastest).
+  // GPU all_to_all and ppermute run Simple whatever this says; on TPU and CPU a forced protocol is an error.
+  Protocol protocol = Protocol::kAuto;
   Composition composition = Composition::kAuto;
   // Fraction of the line rate a collective library reaches, per link class (1 when absent). NVLink 0.8:
-  // the NCCL maintainers' "~20% protocol overhead" (nccl-tests issue 212).
+  // the NCCL maintainers' "~20% protocol overhead" (nccl-tests issue 212); InfiniBand 0.96: their ~24 GB/s
+  // of busbw per 200 Gb/s NIC (nccl-tests issue 119).
   std::map<LinkClass, double> link_efficiency = DefaultLinkEfficiency();
-  // Whether kAuto may choose NVLink SHARP for an all-reduce on an NVLink stage (DGX H100 has it; off by
-  // default because its busbw is not reproduced within 10%: docs/cost-model-validation.md).
-  bool allow_nvls = false;
+  // Whether kAuto may choose NVLink SHARP (nvls, nvls_tree) where the topology has it (H100 and later).
+  bool allow_nvls = true;
 };
 
 // One stage of a predicted collective.
@@ -96,7 +104,9 @@ struct CollectiveCost {
   double bytes = 0;   // S, as in the file comment
   int group_size = 1;
   double seconds = 0;
-  std::string algorithm;  // "ring", "torus[concurrent](bidirectional_ring, bidirectional_ring)", "none"
+  std::string algorithm;  // "ring", "nvls", "tree", "torus[concurrent](bidirectional_ring, bidirectional_ring)", "none"
+  // NCCL protocol of a GPU collective ("ll", "ll128", "simple"); empty on TPU and CPU (no protocols there).
+  std::string protocol;
   std::vector<StageCost> stages;
   std::map<LinkClass, double> bytes_sent;           // per device, by link class (on-chip stages excluded)
   std::map<LinkClass, double> seconds_by_link;      // stage seconds summed by link class

@@ -89,8 +89,9 @@ LinkClass ParseLinkClass(std::string_view name) {
 }
 
 const std::vector<std::string>& Topology::PresetNames() {
-  static const std::vector<std::string> names = {"tpu-v2",   "tpu-v3",   "tpu-v4", "tpu-v5e", "tpu-v5p",
-                                                 "tpu-v6e",  "dgx-h100", "dgx-a100", "gpu", "cpu"};
+  static const std::vector<std::string> names = {"tpu-v2",   "tpu-v3",   "tpu-v4",   "tpu-v5e",     "tpu-v5p",
+                                                 "tpu-v6e",  "dgx-h100", "dgx-h200", "h800",        "dgx-a100",
+                                                 "a100-40g", "dgx-b200", "gb200-nvl72", "gpu",      "cpu"};
   return names;
 }
 
@@ -179,48 +180,132 @@ void Topology::BuildTpuDevices() {
           }
 }
 
+namespace {
+
+struct GpuFigures {
+  const char* preset;
+  const char* device_kind;
+  int gpus_per_host;  // GPUs per NVLink domain (a DGX host; a GB200 NVL72 rack)
+  GpuGeneration generation;
+  bool nvlink_sharp;  // NVSwitch with NVLink SHARP (NVLS)
+  bool amd_host;
+  double memory_bytes, memory_Bps, bf16_flops, f32_flops;
+  const char* figures_source;
+  double nvlink_one_way_Bps;
+  const char* nvlink_source;
+  int nics_per_node;
+  double nic_Bps;  // one-way line rate per NIC
+  const char* network_source;
+  double pcie_one_way_Bps;
+  const char* pcie_source;
+};
+
+constexpr double kNetworkLatency = 1e-6;
+constexpr char kNetworkLatencySource[] =
+    "latency 1 us one way: NIC to NIC through up to 3 InfiniBand switch hops (~130 ns port to port, NVIDIA "
+    "Quantum switch datasheets) plus the two adapters";
+constexpr char kH100Pcie[] = "PCIe Gen5 x16: 64 GB/s one-way; latency 2 us assumed";
+constexpr char kA100Pcie[] = "PCIe Gen4 x16: 32 GB/s one-way; latency 2 us assumed";
+
+// Sources: vendor datasheets (shared/reference/hardware.md for H100 / A100 / DGX H100); every bandwidth ONE-WAY.
+const GpuFigures kGpuFigures[] = {
+    {"dgx-h100", "NVIDIA H100 80GB HBM3", 8, GpuGeneration::kHopper, true, false, 80 * kGB, 3350 * kGB, 989e12,
+     67e12, "H100 SXM datasheet: 80 GB HBM3 at 3.35 TB/s, 989 TFLOPS bf16 dense, 67 TFLOPS f32", 450e9,
+     "H100 NVLink4: 900 GB/s bidirectional per GPU -> 450 GB/s one-way (nccl-tests issue 212: 450 GB/s line rate)",
+     8, 50e9, "DGX H100: 8 x ConnectX-7 400 Gb/s NDR, one per GPU -> 50 GB/s one-way each", 64e9, kH100Pcie},
+    {"dgx-h200", "NVIDIA H200", 8, GpuGeneration::kHopper, true, false, 141 * kGB, 4800 * kGB, 989e12, 67e12,
+     "H200 SXM datasheet: 141 GB HBM3e at 4.8 TB/s, 989 TFLOPS bf16 dense, 67 TFLOPS f32", 450e9,
+     "H200 NVLink4: 900 GB/s bidirectional per GPU -> 450 GB/s one-way", 8, 50e9,
+     "DGX H200: 8 x ConnectX-7 400 Gb/s NDR, one per GPU -> 50 GB/s one-way each", 64e9, kH100Pcie},
+    {"h800", "NVIDIA H800", 8, GpuGeneration::kHopper, true, false, 80 * kGB, 3350 * kGB, 989e12, 67e12,
+     "H800 SXM: the H100 SXM die (80 GB HBM3 at 3.35 TB/s, 989 TFLOPS bf16 dense) with reduced NVLink", 200e9,
+     "H800 NVLink: 400 GB/s bidirectional per GPU -> 200 GB/s one-way (NVIDIA H800 product brief; DeepSeek-V3 "
+     "report section 3.2.2: ~160 GB/s achieved)",
+     8, 50e9, "DeepSeek-V3 report section 3.2.2: one 400 Gb/s InfiniBand NIC per H800 -> 50 GB/s one-way", 64e9,
+     kH100Pcie},
+    {"dgx-a100", "NVIDIA A100-SXM4-80GB", 8, GpuGeneration::kAmpere, false, true, 80 * kGB, 2039 * kGB, 312e12,
+     19.5e12, "A100 SXM datasheet: 80 GB HBM2e at 2039 GB/s, 312 TFLOPS bf16, 19.5 TFLOPS f32", 300e9,
+     "A100 NVLink3: 600 GB/s bidirectional per GPU -> 300 GB/s one-way", 8, 25e9,
+     "DGX A100: 8 x ConnectX-6 200 Gb/s HDR, one per GPU -> 25 GB/s one-way each; AMD EPYC 7742 host", 32e9,
+     kA100Pcie},
+    {"a100-40g", "NVIDIA A100-SXM4-40GB", 8, GpuGeneration::kAmpere, false, true, 40 * kGB, 1555 * kGB, 312e12,
+     19.5e12, "A100 SXM datasheet: 40 GB HBM2 at 1555 GB/s, 312 TFLOPS bf16, 19.5 TFLOPS f32", 300e9,
+     "A100 NVLink3: 600 GB/s bidirectional per GPU -> 300 GB/s one-way", 8, 25e9,
+     "DGX A100 (40 GB): 8 x ConnectX-6 200 Gb/s HDR, one per GPU -> 25 GB/s one-way each; AMD EPYC host", 32e9,
+     kA100Pcie},
+    {"dgx-b200", "NVIDIA B200", 8, GpuGeneration::kBlackwell, true, false, 180 * kGB, 8000 * kGB, 2.25e15, 75e12,
+     "DGX B200 datasheet: 1440 GB HBM3e / 8 GPUs, 64 TB/s / 8 = 8 TB/s; 72 PFLOPS FP8 sparse -> 2.25 PFLOPS bf16 "
+     "dense per GPU; f32 75 TFLOPS",
+     900e9, "B200 NVLink5: 1.8 TB/s bidirectional per GPU -> 900 GB/s one-way", 8, 50e9,
+     "DGX B200: 8 x ConnectX-7 400 Gb/s, one per GPU -> 50 GB/s one-way each", 64e9, kH100Pcie},
+    {"gb200-nvl72", "NVIDIA GB200", 72, GpuGeneration::kBlackwell, true, false, 186 * kGB, 8000 * kGB, 2.5e15,
+     80e12,
+     "GB200 NVL72 datasheet: 13.4 TB HBM3e / 72 GPUs = 186 GB at 8 TB/s; 180 PFLOPS bf16 dense / 72 = 2.5 PFLOPS; "
+     "f32 5760 TFLOPS / 72 = 80 TFLOPS",
+     900e9, "NVLink5 switch: 1.8 TB/s bidirectional per GPU, all 72 GPUs in one NVLink domain -> 900 GB/s one-way",
+     72, 50e9, "GB200 NVL72: one ConnectX-7 400 Gb/s per GPU (4 per compute tray of 4 GPUs) -> 50 GB/s one-way",
+     64e9, kH100Pcie},
+};
+
+const GpuFigures* FindGpuFigures(std::string_view preset) {
+  if (preset == "gpu") return &kGpuFigures[0];  // generic: the H100 figures
+  for (const GpuFigures& f : kGpuFigures) {
+    if (preset == f.preset) return &f;
+  }
+  return nullptr;
+}
+
+std::string GpuPresetList() {
+  std::vector<std::string_view> names;
+  for (const GpuFigures& f : kGpuFigures) names.push_back(f.preset);
+  names.push_back("gpu");
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+}  // namespace
+
+std::string_view GpuGenerationName(GpuGeneration generation) {
+  switch (generation) {
+    case GpuGeneration::kNone: return "none";
+    case GpuGeneration::kVolta: return "volta";
+    case GpuGeneration::kAmpere: return "ampere";
+    case GpuGeneration::kHopper: return "hopper";
+    case GpuGeneration::kBlackwell: return "blackwell";
+  }
+  return "?";
+}
+
 Topology Topology::Gpu(std::string_view preset, int num_hosts, int gpus_per_host) {
   if (num_hosts < 1 || gpus_per_host < 1) {
     Throw(ErrorCode::kInvalidArgument, "{}: need at least one host of at least one GPU, got {} x {}", preset,
           num_hosts, gpus_per_host);
   }
+  const GpuFigures* f = FindGpuFigures(preset);
+  if (f == nullptr) Throw(ErrorCode::kNotFound, "unknown GPU preset '{}'; valid: {}", preset, GpuPresetList());
   Topology t;
   t.platform_ = Platform::kGpu;
   t.preset_ = std::string(preset);
   t.chips_per_dim_ = {gpus_per_host, num_hosts, 1};
   t.num_processes_ = num_hosts;
   t.num_slices_ = 1;
-  if (preset == "dgx-h100" || preset == "gpu") {
-    // H100 SXM: NVLink4 900 GB/s bidirectional per GPU (18 links) -> 450 GB/s one-way; one ConnectX-7
-    // 400 Gb/s NIC per GPU -> 50 GB/s one-way.
-    t.device_kind_ = "NVIDIA H100 80GB HBM3";
-    t.memory_bytes_ = static_cast<int64_t>(80 * kGB);
-    t.memory_bandwidth_Bps_ = 3350 * kGB;
-    t.peak_flops_ = {{DType::kBF16, 989e12}, {DType::kF16, 989e12}, {DType::kF32, 67e12}};
-    t.links_[LinkClass::kNvlink] = {2e-6, 450e9,
-                                    "H100 NVLink4: 900 GB/s bidirectional per GPU -> 450 GB/s one-way "
-                                    "(nccl-tests issue 212: 450 GB/s line rate); latency 2 us assumed"};
-    t.links_[LinkClass::kInfiniband] = {5e-6, 50e9,
-                                        "DGX H100: one ConnectX-7 400 Gb/s per GPU -> 50 GB/s one-way; "
-                                        "latency 5 us assumed"};
-    t.links_[LinkClass::kPcie] = {2e-6, 64e9, "PCIe Gen5 x16: 64 GB/s one-way; latency 2 us assumed"};
-    t.figures_source_ = "H100 SXM datasheet: 80 GB HBM3 at 3.35 TB/s, 989 TFLOPS bf16 dense, 67 TFLOPS f32";
-  } else if (preset == "dgx-a100") {
-    t.device_kind_ = "NVIDIA A100-SXM4-80GB";
-    t.memory_bytes_ = static_cast<int64_t>(80 * kGB);
-    t.memory_bandwidth_Bps_ = 2039 * kGB;
-    t.peak_flops_ = {{DType::kBF16, 312e12}, {DType::kF16, 312e12}, {DType::kF32, 19.5e12}};
-    t.links_[LinkClass::kNvlink] = {2e-6, 300e9,
-                                    "A100 NVLink3: 600 GB/s bidirectional per GPU -> 300 GB/s one-way; "
-                                    "latency 2 us assumed"};
-    t.links_[LinkClass::kInfiniband] = {5e-6, 25e9,
-                                        "DGX A100: 8 x 200 Gb/s HDR, one per GPU -> 25 GB/s one-way; "
-                                        "latency 5 us assumed"};
-    t.links_[LinkClass::kPcie] = {2e-6, 32e9, "PCIe Gen4 x16: 32 GB/s one-way; latency 2 us assumed"};
-    t.figures_source_ = "A100 SXM datasheet: 80 GB HBM2e at 2039 GB/s, 312 TFLOPS bf16, 19.5 TFLOPS f32";
-  } else {
-    Throw(ErrorCode::kNotFound, "unknown GPU preset '{}'; valid: dgx-h100, dgx-a100, gpu", preset);
-  }
+  t.device_kind_ = f->device_kind;
+  t.gpu_generation_ = f->generation;
+  t.nvlink_sharp_ = f->nvlink_sharp;
+  t.amd_host_ = f->amd_host;
+  t.memory_bytes_ = static_cast<int64_t>(f->memory_bytes);
+  t.memory_bandwidth_Bps_ = f->memory_Bps;
+  t.peak_flops_ = {{DType::kBF16, f->bf16_flops}, {DType::kF16, f->bf16_flops}, {DType::kF32, f->f32_flops}};
+  t.figures_source_ = f->figures_source;
+  t.links_[LinkClass::kNvlink] = {2e-6, f->nvlink_one_way_Bps,
+                                  std::string(f->nvlink_source) + "; latency 2 us assumed (per-step latencies of "
+                                                                  "NCCL collectives: cost/nccl_model.h)"};
+  t.links_[LinkClass::kPcie] = {2e-6, f->pcie_one_way_Bps, f->pcie_source};
+  NetworkSpec network;
+  network.nics_per_node = preset == "gpu" ? gpus_per_host : f->nics_per_node;
+  network.nic_Bps = f->nic_Bps;
+  network.latency_s = kNetworkLatency;
+  network.source = std::string(f->network_source) + "; rail-optimised, non-blocking; " + kNetworkLatencySource;
+  t.SetNetwork(std::move(network));
   for (int h = 0; h < num_hosts; ++h)
     for (int g = 0; g < gpus_per_host; ++g) {
       Device d;
@@ -232,6 +317,33 @@ Topology Topology::Gpu(std::string_view preset, int num_hosts, int gpus_per_host
     }
   return t;
 }
+
+void Topology::SetNetwork(NetworkSpec network) {
+  if (platform_ != Platform::kGpu) {
+    Throw(ErrorCode::kInvalidArgument, "{}: a network section applies to GPU topologies only", ToString());
+  }
+  if (network.nics_per_node < 1 || !(network.nic_Bps > 0) || !(network.latency_s >= 0) ||
+      !(network.oversubscription >= 1)) {
+    Throw(ErrorCode::kInvalidArgument,
+          "network: need nics_per_node >= 1, NIC bandwidth > 0, latency >= 0 and oversubscription >= 1; got {}, "
+          "{} B/s, {} s, {}",
+          network.nics_per_node, network.nic_Bps, network.latency_s, network.oversubscription);
+  }
+  // The per-GPU share of the node's NICs: one NIC per GPU on DGX-style nodes.
+  const double per_gpu = network.nic_Bps * std::min(1.0, static_cast<double>(network.nics_per_node) /
+                                                             chips_per_dim_[0]) /
+                         network.oversubscription;
+  // One message's latency for the stage model (send/recv, all_to_all): the fabric's plus NCCL's per-step
+  // network latency of its LL protocol (2.7 us, NVIDIA/nccl src/graph/tuning.cc hwLatencies NET Ring LL).
+  links_[LinkClass::kInfiniband] = {
+      network.latency_s + 2.7e-6, per_gpu,
+      fmt::format("{} NICs per node at {:.4g} B/s one-way, oversubscription {} ({}); latency = fabric + NCCL's "
+                  "2.7 us per network step",
+                  network.nics_per_node, network.nic_Bps, network.oversubscription, network.source)};
+  network_ = std::move(network);
+}
+
+void Topology::SetNvlinkSharp(bool enabled) { nvlink_sharp_ = enabled && platform_ == Platform::kGpu; }
 
 Topology Topology::Cpu(int num_devices) {
   if (num_devices < 1) Throw(ErrorCode::kInvalidArgument, "cpu: need at least one device, got {}", num_devices);
@@ -293,7 +405,8 @@ Topology Topology::Parse(std::string_view text, int num_slices) {
     Throw(ErrorCode::kInvalidArgument, "{}: slices apply to TPU presets only", what);
   }
   // Devices per unit of the dimensions' product, to bound the count before building anything.
-  int64_t per_unit = name == "dgx-h100" || name == "dgx-a100" ? 8 : 1;
+  const GpuFigures* gpu = name == "gpu" ? nullptr : FindGpuFigures(name);
+  int64_t per_unit = gpu != nullptr ? gpu->gpus_per_host : 1;
   for (const TpuFigures& f : kTpuFigures)
     if (name == f.preset) per_unit = f.cores_per_chip;
   CheckDeviceCount(what, dims, num_slices, per_unit);
@@ -308,11 +421,12 @@ Topology Topology::Parse(std::string_view text, int num_slices) {
                                 f.dims == 3 ? static_cast<int>(dims[2]) : 1};
     return Tpu(static_cast<TpuGeneration>(g), chips, num_slices);
   }
-  if (name == "dgx-h100" || name == "dgx-a100") {
+  if (gpu != nullptr) {
     if (dims.size() != 1) {
-      Throw(ErrorCode::kInvalidArgument, "{}: give the number of 8-GPU hosts, e.g. {}:4", what, name);
+      Throw(ErrorCode::kInvalidArgument, "{}: give the number of {}-GPU hosts, e.g. {}:4", what, gpu->gpus_per_host,
+            name);
     }
-    return Gpu(name, static_cast<int>(dims[0]), 8);
+    return Gpu(name, static_cast<int>(dims[0]), gpu->gpus_per_host);
   }
   if (name == "gpu") {
     if (dims.size() != 2) Throw(ErrorCode::kInvalidArgument, "{}: give HOSTSxGPUS, e.g. gpu:2x8", what);

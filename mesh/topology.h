@@ -52,6 +52,21 @@ struct LinkSpec {
   std::string source;        // where the figure comes from and how the one-way figure was derived
 };
 
+// GPU generation: selects NCCL's per-architecture constants (cost/nccl_model.h).
+enum class GpuGeneration { kNone, kVolta, kAmpere, kHopper, kBlackwell };
+std::string_view GpuGenerationName(GpuGeneration generation);  // "none", "volta", "ampere", "hopper", "blackwell"
+
+// The inter-node network of a GPU cluster (one rail-optimised fat tree: NIC i of every node on leaf switch i).
+// Example (DGX H100): 8 NICs per node, 400 Gb/s each -> nic_Bps = 50e9 one-way, switch_latency_s 1.3e-6.
+struct NetworkSpec {
+  int nics_per_node = 0;         // NICs per host (DGX: 8, one per GPU)
+  double nic_Bps = 0;            // ONE-WAY line rate of one NIC, bytes/s
+  double latency_s = 0;          // one message one way: NIC + switch hops, seconds
+  double oversubscription = 1;   // >= 1: uplink oversubscription of the fabric (1 = non-blocking)
+  bool rail_optimized = true;    // GPU i uses NIC i (PXN moves data to the rail's GPU over NVLink)
+  std::string source;
+};
+
 // One device as JAX describes it (jax.Device: id, process_index, slice_index, coords, core_on_chip).
 struct Device {
   int id = 0;
@@ -74,12 +89,12 @@ class Topology {
   // v5e, v6e) takes Z == 1. Wraparound follows the generation's rule unless overridden later.
   // REQUIRES: every dimension >= 1, num_slices >= 1.
   static Topology Tpu(TpuGeneration generation, std::array<int, 3> chips_per_dim, int num_slices = 1);
-  // `num_hosts` hosts of `gpus_per_host` GPUs; `preset` is "dgx-h100", "dgx-a100" or "gpu" (generic).
+  // `num_hosts` hosts of `gpus_per_host` GPUs; `preset` is one of GpuPresetNames() or "gpu" (generic H100).
   static Topology Gpu(std::string_view preset, int num_hosts, int gpus_per_host);
   static Topology Cpu(int num_devices);
 
   // Parses the CLI / scenario form: "tpu-v4:2x2x4", "tpu-v5e:4x4", "tpu-v3:4x4", "dgx-h100:4" (4 hosts of 8),
-  // "dgx-a100:2", "gpu:2x8" (2 hosts of 8), "cpu:8". `num_slices` applies to TPU presets only.
+  // "dgx-a100:2", "gb200-nvl72:1" (one 72-GPU NVLink domain), "gpu:2x8" (2 hosts of 8), "cpu:8". `num_slices` applies to TPU presets only.
   // Throws Error(kInvalidArgument / kNotFound) that names the part at fault and lists the valid presets, and
   // Error(kOutOfRange) when the topology would have more than kMaxTopologyDevices devices.
   static Topology Parse(std::string_view text, int num_slices = 1);
@@ -111,6 +126,14 @@ class Topology {
   const std::map<LinkClass, LinkSpec>& links() const { return links_; }
   const LinkSpec& link(LinkClass link_class) const;  // throws Error(kNotFound) listing the classes present
 
+  // GPU only: the generation (NCCL's constants), whether the NVSwitch does NVLink SHARP (NVLS), whether the
+  // host CPU is AMD (NCCL's multi-node LL bandwidth and network overhead depend on it), the network.
+  GpuGeneration gpu_generation() const { return gpu_generation_; }
+  bool nvlink_sharp() const { return nvlink_sharp_; }
+  bool amd_host() const { return amd_host_; }
+  const NetworkSpec& network() const { return network_; }
+  int gpus_per_host() const { return platform_ == Platform::kGpu ? chips_per_dim_[0] : 0; }
+
   // Per device: memory capacity in bytes and its bandwidth (bytes/s), peak FLOP/s per dtype (bf16, f32, ...).
   // For v2/v3 a device is one core: half a chip.
   int64_t memory_bytes() const { return memory_bytes_; }
@@ -122,6 +145,11 @@ class Topology {
   void SetLink(LinkClass link_class, LinkSpec spec);
   void SetWraparound(std::array<bool, 3> wraparound);
   void SetMemoryBytes(int64_t bytes);
+  // GPU only: replaces the network and keeps the infiniband link (per-GPU share of the node's NICs) in step.
+  // Throws Error(kInvalidArgument) for a non-GPU topology, nics < 1, bandwidth <= 0, latency < 0 or
+  // oversubscription < 1.
+  void SetNetwork(NetworkSpec network);
+  void SetNvlinkSharp(bool enabled);
   void SetPeakFlops(DType dtype, double flops);
 
  private:
@@ -144,6 +172,10 @@ class Topology {
   double memory_bandwidth_Bps_ = 0;
   std::map<DType, double> peak_flops_;
   std::string figures_source_;
+  GpuGeneration gpu_generation_ = GpuGeneration::kNone;
+  bool nvlink_sharp_ = false;
+  bool amd_host_ = false;
+  NetworkSpec network_;
 };
 
 }  // namespace spmdsim

@@ -138,7 +138,7 @@ std::string SweepTable(const WorkloadResult& r) {
   Unit tu = TimeUnit(max_time);
   Table table({"op", "axes", "n", "size [B]", "count [elements]", "dtype", fmt::format("predicted [{}]", tu.name),
                "algbw [GB/s]", "busbw [GB/s]", fmt::format("measured [{}]", tu.name), "meas algbw [GB/s]",
-               "meas busbw [GB/s]", "algorithm", "check"});
+               "meas busbw [GB/s]", "algorithm", "protocol", "check"});
   for (const SweepRow& row : r.sweep) {
     table.Add({row.op, AxesText(row.axes), fmt::format("{}", row.group_size), fmt::format("{}", row.bytes),
                fmt::format("{}", row.count), std::string(DTypeName(row.dtype)), Num(row.predicted_seconds, tu.scale),
@@ -146,6 +146,7 @@ std::string SweepTable(const WorkloadResult& r) {
                r.abstract ? "-" : Num(row.measured_seconds, tu.scale),
                r.abstract ? "-" : fmt::format("{:.3f}", row.measured_algbw / 1e9),
                r.abstract ? "-" : fmt::format("{:.3f}", row.measured_busbw / 1e9), row.algorithm,
+               row.protocol.empty() ? "-" : row.protocol,
                r.abstract ? "-" : (row.check_passed ? "ok" : fmt::format("FAIL ({:.3g})", row.max_abs_error))});
   }
   return table.ToString();
@@ -286,7 +287,7 @@ nlohmann::json WorkloadJson(const WorkloadResult& r) {
                      {"communication_seconds", s.communication_seconds},
                      {"communication_seconds_by_axis", MapJson(s.communication_seconds_by_axis)},
                      {"bytes_by_link", MapJson(s.bytes_by_link)},
-                     {"algorithm", s.algorithm},
+                     {"algorithm", s.algorithm}, {"protocol", s.protocol},
                      {"message_bytes", s.message_bytes},
                      {"group_size", s.group_size},
                      {"flops", s.flops},
@@ -314,7 +315,8 @@ nlohmann::json WorkloadJson(const WorkloadResult& r) {
                        {"predicted_seconds", row.predicted_seconds}, {"predicted_algbw", row.predicted_algbw},
                        {"predicted_busbw", row.predicted_busbw}, {"measured_seconds", row.measured_seconds},
                        {"measured_algbw", row.measured_algbw}, {"measured_busbw", row.measured_busbw},
-                       {"algorithm", row.algorithm}, {"check_passed", row.check_passed},
+                       {"algorithm", row.algorithm}, {"protocol", row.protocol},
+                       {"check_passed", row.check_passed},
                        {"max_abs_error", row.max_abs_error}});
     w["sweep"] = sweep;
   }

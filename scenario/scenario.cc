@@ -75,7 +75,8 @@ void SetAt(const YamlContext& ctx, const YAML::Node& node, std::string_view key,
 
 ScenarioTopology ParseTopology(const YamlContext& ctx, const YAML::Node& node) {
   YamlMap m(ctx, node, "topology",
-            {"preset", "slices", "links", "wraparound", "hbm_GiB", "peak_TFLOPs", "efficiency", "stragglers"});
+            {"preset", "slices", "links", "network", "nvlink_sharp", "wraparound", "hbm_GiB", "peak_TFLOPs",
+             "efficiency", "stragglers"});
   std::string preset = ctx.String(m.Need("preset"), "topology.preset");
   int64_t slices = m.Int("slices", 1);
   if (slices < 1 || slices > 1024) ctx.Fail(m.Get("slices"), "topology.slices", "expected an integer in [1, 1024]");
@@ -109,6 +110,33 @@ ScenarioTopology ParseTopology(const YamlContext& ctx, const YAML::Node& node) {
     ctx.Fail(m.Get("preset"), "topology.preset",
              fmt::format("{} devices; spmdsim simulates at most {}", topology->num_devices(), kMaxDevices));
 
+  if (m.Has("network")) {
+    YAML::Node n = m.Get("network");
+    if (topology->platform() != Platform::kGpu)
+      ctx.Fail(n, "topology.network", fmt::format("a network section applies to GPU presets; {} is not one", preset));
+    YamlMap nm(ctx, n, "topology.network", {"nics_per_node", "nic_Gbps", "latency_us", "oversubscription"});
+    NetworkSpec network = topology->network();
+    if (nm.Has("nics_per_node")) {
+      const int64_t nics = nm.Int("nics_per_node", network.nics_per_node);
+      if (nics < 1 || nics > 1024) ctx.Fail(nm.Get("nics_per_node"), nm.Key("nics_per_node"), "expected an integer in [1, 1024]");
+      network.nics_per_node = static_cast<int>(nics);
+    }
+    if (nm.Has("nic_Gbps")) network.nic_Bps = ctx.NumberIn(nm.Get("nic_Gbps"), nm.Key("nic_Gbps"), 0, 1e6) * 1e9 / 8;
+    if (nm.Has("latency_us")) network.latency_s = ctx.NumberIn(nm.Get("latency_us"), nm.Key("latency_us"), 0, 1e6) * 1e-6;
+    if (nm.Has("oversubscription")) {
+      const double o = ctx.Number(nm.Get("oversubscription"), nm.Key("oversubscription"));
+      if (!(o >= 1 && o <= 1e3)) ctx.Fail(nm.Get("oversubscription"), nm.Key("oversubscription"), "expected a number in [1, 1000] (1 = non-blocking)");
+      network.oversubscription = o;
+    }
+    network.source = "scenario file (topology.network)";
+    SetAt(ctx, n, "topology.network", [&] { topology->SetNetwork(network); });
+  }
+  if (m.Has("nvlink_sharp")) {
+    const bool nvls = ctx.Bool(m.Get("nvlink_sharp"), "topology.nvlink_sharp");
+    if (topology->platform() != Platform::kGpu)
+      ctx.Fail(m.Get("nvlink_sharp"), "topology.nvlink_sharp", fmt::format("{} is not a GPU preset", preset));
+    topology->SetNvlinkSharp(nvls);
+  }
   if (m.Has("links")) {
     YAML::Node links = m.Get("links");
     std::vector<std::string> names = {"ici", "nvlink", "pcie", "dcn", "infiniband", "host_memory"};

@@ -130,6 +130,16 @@ CollectivesConfig ParseCollectives(const YamlContext& ctx, const YamlMap& m, con
     if (shift < -kMaxDim || shift > kMaxDim) ctx.Fail(m.Get("ppermute_shift"), m.Key("ppermute_shift"), "shift too large");
     c.ppermute_shift = static_cast<int>(shift);
   }
+  // NCCL_ALGO / NCCL_PROTO for this sweep; whether they apply to each op and group is checked by the cost model.
+  if (m.Has("algorithm")) {
+    static const std::vector<std::string> kAlgorithms = {"auto", "ring", "tree", "nvls", "nvls_tree",
+                                                         "bidirectional_ring", "halving_doubling", "direct"};
+    c.algorithm = ParseAlgorithm(ctx.Choice(m.Get("algorithm"), m.Key("algorithm"), kAlgorithms));
+  }
+  if (m.Has("protocol")) {
+    static const std::vector<std::string> kProtocols = {"auto", "ll", "ll128", "simple"};
+    c.protocol = ParseProtocol(ctx.Choice(m.Get("protocol"), m.Key("protocol"), kProtocols));
+  }
   return c;
 }
 
@@ -429,7 +439,8 @@ ScenarioWorkload ParseWorkload(const YamlContext& ctx, const YAML::Node& node, c
     return name;
   };
   if (kind == "collectives") {
-    YamlMap m(ctx, node, key, WithCommon({"ops", "axes", "sizes", "dtype", "iterations", "warmup", "check", "ppermute_shift"}));
+    YamlMap m(ctx, node, key, WithCommon({"ops", "axes", "sizes", "dtype", "iterations", "warmup", "check", "ppermute_shift",
+                                                  "algorithm", "protocol"}));
     w.name = m.String("name", default_name());
     CollectivesConfig c = ParseCollectives(ctx, m, s);
     c.name = w.name;

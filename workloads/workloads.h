@@ -106,7 +106,8 @@ struct StepResult {
   // bytes SENT by one device of the slowest group, per link class name ("ici", "nvlink", "infiniband", "dcn",
   // "host_memory"), forwarded bytes included.
   std::map<std::string, double> bytes_by_link;
-  std::string algorithm;   // collective algorithm chosen ("ring", "torus[concurrent](...)"), empty for compute
+  std::string algorithm;   // collective algorithm chosen ("ring", "nvls", "torus[concurrent](...)"), empty for compute
+  std::string protocol;    // NCCL protocol of a GPU collective ("ll", "ll128", "simple"); empty otherwise
   double message_bytes = 0;  // bytes: nccl-tests' S of the collective (cost/collective_model.h), 0 for compute
   int64_t group_size = 1;    // devices per collective group (1 for compute)
   double flops = 0;          // floating-point operations of the step, slowest device
@@ -180,6 +181,7 @@ struct SweepRow {
   double measured_algbw = 0;       // bytes/s: S / measured_seconds
   double measured_busbw = 0;       // bytes/s
   std::string algorithm;           // the collective algorithm of the prediction
+  std::string protocol;            // its NCCL protocol (GPU: "ll", "ll128", "simple"); empty on TPU / CPU
   bool check_passed = true;        // the results equal the reference (always true when not checked)
   double max_abs_error = 0;        // max |got - want| of the check
 };
@@ -252,6 +254,9 @@ struct CollectivesConfig {
   int warmup = 1;              // untimed iterations per row (not charged to the clocks either)
   bool check = true;           // compare every result with the host reference
   int ppermute_shift = 1;      // ppermute sends in-group index i to (i + shift) mod n
+  // Forced algorithm and NCCL protocol for this sweep (NCCL_ALGO / NCCL_PROTO); kAuto keeps the scenario's.
+  Algorithm algorithm = Algorithm::kAuto;
+  Protocol protocol = Protocol::kAuto;
 };
 
 // The sizes nccl-tests' -b min -e max -f factor sweeps: min, min*factor, ... <= max.

@@ -77,9 +77,54 @@ TEST(Topology, ParseErrorsSayWhatIsValid) {
   EXPECT_THROW(Topology::Parse("cpu:0"), Error);
 }
 
+TEST(Topology, GpuPresetsCarryTheirFiguresWithSources) {
+  struct Expect {
+    const char* text;
+    int devices;
+    double nvlink_one_way, nic_line;
+    GpuGeneration generation;
+    bool nvls;
+  };
+  for (Expect e : {Expect{"dgx-h100:1", 8, 450e9, 50e9, GpuGeneration::kHopper, true},
+                   Expect{"dgx-h200:2", 16, 450e9, 50e9, GpuGeneration::kHopper, true},
+                   Expect{"h800:1", 8, 200e9, 50e9, GpuGeneration::kHopper, true},
+                   Expect{"dgx-a100:1", 8, 300e9, 25e9, GpuGeneration::kAmpere, false},
+                   Expect{"a100-40g:1", 8, 300e9, 25e9, GpuGeneration::kAmpere, false},
+                   Expect{"dgx-b200:1", 8, 900e9, 50e9, GpuGeneration::kBlackwell, true},
+                   Expect{"gb200-nvl72:1", 72, 900e9, 50e9, GpuGeneration::kBlackwell, true}}) {
+    SCOPED_TRACE(e.text);
+    Topology t = Topology::Parse(e.text);
+    EXPECT_EQ(t.num_devices(), e.devices);
+    EXPECT_EQ(t.link(LinkClass::kNvlink).bandwidth_Bps, e.nvlink_one_way);
+    EXPECT_EQ(t.network().nic_Bps, e.nic_line);
+    EXPECT_EQ(t.gpu_generation(), e.generation);
+    EXPECT_EQ(t.nvlink_sharp(), e.nvls);
+    EXPECT_EQ(t.link(LinkClass::kInfiniband).bandwidth_Bps, e.nic_line);  // one NIC per GPU
+    EXPECT_FALSE(t.link(LinkClass::kNvlink).source.empty());
+    EXPECT_FALSE(t.network().source.empty());
+    EXPECT_FALSE(t.figures_source().empty());
+    EXPECT_EQ(t.ToString(), e.text);
+  }
+  EXPECT_EQ(Topology::Parse("a100-40g:1").memory_bytes(), int64_t{40} * 1000 * 1000 * 1000);
+  EXPECT_TRUE(Topology::Parse("dgx-a100:1").amd_host());
+}
+
+TEST(Topology, NetworkSetsEachGpusNicShare) {
+  Topology t = Topology::Parse("dgx-h100:2");
+  NetworkSpec n = t.network();
+  n.nics_per_node = 4;  // two GPUs per NIC
+  n.oversubscription = 2;
+  t.SetNetwork(n);
+  EXPECT_DOUBLE_EQ(t.link(LinkClass::kInfiniband).bandwidth_Bps, 50e9 / 2 / 2);
+  n.oversubscription = 0.5;
+  EXPECT_THROW(t.SetNetwork(n), Error);
+  Topology tpu = Topology::Parse("tpu-v4:2x2x1");
+  EXPECT_THROW(tpu.SetNetwork(Topology::Parse("dgx-h100:1").network()), Error);
+}
+
 TEST(Topology, RoundTripsItsPresetForm) {
   for (const char* text : {"tpu-v4:2x2x4", "tpu-v5e:4x4", "tpu-v5p:4x4x8", "tpu-v3:4x4", "dgx-h100:4",
-                           "gpu:2x8", "cpu:8", "tpu-v6e:8x8", "tpu-v2:2x2", "dgx-a100:1"}) {
+                           "gpu:2x8", "cpu:8", "tpu-v6e:8x8", "tpu-v2:2x2", "dgx-a100:1", "gb200-nvl72:2"}) {
     EXPECT_EQ(Topology::Parse(text).ToString(), text);
   }
 }

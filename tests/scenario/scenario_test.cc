@@ -93,6 +93,44 @@ workloads: [{kind: collectives}]
   EXPECT_EQ(s.topology.stragglers, (std::vector<std::pair<int, double>>{{3, 0.5}}));
 }
 
+TEST(Scenario, ReadsTheGpuNetworkAndTheForcedNcclAlgorithm) {
+  Scenario s = ParseScenario(R"y(topology:
+  preset: "dgx-a100:2"
+  network: {nics_per_node: 4, nic_Gbps: 100, latency_us: 2, oversubscription: 2}
+  nvlink_sharp: false
+mesh: {axes: {g: 16}}
+workloads: [{kind: collectives, ops: [all_reduce], algorithm: tree, protocol: ll128}]
+)y", "t.yaml");
+  const Topology& t = *s.topology.topology;
+  EXPECT_EQ(t.network().nics_per_node, 4);
+  EXPECT_DOUBLE_EQ(t.network().nic_Bps, 12.5e9);
+  EXPECT_DOUBLE_EQ(t.network().latency_s, 2e-6);
+  EXPECT_DOUBLE_EQ(t.link(LinkClass::kInfiniband).bandwidth_Bps, 12.5e9 / 2 / 2);
+  EXPECT_FALSE(t.nvlink_sharp());
+  const auto& c = std::get<CollectivesConfig>(s.workloads[0].config);
+  EXPECT_EQ(c.algorithm, Algorithm::kTree);
+  EXPECT_EQ(c.protocol, Protocol::kLl128);
+  try {
+    ParseScenario(R"y(topology: {preset: "tpu-v4:2x2x1", network: {nics_per_node: 2}}
+mesh: {axes: {g: 4}}
+workloads: [{kind: collectives}]
+)y", "t.yaml");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("t.yaml:1"));
+    EXPECT_THAT(e.what(), HasSubstr("GPU presets"));
+  }
+  try {
+    ParseScenario(R"y(topology: {preset: "dgx-h100:1"}
+mesh: {axes: {g: 8}}
+workloads: [{kind: collectives, protocol: fast}]
+)y", "t.yaml");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("valid values: auto, ll, ll128, simple"));
+  }
+}
+
 TEST(Scenario, RequiresTheDirectionOfAGivenBandwidth) {
   EXPECT_THAT(ErrorOf(R"y(topology:
   preset: "tpu-v4:2x2x4"

@@ -97,12 +97,12 @@ TEST(RunCollectives, PsumPredictionIsTheRingFormulaOnDgxH100) {
   ctx.abstract = true;  // 1 GiB per device: shapes only
   WorkloadResult r = RunCollectives(ctx, c);
   ASSERT_EQ(r.sweep.size(), 1u);
-  const LinkSpec& nvlink = ctx.mesh.topology()->link(LinkClass::kNvlink);
-  const double bandwidth = nvlink.bandwidth_Bps * 0.8;  // default NVLink efficiency
+  const double bandwidth = ctx.mesh.topology()->link(LinkClass::kNvlink).bandwidth_Bps * 0.8;  // default NVLink efficiency
   const double s = static_cast<double>(int64_t{1} << 30);
-  const double want = 14 * nvlink.latency_s + 2.0 * 7 / 8 * s / bandwidth;
+  const double want = (8.4 + 14 * 3.4) * 1e-6 + 2.0 * 7 / 8 * s / bandwidth;  // NCCL ring / Simple latencies
   EXPECT_NEAR(r.sweep[0].predicted_seconds, want, want * 1e-12);
   EXPECT_EQ(r.sweep[0].algorithm, "ring");
+  EXPECT_EQ(r.sweep[0].protocol, "simple");
   EXPECT_NEAR(r.sweep[0].predicted_busbw, s / want * 2 * 7 / 8, 1);
   EXPECT_FALSE(r.check.performed);
   EXPECT_EQ(r.sweep[0].op, "psum");

@@ -265,6 +265,7 @@ void FillRows(bool check, double tolerance_rel, WorkloadResult* result) {
     const StepResult& step = result->steps[i];
     row.predicted_seconds = step.predicted_seconds;
     row.algorithm = step.algorithm;
+    row.protocol = step.protocol;
     const double factor = BusBandwidthFactor(ParseCollectiveOp(row.op), static_cast<int>(row.group_size));
     if (row.predicted_seconds > 0) row.predicted_algbw = static_cast<double>(row.bytes) / row.predicted_seconds;
     row.predicted_busbw = row.predicted_algbw * factor;
@@ -310,7 +311,10 @@ WorkloadResult RunCollectives(const WorkloadContext& context, const CollectivesC
   result.name = config.name;
   result.kind = "collectives";
   result.abstract = context.abstract;
-  internal::CostRecorder recorder(context, mesh);
+  WorkloadContext forced = context;
+  if (config.algorithm != Algorithm::kAuto) forced.cost.collectives.algorithm = config.algorithm;
+  if (config.protocol != Protocol::kAuto) forced.cost.collectives.protocol = config.protocol;
+  internal::CostRecorder recorder(forced, mesh);
   RuntimeOptions options = context.runtime;
   // Eigen's GEMM keeps its blocking buffers on the stack (up to EIGEN_STACK_ALLOCATION_LIMIT, 128 KiB): a
   // [128,256] x [256,128] matmul overflows the runtime's default fiber stack (RuntimeOptions::fiber_stack_bytes).

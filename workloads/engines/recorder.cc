@@ -190,6 +190,7 @@ void CostRecorder::OnCollective(const CollectiveEvent& event) {
       for (const auto& [axis, s] : slowest->seconds_by_axis) info.by_axis[axis] += s;
       for (const auto& [link, b] : slowest->bytes_sent) info.by_link[std::string(LinkClassName(link))] += b;
       info.algorithm = slowest->algorithm;
+      info.protocol = slowest->protocol;
       info.message_bytes = slowest->bytes;
       info.group_size = slowest->group_size;
       if (info.axes.empty()) info.axes = axes;
@@ -250,6 +251,7 @@ void CostRecorder::Finish(WorkloadResult* result) const {
     for (const auto& [axis, v] : info.by_axis) r.communication_seconds_by_axis[axis] = v / n;
     for (const auto& [link, v] : info.by_link) r.bytes_by_link[link] = v / n;
     r.algorithm = info.algorithm;
+    r.protocol = info.protocol;
     r.message_bytes = info.message_bytes;
     r.group_size = info.group_size;
     r.flops = b.flops / n;

@@ -108,7 +108,7 @@ class CostRecorder final : public RuntimeObserver, public OpCostSink {
     // Collective figures, summed over the collectives the step ran (slowest group of each).
     double communication_seconds = 0;
     std::map<std::string, double> by_axis, by_link;
-    std::string algorithm;
+    std::string algorithm, protocol;
     double message_bytes = 0;
     int64_t group_size = 1;
   };
