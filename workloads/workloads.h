@@ -4,7 +4,8 @@
 //
 // How a prediction is made: the engine gives the Runtime a RuntimeObserver and an op cost sink
 // (RuntimeOptions::observer, ::op_cost_sink). Every local op a device runs is charged to that device's simulated clock by
-// the Roofline (flops and bytes over the device's peak times efficiency, divided by its speed factor); every
+// the ComputeModel (cost/compute_model.h: per-op roofline with matmul tile/wave quantisation; divided by the
+// device's speed factor); every
 // collective is costed per group by CollectiveModel and advances each group to its latest arrival plus the
 // group's modelled time (SimClocks). Steps are named by the workload; everything a device does while a step is
 // current is charged to that step.
