@@ -17,6 +17,9 @@
 //   RunMlp               Megatron MLP forward (+ backward) under data / FSDP / tensor / sequence parallelism
 //   RunTransformerBlock  Megatron attention + MLP block, forward (+ backward)
 //   RunPartition         parameter shapes and rules -> specs and per-device memory (no Runtime run)
+//   RunModel             a decoder-only LM training step: ANALYTIC accounting only for now (parameters,
+//                        FLOPs, memory per device by category, pipeline bubble; workloads/model.h). No step
+//                        time is predicted until the step program lands.
 //
 // Example (8 CPU devices, tensor-parallel MLP, checked and costed):
 //   auto topo = std::make_shared<const Topology>(Topology::Parse("cpu:8"));
@@ -51,6 +54,7 @@
 #include "partition/partition_spec.h"
 #include "sim/array.h"
 #include "sim/runtime.h"
+#include "workloads/model.h"
 
 namespace spmdsim {
 
@@ -217,6 +221,7 @@ struct WorkloadResult {
   std::vector<TraceEvent> trace;       // when WorkloadContext::record_trace
   std::vector<SweepRow> sweep;         // collectives only
   std::optional<PartitionResult> partition;  // partition only
+  std::optional<ModelAccounting> model;      // model only: the analytic accounting (workloads/model.h)
   // Global (unsharded) arrays, when WorkloadContext::keep_arrays and not abstract (for --dump).
   std::vector<std::pair<std::string, Array>> inputs;
   std::vector<std::pair<std::string, Array>> outputs;
@@ -398,6 +403,13 @@ struct PartitionConfig {
 };
 
 WorkloadResult RunPartition(const WorkloadContext& context, const PartitionConfig& config);
+
+// ---------------------------------------------------------------------------------------------------------------
+// 5. model: a decoder-only transformer LM (workloads/model.h). For now the analytic accounting only: fills
+// WorkloadResult::model and ::memory (per position: its pipeline stage's total); steps and totals stay empty
+// (no simulated step time), check.performed is false. Throws what ValidateModel throws.
+
+WorkloadResult RunModel(const WorkloadContext& context, const ModelConfig& config);
 
 }  // namespace spmdsim
 
