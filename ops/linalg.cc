@@ -188,7 +188,12 @@ Array DotGeneralImpl(std::string_view op, const Array& lhs, const Array& rhs, co
       }
     });
   }
-  ops_internal::ReportCost("dot_general", 2 * batch * m * n * k, 0, {&lhs, &rhs}, out);
+  OpCost cost{"dot_general", 2 * batch * m * n * k, 0, lhs.nbytes() + rhs.nbytes(), out.nbytes()};
+  cost.batch = batch;
+  cost.m = m;
+  cost.n = n;
+  cost.k = k;
+  ops_internal::ReportCost(cost);
   return WithVaryingAxes(std::move(out).Freeze(), VaryingUnion({&lhs, &rhs}));
 }
 

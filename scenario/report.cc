@@ -176,6 +176,67 @@ std::string PartitionTable(const PartitionResult& p) {
   return out;
 }
 
+// The model workload's analytic accounting: parameters, FLOPs, the pipeline bubble and memory per stage.
+std::string ModelReport(const ModelAccounting& a) {
+  const ParallelDegrees& d = a.degrees;
+  std::string out = "analytic accounting (formulas; the training step itself is not simulated yet: no step time)\n";
+  out += fmt::format("parallel degrees: data {}, tensor {}, context {}, pipeline {}, expert {}; {} micro-batches "
+                     "per step per data rank; pipeline bubble {:.4g} of compute\n",
+                     d.data, d.tensor, d.context, d.pipeline, d.expert, d.micro_batches, a.bubble_fraction);
+  out += fmt::format("parameters: {:.4g} total, {:.4g} active per token (embedding {:.4g}, output {:.4g})\n",
+                     a.params.total, a.params.active, a.params.embedding, a.params.output);
+  out += fmt::format("FLOPs per step: model {:.4g} (forward {:.4g}, backward {:.4g}), recompute {:.4g}, hardware "
+                     "{:.4g}; {:.4g} tokens per step\n",
+                     a.flops.model, a.flops.forward, a.flops.backward, a.flops.recompute, a.flops.hardware,
+                     a.tokens_per_step);
+  double max_bytes = a.peak_bytes;
+  Unit bu = ByteUnit(max_bytes);
+  Table table({"stage", "layers", "in-flight chunks", fmt::format("params [{}]", bu.name),
+               fmt::format("grads [{}]", bu.name), fmt::format("optimizer [{}]", bu.name),
+               fmt::format("activations [{}]", bu.name), fmt::format("comm buffers [{}]", bu.name),
+               fmt::format("total [{}]", bu.name)});
+  for (const StageMemory& s : a.stages) {
+    const DeviceMemory& m = s.memory;
+    table.Add({fmt::format("{}", s.stage), fmt::format("{}", s.layers), fmt::format("{}", s.in_flight),
+               Num(m.parameters, bu.scale), Num(m.gradients, bu.scale), Num(m.optimizer, bu.scale),
+               Num(m.activations, bu.scale), Num(m.communication, bu.scale), Num(m.total(), bu.scale)});
+  }
+  out += "memory per device, by pipeline stage:\n" + table.ToString();
+  out += fmt::format("peak memory per device: {} on stage {}, capacity {}: {}\n",
+                     HumanBytes(static_cast<int64_t>(a.peak_bytes)), a.peak_stage,
+                     HumanBytes(static_cast<int64_t>(a.capacity_bytes)),
+                     a.fits() ? "fits" : "RESOURCE_EXHAUSTED (does not fit)");
+  return out;
+}
+
+nlohmann::json ModelJson(const ModelAccounting& a) {
+  const ParallelDegrees& d = a.degrees;
+  nlohmann::json stages = nlohmann::json::array();
+  for (const StageMemory& s : a.stages) {
+    const DeviceMemory& m = s.memory;
+    stages.push_back({{"stage", s.stage}, {"layers", s.layers}, {"in_flight_chunks", s.in_flight},
+                      {"parameters_bytes", m.parameters}, {"gradients_bytes", m.gradients},
+                      {"optimizer_bytes", m.optimizer}, {"activations_bytes", m.activations},
+                      {"communication_bytes", m.communication}, {"total_bytes", m.total()}});
+  }
+  return {{"analytic", true},
+          {"degrees", {{"data", d.data}, {"tensor", d.tensor}, {"context", d.context}, {"pipeline", d.pipeline},
+                       {"expert", d.expert}, {"micro_batches", d.micro_batches}}},
+          {"params", {{"total", a.params.total}, {"active", a.params.active}, {"embedding", a.params.embedding},
+                      {"output", a.params.output}, {"per_dense_layer", a.params.per_dense_layer},
+                      {"per_moe_layer", a.params.per_moe_layer}}},
+          {"flops", {{"forward", a.flops.forward}, {"backward", a.flops.backward}, {"recompute", a.flops.recompute},
+                     {"model", a.flops.model}, {"hardware", a.flops.hardware}}},
+          {"tokens_per_step", a.tokens_per_step},
+          {"activation_bytes_per_layer", a.activation_bytes_per_layer},
+          {"bubble_fraction", a.bubble_fraction},
+          {"stages", stages},
+          {"peak_stage", a.peak_stage},
+          {"peak_bytes", a.peak_bytes},
+          {"capacity_bytes", a.capacity_bytes},
+          {"fits", a.fits()}};
+}
+
 std::string CheckLine(const NumericCheck& c, bool abstract) {
   if (!c.performed) {
     if (abstract) return "check: not performed (--abstract: no data)\n";
@@ -228,7 +289,8 @@ std::string HumanReport(const Scenario& s, const WorkloadResult& r) {
   if (!r.sweep.empty()) out += SweepTable(r);
   if (r.partition) out += PartitionTable(*r.partition);
   if (!r.steps.empty() && r.sweep.empty()) out += StepsTable(r);
-  if (r.kind != "partition") {
+  if (r.model) out += ModelReport(*r.model);
+  if (r.kind != "partition" && !r.model) {
     const MemoryResult& m = r.memory;
     out += fmt::format("predicted time {} (compute {}, communication {}, waiting for stragglers {}); simulator wall {}\n",
                        FormatSeconds(r.totals.predicted_seconds), FormatSeconds(r.totals.compute_seconds),
@@ -258,8 +320,14 @@ std::string HumanSummary(const std::vector<WorkloadResult>& results, double wall
     else ++failed;
     predicted += r.totals.predicted_seconds;
   }
-  return fmt::format("\n{} workloads: {} checks passed, {} failed, {} not performed; predicted {} in all; wall {}\n",
-                     results.size(), passed, failed, skipped, FormatSeconds(predicted), FormatSeconds(wall_seconds));
+  int accounting_only = 0;
+  for (const WorkloadResult& r : results) accounting_only += r.model ? 1 : 0;
+  return fmt::format("\n{} workloads: {} checks passed, {} failed, {} not performed; predicted {} in all{}; wall {}\n",
+                     results.size(), passed, failed, skipped, FormatSeconds(predicted),
+                     accounting_only > 0 ? fmt::format(" ({} model workload{} accounted only: no step time)",
+                                                       accounting_only, accounting_only == 1 ? "" : "s")
+                                         : std::string(),
+                     FormatSeconds(wall_seconds));
 }
 
 nlohmann::json WorkloadJson(const WorkloadResult& r) {
@@ -341,6 +409,7 @@ nlohmann::json WorkloadJson(const WorkloadResult& r) {
                       {"capacity_bytes", a.capacity_bytes}, {"devices_over_capacity", a.devices_over_capacity},
                       {"largest", r.partition->largest}, {"smallest", r.partition->smallest}};
   }
+  if (r.model) w["model"] = ModelJson(*r.model);
   nlohmann::json layouts = nlohmann::json::object();
   for (const auto& [name, spec] : r.layouts) layouts[name] = spec.ToString();
   w["layouts"] = layouts;

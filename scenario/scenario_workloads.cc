@@ -411,10 +411,105 @@ PartitionConfig ParsePartition(const YamlContext& ctx, const YamlMap& m, const S
   return c;
 }
 
+// --- model --------------------------------------------------------------------------------------------------
+
+template <typename Enum>
+Enum ParseEnum(const YamlContext& ctx, const YamlMap& m, std::string_view k, Enum fallback,
+               const std::vector<std::pair<std::string, Enum>>& names) {
+  if (!m.Has(k)) return fallback;
+  std::vector<std::string> choices;
+  for (const auto& [name, _] : names) choices.push_back(name);
+  const std::string found = ctx.Choice(m.Get(k), m.Key(k), choices);
+  for (const auto& [name, value] : names)
+    if (name == found) return value;
+  return fallback;
+}
+
+MoeConfig ParseMoe(const YamlContext& ctx, const YamlMap& parent) {
+  MoeConfig moe;
+  if (!parent.Has("moe")) return moe;
+  YamlMap m(ctx, parent.Get("moe"), parent.Key("moe"), {"experts", "top_k", "capacity_factor", "d_ff", "every", "router"});
+  moe.experts = Positive(ctx, m, "experts", 0, 1 << 20);
+  if (moe.experts == 0) ctx.Fail(m.node(), m.Key("experts"), "missing required key (the number of experts)");
+  moe.top_k = Positive(ctx, m, "top_k", moe.top_k, moe.experts);
+  if (m.Has("capacity_factor"))
+    moe.capacity_factor = ctx.NumberIn(m.Get("capacity_factor"), m.Key("capacity_factor"), 0, 1e6);
+  moe.d_ff = Positive(ctx, m, "d_ff", 0);
+  moe.every = Positive(ctx, m, "every", moe.every, 1 << 20);
+  moe.router = ParseEnum(ctx, m, "router", moe.router,
+                         {{"aux_loss", MoeRouter::kAuxLoss}, {"sinkhorn", MoeRouter::kSinkhorn}, {"none", MoeRouter::kNone}});
+  return moe;
+}
+
+ModelParallelism ParseModelParallelism(const YamlContext& ctx, const YamlMap& parent, const Scenario& s) {
+  ModelParallelism p;
+  if (!parent.Has("parallel")) return p;
+  YamlMap m(ctx, parent.Get("parallel"), parent.Key("parallel"),
+            {"data_axes", "zero_stage", "fsdp", "tensor_axes", "sequence_parallel", "context_axes", "pipeline_axes",
+             "schedule", "virtual_stages", "expert_axes"});
+  const Mesh& mesh = s.mesh.mesh;
+  for (auto [key, axes] : {std::pair{"data_axes", &p.data_axes}, {"tensor_axes", &p.tensor_axes},
+                           {"context_axes", &p.context_axes}, {"pipeline_axes", &p.pipeline_axes},
+                           {"expert_axes", &p.expert_axes}}) {
+    if (m.Has(key)) *axes = MeshAxes(ctx, m.Get(key), m.Key(key), mesh);
+  }
+  p.zero_stage = static_cast<int>(NonNegative(ctx, m, "zero_stage", 0, 3));
+  if (m.Bool("fsdp", false)) {
+    if (m.Has("zero_stage") && p.zero_stage != 3)
+      ctx.Fail(m.Get("fsdp"), m.Key("fsdp"), fmt::format("fsdp: true is zero_stage 3, but zero_stage is {}", p.zero_stage));
+    p.zero_stage = 3;
+  }
+  p.sequence_parallel = m.Bool("sequence_parallel", false);
+  p.schedule = ParseEnum(ctx, m, "schedule", p.schedule,
+                         {{"gpipe", PipelineSchedule::kGpipe}, {"1f1b", PipelineSchedule::k1F1B},
+                          {"interleaved", PipelineSchedule::kInterleaved1F1B}});
+  p.virtual_stages = Positive(ctx, m, "virtual_stages", 1, 1 << 20);
+  return p;
+}
+
+ModelConfig ParseModel(const YamlContext& ctx, const YamlMap& m, const Scenario& s) {
+  ModelConfig c;
+  c.vocab = Positive(ctx, m, "vocab", c.vocab);
+  c.d_model = Positive(ctx, m, "d_model", c.d_model);
+  c.layers = Positive(ctx, m, "layers", c.layers, 1 << 20);
+  c.heads = Positive(ctx, m, "heads", c.heads, 1 << 20);
+  c.kv_heads = Positive(ctx, m, "kv_heads", 0, 1 << 20);
+  c.head_dim = Positive(ctx, m, "head_dim", 0, 1 << 20);
+  c.d_ff = Positive(ctx, m, "d_ff", c.d_ff);
+  c.activation = ParseEnum(ctx, m, "activation", c.activation, {{"gelu", Activation::kGelu}, {"swiglu", Activation::kSwiglu}});
+  c.norm = ParseEnum(ctx, m, "norm", c.norm, {{"layernorm", Norm::kLayerNorm}, {"rmsnorm", Norm::kRmsNorm}});
+  c.position = ParseEnum(ctx, m, "position", c.position,
+                         {{"rope", PositionEmbedding::kRope}, {"learned", PositionEmbedding::kLearned}});
+  c.tied_embeddings = m.Bool("tied_embeddings", c.tied_embeddings);
+  c.dropout = m.Bool("dropout", c.dropout);
+  c.flash_attention = m.Bool("flash_attention", c.flash_attention);
+  c.seq = Positive(ctx, m, "seq", c.seq);
+  c.global_batch = Positive(ctx, m, "global_batch", c.global_batch);
+  c.micro_batch = Positive(ctx, m, "micro_batch", c.micro_batch);
+  if (m.Has("dtype")) {
+    // Any dtype name (fp8 included: the model is accounted, not run on arrays), then the compute dtypes.
+    const std::string text = ctx.String(m.Get("dtype"), m.Key("dtype"));
+    try {
+      c.dtype = ParseDType(text);
+    } catch (const Error& e) {
+      ctx.Fail(m.Get("dtype"), m.Key("dtype"), e.message());
+    }
+    if (c.dtype != DType::kBF16 && c.dtype != DType::kF16 && c.dtype != DType::kF8E4M3FN && c.dtype != DType::kF8E5M2)
+      ctx.Fail(m.Get("dtype"), m.Key("dtype"),
+               "the compute dtype must be bfloat16, float16, float8_e4m3fn or float8_e5m2 (master weights are fp32)");
+  }
+  c.moe = ParseMoe(ctx, m);
+  c.parallel = ParseModelParallelism(ctx, m, s);
+  c.recompute = ParseEnum(ctx, m, "recompute", c.recompute,
+                          {{"none", Recompute::kNone}, {"selective", Recompute::kSelective}, {"full", Recompute::kFull}});
+  return c;
+}
+
 }  // namespace
 
 const std::vector<std::string>& WorkloadKinds() {
-  static const std::vector<std::string> kinds = {"collectives", "shard_map", "mlp", "transformer_block", "partition"};
+  static const std::vector<std::string> kinds = {"collectives", "shard_map", "mlp", "transformer_block", "partition",
+                                                 "model"};
   return kinds;
 }
 
@@ -473,6 +568,21 @@ ScenarioWorkload ParseWorkload(const YamlContext& ctx, const YAML::Node& node, c
       ctx.Fail(m.Has("heads") ? m.Get("heads") : node, m.Key("heads"),
                fmt::format("heads = {} does not divide d_model = {}", c.heads, c.d_model));
     c.name = w.name;
+    w.config = c;
+  } else if (kind == "model") {
+    YamlMap m(ctx, node, key,
+              WithCommon({"vocab", "d_model", "layers", "heads", "kv_heads", "head_dim", "d_ff", "activation", "norm",
+                          "position", "tied_embeddings", "dropout", "flash_attention", "seq", "global_batch",
+                          "micro_batch", "dtype", "moe", "parallel", "recompute"}));
+    w.name = m.String("name", default_name());
+    ModelConfig c = ParseModel(ctx, m, s);
+    c.name = w.name;
+    // The cross-field checks (divisibility by the parallel degrees, roles of mesh axes) at the workload's line.
+    try {
+      ValidateModel(c, s.mesh.mesh);
+    } catch (const Error& e) {
+      ctx.Rethrow(node, key, e);
+    }
     w.config = c;
   } else {
     YamlMap m(ctx, node, key, WithCommon({"params", "include_arrays", "correction"}));

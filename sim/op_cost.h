@@ -22,6 +22,10 @@ struct OpCost {
   int64_t transcendentals = 0;  // exp, log, tanh, sqrt, rsqrt, pow, erf evaluations
   int64_t bytes_read = 0;
   int64_t bytes_written = 0;
+  // A contraction's dimensions (dot_general: flops == 2 * batch * m * n * k), so that a compute model can price
+  // its tile and wave quantisation (cost/compute_model.h); all 0 for every other op. Not summed by +=: a sum of
+  // ops is not one contraction.
+  int64_t batch = 0, m = 0, n = 0, k = 0;
 
   OpCost& operator+=(const OpCost& other) {
     flops += other.flops;

@@ -4,7 +4,8 @@
 //
 // How a prediction is made: the engine gives the Runtime a RuntimeObserver and an op cost sink
 // (RuntimeOptions::observer, ::op_cost_sink). Every local op a device runs is charged to that device's simulated clock by
-// the Roofline (flops and bytes over the device's peak times efficiency, divided by its speed factor); every
+// the ComputeModel (cost/compute_model.h: per-op roofline with matmul tile/wave quantisation; divided by the
+// device's speed factor); every
 // collective is costed per group by CollectiveModel and advances each group to its latest arrival plus the
 // group's modelled time (SimClocks). Steps are named by the workload; everything a device does while a step is
 // current is charged to that step.
@@ -16,6 +17,9 @@
 //   RunMlp               Megatron MLP forward (+ backward) under data / FSDP / tensor / sequence parallelism
 //   RunTransformerBlock  Megatron attention + MLP block, forward (+ backward)
 //   RunPartition         parameter shapes and rules -> specs and per-device memory (no Runtime run)
+//   RunModel             a decoder-only LM training step: ANALYTIC accounting only for now (parameters,
+//                        FLOPs, memory per device by category, pipeline bubble; workloads/model.h). No step
+//                        time is predicted until the step program lands.
 //
 // Example (8 CPU devices, tensor-parallel MLP, checked and costed):
 //   auto topo = std::make_shared<const Topology>(Topology::Parse("cpu:8"));
@@ -50,6 +54,7 @@
 #include "partition/partition_spec.h"
 #include "sim/array.h"
 #include "sim/runtime.h"
+#include "workloads/model.h"
 
 namespace spmdsim {
 
@@ -218,6 +223,7 @@ struct WorkloadResult {
   std::vector<TraceEvent> trace;       // when WorkloadContext::record_trace
   std::vector<SweepRow> sweep;         // collectives only
   std::optional<PartitionResult> partition;  // partition only
+  std::optional<ModelAccounting> model;      // model only: the analytic accounting (workloads/model.h)
   // Global (unsharded) arrays, when WorkloadContext::keep_arrays and not abstract (for --dump).
   std::vector<std::pair<std::string, Array>> inputs;
   std::vector<std::pair<std::string, Array>> outputs;
@@ -402,6 +408,13 @@ struct PartitionConfig {
 };
 
 WorkloadResult RunPartition(const WorkloadContext& context, const PartitionConfig& config);
+
+// ---------------------------------------------------------------------------------------------------------------
+// 5. model: a decoder-only transformer LM (workloads/model.h). For now the analytic accounting only: fills
+// WorkloadResult::model and ::memory (per position: its pipeline stage's total); steps and totals stay empty
+// (no simulated step time), check.performed is false. Throws what ValidateModel throws.
+
+WorkloadResult RunModel(const WorkloadContext& context, const ModelConfig& config);
 
 }  // namespace spmdsim
 

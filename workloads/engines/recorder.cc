@@ -51,7 +51,7 @@ CollectiveOp ModelOp(CollectiveKind op) {
 CostRecorder::CostRecorder(const WorkloadContext& context, const Mesh& mesh)
     : mesh_(CheckedMesh(mesh)),
       record_trace_(context.record_trace),
-      roofline_(*mesh.topology(), context.cost.roofline),
+      compute_(*mesh.topology(), context.cost.roofline),
       model_(mesh, context.cost.collectives),
       clocks_(mesh.size()),
       devices_(static_cast<size_t>(mesh.size())),
@@ -107,8 +107,8 @@ void CostRecorder::Record(int64_t device_position, const OpCost& cost) {
   const double flops = static_cast<double>(cost.flops);
   e.pending_flops += flops;
   e.pending_bytes += bytes;
-  // The dtype key always exists (PeakFlopsKey), so the roofline does not throw for valid op costs.
-  e.pending_nominal += roofline_.Cost(flops, bytes, d.peak_key).seconds;
+  // The dtype key always exists (PeakFlopsKey), so the model does not throw for valid op costs.
+  e.pending_nominal += compute_.Cost(flops, bytes, ContractionDims{cost.batch, cost.m, cost.n, cost.k}, d.peak_key).seconds;
 }
 
 void CostRecorder::FlushLocal() {

@@ -1,7 +1,7 @@
 // CostRecorder: the engines' link between the Runtime and the cost model. It is the RuntimeObserver of the
 // Runtime the workload runs on and that Runtime's op cost sink (RuntimeOptions::op_cost_sink, ops/cost.h):
 //  - a device marks the step it is in with BeginStep / EndStep (its own slot only);
-//  - every op the device runs is priced by the Roofline when it is recorded and added to the device's pending
+//  - every op the device runs is priced by the ComputeModel (cost/compute_model.h) when it is recorded and added to the device's pending
 //    local time for the current step;
 //  - at each collective (when every device waits, sim/observer.h) and at the end of the Run, the pending local
 //    time of every device is charged to its SimClocks clock, then the collective is costed per group by the
@@ -31,7 +31,7 @@
 #include "cost/clocks.h"
 #include "cost/collective_model.h"
 #include "sim/runtime.h"
-#include "cost/roofline.h"
+#include "cost/compute_model.h"
 #include "ops/cost.h"
 #include "workloads/workloads.h"
 #include "sim/observer.h"
@@ -118,7 +118,7 @@ class CostRecorder final : public RuntimeObserver, public OpCostSink {
 
   const Mesh& mesh_;
   bool record_trace_;
-  Roofline roofline_;
+  ComputeModel compute_;
   CollectiveModel model_;
   SimClocks clocks_;
   std::vector<DeviceState> devices_;

@@ -1,0 +1,96 @@
+// Local compute time of one op on one device: the roofline per op, with a matmul's efficiency from its
+// dimensions (docs/cost-model.md, "Compute model").
+//
+//   contraction [batch, m, k] x [k, n]:
+//     tiles   = batch * ceil(m / tile_m) * ceil(n / tile_n)         (tile quantisation: partial tiles cost whole)
+//     waves   = ceil(tiles / compute_units)                         (wave quantisation: SMs / MXUs idle in the
+//                                                                     last wave)
+//     compute = waves * compute_units * 2 * tile_m * tile_n * ceil(k / tile_k) * tile_k / peak[dtype]
+//   any other op: compute = flops / vector_peak (GPU CUDA cores; the dtype's peak where none is given)
+//   every op:     memory  = bytes / hbm_bandwidth
+//                 seconds = (max(compute / compute_efficiency, memory / memory_efficiency) + launch) / speed
+// (NVIDIA, "Matrix Multiplication Background User's Guide": tile and wave quantisation; Williams et al.,
+// "Roofline", CACM 2009.) Peak FLOP/s (bf16/f16/f32) and HBM bandwidth come from the topology preset
+// (mesh/topology.h); the figures a preset lacks (SM / MXU count and tile, fp8 and vector peaks, launch
+// overhead) come from DeviceComputeSpec, looked up by the device kind. A device kind without a spec (cpu) is a
+// plain roofline: no quantisation, no launch overhead.
+//
+// Example: H100 (132 SMs, 128x256x64 tiles, 989e12 bf16), bf16 [4096, 4096] x [4096, 4096]:
+//   tiles = 32 * 16 = 512, waves = ceil(512 / 132) = 4 -> 4 * 132 * 2 * 128 * 256 * 4096 / 989e12 = 143 us;
+//   ideal 2 * 4096^3 / 989e12 = 139 us; efficiency 0.97 (the 4th wave uses 116 of 132 SMs).
+//
+// Thread safety: const member functions are safe to call concurrently.
+#ifndef SPMDSIM_COST_COMPUTE_MODEL_H_
+#define SPMDSIM_COST_COMPUTE_MODEL_H_
+
+#include <cstdint>
+#include <map>
+#include <string_view>
+
+#include "common/dtype.h"
+#include "cost/roofline.h"
+#include "mesh/topology.h"
+
+namespace spmdsim {
+
+// Per-device figures of one device kind that the topology presets do not carry. Each has its source in
+// docs/cost-model.md ("Compute model") and in `source`.
+struct DeviceComputeSpec {
+  std::string_view device_kind;   // JAX's device_kind ("NVIDIA H100 80GB HBM3", "TPU v5 lite")
+  int compute_units = 1;          // SMs (GPU) or MXUs (TPU) of one JAX device
+  int64_t tile_m = 1, tile_n = 1, tile_k = 1;  // the output tile one unit computes at a time, and its k step
+  double fp8_flops = 0;           // FLOP/s, dense fp8 tensor peak (0: no fp8 units; fp8 runs at the bf16 peak)
+  double vector_flops = 0;        // FLOP/s of the non-matrix units (0: use the dtype's peak)
+  double kernel_launch_seconds = 0;  // added per op (GPUs: one kernel per op; 0 on TPUs: one XLA program)
+  std::string_view source;
+};
+
+// A contraction's dimensions: [batch, m, k] x [k, n] (sim/op_cost.h's OpCost carries them for dot_general).
+struct ContractionDims {
+  int64_t batch = 0, m = 0, n = 0, k = 0;
+  bool valid() const { return batch > 0 && m > 0 && n > 0 && k > 0; }
+};
+
+// The spec of `device_kind`, or nullptr when spmdsim has none (cpu).
+const DeviceComputeSpec* FindDeviceComputeSpec(std::string_view device_kind);
+
+class ComputeModel {
+ public:
+  // Copies the figures it needs. Throws Error(kInvalidArgument) for an efficiency outside (0, 1].
+  explicit ComputeModel(const Topology& topology, RooflineOptions options = {});
+
+  // The time of one op: its flops, bytes read + written, and (for a contraction) its dims; other ops pass
+  // ContractionDims{}. `dtype` selects the peak: fp8 dtypes use the spec's fp8 peak when it has one, else the
+  // bf16 peak. Throws as Roofline::Cost.
+  LocalOpCost Cost(double flops, double bytes, ContractionDims dims, DType dtype, double speed_factor = 1.0) const;
+
+  // Fraction of the peak a [batch, m, k] x [k, n] contraction reaches (1 without a spec). REQUIRES: all > 0.
+  double MatmulEfficiency(int64_t batch, int64_t m, int64_t n, int64_t k) const;
+
+  // Flash attention (Dao et al. 2022) of `batch * heads` independent heads: Q [q_len, head_dim] against K/V
+  // [kv_len, head_dim] (kv_heads of them), never writing the q_len x kv_len scores to HBM.
+  //   forward  flops = 4 * batch * heads * q_len * kv_len * head_dim (halved when causal)
+  //            bytes = (Q + O) + (K + V) read/written once = 2 * batch * head_dim * (heads*q_len + kv_heads*kv_len) * size
+  //   backward flops = 2.5 x forward (5 matmuls instead of 2), bytes = 2 x forward (reads Q K V O dO, writes dQ dK dV)
+  // The matmuls are priced with the tile model as batch*heads contractions [q_len, head_dim] x [head_dim, kv_len].
+  LocalOpCost FlashAttention(int64_t batch, int64_t heads, int64_t kv_heads, int64_t q_len, int64_t kv_len,
+                             int64_t head_dim, bool causal, bool backward, DType dtype) const;
+
+  const DeviceComputeSpec* spec() const { return spec_; }
+  // The peak FLOP/s the model uses for a contraction in `dtype` (fp8 as above).
+  double MatrixPeak(DType dtype) const;
+
+ private:
+  double ContractionSeconds(int64_t batch, int64_t m, int64_t n, int64_t k, double peak) const;
+  LocalOpCost Combine(double compute, double memory, double speed_factor) const;
+
+  Roofline roofline_;  // validates numbers and dtypes; the plain model for ops without a spec
+  const DeviceComputeSpec* spec_;
+  std::map<DType, double> peak_flops_;
+  double memory_bandwidth_Bps_;
+  RooflineOptions options_;
+};
+
+}  // namespace spmdsim
+
+#endif  // SPMDSIM_COST_COMPUTE_MODEL_H_

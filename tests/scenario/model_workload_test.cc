@@ -1,0 +1,136 @@
+// The `kind: model` workload in scenario files: its keys onto ModelConfig, its located errors, and the analytic
+// report `spmdsim run` prints for it.
+#include <string>
+#include <variant>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "scenario/report.h"
+#include "scenario/run.h"
+#include "scenario/scenario.h"
+
+namespace spmdsim {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::string kHeader = R"y(topology: {preset: "dgx-h100:2"}
+mesh: {axes: {data: 2, pipe: 2, tensor: 4}}
+workloads:
+)y";
+
+std::string ErrorOf(const std::string& text) {
+  try {
+    ParseScenario(text, "t.yaml");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ModelWorkload, ParsesEveryKeyOntoTheConfig) {
+  Scenario s = ParseScenario(kHeader + R"y(  - kind: model
+    name: llama_gqa
+    vocab: 32000
+    d_model: 1024
+    layers: 8
+    heads: 16
+    kv_heads: 4
+    head_dim: 64
+    d_ff: 2816
+    activation: swiglu
+    norm: rmsnorm
+    position: rope
+    tied_embeddings: true
+    dropout: false
+    flash_attention: true
+    seq: 1024
+    global_batch: 16
+    micro_batch: 2
+    dtype: float8_e4m3fn
+    moe: {experts: 4, top_k: 1, capacity_factor: 1.5, d_ff: 1024, every: 2, router: sinkhorn}
+    parallel: {data_axes: [data], zero_stage: 1, tensor_axes: [tensor], sequence_parallel: true,
+               pipeline_axes: [pipe], schedule: interleaved, virtual_stages: 2, expert_axes: [data]}
+    recompute: selective
+)y", "t.yaml");
+  ASSERT_EQ(s.workloads.size(), 1u);
+  const ModelConfig& c = std::get<ModelConfig>(s.workloads[0].config);
+  EXPECT_EQ(s.workloads[0].kind, "model");
+  EXPECT_EQ(c.name, "llama_gqa");
+  EXPECT_EQ(c.kv_heads, 4);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.activation, Activation::kSwiglu);
+  EXPECT_EQ(c.norm, Norm::kRmsNorm);
+  EXPECT_TRUE(c.tied_embeddings);
+  EXPECT_EQ(c.dtype, DType::kF8E4M3FN);
+  EXPECT_EQ(c.moe.experts, 4);
+  EXPECT_EQ(c.moe.router, MoeRouter::kSinkhorn);
+  EXPECT_DOUBLE_EQ(c.moe.capacity_factor, 1.5);
+  EXPECT_EQ(c.parallel.zero_stage, 1);
+  EXPECT_EQ(c.parallel.schedule, PipelineSchedule::kInterleaved1F1B);
+  EXPECT_EQ(c.parallel.virtual_stages, 2);
+  EXPECT_EQ(c.parallel.expert_axes, std::vector<std::string>{"data"});
+  EXPECT_EQ(c.recompute, Recompute::kSelective);
+}
+
+TEST(ModelWorkload, ErrorsNameFileLineAndField) {
+  const std::string ok_parallel = "parallel: {data_axes: [data], tensor_axes: [tensor], pipeline_axes: [pipe]}";
+  EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, heads: 6, d_model: 768, global_batch: 8, " + ok_parallel + "}\n"),
+              HasSubstr("t.yaml:4:5: workloads[0]: model 'model': heads = 6 is not divisible by the tensor-parallel "
+                        "degree 4"));
+  EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, activation: relu}\n"),
+              HasSubstr("t.yaml:4:31: workloads[0].activation:"));
+  EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, parallel: {tensor_axes: [tensr]}}\n"),
+              HasSubstr("did you mean 'tensor'"));
+  EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, parallel: {schedule: zero_bubble}}\n"),
+              HasSubstr("workloads[0].parallel.schedule"));
+  EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, dtype: float32}\n"),
+              HasSubstr("workloads[0].dtype: the compute dtype must be bfloat16"));
+  EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, global_batch: 8, parallel: {data_axes: [data], tensor_axes: "
+                                "[tensor]}}\n"),
+              HasSubstr("mesh axes (pipe) have no role"));
+  EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, moe: {top_k: 2}}\n"), HasSubstr("workloads[0].moe.experts"));
+  EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, parallel: {fsdp: true, zero_stage: 1}}\n"),
+              HasSubstr("fsdp: true is zero_stage 3"));
+}
+
+TEST(ModelWorkload, RunPrintsTheAnalyticAccountingAndNoStepTime) {
+  Scenario s = ParseScenario(kHeader + R"y(  - kind: model
+    heads: 16
+    d_model: 1024
+    layers: 8
+    global_batch: 16
+    parallel: {data_axes: [data], tensor_axes: [tensor], sequence_parallel: true, pipeline_axes: [pipe]}
+)y", "t.yaml");
+  std::vector<WorkloadResult> results = RunScenario(s, {});
+  ASSERT_EQ(results.size(), 1u);
+  std::string human = HumanReport(s, results[0]);
+  EXPECT_THAT(human, HasSubstr("analytic accounting"));
+  EXPECT_THAT(human, HasSubstr("no step time"));
+  EXPECT_THAT(human, HasSubstr("parallel degrees: data 2, tensor 4, context 1, pipeline 2"));
+  EXPECT_THAT(human, HasSubstr("pipeline bubble 0.125"));  // (p - 1) / m = 1 / 8
+  EXPECT_THAT(human, HasSubstr(": fits"));
+  EXPECT_THAT(human, testing::Not(HasSubstr("predicted time")));
+  nlohmann::json j = JsonReport(s, results, false, 0, ExitCode::kOk);
+  const nlohmann::json& m = j["workloads"][0]["model"];
+  EXPECT_TRUE(m["analytic"].get<bool>());
+  EXPECT_EQ(m["stages"].size(), 2u);
+  EXPECT_EQ(m["degrees"]["micro_batches"].get<int64_t>(), 8);
+  EXPECT_TRUE(m["fits"].get<bool>());
+}
+
+TEST(ModelWorkload, ReportsResourceExhaustedWhenItDoesNotFit) {
+  Scenario s = ParseScenario(R"y(topology: {preset: "dgx-h100:1"}
+mesh: {axes: {data: 8}}
+workloads:
+  - {kind: model, d_model: 12288, heads: 96, layers: 96, d_ff: 49152, global_batch: 8,
+     parallel: {data_axes: [data]}}
+)y", "t.yaml");
+  std::vector<WorkloadResult> results = RunScenario(s, {});
+  EXPECT_THAT(HumanReport(s, results[0]), HasSubstr("RESOURCE_EXHAUSTED"));
+}
+
+}  // namespace
+}  // namespace spmdsim
