@@ -7,6 +7,7 @@ packages=(
   libtbb-dev libboost-dev libboost-context-dev libboost-regex-dev libeigen3-dev
   libfmt-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libopenmpi-dev openmpi-bin
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,40 @@
+#include "sim/multiprocess.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "common/error.h"
+#include "sim/internal/transport.h"
+
+namespace spmdsim {
+
+ProcessGroup::ProcessGroup(std::shared_ptr<internal::Transport> transport) : transport_(std::move(transport)) {}
+ProcessGroup::~ProcessGroup() = default;
+int ProcessGroup::rank() const { return transport_->rank(); }
+int ProcessGroup::size() const { return transport_->size(); }
+
+std::vector<int> PlaceDevices(const Mesh& mesh, int num_ranks) {
+  const int64_t n = mesh.size();
+  if (num_ranks < 1 || num_ranks > n)
+    Throw(ErrorCode::kInvalidArgument, "cannot place {} virtual devices on {} ranks: use 1 to {} ranks", n, num_ranks,
+          n);
+  std::vector<int> owner(static_cast<size_t>(n));
+  const Topology* topology = mesh.topology();
+  if (topology != nullptr && topology->num_processes() % num_ranks == 0) {
+    // By host: rank r takes hosts [r*H/K, (r+1)*H/K), i.e. host h goes to rank h / (H/K).
+    const int hosts_per_rank = topology->num_processes() / num_ranks;
+    std::vector<int64_t> count(static_cast<size_t>(num_ranks));
+    for (int64_t p = 0; p < n; ++p) {
+      owner[p] = topology->device(mesh.DeviceAt(p)).process_index / hosts_per_rank;
+      ++count[owner[p]];
+    }
+    // A mesh over part of the topology may leave a rank without devices: then blocks of positions.
+    if (std::find(count.begin(), count.end(), 0) == count.end()) return owner;
+  }
+  for (int r = 0; r < num_ranks; ++r) {
+    for (int64_t p = n * r / num_ranks; p < n * (r + 1) / num_ranks; ++p) owner[p] = r;
+  }
+  return owner;
+}
+
+}  // namespace spmdsim
