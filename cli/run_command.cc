@@ -41,6 +41,7 @@ struct RunFlags {
   bool abstract = false;
   int threads = 0;
   bool quiet = false;
+  std::shared_ptr<ProcessGroup> processes;  // mpirun: every rank runs its devices; rank 0 reports
 };
 
 // A progress line on stderr, drawn only when stderr is a terminal and the run has lasted a second.
@@ -145,19 +146,23 @@ ExitCode Run(const RunFlags& flags) {
   ScenarioRunOptions options{.abstract = flags.abstract,
                              .num_threads = flags.threads,
                              .record_trace = !flags.trace_path.empty(),
-                             .keep_arrays = !flags.dump_dir.empty()};
+                             .keep_arrays = !flags.dump_dir.empty(),
+                             .process_group = flags.processes};
+  // Several ranks: rank 0 prints and writes the reports, traces and dumps (every rank holds the global outputs,
+  // docs/multiprocess.md); the others only run their devices.
+  const bool reporter = flags.processes == nullptr || flags.processes->rank() == 0;
 
   bool json_on_stdout = flags.json_path == "-";
-  bool human = !flags.quiet && !json_on_stdout;
+  bool human = reporter && !flags.quiet && !json_on_stdout;
   if (human) fmt::print("{}", HumanHeader(s, flags.abstract));
   std::fflush(stdout);
 
   std::vector<WorkloadResult> results;
   {
-    Progress progress(!flags.quiet, s.workloads.size());
+    Progress progress(reporter && !flags.quiet, s.workloads.size());
     auto on_start = [&](size_t i, const ScenarioWorkload& w) { progress.Set(i, w.name); };
     auto on_done = [&](size_t, const WorkloadResult& result) {
-      if (!flags.dump_dir.empty()) Dump(flags.dump_dir, result);
+      if (reporter && !flags.dump_dir.empty()) Dump(flags.dump_dir, result);
       if (human) {
         std::string report = HumanReport(s, result);
         progress.Print([&] {
@@ -171,9 +176,9 @@ ExitCode Run(const RunFlags& flags) {
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   const ExitCode code = AllChecksPassed(results) ? ExitCode::kOk : ExitCode::kCheckFailed;
   if (human) fmt::print("{}", HumanSummary(results, wall));
-  if (!flags.json_path.empty())
+  if (reporter && !flags.json_path.empty())
     WriteText(flags.json_path, JsonReport(s, results, flags.abstract, wall, code).dump(2) + "\n");
-  if (!flags.trace_path.empty()) WriteText(flags.trace_path, ChromeTrace(s, results).dump() + "\n");
+  if (reporter && !flags.trace_path.empty()) WriteText(flags.trace_path, ChromeTrace(s, results).dump() + "\n");
   std::fflush(stdout);
   if (code != ExitCode::kOk) fmt::print(stderr, "spmdsim run: a numeric check failed (exit {})\n", ToInt(code));
   return code;
@@ -181,8 +186,9 @@ ExitCode Run(const RunFlags& flags) {
 
 }  // namespace
 
-void AddRunCommand(CLI::App& app, ExitCode& exit_code) {
+void AddRunCommand(CLI::App& app, ExitCode& exit_code, std::shared_ptr<ProcessGroup> processes) {
   auto flags = std::make_shared<RunFlags>();
+  flags->processes = std::move(processes);
   CLI::App* cmd = app.add_subcommand(
       "run", "Run a scenario file: check each workload's numbers and predict its time on the topology "
              "(docs/scenarios.md). Exit 0 ok, 1 bad input, 2 usage, 3 internal error, 4 a check failed.");

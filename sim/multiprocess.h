@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "mesh/mesh.h"
+#include "sim/array.h"
 
 namespace spmdsim {
 
@@ -73,6 +74,15 @@ class MpiSession {
   int size_ = 1;
   std::shared_ptr<ProcessGroup> world_;
 };
+
+// After a Run across ranks: fills every other rank's positions of `by_position` (indexed by mesh position,
+// each entry the arrays that position's device produced; this rank's entries filled) with the arrays their
+// owners hold, so that every rank holds every position's arrays (dtype, shape, elements and varying axes).
+// Everything is copied to every rank: for results a program gathers anyway (ShardMapped's global outputs), not
+// for the devices' working set. A no-op for a one-process runtime. Every rank must call it at the same point.
+// Throws Error(kDeadlineExceeded) when a rank sends nothing within 2x collective_timeout.
+class Runtime;
+void ShareArrays(const Runtime& runtime, std::vector<std::vector<Array>>& by_position);
 
 // The rank that runs each mesh position when `num_ranks` ranks share the mesh: by the topology's hosts
 // (Device::process_index) when num_ranks divides the number of hosts (rank r takes hosts

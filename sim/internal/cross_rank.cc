@@ -51,16 +51,17 @@ CrossRank::CrossRank(Transport& transport, const Mesh& mesh, const std::vector<i
   data_tag_ = status_tag_ + 1;
 }
 
-bool CrossRank::WaitBatch(std::vector<Transfer>& batch) {
-  transport_.Start(batch);
+bool CompleteBatch(Transport& transport, std::vector<Transfer>& batch, Clock::duration deadline) {
+  transport.Start(batch);
   const Clock::time_point start = Clock::now();
-  // Spin first (the peer is usually already there), then yield, then sleep in short steps.
-  for (uint64_t spin = 0;; ++spin) {
-    if (transport_.Test()) return true;
-    if (spin < 256) continue;
+  // Spin ~50 us first (the peer is usually there within a barrier's time), then yield, then sleep in short
+  // steps (as the workers' barrier, worker.cc).
+  for (;;) {
+    if (transport.Test()) return true;
     const auto waited = Clock::now() - start;
-    if (waited > deadline_) {
-      transport_.Abandon();
+    if (waited < std::chrono::microseconds(50)) continue;
+    if (waited > deadline) {
+      transport.Abandon();
       return false;
     }
     if (waited < std::chrono::milliseconds(2)) {
@@ -71,12 +72,15 @@ bool CrossRank::WaitBatch(std::vector<Transfer>& batch) {
   }
 }
 
+bool CrossRank::WaitBatch(std::vector<Transfer>& batch) { return CompleteBatch(transport_, batch, deadline_); }
+
 bool CrossRank::Exchange(const Status& mine, std::vector<Status>* all, std::vector<int>* missing) {
   const int k = transport_.size(), me = transport_.rank();
   ++episode_;
   status_out_ = Encode(mine.kind, mine.code, mine.text);
-  status_in_.assign(static_cast<size_t>(k), std::string(kStatusBytes, '\0'));
-  std::vector<Transfer> batch;
+  if (status_in_.empty()) status_in_.assign(static_cast<size_t>(k), std::string(kStatusBytes, '\0'));
+  std::vector<Transfer>& batch = status_batch_;  // reused: an episode allocates nothing in the usual case
+  batch.clear();
   for (int r = 0; r < k; ++r) {
     if (r == me) continue;
     batch.push_back({.send = false, .peer = r, .tag = status_tag_, .data = status_in_[r].data(), .bytes = kStatusBytes});

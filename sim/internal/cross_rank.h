@@ -30,6 +30,10 @@ namespace spmdsim::internal {
 
 struct RunState;
 
+// Posts `batch` and polls it (spinning ~50 us, then yielding, then sleeping in short steps) until it completes
+// (true) or `deadline` passes (false: the batch is abandoned; Transfer::done tells which completed).
+bool CompleteBatch(Transport& transport, std::vector<Transfer>& batch, std::chrono::steady_clock::duration deadline);
+
 class CrossRank {
  public:
   enum class Verdict { kProceed, kDone, kAbort };
@@ -85,6 +89,7 @@ class CrossRank {
   bool settled_ = false;
   std::vector<std::string> status_in_;   // receive buffers of the current exchange
   std::string status_out_;
+  std::vector<Transfer> status_batch_;
   std::deque<CollectiveCall> remote_calls_;  // the other ranks' inputs of the current collective
   std::deque<Array> remote_arrays_;
   std::vector<std::shared_ptr<Buffer>> sent_;  // kept alive while a send may still read them
