@@ -2,6 +2,7 @@
 //
 // Loads a scenario (scenario/scenario.h), runs it (scenario/run.h) and reports (scenario/report.h).
 // Exit codes: 0 ok, 1 bad input, 2 usage, 3 internal error, 4 a numeric check failed (docs/scenarios.md).
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -23,6 +24,7 @@
 #include "cli/commands.h"
 #include "common/error.h"
 #include "common/exit_code.h"
+#include "common/strings.h"
 #include "common/thread_annotations.h"
 #include "scenario/npy.h"
 #include "scenario/report.h"
@@ -174,6 +176,17 @@ ExitCode Run(const RunFlags& flags) {
     results = RunScenario(s, options, on_start, on_done);
   }
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  if (flags.processes != nullptr && flags.processes->size() > 1) {
+    // Each rank holds only its devices' buffers: its peak resident memory is the figure that must fit a host.
+    struct rusage usage {};
+    getrusage(RUSAGE_SELF, &usage);
+    const std::vector<int64_t> rss = flags.processes->AllGather(int64_t{usage.ru_maxrss} * 1024);
+    if (human) {
+      std::vector<std::string> parts;
+      for (size_t r = 0; r < rss.size(); ++r) parts.push_back(fmt::format("rank {} {}", r, HumanBytes(rss[r])));
+      fmt::print("peak RSS per rank ({} ranks): {}\n", rss.size(), fmt::join(parts, ", "));
+    }
+  }
   const ExitCode code = AllChecksPassed(results) ? ExitCode::kOk : ExitCode::kCheckFailed;
   if (human) fmt::print("{}", HumanSummary(results, wall));
   if (reporter && !flags.json_path.empty())

@@ -20,6 +20,24 @@ ProcessGroup::~ProcessGroup() = default;
 int ProcessGroup::rank() const { return transport_->rank(); }
 int ProcessGroup::size() const { return transport_->size(); }
 
+std::vector<int64_t> ProcessGroup::AllGather(int64_t value, std::chrono::milliseconds timeout) const {
+  internal::Transport& transport = *transport_;
+  const int me = transport.rank(), k = transport.size();
+  const uint64_t runs = static_cast<uint64_t>(std::max(1, transport.max_tag() / 2));
+  const int tag = static_cast<int>(2 * (transport.NextRunIndex() % runs));
+  std::vector<int64_t> values(static_cast<size_t>(k));
+  values[me] = value;
+  std::vector<internal::Transfer> batch;
+  for (int r = 0; r < k; ++r) {
+    if (r == me) continue;
+    batch.push_back({.send = false, .peer = r, .tag = tag, .data = &values[r], .bytes = sizeof(int64_t)});
+    batch.push_back({.send = true, .peer = r, .tag = tag, .data = &value, .bytes = sizeof(int64_t)});
+  }
+  if (!internal::CompleteBatch(transport, batch, timeout))
+    Throw(ErrorCode::kDeadlineExceeded, "ProcessGroup::AllGather: a rank sent nothing within {} ms", timeout.count());
+  return values;
+}
+
 std::vector<int> PlaceDevices(const Mesh& mesh, int num_ranks) {
   const int64_t n = mesh.size();
   if (num_ranks < 1 || num_ranks > n)

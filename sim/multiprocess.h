@@ -19,6 +19,7 @@
 #ifndef SPMDSIM_SIM_MULTIPROCESS_H_
 #define SPMDSIM_SIM_MULTIPROCESS_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -39,6 +40,9 @@ class ProcessGroup {
   ~ProcessGroup();
   int rank() const;
   int size() const;
+  // Every rank's `value`, by rank (e.g. peak memory for a report). Every rank must call it. Throws
+  // Error(kDeadlineExceeded) when a rank sends nothing within `timeout`.
+  std::vector<int64_t> AllGather(int64_t value, std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
   internal::Transport& transport() const { return *transport_; }
 
  private:

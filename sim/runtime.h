@@ -16,6 +16,9 @@
 //   });
 //   out[5].data<float>()[0] == 9.0f
 //
+// Several processes: with RuntimeOptions::process_group, each rank runs only its devices and collectives span
+// ranks over MPI, with bitwise the one-process results (sim/multiprocess.h, docs/multiprocess.md).
+//
 // Faults (Run throws; no device is left waiting):
 //  - a device throws: every other device is released at its next (or current) collective, and Run throws
 //    DeviceError carrying the device's position and id, the original message, and the original exception
