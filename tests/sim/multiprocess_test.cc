@@ -315,8 +315,29 @@ TEST_F(Faults, ARankThatNeverRunsIsNamedAfterTheDeadline) {
 }  // namespace
 }  // namespace spmdsim
 
+// `--rank-dies`: the last rank's process ends in the middle of a Run (as a crashed host would). The ctest entry
+// expects the whole job to fail promptly (Open MPI ends every rank when one exits abnormally; a rank left
+// waiting would give up after the runtime's deadline) rather than hang.
+int RankDies(spmdsim::MpiSession& mpi) {
+  using namespace spmdsim;
+  RuntimeOptions options;
+  options.num_threads = 2;
+  options.collective_timeout = std::chrono::milliseconds(500);
+  options.process_group = mpi.world();
+  Runtime runtime(Mesh::Iota({8}, {"x"}), options);
+  runtime.Run([&](DeviceContext& d) {
+    Array x = d.Psum(Array::Scalar<float>(1.0f), "x");
+    if (d.position() == 7) std::_Exit(3);
+    d.Psum(x, "x");
+  });
+  return 0;
+}
+
 int main(int argc, char** argv) {
   spmdsim::MpiSession mpi(&argc, &argv);
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--rank-dies") return RankDies(mpi);
+  }
   ::testing::InitGoogleTest(&argc, argv);
   const int failed = RUN_ALL_TESTS();
   // Every rank's verdict: a failure on any rank fails the job.
