@@ -65,7 +65,8 @@ class MpiSession {
   ~MpiSession();
   MpiSession(const MpiSession&) = delete;
   MpiSession& operator=(const MpiSession&) = delete;
-  // MPI_COMM_WORLD as a group, or nullptr when MPI is not in use (see above) or has a single rank.
+  // MPI_COMM_WORLD as a group, or nullptr when MPI is not in use (see above). A group of one rank runs as one
+  // process (RuntimeOptions::process_group).
   const std::shared_ptr<ProcessGroup>& world() const { return world_; }
   int rank() const { return rank_; }
   int size() const { return size_; }

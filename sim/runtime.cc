@@ -165,7 +165,7 @@ std::shared_ptr<RunState> PrepareRun(internal::RuntimeCore& core, const std::fun
         "collective]",
         internal::StillRunning(core));
   }
-  throw Error(run.abort_code, message, run.abort_kind);
+  throw Error(run.abort_code, message, run.abort_kind);  // under run.mu (lock above)
 }
 
 // Several processes: the error every rank reports. A failure an episode already settled is reported as the

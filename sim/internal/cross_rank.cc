@@ -51,7 +51,9 @@ CrossRank::CrossRank(Transport& transport, const Mesh& mesh, const std::vector<i
   data_tag_ = status_tag_ + 1;
 }
 
-bool CompleteBatch(Transport& transport, std::vector<Transfer>& batch, Clock::duration deadline) {
+namespace {
+
+bool PollBatch(Transport& transport, std::vector<Transfer>& batch, Clock::duration deadline) {
   transport.Start(batch);
   const Clock::time_point start = Clock::now();
   // Spin ~50 us first (the peer is usually there within a barrier's time), then yield, then sleep in short
@@ -69,6 +71,17 @@ bool CompleteBatch(Transport& transport, std::vector<Transfer>& batch, Clock::du
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
+  }
+}
+
+}  // namespace
+
+bool CompleteBatch(Transport& transport, std::vector<Transfer>& batch, Clock::duration deadline) {
+  try {
+    return PollBatch(transport, batch, deadline);
+  } catch (const Error&) {  // MPI reported an error (e.g. a peer's process is gone): the batch failed
+    transport.Abandon();
+    return false;
   }
 }
 
@@ -141,8 +154,7 @@ CrossRank::Verdict CrossRank::Agree(RunState& run, const CollectiveCall* ref) {
     if (all[r].kind == 'A') {
       settled_ = true;
       const Failure f = Decode(all[r], false);
-      run.SetAbort(AbortReason::kDeviceFailed, f.code, f.message);
-      run.abort_kind = f.kind;
+      run.SetAbort(AbortReason::kDeviceFailed, f.code, f.message, f.kind);
       return Verdict::kAbort;
     }
   }
