@@ -8,9 +8,12 @@
 #ifndef SPMDSIM_CLI_COMMANDS_H_
 #define SPMDSIM_CLI_COMMANDS_H_
 
+#include <memory>
+
 #include <CLI/CLI.hpp>
 
 #include "common/exit_code.h"
+#include "sim/multiprocess.h"
 
 namespace spmdsim::cli {
 
@@ -19,7 +22,9 @@ void AddShardCommand(CLI::App& app, ExitCode& exit_code);  // cli/shard_command.
 void AddRulesCommand(CLI::App& app, ExitCode& exit_code);    // cli/rules_command.cc
 void AddResolveCommand(CLI::App& app, ExitCode& exit_code);  // cli/resolve_command.cc
 void AddAnalyzeCommand(CLI::App& app, ExitCode& exit_code);  // cli/analyze_command.cc
-void AddRunCommand(CLI::App& app, ExitCode& exit_code);      // cli/run_command.cc
+// `processes`: the ranks of an `mpirun -np K spmdsim run` (docs/multiprocess.md), or nullptr.
+void AddRunCommand(CLI::App& app, ExitCode& exit_code,
+                   std::shared_ptr<ProcessGroup> processes = nullptr);  // cli/run_command.cc
 
 }  // namespace spmdsim::cli
 

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/exit_code.h"
 #include "common/user_text.h"
+#include "sim/multiprocess.h"
 
 namespace {
 
@@ -21,6 +22,8 @@ using spmdsim::ToInt;
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Under mpirun every rank runs this program; `spmdsim run` then splits the devices over the ranks.
+  spmdsim::MpiSession mpi(&argc, &argv);
   ExitCode exit_code = ExitCode::kOk;
   CLI::App app{"spmdsim: simulate SPMD machine-learning systems (meshes, shardings, shard_map, collectives)"};
   app.require_subcommand(1);
@@ -30,7 +33,7 @@ int main(int argc, char** argv) {
   spmdsim::cli::AddRulesCommand(app, exit_code);
   spmdsim::cli::AddResolveCommand(app, exit_code);
   spmdsim::cli::AddAnalyzeCommand(app, exit_code);
-  spmdsim::cli::AddRunCommand(app, exit_code);
+  spmdsim::cli::AddRunCommand(app, exit_code, mpi.world());
   if (std::optional<std::string> bad = spmdsim::cli::NonUtf8Argument(argc, argv)) {
     fmt::print(stderr, "spmdsim: {}\n", *bad);
     return ToInt(ExitCode::kUsage);

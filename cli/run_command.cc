@@ -2,6 +2,7 @@
 //
 // Loads a scenario (scenario/scenario.h), runs it (scenario/run.h) and reports (scenario/report.h).
 // Exit codes: 0 ok, 1 bad input, 2 usage, 3 internal error, 4 a numeric check failed (docs/scenarios.md).
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -23,6 +24,7 @@
 #include "cli/commands.h"
 #include "common/error.h"
 #include "common/exit_code.h"
+#include "common/strings.h"
 #include "common/thread_annotations.h"
 #include "scenario/npy.h"
 #include "scenario/report.h"
@@ -41,6 +43,7 @@ struct RunFlags {
   bool abstract = false;
   int threads = 0;
   bool quiet = false;
+  std::shared_ptr<ProcessGroup> processes;  // mpirun: every rank runs its devices; rank 0 reports
 };
 
 // A progress line on stderr, drawn only when stderr is a terminal and the run has lasted a second.
@@ -145,19 +148,23 @@ ExitCode Run(const RunFlags& flags) {
   ScenarioRunOptions options{.abstract = flags.abstract,
                              .num_threads = flags.threads,
                              .record_trace = !flags.trace_path.empty(),
-                             .keep_arrays = !flags.dump_dir.empty()};
+                             .keep_arrays = !flags.dump_dir.empty(),
+                             .process_group = flags.processes};
+  // Several ranks: rank 0 prints and writes the reports, traces and dumps (every rank holds the global outputs,
+  // docs/multiprocess.md); the others only run their devices.
+  const bool reporter = flags.processes == nullptr || flags.processes->rank() == 0;
 
   bool json_on_stdout = flags.json_path == "-";
-  bool human = !flags.quiet && !json_on_stdout;
+  bool human = reporter && !flags.quiet && !json_on_stdout;
   if (human) fmt::print("{}", HumanHeader(s, flags.abstract));
   std::fflush(stdout);
 
   std::vector<WorkloadResult> results;
   {
-    Progress progress(!flags.quiet, s.workloads.size());
+    Progress progress(reporter && !flags.quiet, s.workloads.size());
     auto on_start = [&](size_t i, const ScenarioWorkload& w) { progress.Set(i, w.name); };
     auto on_done = [&](size_t, const WorkloadResult& result) {
-      if (!flags.dump_dir.empty()) Dump(flags.dump_dir, result);
+      if (reporter && !flags.dump_dir.empty()) Dump(flags.dump_dir, result);
       if (human) {
         std::string report = HumanReport(s, result);
         progress.Print([&] {
@@ -169,11 +176,22 @@ ExitCode Run(const RunFlags& flags) {
     results = RunScenario(s, options, on_start, on_done);
   }
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  if (flags.processes != nullptr && flags.processes->size() > 1) {
+    // Each rank holds only its devices' buffers: its peak resident memory is the figure that must fit a host.
+    struct rusage usage {};
+    getrusage(RUSAGE_SELF, &usage);
+    const std::vector<int64_t> rss = flags.processes->AllGather(int64_t{usage.ru_maxrss} * 1024);
+    if (human) {
+      std::vector<std::string> parts;
+      for (size_t r = 0; r < rss.size(); ++r) parts.push_back(fmt::format("rank {} {}", r, HumanBytes(rss[r])));
+      fmt::print("peak RSS per rank ({} ranks): {}\n", rss.size(), fmt::join(parts, ", "));
+    }
+  }
   const ExitCode code = AllChecksPassed(results) ? ExitCode::kOk : ExitCode::kCheckFailed;
   if (human) fmt::print("{}", HumanSummary(results, wall));
-  if (!flags.json_path.empty())
+  if (reporter && !flags.json_path.empty())
     WriteText(flags.json_path, JsonReport(s, results, flags.abstract, wall, code).dump(2) + "\n");
-  if (!flags.trace_path.empty()) WriteText(flags.trace_path, ChromeTrace(s, results).dump() + "\n");
+  if (reporter && !flags.trace_path.empty()) WriteText(flags.trace_path, ChromeTrace(s, results).dump() + "\n");
   std::fflush(stdout);
   if (code != ExitCode::kOk) fmt::print(stderr, "spmdsim run: a numeric check failed (exit {})\n", ToInt(code));
   return code;
@@ -181,8 +199,9 @@ ExitCode Run(const RunFlags& flags) {
 
 }  // namespace
 
-void AddRunCommand(CLI::App& app, ExitCode& exit_code) {
+void AddRunCommand(CLI::App& app, ExitCode& exit_code, std::shared_ptr<ProcessGroup> processes) {
   auto flags = std::make_shared<RunFlags>();
+  flags->processes = std::move(processes);
   CLI::App* cmd = app.add_subcommand(
       "run", "Run a scenario file: check each workload's numbers and predict its time on the topology "
              "(docs/scenarios.md). Exit 0 ok, 1 bad input, 2 usage, 3 internal error, 4 a check failed.");

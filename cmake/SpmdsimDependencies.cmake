@@ -7,6 +7,20 @@ find_package(fmt REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(yaml-cpp REQUIRED)
 find_package(CLI11 REQUIRED)
+# MPI (Open MPI: libopenmpi-dev, openmpi-bin) for several processes (docs/multiprocess.md): on when found.
+# Only the C API is used (no C++ bindings); only sim/internal/mpi_transport.cc includes mpi.h.
+set(MPI_CXX_SKIP_MPICXX ON)
+find_package(MPI COMPONENTS CXX QUIET)
+option(SPMDSIM_WITH_MPI "Run one simulation over several processes with MPI (sim/multiprocess.h)" ${MPI_CXX_FOUND})
+if(SPMDSIM_WITH_MPI AND NOT MPI_CXX_FOUND)
+  message(FATAL_ERROR "SPMDSIM_WITH_MPI is ON but no MPI was found (Debian: libopenmpi-dev openmpi-bin)")
+endif()
+message(STATUS "spmdsim: SPMDSIM_WITH_MPI=${SPMDSIM_WITH_MPI}")
+# How the tests launch local ranks: as root too (CI containers), more ranks than cores, no pinning (each rank
+# runs several worker threads).
+if(SPMDSIM_WITH_MPI)
+  set(SPMDSIM_MPIRUN ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe --bind-to none)
+endif()
 if(SPMDSIM_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

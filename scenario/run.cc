@@ -36,6 +36,7 @@ WorkloadContext ScenarioWorkloadContext(const Scenario& scenario, const Scenario
   WorkloadContext ctx;
   ctx.mesh = scenario.mesh.mesh;
   ctx.runtime.num_threads = options.num_threads;
+  ctx.runtime.process_group = options.process_group;
   // Eigen's GEMM keeps up to 128 KiB of blocks on the stack (EIGEN_STACK_ALLOCATION_LIMIT); the runtime's default
   // fiber stack (RuntimeOptions::fiber_stack_bytes) overflowed on a 128x256x128 matmul. Untouched stack pages
   // cost nothing.

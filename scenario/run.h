@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "scenario/scenario.h"
@@ -26,6 +27,8 @@ struct ScenarioRunOptions {
   int num_threads = 0;        // simulator worker threads (0: one per core). REQUIRES: >= 0
   bool record_trace = false;  // keep per-device step events (WorkloadResult::trace)
   bool keep_arrays = false;   // keep global inputs and outputs (WorkloadResult::inputs/outputs); real runs only
+  // Several processes (sim/multiprocess.h): the ranks that share every workload's mesh. Default none.
+  std::shared_ptr<ProcessGroup> process_group = nullptr;
 };
 
 // The context every workload of `scenario` runs with.

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/strings.h"
 #include "sim/array_builder.h"
+#include "sim/multiprocess.h"
 
 namespace spmdsim {
 
@@ -502,6 +503,7 @@ std::vector<std::vector<Array>> ShardMapped::RunInstances(InputBlocks& inputs) c
     for (size_t k = 0; k < num_args; ++k) held[k] = d.Hold(inputs.blocks[k][i]).WithVaryingAxes(inputs.masks[k]);
     blocks[i] = s.f(d, std::span<const Array>(held));
   });
+  ShareArrays(runtime(), blocks);  // several processes: every rank assembles the global outputs
   inputs = InputBlocks{};  // the host copies of the blocks are no longer needed
   return blocks;
 }

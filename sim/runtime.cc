@@ -10,6 +10,9 @@
 
 #include "common/strings.h"
 #include "sim/internal/core.h"
+#include "sim/internal/cross_rank.h"
+#include "sim/internal/transport.h"
+#include "sim/multiprocess.h"
 #include "sim/internal/fiber_stack.h"
 #include "sim/internal/watchdog.h"
 #include "sim/internal/worker.h"
@@ -56,8 +59,17 @@ Runtime::Runtime(Mesh mesh, RuntimeOptions options) {
           options.collective_timeout.count());
   int threads = options.num_threads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  const int workers = static_cast<int>(std::min<int64_t>(threads, mesh.size()));
-  core_ = std::make_shared<internal::RuntimeCore>(std::move(mesh), std::move(options), workers);
+  int rank = 0;
+  std::vector<int> owner(static_cast<size_t>(mesh.size()), 0);
+  if (options.process_group != nullptr && options.process_group->size() > 1) {
+    rank = options.process_group->rank();
+    owner = PlaceDevices(mesh, options.process_group->size());
+  } else {
+    options.process_group = nullptr;  // one rank: the one-process runtime
+  }
+  const int64_t local = std::count(owner.begin(), owner.end(), rank);
+  const int workers = static_cast<int>(std::min<int64_t>(threads, local));
+  core_ = std::make_shared<internal::RuntimeCore>(std::move(mesh), std::move(options), workers, std::move(owner), rank);
   pool_ = std::make_unique<internal::WorkerPool>(workers);
 }
 
@@ -80,6 +92,12 @@ Runtime::~Runtime() {
 const Mesh& Runtime::mesh() const { return core_->mesh; }
 int64_t Runtime::num_devices() const { return core_->mesh.size(); }
 int Runtime::num_workers() const { return core_->num_workers; }
+int Runtime::rank() const { return core_->rank; }
+int Runtime::owner(int64_t position) const {
+  if (position < 0 || position >= num_devices())
+    Throw(ErrorCode::kOutOfRange, "device position {} out of range [0, {})", position, num_devices());
+  return core_->owner[position];
+}
 const RuntimeOptions& Runtime::options() const { return core_->options; }
 
 MemoryStats Runtime::memory_stats(int64_t position) const {
@@ -99,7 +117,8 @@ namespace {
 std::shared_ptr<RunState> PrepareRun(internal::RuntimeCore& core, const std::function<void(DeviceContext&)>& fn) {
   auto run = std::make_shared<RunState>();
   run->fn = fn;
-  run->num_blocks = core.num_workers;
+  run->num_blocks = static_cast<int>(core.blocks.size());
+  run->num_shares = static_cast<int>(core.shares.size());
   for (auto& s : core.slots) {
     s.state.store(DeviceState::kNotStarted, std::memory_order_relaxed);
     s.outcome = internal::Outcome::kNone;
@@ -113,7 +132,7 @@ std::shared_ptr<RunState> PrepareRun(internal::RuntimeCore& core, const std::fun
 
 // The error of a Run that did not complete: the first device that threw (in a closed block, lowest position),
 // else the Run's abort reason.
-[[noreturn]] void ThrowRunError(const internal::RuntimeCore& core, RunState& run, bool all_closed) {
+[[noreturn]] void ThrowLocalRunError(const internal::RuntimeCore& core, RunState& run, bool all_closed) {
   MutexLock lock(run.mu);
   for (const auto& bl : core.blocks) {
     if (!bl.closed) continue;
@@ -146,7 +165,24 @@ std::shared_ptr<RunState> PrepareRun(internal::RuntimeCore& core, const std::fun
         "collective]",
         internal::StillRunning(core));
   }
-  throw Error(run.abort_code, message);
+  throw Error(run.abort_code, message, run.abort_kind);  // under run.mu (lock above)
+}
+
+// Several processes: the error every rank reports. A failure an episode already settled is reported as the
+// Run's abort; a failure of this rank alone is told to the others first ("rank R: ..."; the lowest failing
+// rank's wins), keeping the DeviceError when it is this rank's.
+[[noreturn]] void ThrowRunError(const internal::RuntimeCore& core, RunState& run, bool all_closed) {
+  if (run.cross == nullptr || run.cross->settled()) ThrowLocalRunError(core, run, all_closed);
+  try {
+    ThrowLocalRunError(core, run, all_closed);
+  } catch (const DeviceError& e) {
+    const internal::CrossRank::Failure f = run.cross->SettleLocalFailure(e.code(), e.kind(), e.message());
+    if (f.mine) throw DeviceError(e.code(), f.message, e.kind(), e.position(), e.device_id(), e.nested_ptr());
+    throw Error(f.code, f.message, f.kind);
+  } catch (const Error& e) {
+    const internal::CrossRank::Failure f = run.cross->SettleLocalFailure(e.code(), e.kind(), e.message());
+    throw Error(f.code, f.message, f.kind);
+  }
 }
 
 }  // namespace
@@ -169,6 +205,11 @@ void Runtime::Run(const std::function<void(DeviceContext&)>& fn) {
   }
   core.MapStacks();  // before any device starts: a stack that cannot be mapped is an error, not a crash
   std::shared_ptr<RunState> run = PrepareRun(core, fn);
+  if (core.options.process_group != nullptr) {
+    internal::Transport& transport = core.options.process_group->transport();
+    run->cross = std::make_unique<internal::CrossRank>(transport, core.mesh, core.owner, transport.NextRunIndex(),
+                                                       core.options.collective_timeout);
+  }
   core.run = run;
   RuntimeObserver* observer = core.options.observer;
   if (observer != nullptr) observer->OnRunStart(core.mesh.size());

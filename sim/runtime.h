@@ -16,6 +16,9 @@
 //   });
 //   out[5].data<float>()[0] == 9.0f
 //
+// Several processes: with RuntimeOptions::process_group, each rank runs only its devices and collectives span
+// ranks over MPI, with bitwise the one-process results (sim/multiprocess.h, docs/multiprocess.md).
+//
 // Faults (Run throws; no device is left waiting):
 //  - a device throws: every other device is released at its next (or current) collective, and Run throws
 //    DeviceError carrying the device's position and id, the original message, and the original exception
@@ -54,6 +57,8 @@
 
 namespace spmdsim {
 
+class ProcessGroup;  // sim/multiprocess.h
+
 namespace internal {
 struct WorkerPool;
 }  // namespace internal
@@ -88,6 +93,10 @@ struct RuntimeOptions {
   // Charged with the cost of every local op (ops/) the devices run, tagged with the device's position
   // (sim/op_cost.h). Default none. Not owned; must outlive every Run. Ops run on host threads charge no sink.
   OpCostSink* op_cost_sink = nullptr;
+  // Several processes (sim/multiprocess.h): the ranks that share the mesh. Each rank runs the devices
+  // PlaceDevices gives it; a collective spanning ranks exchanges data over MPI. Default none (or a group of
+  // one rank): this process runs every device.
+  std::shared_ptr<ProcessGroup> process_group = nullptr;
 };
 
 // An exception thrown by the function on one virtual device, as Run rethrows it.
@@ -122,7 +131,11 @@ class Runtime {
 
   const Mesh& mesh() const;
   int64_t num_devices() const;
-  int num_workers() const;  // worker threads actually used: min(num_threads, num_devices)
+  int num_workers() const;  // worker threads actually used: min(num_threads, local devices)
+  // Several processes: this process's rank (0 in one process) and the rank that runs `position`.
+  int rank() const;
+  int owner(int64_t position) const;  // REQUIRES: 0 <= position < num_devices()
+  bool is_local(int64_t position) const { return owner(position) == rank(); }
   const RuntimeOptions& options() const;
   // Memory of the device at `position` (REQUIRES: 0 <= position < num_devices()).
   MemoryStats memory_stats(int64_t position) const;

@@ -583,11 +583,13 @@ void Plan::Clear() {
   num_units_ = 0;
   bytes_written_ = 0;
   ref_ = nullptr;
+  active_targets_.clear();
 }
 
-void Plan::Build(const Mesh& mesh, const GroupInfo& groups, const std::vector<const CollectiveCall*>& calls) {
+void Plan::Build(const Mesh& mesh, const GroupInfo& groups, const std::vector<const CollectiveCall*>& calls,
+                 const CollectiveCall* ref_call, const std::vector<uint8_t>* local) {
   Clear();
-  const CollectiveCall& ref = *calls[0];
+  const CollectiveCall& ref = ref_call != nullptr ? *ref_call : *calls[0];
   ref_ = &ref;
   op_ = ref.op;
   groups_ = &groups;
@@ -603,7 +605,11 @@ void Plan::Build(const Mesh& mesh, const GroupInfo& groups, const std::vector<co
   per_group_output_ = op_ == OpKind::kPsum || op_ == OpKind::kPmean || op_ == OpKind::kPmax || op_ == OpKind::kPmin ||
                       op_ == OpKind::kAllGather;
   inputs_.resize(num_devices);
-  for (int64_t p = 0; p < num_devices; ++p) inputs_[p] = calls[p]->input->raw_data();
+  if (local == nullptr) {
+    for (int64_t p = 0; p < num_devices; ++p) inputs_[p] = calls[p]->input->raw_data();
+  } else {
+    for (int64_t p = 0; p < num_devices; ++p) inputs_[p] = calls[p] != nullptr ? calls[p]->input->raw_data() : nullptr;
+  }
 
   if (op_ == OpKind::kPpermute) {
     // No bytes move: a receiver shares its source's buffer (values are immutable); others share one zero buffer.
@@ -614,6 +620,7 @@ void Plan::Build(const Mesh& mesh, const GroupInfo& groups, const std::vector<co
     outputs_.resize(num_devices);
     if (abstract_) return;
     for (int64_t p = 0; p < num_devices; ++p) {
+      if (local != nullptr && (*local)[p] == 0) continue;
       if (result_source_[p] >= 0) {
         outputs_[p] = ArrayAccess::buffer(*calls[result_source_[p]]->input);
       } else {
@@ -632,8 +639,23 @@ void Plan::Build(const Mesh& mesh, const GroupInfo& groups, const std::vector<co
   for (int64_t g = 0; g < num_groups; ++g) {
     for (int64_t k = 0; k < n; ++k) group_inputs_[g * n + k] = inputs_[groups.groups[g][k]];
   }
-  for (auto& out : outputs_) out = Buffer::Allocate(out_bytes);
-  bytes_written_ = num_targets * out_bytes;
+  if (local == nullptr) {
+    for (auto& out : outputs_) out = Buffer::Allocate(out_bytes);
+    bytes_written_ = num_targets * out_bytes;
+  } else {
+    // Only the targets of local positions: a group with a local member, or a local position.
+    for (int64_t t = 0; t < num_targets; ++t) {
+      bool wanted = false;
+      if (per_group_output_) {
+        for (int64_t p : groups.groups[t]) wanted = wanted || (*local)[p] != 0;
+      } else {
+        wanted = (*local)[t] != 0;
+      }
+      if (!wanted) continue;
+      outputs_[t] = Buffer::Allocate(out_bytes);
+      bytes_written_ += out_bytes;
+    }
+  }
   const std::vector<int64_t>& s = ref.input->shape();
   const int64_t in_size = DTypeSize(in_dtype_);
   units_per_target_ = 1;
@@ -710,6 +732,18 @@ void Plan::Build(const Mesh& mesh, const GroupInfo& groups, const std::vector<co
     case OpKind::kPpermute:
       break;
   }
+  if (local != nullptr) {
+    for (int64_t t = 0; t < unit_targets; ++t) {
+      bool wanted = false;
+      if (per_group_output_ || (op_ == OpKind::kPsumScatter && rows_per_unit_ > 0)) {  // a target is a group
+        for (int64_t p : groups.groups[t]) wanted = wanted || (*local)[p] != 0;
+      } else {
+        wanted = (*local)[t] != 0;
+      }
+      if (wanted) active_targets_.push_back(t);
+    }
+    unit_targets = static_cast<int64_t>(active_targets_.size());
+  }
   num_units_ = unit_targets * units_per_target_;
 }
 
@@ -724,7 +758,7 @@ void Plan::Execute(int64_t unit_begin, int64_t unit_end) const {
 
 void Plan::ExecuteUnit(int64_t unit) const {
   const CollectiveCall& ref = *ref_;
-  const int64_t target = unit / units_per_target_;
+  const int64_t target = active_targets_.empty() ? unit / units_per_target_ : active_targets_[unit / units_per_target_];
   const int64_t piece = unit % units_per_target_;
   const int64_t n = ref.group_size;
   const int64_t in_size = DTypeSize(in_dtype_);
@@ -772,6 +806,7 @@ void Plan::ExecuteUnit(int64_t unit) const {
         const int64_t block_bytes = inner_ * out_size;
         const auto& members = groups_->groups[target];
         for (int64_t m = 0; m < n; ++m) {
+          if (outputs_[members[m]] == nullptr) continue;  // another process's position
           char* out = static_cast<char*>(outputs_[members[m]]->data()) + begin * block_bytes;
           CopyRuns(sums.get() + m * block_bytes, out, end - begin, row * out_size, block_bytes, block_bytes);
         }

@@ -126,7 +126,11 @@ GroupInfo MakeGroupInfo(const Mesh& mesh, const AxesKey& key);
 class Plan {
  public:
   // `calls[p]` is position p's call (all SameCall); `inputs` their arrays.
-  void Build(const Mesh& mesh, const GroupInfo& groups, const std::vector<const CollectiveCall*>& calls);
+  // Several processes (cross_rank.h): `local` (by position) marks the positions whose results this process
+  // computes; calls[p] is nullptr for positions none of them reads, and `ref` is a full call (calls[0] may
+  // hold only an input). Results of the other positions are not computed (ResultBuffer is null there).
+  void Build(const Mesh& mesh, const GroupInfo& groups, const std::vector<const CollectiveCall*>& calls,
+             const CollectiveCall* ref = nullptr, const std::vector<uint8_t>* local = nullptr);
   int64_t num_units() const { return num_units_; }
   int64_t bytes_written() const { return bytes_written_; }
   void Execute(int64_t unit_begin, int64_t unit_end) const;
@@ -165,6 +169,7 @@ class Plan {
   std::shared_ptr<Buffer> zeros_;
   int64_t num_units_ = 0;
   int64_t units_per_target_ = 1;  // reductions: element chunks per group
+  std::vector<int64_t> active_targets_;  // several processes: the targets computed here (empty: all)
   int64_t bytes_written_ = 0;
 };
 

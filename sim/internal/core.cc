@@ -10,13 +10,14 @@
 
 namespace spmdsim::internal {
 
-bool RunState::SetAbort(AbortReason reason, ErrorCode code, std::string message) {
+bool RunState::SetAbort(AbortReason reason, ErrorCode code, std::string message, std::string kind) {
   // The message is written under `mu` by the one caller that wins the exchange; readers take `mu` too.
   MutexLock lock(mu);
   int expected = 0;
   if (!abort.compare_exchange_strong(expected, static_cast<int>(reason), std::memory_order_acq_rel)) return false;
   abort_code = code;
   abort_message = std::move(message);
+  abort_kind = std::move(kind);
   abort_time = std::chrono::steady_clock::now();
   cv.notify_all();
   return true;
@@ -48,8 +49,13 @@ std::string DescribeDevices(const Mesh& mesh, const std::vector<int64_t>& positi
   return text;
 }
 
-RuntimeCore::RuntimeCore(Mesh mesh_in, RuntimeOptions options_in, int workers)
-    : mesh(std::move(mesh_in)), options(std::move(options_in)), num_workers(workers), slots(mesh.size()) {
+RuntimeCore::RuntimeCore(Mesh mesh_in, RuntimeOptions options_in, int workers, std::vector<int> owner_in, int rank_in)
+    : mesh(std::move(mesh_in)),
+      options(std::move(options_in)),
+      num_workers(workers),
+      owner(std::move(owner_in)),
+      rank(rank_in),
+      slots(mesh.size()) {
   int64_t capacity = options.device_memory_bytes;
   if (capacity == 0) capacity = mesh.topology() != nullptr ? mesh.topology()->memory_bytes() : kDefaultDeviceMemoryBytes;
   if (capacity <= 0) capacity = kDefaultDeviceMemoryBytes;
@@ -60,10 +66,27 @@ RuntimeCore::RuntimeCore(Mesh mesh_in, RuntimeOptions options_in, int workers)
     s.memory_raw = s.memory.get();
     new (s.context_storage) DeviceContext(this, &s, p, mesh.DeviceAt(p), mesh.CoordsOfPosition(p));
   }
-  blocks = std::vector<Block>(static_cast<size_t>(workers));  // Block holds an atomic: not movable, made in place
-  for (int b = 0; b < workers; ++b) {
-    blocks[b].begin = mesh.size() * b / workers;
-    blocks[b].end = mesh.size() * (b + 1) / workers;
+  for (int64_t p = 0; p < mesh.size(); ++p) {
+    if (owner[p] == rank) local_positions.push_back(p);
+  }
+  // Worker w's share: local positions [L*w/W, L*(w+1)/W), cut into contiguous runs of positions.
+  const int64_t local = static_cast<int64_t>(local_positions.size());
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  shares.resize(static_cast<size_t>(workers));
+  for (int w = 0; w < workers; ++w) {
+    const int64_t first = local * w / workers, last = local * (w + 1) / workers;
+    for (int64_t i = first; i < last;) {
+      int64_t j = i + 1;
+      while (j < last && local_positions[j] == local_positions[j - 1] + 1) ++j;
+      shares[w].push_back(static_cast<int>(ranges.size()));
+      ranges.emplace_back(local_positions[i], local_positions[j - 1] + 1);
+      i = j;
+    }
+  }
+  blocks = std::vector<Block>(ranges.size());  // Block holds an atomic: not movable, made in place
+  for (size_t b = 0; b < ranges.size(); ++b) {
+    blocks[b].begin = ranges[b].first;
+    blocks[b].end = ranges[b].second;
   }
 }
 

@@ -35,6 +35,7 @@
 #include "mesh/mesh.h"
 #include "sim/device_context.h"
 #include "sim/internal/collectives.h"
+#include "sim/internal/cross_rank.h"
 #include "sim/internal/fiber_stack.h"
 #include "sim/memory.h"
 #include "sim/observer.h"
@@ -142,11 +143,13 @@ struct RunState {
   std::function<void(DeviceContext&)> fn;
   std::atomic<bool> published{false};          // set (release) once the Run's setup is complete
   int num_blocks = 0;
-  alignas(64) std::atomic<int> next_block{0};  // blocks are claimed by the worker tasks that start first
+  int num_shares = 0;
+  alignas(64) std::atomic<int> next_share{0};  // shares are claimed by the worker tasks that start first
   CrossBarrier barrier;
   alignas(64) std::atomic<int> abort{0};       // AbortReason
   ErrorCode abort_code SPMDSIM_GUARDED_BY(mu) = ErrorCode::kAborted;
   std::string abort_message SPMDSIM_GUARDED_BY(mu);
+  std::string abort_kind SPMDSIM_GUARDED_BY(mu);  // another rank's failure: its Error::kind()
   std::chrono::steady_clock::time_point abort_time SPMDSIM_GUARDED_BY(mu);
   // The current collective, written by the leader between barrier phases.
   Plan plan;
@@ -155,6 +158,7 @@ struct RunState {
   DType result_dtype = DType::kF32;
   std::vector<int64_t> result_shape;
   bool done = false;
+  std::unique_ptr<CrossRank> cross;            // several processes: the protocol between ranks, else null
   uint64_t sequence = 0;                       // collectives so far
   std::atomic<uint64_t> episodes{0};           // barrier episodes completed (watchdog's progress signal)
   std::atomic<bool> release{true};             // the last barrier's verdict: resume the devices normally
@@ -171,11 +175,12 @@ struct RunState {
 
   bool aborted() const { return abort.load(std::memory_order_acquire) != 0; }
   // First reason wins; returns whether this call set it.
-  bool SetAbort(AbortReason reason, ErrorCode code, std::string message) SPMDSIM_EXCLUDES(mu);
+  bool SetAbort(AbortReason reason, ErrorCode code, std::string message, std::string kind = "") SPMDSIM_EXCLUDES(mu);
 };
 
 struct RuntimeCore {
-  RuntimeCore(Mesh mesh, RuntimeOptions options, int num_workers);
+  // `owner`: the rank of every position (all 0 in one process); this process is `rank`.
+  RuntimeCore(Mesh mesh, RuntimeOptions options, int num_workers, std::vector<int> owner, int rank);
   ~RuntimeCore();
 
   // Maps every device's fiber stack in `stacks` (kept across Runs; under ASan, clears their poison every Run).
@@ -191,8 +196,14 @@ struct RuntimeCore {
   Mesh mesh;
   RuntimeOptions options;
   int num_workers;
-  std::vector<DeviceSlot> slots;
+  std::vector<int> owner;                  // rank of each position
+  int rank = 0;
+  std::vector<int64_t> local_positions;    // the positions this process runs, ascending
+  std::vector<DeviceSlot> slots;           // every position (only local ones run)
+  // Blocks: contiguous runs of local positions; a share (one worker's part) is one or more blocks. In one
+  // process every share is one block.
   std::vector<Block> blocks;
+  std::vector<std::vector<int>> shares;
   StackPool stacks;                // every slot's stack (Run's thread only)
   Mutex run_mu;                    // held by Runtime::Run for its whole duration
   // Worker tasks enqueued and not yet returned (a task oneTBB starts after its Run ended returns at once).

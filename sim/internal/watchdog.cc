@@ -63,8 +63,8 @@ class Watchdog {
   }
 
   bool AnyWaiting() const {
-    for (const auto& s : core_.slots) {
-      if (s.state.load(std::memory_order_relaxed) == DeviceState::kWaiting) return true;
+    for (int64_t p : core_.local_positions) {
+      if (core_.slots[p].state.load(std::memory_order_relaxed) == DeviceState::kWaiting) return true;
     }
     return false;
   }
@@ -74,7 +74,7 @@ class Watchdog {
     const Mesh& mesh = core_.mesh;
     std::map<std::string_view, std::vector<int64_t>> waiting;
     std::vector<int64_t> missing, finished, released;
-    for (int64_t p = 0; p < mesh.size(); ++p) {
+    for (int64_t p : core_.local_positions) {
       const auto& s = core_.slots[p];
       switch (s.state.load(std::memory_order_relaxed)) {
         case DeviceState::kWaiting:
@@ -125,7 +125,7 @@ bool WaitClosed(RunState& run, std::chrono::steady_clock::time_point deadline) {
 
 std::string StillRunning(const RuntimeCore& core) {
   std::vector<int64_t> running;
-  for (int64_t p = 0; p < core.mesh.size(); ++p) {
+  for (int64_t p : core.local_positions) {
     if (core.slots[p].state.load(std::memory_order_relaxed) != DeviceState::kFinished) running.push_back(p);
   }
   return PositionRanges(running);

@@ -52,9 +52,9 @@ class Worker {
         stack_stride_(core.stacks.stride()) {}
 
   void Main() {
-    int b = run_.next_block.fetch_add(1, std::memory_order_relaxed);
-    if (b >= run_.num_blocks) return;  // a late task: every block is already taken
-    AddBlock(b);
+    int share = run_.next_share.fetch_add(1, std::memory_order_relaxed);
+    if (share >= run_.num_shares) return;  // a late task: every share is already taken
+    AddShare(share);
     // A completed barrier releases every waiting device (the next Pass resumes kWaiting devices; no loop
     // over the slots marks them ready). Whether they are released normally is the leader's verdict, the
     // same for every worker: so every device runs each step up to the one where something failed, and
@@ -72,10 +72,14 @@ class Worker {
   }
 
  private:
-  void AddBlock(int b) {
-    blocks_.push_back(b);
-    const Block& bl = core_.blocks[b];
-    for (int64_t p = bl.begin; p < bl.end; ++p) core_.slots[p].run = &run_;  // stacks: mapped by Run
+  // Takes one worker's share of the blocks; returns how many blocks it holds.
+  int64_t AddShare(int share) {
+    for (int b : core_.shares[share]) {
+      blocks_.push_back(b);
+      const Block& bl = core_.blocks[b];
+      for (int64_t p = bl.begin; p < bl.end; ++p) core_.slots[p].run = &run_;  // stacks: mapped by Run
+    }
+    return static_cast<int64_t>(core_.shares[share].size());
   }
 
   void StartFiber(DeviceSlot& s) {
@@ -195,14 +199,14 @@ class Worker {
       if (spin == 64) start = now;
       const auto waited = now - start;
       if (waited < std::chrono::microseconds(50)) continue;
-      // A block no thread has claimed yet (oneTBB did not give us all the threads we asked for) is taken
+      // A share no thread has claimed yet (oneTBB did not give us all the threads we asked for) is taken
       // over here, so the Run completes with any number of threads.
-      if (lead && run_.next_block.load(std::memory_order_relaxed) < run_.num_blocks) {
-        int b = run_.next_block.fetch_add(1, std::memory_order_relaxed);
-        if (b < run_.num_blocks) {
-          AddBlock(b);
-          RunPass(core_.blocks[b]);
-          if (Arrive(1)) return Lead(epoch, lead);
+      if (lead && run_.next_share.load(std::memory_order_relaxed) < run_.num_shares) {
+        int share = run_.next_share.fetch_add(1, std::memory_order_relaxed);
+        if (share < run_.num_shares) {
+          const int64_t count = AddShare(share);
+          for (int b : core_.shares[share]) RunPass(core_.blocks[b]);
+          if (Arrive(count)) return Lead(epoch, lead);
           continue;
         }
       }
@@ -250,6 +254,7 @@ class Worker {
       }
     }
     if (waiting == 0) {
+      if (run_.cross != nullptr && run_.cross->Agree(run_, nullptr) != CrossRank::Verdict::kDone) return;
       run_.done = true;
       return;
     }
@@ -261,6 +266,7 @@ class Worker {
       ReportMismatch();
       return;
     }
+    if (run_.cross != nullptr && run_.cross->Agree(run_, ref) != CrossRank::Verdict::kProceed) return;
     const GroupInfo* groups = nullptr;
     if (ref->op != OpKind::kBarrier) {  // a barrier has no data: nothing to plan
       const int64_t n = mesh_.size();
@@ -269,7 +275,10 @@ class Worker {
       groups = &core_.Groups(ref->axes);
     }
     try {
-      if (groups != nullptr) {
+      if (groups != nullptr && run_.cross != nullptr) {
+        if (!run_.cross->FetchInputs(run_, *ref, *groups, run_.calls)) return;
+        run_.plan.Build(mesh_, *groups, run_.calls, ref, &run_.cross->local());
+      } else if (groups != nullptr) {
         run_.plan.Build(mesh_, *groups, run_.calls);
       } else {
         run_.plan.Clear();
@@ -302,14 +311,14 @@ class Worker {
       Observe([&](RuntimeObserver& o) { o.OnCollective(event); });
     }
     ++run_.sequence;
-    run_.plan_parallel = run_.num_blocks > 1 && run_.plan.num_units() > 1 && run_.plan.bytes_written() >= kParallelBytes;
+    run_.plan_parallel = run_.num_shares > 1 && run_.plan.num_units() > 1 && run_.plan.bytes_written() >= kParallelBytes;
     if (!run_.plan_parallel) run_.plan.Execute(0, run_.plan.num_units());
   }
 
   void ReportEarlyReturn() {
     std::vector<int64_t> finished;
     std::map<std::string, std::vector<int64_t>> waiting;
-    for (int64_t p = 0; p < mesh_.size(); ++p) {
+    for (int64_t p : core_.local_positions) {
       const DeviceSlot& s = core_.slots[p];
       if (s.state.load(std::memory_order_relaxed) == DeviceState::kWaiting) {
         waiting[DescribeCall(mesh_, *s.call)].push_back(p);
@@ -328,7 +337,7 @@ class Worker {
   void ReportMismatch() {
     // Distinct calls in order of their first device.
     std::vector<std::pair<const CollectiveCall*, std::vector<int64_t>>> kinds;
-    for (int64_t p = 0; p < mesh_.size(); ++p) {
+    for (int64_t p : core_.local_positions) {
       const CollectiveCall* call = core_.slots[p].call;
       auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return SameCall(*k.first, *call); });
       if (it == kinds.end()) {
@@ -358,9 +367,9 @@ class Worker {
   // Releases every device of this worker's blocks (and of any block no thread claimed) and closes them.
   void Unwind() {
     for (;;) {
-      int b = run_.next_block.fetch_add(1, std::memory_order_relaxed);
-      if (b >= run_.num_blocks) break;
-      AddBlock(b);
+      int share = run_.next_share.fetch_add(1, std::memory_order_relaxed);
+      if (share >= run_.num_shares) break;
+      AddShare(share);
     }
     bool again = true;
     while (again) {

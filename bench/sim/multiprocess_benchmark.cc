@@ -1,0 +1,115 @@
+// The runtime across 2 ranks against MPI itself, in the same run (launch with `mpirun -np 2`; the README and
+// docs/multiprocess.md quote its output):
+//  - psum of 16 MiB (float32) over 8 devices, 4 per rank, vs MPI_Allreduce of the same 16 MiB between the 2
+//    ranks plus the in-rank reduction (psum over 4 devices in one process) measured alone;
+//  - a barrier of 8 devices across the 2 ranks vs MPI_Barrier.
+// Not Google Benchmark: both ranks must run the same number of iterations, which its adaptive iteration counts
+// do not guarantee. Each figure is the median of several timed Runs; rank 0 prints.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "sim/multiprocess.h"
+#include "sim/runtime.h"
+
+namespace spmdsim {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kRepeats = 5;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Seconds per collective: `count` of them in one Run, timed by the rank's first local device between two
+// barriers (the same on every rank: the slowest rank decides).
+double TimeInRun(Runtime& runtime, int count, const std::function<void(DeviceContext&, const Array&)>& step,
+                 int64_t elements) {
+  double seconds = 0;
+  const int64_t first = [&] {
+    for (int64_t p = 0; p < runtime.num_devices(); ++p)
+      if (runtime.is_local(p)) return p;
+    return int64_t{0};
+  }();
+  runtime.Run([&](DeviceContext& d) {
+    const Array x = Array::Full({elements}, DType::kF32, 1.0 + d.position());
+    d.Barrier();
+    const auto start = Clock::now();
+    for (int i = 0; i < count; ++i) step(d, x);
+    d.Barrier();
+    if (d.position() == first) seconds = std::chrono::duration<double>(Clock::now() - start).count() / count;
+  });
+  return seconds;
+}
+
+int Main(MpiSession& mpi) {
+  if (mpi.size() != 2) {
+    if (mpi.rank() == 0) std::fprintf(stderr, "run with mpirun -np 2\n");
+    return 2;
+  }
+  const int threads = std::getenv("SPMDSIM_BENCH_THREADS") ? std::atoi(std::getenv("SPMDSIM_BENCH_THREADS")) : 2;
+  constexpr int64_t kElements = (16 << 20) / 4;  // 16 MiB of float32
+  const Mesh mesh = Mesh::Iota({8}, {"x"});
+  RuntimeOptions options;
+  options.num_threads = threads;
+  options.process_group = mpi.world();
+  Runtime across(mesh, options);
+  const auto psum = [](DeviceContext& d, const Array& x) { d.Psum(x, "x"); };
+  const auto barrier = [](DeviceContext& d, const Array&) { d.Barrier(); };
+
+  std::vector<double> psum_across, allreduce, in_rank, barrier_across, mpi_barrier;
+  for (int r = 0; r < kRepeats; ++r) psum_across.push_back(TimeInRun(across, 4, psum, kElements));
+
+  std::vector<float> send(kElements, 1.0f), recv(kElements);
+  for (int r = 0; r < kRepeats; ++r) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto start = Clock::now();
+    for (int i = 0; i < 4; ++i)
+      MPI_Allreduce(send.data(), recv.data(), static_cast<int>(kElements), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    allreduce.push_back(std::chrono::duration<double>(Clock::now() - start).count() / 4);
+  }
+  // The in-rank part alone: rank 0 reduces over its 4 devices in one process while rank 1 waits.
+  if (mpi.rank() == 0) {
+    Runtime one(Mesh::Iota({4}, {"x"}), {.num_threads = threads});
+    for (int r = 0; r < kRepeats; ++r) in_rank.push_back(TimeInRun(one, 4, psum, kElements));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  for (int r = 0; r < kRepeats; ++r) barrier_across.push_back(TimeInRun(across, 2000, barrier, 1));
+  for (int r = 0; r < kRepeats; ++r) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto start = Clock::now();
+    for (int i = 0; i < 2000; ++i) MPI_Barrier(MPI_COMM_WORLD);
+    mpi_barrier.push_back(std::chrono::duration<double>(Clock::now() - start).count() / 2000);
+  }
+  if (mpi.rank() == 0) {
+    const double p = Median(psum_across), a = Median(allreduce), l = Median(in_rank);
+    const double b = Median(barrier_across), m = Median(mpi_barrier);
+    fmt::print("threads per rank: {}\n", threads);
+    fmt::print("psum 16 MiB, 8 devices on 2 ranks : {:8.2f} ms\n", p * 1e3);
+    fmt::print("  MPI_Allreduce 16 MiB, 2 ranks    : {:8.2f} ms\n", a * 1e3);
+    fmt::print("  in-rank psum, 4 devices alone    : {:8.2f} ms\n", l * 1e3);
+    fmt::print("  ratio psum / (allreduce + local) : {:8.2f} (target <= 1.5)\n", p / (a + l));
+    fmt::print("barrier, 8 devices on 2 ranks     : {:8.2f} us\n", b * 1e6);
+    fmt::print("  MPI_Barrier, 2 ranks             : {:8.2f} us\n", m * 1e6);
+    fmt::print("  ratio                            : {:8.2f} (target <= 2)\n", b / m);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace spmdsim
+
+int main(int argc, char** argv) {
+  spmdsim::MpiSession mpi(&argc, &argv);
+  return spmdsim::Main(mpi);
+}

@@ -1,0 +1,298 @@
+#include "sim/internal/cross_rank.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "sim/internal/buffer.h"
+#include "sim/internal/core.h"
+
+namespace spmdsim::internal {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A status record on the wire: kind, code, text; at most kStatusBytes (a longer text is cut).
+constexpr size_t kStatusBytes = 4096;
+constexpr size_t kHeaderBytes = 2;  // kind, code
+
+std::string Encode(char kind, ErrorCode code, const std::string& text) {
+  std::string out;
+  out.push_back(kind);
+  out.push_back(static_cast<char>(code));
+  out.append(text, 0, std::min(text.size(), kStatusBytes - kHeaderBytes));
+  return out;
+}
+
+}  // namespace
+
+CrossRank::CrossRank(Transport& transport, const Mesh& mesh, const std::vector<int>& owner, uint64_t run_index,
+                     std::chrono::milliseconds timeout)
+    : transport_(transport),
+      mesh_(mesh),
+      owner_(owner),
+      timeout_(timeout),
+      // A rank whose own device never arrives reports it after its watchdog's timeout and grace (min(timeout,
+      // 1 s), watchdog.cc): wait longer than that before calling a silent rank dead.
+      deadline_(2 * timeout + std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(1)) +
+                std::chrono::milliseconds(500)) {
+  const int me = transport.rank();
+  local_.resize(owner.size());
+  positions_of_rank_.resize(static_cast<size_t>(transport.size()));
+  for (size_t p = 0; p < owner.size(); ++p) {
+    local_[p] = owner[p] == me;
+    positions_of_rank_[owner[p]].push_back(static_cast<int64_t>(p));
+  }
+  const uint64_t runs = static_cast<uint64_t>(std::max(1, transport.max_tag() / 2));
+  status_tag_ = static_cast<int>(2 * (run_index % runs));
+  data_tag_ = status_tag_ + 1;
+}
+
+namespace {
+
+bool PollBatch(Transport& transport, std::vector<Transfer>& batch, Clock::duration deadline) {
+  transport.Start(batch);
+  const Clock::time_point start = Clock::now();
+  // Spin ~50 us first (the peer is usually there within a barrier's time), then yield, then sleep in short
+  // steps (as the workers' barrier, worker.cc).
+  for (;;) {
+    if (transport.Test()) return true;
+    const auto waited = Clock::now() - start;
+    if (waited < std::chrono::microseconds(50)) continue;
+    if (waited > deadline) {
+      transport.Abandon();
+      return false;
+    }
+    if (waited < std::chrono::milliseconds(2)) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
+}  // namespace
+
+bool CompleteBatch(Transport& transport, std::vector<Transfer>& batch, Clock::duration deadline) {
+  try {
+    return PollBatch(transport, batch, deadline);
+  } catch (const Error&) {  // MPI reported an error (e.g. a peer's process is gone): the batch failed
+    transport.Abandon();
+    return false;
+  }
+}
+
+bool CrossRank::WaitBatch(std::vector<Transfer>& batch) { return CompleteBatch(transport_, batch, deadline_); }
+
+bool CrossRank::Exchange(const Status& mine, std::vector<Status>* all, std::vector<int>* missing) {
+  const int k = transport_.size(), me = transport_.rank();
+  ++episode_;
+  status_out_ = Encode(mine.kind, mine.code, mine.text);
+  if (status_in_.empty()) status_in_.assign(static_cast<size_t>(k), std::string(kStatusBytes, '\0'));
+  std::vector<Transfer>& batch = status_batch_;  // reused: an episode allocates nothing in the usual case
+  batch.clear();
+  for (int r = 0; r < k; ++r) {
+    if (r == me) continue;
+    batch.push_back({.send = false, .peer = r, .tag = status_tag_, .data = status_in_[r].data(), .bytes = kStatusBytes});
+  }
+  for (int r = 0; r < k; ++r) {
+    if (r == me) continue;
+    batch.push_back(
+        {.send = true, .peer = r, .tag = status_tag_, .data = status_out_.data(), .bytes = status_out_.size()});
+  }
+  const bool complete = WaitBatch(batch);
+  all->assign(static_cast<size_t>(k), Status{});
+  (*all)[me] = mine;
+  missing->clear();
+  size_t i = 0;
+  for (int r = 0; r < k; ++r) {
+    if (r == me) continue;
+    const Transfer& t = batch[i++];
+    if ((!complete && !t.done) || t.received < kHeaderBytes) {
+      missing->push_back(r);
+      continue;
+    }
+    Status& s = (*all)[r];
+    s.kind = status_in_[r][0];
+    s.code = static_cast<ErrorCode>(static_cast<unsigned char>(status_in_[r][1]));
+    s.text.assign(status_in_[r].data() + kHeaderBytes, t.received - kHeaderBytes);
+  }
+  return missing->empty();
+}
+
+std::string CrossRank::RankDevices(int rank) const {
+  return fmt::format("rank {} ({})", rank, DescribeDevices(mesh_, positions_of_rank_[rank]));
+}
+
+std::string CrossRank::MissingMessage(const std::vector<int>& missing) const {
+  std::vector<std::string> names;
+  for (int r : missing) names.push_back(RankDevices(r));
+  return fmt::format(
+      "{} sent nothing within {} ms at collective step {} (the rank died, hangs outside the runtime, or did not call "
+      "Run); rank {} gave up",
+      fmt::join(names, ", "), std::chrono::duration_cast<std::chrono::milliseconds>(deadline_).count(), episode_,
+      transport_.rank());
+}
+
+CrossRank::Verdict CrossRank::Agree(RunState& run, const CollectiveCall* ref) {
+  Status mine;
+  mine.kind = ref == nullptr ? 'F' : 'C';
+  if (ref != nullptr) mine.text = DescribeCall(mesh_, *ref);
+  std::vector<Status> all;
+  std::vector<int> missing;
+  if (!Exchange(mine, &all, &missing)) {
+    settled_ = true;
+    run.SetAbort(AbortReason::kDeadline, ErrorCode::kDeadlineExceeded, MissingMessage(missing));
+    return Verdict::kAbort;
+  }
+  const int k = transport_.size();
+  // 1. A rank failed: the lowest one's message.
+  for (int r = 0; r < k; ++r) {
+    if (all[r].kind == 'A') {
+      settled_ = true;
+      const Failure f = Decode(all[r], false);
+      run.SetAbort(AbortReason::kDeviceFailed, f.code, f.message, f.kind);
+      return Verdict::kAbort;
+    }
+  }
+  std::vector<int> returned;
+  for (int r = 0; r < k; ++r) {
+    if (all[r].kind == 'F') returned.push_back(r);
+  }
+  if (static_cast<int>(returned.size()) == k) {
+    settled_ = true;
+    return Verdict::kDone;
+  }
+  // 2. Some ranks' devices returned while others wait (the one-process runtime's early return).
+  if (!returned.empty()) {
+    std::vector<std::string> done, waiting;
+    for (int r = 0; r < k; ++r) {
+      if (all[r].kind == 'F') {
+        done.push_back(RankDevices(r));
+      } else {
+        waiting.push_back(fmt::format("{} wait at {}", RankDevices(r), all[r].text));
+      }
+    }
+    settled_ = true;
+    run.SetAbort(AbortReason::kEarlyReturn, ErrorCode::kFailedPrecondition,
+                 fmt::format("devices returned while others wait at a collective: {} returned; {}",
+                             fmt::join(done, ", "), fmt::join(waiting, "; ")));
+    return Verdict::kAbort;
+  }
+  // 3. Ranks at different collectives.
+  bool same = true;
+  for (int r = 1; r < k; ++r) same = same && all[r].text == all[0].text;
+  if (!same) {
+    std::vector<std::string> parts;
+    for (int r = 0; r < k; ++r) parts.push_back(fmt::format("{} called {}", RankDevices(r), all[r].text));
+    settled_ = true;
+    run.SetAbort(AbortReason::kMismatch, ErrorCode::kInvalidArgument,
+                 fmt::format("devices called different collectives at the same step (every device must call the "
+                             "same collective with the same axes, parameters, shape and dtype): {}",
+                             fmt::join(parts, "; ")));
+    return Verdict::kAbort;
+  }
+  return Verdict::kProceed;
+}
+
+bool CrossRank::FetchInputs(RunState& run, const CollectiveCall& ref, const GroupInfo& groups,
+                            std::vector<const CollectiveCall*>& calls) {
+  remote_calls_.clear();
+  remote_arrays_.clear();
+  const int me = transport_.rank();
+  const int64_t n = mesh_.size();
+  const int k = transport_.size();
+  // receivers[p]: the ranks other than p's owner whose results read p's input.
+  std::vector<std::vector<int>> receivers(static_cast<size_t>(n));
+  if (ref.op == OpKind::kPpermute) {
+    for (const auto& members : groups.groups) {
+      for (const auto& [src, dst] : ref.perm) {
+        const int64_t from = members[src], to = members[dst];
+        if (owner_[from] != owner_[to]) receivers[from].push_back(owner_[to]);
+      }
+    }
+  } else {
+    std::vector<uint8_t> in_group(static_cast<size_t>(k));
+    for (const auto& members : groups.groups) {
+      std::fill(in_group.begin(), in_group.end(), 0);
+      for (int64_t p : members) in_group[owner_[p]] = 1;
+      for (int64_t p : members) {
+        for (int r = 0; r < k; ++r) {
+          if (in_group[r] != 0 && r != owner_[p]) receivers[p].push_back(r);
+        }
+      }
+    }
+  }
+  const Array& like = *ref.input;
+  const bool abstract = like.is_abstract();
+  const size_t bytes = static_cast<size_t>(like.nbytes());
+  std::vector<Transfer> batch;
+  std::vector<std::string> peers;
+  for (int64_t p = 0; p < n; ++p) {
+    if (receivers[p].empty()) continue;
+    if (owner_[p] == me) {
+      if (abstract) continue;
+      const auto& buffer = ArrayAccess::buffer(*calls[p]->input);
+      sent_.push_back(buffer);
+      for (int r : receivers[p]) {
+        batch.push_back({.send = true, .peer = r, .tag = data_tag_, .data = buffer->data(), .bytes = bytes});
+      }
+    } else if (std::find(receivers[p].begin(), receivers[p].end(), me) != receivers[p].end()) {
+      std::shared_ptr<Buffer> buffer;
+      if (!abstract) {
+        buffer = Buffer::Allocate(static_cast<int64_t>(bytes));
+        batch.push_back({.send = false, .peer = owner_[p], .tag = data_tag_, .data = buffer->data(), .bytes = bytes});
+      }
+      remote_arrays_.push_back(ArrayAccess::Make(like.dtype(), like.shape(), std::move(buffer), nullptr));
+      CollectiveCall& call = remote_calls_.emplace_back();
+      call.op = ref.op;
+      call.input = &remote_arrays_.back();
+      calls[p] = &call;
+    }
+  }
+  const bool complete = batch.empty() || WaitBatch(batch);
+  if (complete) {
+    sent_.clear();
+    return true;
+  }
+  std::vector<int> silent;
+  for (const Transfer& t : batch) {
+    if (!t.send && !t.done) silent.push_back(t.peer);
+  }
+  std::sort(silent.begin(), silent.end());
+  silent.erase(std::unique(silent.begin(), silent.end()), silent.end());
+  settled_ = true;
+  run.SetAbort(AbortReason::kDeadline, ErrorCode::kDeadlineExceeded,
+               fmt::format("the inputs of {} did not arrive from ranks {} within {} ms (a rank died or hangs)",
+                           DescribeCall(mesh_, ref), fmt::join(silent, ", "),
+                           std::chrono::duration_cast<std::chrono::milliseconds>(deadline_).count()));
+  return false;
+}
+
+CrossRank::Failure CrossRank::SettleLocalFailure(ErrorCode code, const std::string& kind, const std::string& message) {
+  const int me = transport_.rank();
+  Status mine{.kind = 'A', .code = code, .text = fmt::format("{}\x1frank {}: {}", kind, me, message)};
+  std::vector<Status> all;
+  std::vector<int> missing;
+  settled_ = true;
+  if (!Exchange(mine, &all, &missing)) {
+    Failure f = Decode(mine, true);
+    f.message += fmt::format(" [{}]", MissingMessage(missing));
+    return f;
+  }
+  for (int r = 0; r < transport_.size(); ++r) {
+    if (all[r].kind == 'A') return Decode(all[r], r == me);
+  }
+  return Decode(mine, true);
+}
+
+CrossRank::Failure CrossRank::Decode(const Status& status, bool mine) {
+  const size_t cut = status.text.find('\x1f');
+  if (cut == std::string::npos) return {status.code, "", status.text, mine};
+  return {status.code, status.text.substr(0, cut), status.text.substr(cut + 1), mine};
+}
+
+}  // namespace spmdsim::internal

@@ -1,0 +1,52 @@
+// Internals: the seam between the runtime and the message layer between ranks (MPI in mpi_transport.cc; the
+// only file of spmdsim that includes mpi.h). Not for users; docs/multiprocess.md has the design.
+//
+// Thread safety: every method may be called from any thread; calls are serialised by the transport's mutex.
+// One batch of transfers is under way at a time per Run (the cross-rank protocol, cross_rank.h, guarantees it:
+// either a Run's leader worker or, after a local failure, the Run's own thread drives it).
+#ifndef SPMDSIM_SIM_INTERNAL_TRANSPORT_H_
+#define SPMDSIM_SIM_INTERNAL_TRANSPORT_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace spmdsim::internal {
+
+// One non-blocking point-to-point message of a batch. `data` must stay valid until the batch completes or
+// is abandoned (an abandoned send's buffer must outlive the process's use of MPI: callers keep it alive).
+struct Transfer {
+  bool send = false;
+  int peer = 0;
+  int tag = 0;
+  void* data = nullptr;
+  size_t bytes = 0;     // a receive's capacity
+  size_t received = 0;  // a completed receive's size
+  bool done = false;    // completed
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // The largest tag the transport accepts (MPI_TAG_UB is at least 32767).
+  virtual int max_tag() const = 0;
+  // Posts every transfer (in order: messages between two ranks with the same tag arrive in posting order).
+  virtual void Start(std::vector<Transfer>& batch) = 0;
+  // Makes progress; true once every transfer of the batch completed (receives' `received` filled).
+  virtual bool Test() = 0;
+  // Gives up on the batch: cancels its receives and lets its sends finish on their own.
+  virtual void Abandon() = 0;
+  // Numbers the Runs over this transport (every rank runs the same Runs in the same order), so that a
+  // message an aborted Run left behind never matches a later Run's (the Run's number is in the tags).
+  uint64_t NextRunIndex() { return runs_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint64_t> runs_{0};
+};
+
+}  // namespace spmdsim::internal
+
+#endif  // SPMDSIM_SIM_INTERNAL_TRANSPORT_H_

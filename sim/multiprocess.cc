@@ -1,0 +1,174 @@
+#include "sim/multiprocess.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "common/error.h"
+#include "sim/internal/buffer.h"
+#include "sim/internal/cross_rank.h"
+#include "sim/internal/transport.h"
+#include "sim/runtime.h"
+
+namespace spmdsim {
+
+ProcessGroup::ProcessGroup(std::shared_ptr<internal::Transport> transport) : transport_(std::move(transport)) {}
+ProcessGroup::~ProcessGroup() = default;
+int ProcessGroup::rank() const { return transport_->rank(); }
+int ProcessGroup::size() const { return transport_->size(); }
+
+std::vector<int64_t> ProcessGroup::AllGather(int64_t value, std::chrono::milliseconds timeout) const {
+  internal::Transport& transport = *transport_;
+  const int me = transport.rank(), k = transport.size();
+  const uint64_t runs = static_cast<uint64_t>(std::max(1, transport.max_tag() / 2));
+  const int tag = static_cast<int>(2 * (transport.NextRunIndex() % runs));
+  std::vector<int64_t> values(static_cast<size_t>(k));
+  values[me] = value;
+  std::vector<internal::Transfer> batch;
+  for (int r = 0; r < k; ++r) {
+    if (r == me) continue;
+    batch.push_back({.send = false, .peer = r, .tag = tag, .data = &values[r], .bytes = sizeof(int64_t)});
+    batch.push_back({.send = true, .peer = r, .tag = tag, .data = &value, .bytes = sizeof(int64_t)});
+  }
+  if (!internal::CompleteBatch(transport, batch, timeout))
+    Throw(ErrorCode::kDeadlineExceeded, "ProcessGroup::AllGather: a rank sent nothing within {} ms", timeout.count());
+  return values;
+}
+
+std::vector<int> PlaceDevices(const Mesh& mesh, int num_ranks) {
+  const int64_t n = mesh.size();
+  if (num_ranks < 1 || num_ranks > n)
+    Throw(ErrorCode::kInvalidArgument, "cannot place {} virtual devices on {} ranks: use 1 to {} ranks", n, num_ranks,
+          n);
+  std::vector<int> owner(static_cast<size_t>(n));
+  const Topology* topology = mesh.topology();
+  if (topology != nullptr && topology->num_processes() % num_ranks == 0) {
+    // By host: rank r takes hosts [r*H/K, (r+1)*H/K), i.e. host h goes to rank h / (H/K).
+    const int hosts_per_rank = topology->num_processes() / num_ranks;
+    std::vector<int64_t> count(static_cast<size_t>(num_ranks));
+    for (int64_t p = 0; p < n; ++p) {
+      owner[p] = topology->device(mesh.DeviceAt(p)).process_index / hosts_per_rank;
+      ++count[owner[p]];
+    }
+    // A mesh over part of the topology may leave a rank without devices: then blocks of positions.
+    if (std::find(count.begin(), count.end(), 0) == count.end()) return owner;
+  }
+  for (int r = 0; r < num_ranks; ++r) {
+    for (int64_t p = n * r / num_ranks; p < n * (r + 1) / num_ranks; ++p) owner[p] = r;
+  }
+  return owner;
+}
+
+namespace {
+
+void CompleteOrThrow(internal::Transport& transport, std::vector<internal::Transfer>& batch,
+                     std::chrono::milliseconds timeout, const char* what) {
+  if (internal::CompleteBatch(transport, batch, 2 * timeout)) return;
+  std::vector<int> silent;
+  for (const auto& t : batch) {
+    if (!t.send && !t.done) silent.push_back(t.peer);
+  }
+  Throw(ErrorCode::kDeadlineExceeded, "sharing results across ranks: {} from ranks {} did not arrive within {} ms",
+        what, fmt::join(silent, ", "), 2 * timeout.count());
+}
+
+}  // namespace
+
+void ShareArrays(const Runtime& runtime, std::vector<std::vector<Array>>& by_position) {
+  const std::shared_ptr<ProcessGroup>& group = runtime.options().process_group;
+  if (group == nullptr) return;
+  internal::Transport& transport = group->transport();
+  const int me = transport.rank(), k = transport.size();
+  const int64_t n = runtime.num_devices();
+  if (static_cast<int64_t>(by_position.size()) != n)
+    Throw(ErrorCode::kInvalidArgument, "ShareArrays: {} entries for {} devices", by_position.size(), n);
+  const uint64_t runs = static_cast<uint64_t>(std::max(1, transport.max_tag() / 2));
+  const int tag = static_cast<int>(2 * (transport.NextRunIndex() % runs));
+  const std::chrono::milliseconds timeout = runtime.options().collective_timeout;
+
+  // 1. What each rank holds: per local position [position, count, per array: dtype, abstract, varying axes,
+  //    rank, dims...], preceded by its length.
+  std::vector<int64_t> mine;
+  for (int64_t p = 0; p < n; ++p) {
+    if (!runtime.is_local(p)) continue;
+    mine.push_back(p);
+    mine.push_back(static_cast<int64_t>(by_position[p].size()));
+    for (const Array& a : by_position[p]) {
+      mine.push_back(static_cast<int64_t>(a.dtype()));
+      mine.push_back(a.is_abstract() ? 1 : 0);
+      mine.push_back(static_cast<int64_t>(a.varying_axes()));
+      mine.push_back(a.rank());
+      for (int64_t d : a.shape()) mine.push_back(d);
+    }
+  }
+  int64_t my_size = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> sizes(static_cast<size_t>(k));
+  std::vector<internal::Transfer> batch;
+  for (int r = 0; r < k; ++r) {
+    if (r == me) continue;
+    batch.push_back({.send = false, .peer = r, .tag = tag, .data = &sizes[r], .bytes = sizeof(int64_t)});
+    batch.push_back({.send = true, .peer = r, .tag = tag, .data = &my_size, .bytes = sizeof(int64_t)});
+  }
+  CompleteOrThrow(transport, batch, timeout, "the result sizes");
+  std::vector<std::vector<int64_t>> meta(static_cast<size_t>(k));
+  batch.clear();
+  for (int r = 0; r < k; ++r) {
+    if (r == me) continue;
+    meta[r].resize(static_cast<size_t>(sizes[r]));
+    batch.push_back({.send = false, .peer = r, .tag = tag, .data = meta[r].data(),
+                     .bytes = meta[r].size() * sizeof(int64_t)});
+    batch.push_back({.send = true, .peer = r, .tag = tag, .data = mine.data(), .bytes = mine.size() * sizeof(int64_t)});
+  }
+  CompleteOrThrow(transport, batch, timeout, "the result shapes");
+
+  // 2. The elements, position by position in ascending order on both sides.
+  batch.clear();
+  for (int r = 0; r < k; ++r) {  // receives: make the arrays
+    if (r == me) continue;
+    const std::vector<int64_t>& m = meta[r];
+    for (size_t i = 0; i < m.size();) {
+      const int64_t p = m[i++];
+      const int64_t count = m[i++];
+      SPMDSIM_CHECK(p >= 0 && p < n && runtime.owner(p) == r, "rank {} sent position {}", r, p);
+      std::vector<Array>& arrays = by_position[p];
+      arrays.clear();
+      for (int64_t j = 0; j < count; ++j) {
+        const auto dtype = static_cast<DType>(m[i++]);
+        const bool abstract = m[i++] != 0;
+        const auto varying = static_cast<uint64_t>(m[i++]);
+        const int64_t dims = m[i++];
+        std::vector<int64_t> shape(m.begin() + static_cast<std::ptrdiff_t>(i),
+                                   m.begin() + static_cast<std::ptrdiff_t>(i + dims));
+        i += static_cast<size_t>(dims);
+        const int64_t bytes = NumElements(shape) * DTypeSize(dtype);
+        std::shared_ptr<internal::Buffer> buffer;
+        if (!abstract) {
+          buffer = internal::Buffer::Allocate(bytes);
+          if (bytes > 0) {
+            batch.push_back({.send = false, .peer = r, .tag = tag + 1, .data = buffer->data(),
+                             .bytes = static_cast<size_t>(bytes)});
+          }
+        }
+        arrays.push_back(internal::ArrayAccess::Make(dtype, std::move(shape), std::move(buffer), nullptr)
+                             .WithVaryingAxes(varying));
+      }
+    }
+  }
+  for (int r = 0; r < k; ++r) {  // sends
+    if (r == me) continue;
+    for (int64_t p = 0; p < n; ++p) {
+      if (!runtime.is_local(p)) continue;
+      for (const Array& a : by_position[p]) {
+        if (a.is_abstract() || a.nbytes() == 0) continue;
+        batch.push_back({.send = true, .peer = r, .tag = tag + 1, .data = const_cast<void*>(a.raw_data()),
+                         .bytes = static_cast<size_t>(a.nbytes())});
+      }
+    }
+  }
+  CompleteOrThrow(transport, batch, timeout, "the results");
+}
+
+}  // namespace spmdsim

@@ -1,0 +1,101 @@
+// Several processes (MPI ranks) running one simulation: each rank runs the virtual devices it owns, and
+// collectives whose groups span ranks exchange data over MPI (Open MPI). docs/multiprocess.md has the design.
+//
+// Example (every rank runs the same program, e.g. `mpirun -np 2 prog`):
+//   MpiSession mpi(&argc, &argv);                      // MPI_Init_thread unless MPI is already initialised
+//   RuntimeOptions options;
+//   options.process_group = mpi.world();               // or ProcessGroupFromMpi(&my_comm)
+//   Runtime runtime(Mesh::Iota({8}, {"x"}), options);  // rank 0 runs positions 0-3, rank 1 positions 4-7
+//   runtime.Run([&](DeviceContext& d) { out[d.position()] = d.Psum(x, "x"); });  // only local positions run
+//
+// Contract: every rank builds its Runtime with the same mesh and options and calls Run the same number of
+// times with the same program; results on a rank's devices are bitwise those of the one-process run. A Run
+// that fails on any rank throws on every rank with the same message, which names the rank and the device.
+//
+// Thread safety: a ProcessGroup may be shared by several Runtimes used one after another (not concurrently:
+// their messages would interleave). MPI is entered from the Run's thread and from the runtime's workers, so
+// MpiSession asks for MPI_THREAD_MULTIPLE and every MPI call is serialised by the group's mutex.
+// nothing in this header includes mpi.h; without SPMDSIM_WITH_MPI the MPI entry points throw kUnimplemented.
+#ifndef SPMDSIM_SIM_MULTIPROCESS_H_
+#define SPMDSIM_SIM_MULTIPROCESS_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "mesh/mesh.h"
+#include "sim/array.h"
+
+namespace spmdsim {
+
+namespace internal {
+class Transport;
+}  // namespace internal
+
+// The ranks a Runtime spans. Made by ProcessGroupFromMpi or MpiSession::world().
+class ProcessGroup {
+ public:
+  explicit ProcessGroup(std::shared_ptr<internal::Transport> transport);
+  ~ProcessGroup();
+  int rank() const;
+  int size() const;
+  // Every rank's `value`, by rank (e.g. peak memory for a report). Every rank must call it. Throws
+  // Error(kDeadlineExceeded) when a rank sends nothing within `timeout`.
+  std::vector<int64_t> AllGather(int64_t value, std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
+  internal::Transport& transport() const { return *transport_; }
+
+ private:
+  std::shared_ptr<internal::Transport> transport_;
+};
+
+// Whether this build has MPI (CMake option SPMDSIM_WITH_MPI).
+bool MpiBuiltIn();
+
+// A group over an MPI communicator: `mpi_comm` points to an MPI_Comm (mpi.h), which is duplicated (the
+// caller keeps its own). REQUIRES: MPI initialised with at least MPI_THREAD_SERIALIZED.
+std::shared_ptr<ProcessGroup> ProcessGroupFromMpi(const void* mpi_comm);
+
+// MPI for a program's lifetime: initialises MPI (MPI_THREAD_MULTIPLE) when the process was launched by an
+// MPI launcher (mpirun/srun set OMPI_COMM_WORLD_SIZE or PMI_SIZE) and finalises it on destruction. Without a
+// launcher (or without MPI in the build) it does nothing and world() is nullptr: the one-process runtime.
+class MpiSession {
+ public:
+  MpiSession(int* argc, char*** argv);
+  ~MpiSession();
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+  // MPI_COMM_WORLD as a group, or nullptr when MPI is not in use (see above). A group of one rank runs as one
+  // process (RuntimeOptions::process_group).
+  const std::shared_ptr<ProcessGroup>& world() const { return world_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // Ends every rank's process at once (MPI_Abort) with `code`; a plain exit when MPI is not in use.
+  [[noreturn]] void Abort(int code) const;
+
+ private:
+  bool initialised_ = false;
+  int rank_ = 0;
+  int size_ = 1;
+  std::shared_ptr<ProcessGroup> world_;
+};
+
+// After a Run across ranks: fills every other rank's positions of `by_position` (indexed by mesh position,
+// each entry the arrays that position's device produced; this rank's entries filled) with the arrays their
+// owners hold, so that every rank holds every position's arrays (dtype, shape, elements and varying axes).
+// Everything is copied to every rank: for results a program gathers anyway (ShardMapped's global outputs), not
+// for the devices' working set. A no-op for a one-process runtime. Every rank must call it at the same point.
+// Throws Error(kDeadlineExceeded) when a rank sends nothing within 2x collective_timeout.
+class Runtime;
+void ShareArrays(const Runtime& runtime, std::vector<std::vector<Array>>& by_position);
+
+// The rank that runs each mesh position when `num_ranks` ranks share the mesh: by the topology's hosts
+// (Device::process_index) when num_ranks divides the number of hosts (rank r takes hosts
+// [r*H/K, (r+1)*H/K)) and every rank gets a device, else contiguous blocks of positions (rank r takes [r*N/K, (r+1)*N/K)).
+// Example: Mesh::Iota({8}) on 3 ranks (no topology): positions 0-1 -> 0, 2-4 -> 1, 5-7 -> 2.
+// REQUIRES: 1 <= num_ranks <= mesh.size(); throws Error(kInvalidArgument) otherwise.
+std::vector<int> PlaceDevices(const Mesh& mesh, int num_ranks);
+
+}  // namespace spmdsim
+
+#endif  // SPMDSIM_SIM_MULTIPROCESS_H_

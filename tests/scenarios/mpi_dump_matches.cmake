@@ -1,0 +1,32 @@
+# ctest helper: runs a scenario with --dump in one process and under `mpirun -np NP`, and fails unless both
+# dumps hold the same files with the same bytes (the outputs are bitwise the one-process ones,
+# docs/multiprocess.md).
+# cmake -DSPMDSIM=... -DMPIRUN="mpirun;--flag;..." -DNP=2 -DSCENARIO=file.yaml -DWORK=dir -P mpi_dump_matches.cmake
+file(REMOVE_RECURSE "${WORK}")
+execute_process(COMMAND "${SPMDSIM}" run "${SCENARIO}" --quiet --dump "${WORK}/one" RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "one-process run failed: ${rc}")
+endif()
+execute_process(COMMAND ${MPIRUN} -np ${NP} "${SPMDSIM}" run "${SCENARIO}" --quiet --dump "${WORK}/many"
+                RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "mpirun -np ${NP} run failed: ${rc}")
+endif()
+file(GLOB_RECURSE one RELATIVE "${WORK}/one" "${WORK}/one/*")
+file(GLOB_RECURSE many RELATIVE "${WORK}/many" "${WORK}/many/*")
+if(NOT one)
+  message(FATAL_ERROR "the scenario dumped nothing")
+endif()
+if(NOT one STREQUAL many)
+  message(FATAL_ERROR "different files: one process ${one}; ${NP} ranks ${many}")
+endif()
+foreach(f ${one})
+  file(SHA256 "${WORK}/one/${f}" a)
+  file(SHA256 "${WORK}/many/${f}" b)
+  if(NOT a STREQUAL b)
+    message(FATAL_ERROR "${f} differs between one process and ${NP} ranks")
+  endif()
+endforeach()
+list(LENGTH one count)
+message(STATUS "${count} dumped arrays bitwise equal on 1 and ${NP} ranks")
+file(REMOVE_RECURSE "${WORK}")
