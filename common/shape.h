@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 namespace spmdsim {
 
 // Row-major strides in elements: {2, 3, 4} -> {12, 4, 1}; {} -> {}.
@@ -79,20 +81,23 @@ inline void CopyRuns(const char* src, char* dst, int64_t count, int64_t src_step
 //   BlockCopy c;  c.Init({3, 2}, /*src_strides=*/{1, 3}, /*dst_strides=*/{2, 1}, 4);  c.Run(src, dst);
 // REQUIRES: src_strides.size() == dst_strides.size() == shape.size(); every addressed byte inside its buffer;
 // source and destination do not overlap.
+// Dimensions kept inline up to rank 8 (no heap allocation for the shapes arrays have in practice).
+using DimVector = boost::container::small_vector<int64_t, 8>;
+
 class BlockCopy {
  public:
-  // Reuses its vectors (no allocation once warm).
+  // No allocation up to rank 8 (DimVector); reuses its storage beyond.
   void Init(std::span<const int64_t> shape, std::span<const int64_t> src_strides,
             std::span<const int64_t> dst_strides, int64_t element_bytes);
   void Run(const void* src, void* dst) const;
   // Bytes of the innermost contiguous run, and the dimensions left around it (merged, outermost first).
   int64_t run_bytes() const { return run_bytes_; }
-  const std::vector<int64_t>& shape() const { return shape_; }
+  std::span<const int64_t> shape() const { return {shape_.data(), shape_.size()}; }
 
  private:
   bool empty_ = true;
   int64_t run_bytes_ = 0;
-  std::vector<int64_t> shape_, src_stride_, dst_stride_;  // outermost first, strides in bytes
+  DimVector shape_, src_stride_, dst_stride_;  // outermost first, strides in bytes
 };
 
 // One BlockCopy from element offsets: dst[dst_offset + sum(index * dst_strides)] =

@@ -45,16 +45,22 @@ bool Intersect(std::span<const IndexRange> a, std::span<const IndexRange> b, std
 // Copies the region `region` (global coordinates) from `src` (holding box src_box) into dst (box dst_box).
 void CopyRegion(const Array& src, std::span<const IndexRange> src_box, std::span<const IndexRange> region,
                 std::byte* dst, std::span<const IndexRange> dst_box, DType dtype) {
-  const std::vector<int64_t> src_strides = RowMajorStrides(src.shape());
-  const std::vector<int64_t> dst_strides = RowMajorStrides(BoxShape(dst_box));
-  std::vector<int64_t> shape(region.size());
+  // Per shard and per device: no heap allocation below rank 9.
+  const size_t rank = region.size();
+  DimVector src_strides(rank), dst_strides(rank), shape(rank);
+  for (size_t d = rank; d-- > 0;) {
+    src_strides[d] = d + 1 < rank ? src_strides[d + 1] * src.shape()[d + 1] : 1;
+    dst_strides[d] = d + 1 < rank ? dst_strides[d + 1] * dst_box[d + 1].size() : 1;
+  }
   int64_t src_offset = 0, dst_offset = 0;
-  for (size_t d = 0; d < region.size(); ++d) {
+  for (size_t d = 0; d < rank; ++d) {
     shape[d] = region[d].size();
     src_offset += (region[d].start - src_box[d].start) * src_strides[d];
     dst_offset += (region[d].start - dst_box[d].start) * dst_strides[d];
   }
-  StridedCopy(src.raw_data(), src_offset, src_strides, dst, dst_offset, dst_strides, shape, DTypeSize(dtype));
+  const auto view = [](const DimVector& v) { return std::span<const int64_t>(v.data(), v.size()); };
+  StridedCopy(src.raw_data(), src_offset, view(src_strides), dst, dst_offset, view(dst_strides), view(shape),
+              DTypeSize(dtype));
 }
 
 int64_t Volume(std::span<const IndexRange> box) {
