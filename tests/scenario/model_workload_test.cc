@@ -10,6 +10,7 @@
 #include "scenario/report.h"
 #include "scenario/run.h"
 #include "scenario/scenario.h"
+#include "tests/scenario/parse_error.h"
 
 namespace spmdsim {
 namespace {
@@ -21,14 +22,7 @@ mesh: {axes: {data: 2, pipe: 2, tensor: 4}}
 workloads:
 )y";
 
-std::string ErrorOf(const std::string& text) {
-  try {
-    ParseScenario(text, "t.yaml");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using ::spmdsim::testing_scenario::ErrorOf;
 
 TEST(ModelWorkload, ParsesEveryKeyOntoTheConfig) {
   Scenario s = ParseScenario(kHeader + R"y(  - kind: model

@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "partition/partition_spec.h"
 #include "scenario/internal/scenario_yaml.h"  // ParseByteSize, DidYouMean
+#include "tests/scenario/parse_error.h"
 
 namespace spmdsim {
 namespace {
@@ -28,15 +29,7 @@ workloads:
   - {kind: collectives}
 )y";
 
-// The error message for `text`, or "" when it parses.
-std::string ErrorOf(const std::string& text) {
-  try {
-    ParseScenario(text, "t.yaml");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using ::spmdsim::testing_scenario::ErrorOf;
 
 TEST(Scenario, ParsesTheMinimalFileWithDefaults) {
   Scenario s = ParseScenario(kMinimal, "dir/minimal.yaml");
