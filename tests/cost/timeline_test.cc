@@ -1,0 +1,148 @@
+#include "cost/timeline.h"
+
+#include <random>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+
+namespace spmdsim {
+namespace {
+
+using ::testing::DoubleNear;
+using ::testing::HasSubstr;
+using Op = TimelineOp;
+
+constexpr double kMs = 1e-3;
+
+std::string ErrorOf(StepTimeline& t) {
+  try {
+    t.Run();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(StepTimeline, HeaderExampleOverlapsTheCollectiveWithTheSecondCompute) {
+  StepTimeline t(2, 0.0);
+  const int32_t g = t.AddGroup({0, 1});
+  for (int64_t p = 0; p < 2; ++p) {
+    t.SetProgram(p, {Op::Compute(kMs, 0), Op::Start(7, g, 2 * kMs, 1), Op::Compute(kMs, 0), Op::Wait(7, 1),
+                     Op::Compute(kMs, 0)});
+  }
+  const std::vector<DeviceTimes> times = t.Run();
+  for (const DeviceTimes& d : times) {
+    EXPECT_DOUBLE_EQ(d.end, 4 * kMs);
+    EXPECT_DOUBLE_EQ(d.compute, 3 * kMs);
+    EXPECT_DOUBLE_EQ(d.exposed_comm, 1 * kMs);
+    EXPECT_DOUBLE_EQ(d.comm, 2 * kMs);
+    EXPECT_DOUBLE_EQ(d.comm_by_category[1], 2 * kMs);
+    EXPECT_DOUBLE_EQ(d.exposed_by_category[1], 1 * kMs);
+  }
+}
+
+TEST(StepTimeline, ACollectiveStartsAtTheLatestMemberAndWhenEveryStreamIsFree) {
+  StepTimeline t(2, 0.0);
+  const int32_t g = t.AddGroup({0, 1});
+  // Device 1 arrives 3 ms late; device 0's stream is busy until 1.5 ms with an earlier collective of its own.
+  const int32_t solo = t.AddGroup({0});
+  t.SetProgram(0, {Op::Start(1, solo, 1.5 * kMs, 0), Op::Start(2, g, kMs, 0), Op::Wait(2, 0)});
+  t.SetProgram(1, {Op::Compute(3 * kMs, 0), Op::Start(2, g, kMs, 0), Op::Wait(2, 0)});
+  const std::vector<DeviceTimes> times = t.Run();
+  EXPECT_DOUBLE_EQ(times[0].end, 4 * kMs);
+  EXPECT_DOUBLE_EQ(times[1].end, 4 * kMs);
+  EXPECT_DOUBLE_EQ(times[0].exposed_comm, 4 * kMs);  // waited for the late member, then the collective
+  EXPECT_DOUBLE_EQ(times[1].exposed_comm, 1 * kMs);
+}
+
+TEST(StepTimeline, ARecvWaitsForTheSendAndCountsAsPipelineWait) {
+  StepTimeline t(2, 0.0);
+  t.SetProgram(0, {Op::Compute(2 * kMs, 0), Op::Send(1, 42, 0.5 * kMs, 2)});
+  t.SetProgram(1, {Op::Recv(0, 42, 2), Op::Compute(kMs, 0)});
+  const std::vector<DeviceTimes> times = t.Run();
+  EXPECT_DOUBLE_EQ(times[1].pipeline_wait, 2.5 * kMs);
+  EXPECT_DOUBLE_EQ(times[1].end, 3.5 * kMs);
+  EXPECT_DOUBLE_EQ(times[0].end, 2.5 * kMs);  // the send's stream
+}
+
+TEST(StepTimeline, ComputeSlowsWhileCommunicationIsInFlight) {
+  StepTimeline t(1, 0.25);
+  const int32_t g = t.AddGroup({0});
+  // 1 ms collective overlapping a 2 ms compute: the first ms runs at 0.75 (0.75 ms of work), the rest at full
+  // speed (1.25 ms): 2.25 ms.
+  t.SetProgram(0, {Op::Start(1, g, kMs, 1), Op::Compute(2 * kMs, 0), Op::Wait(1, 1)});
+  const std::vector<DeviceTimes> times = t.Run();
+  EXPECT_NEAR(times[0].end, 2.25 * kMs, 1e-12);
+  EXPECT_NEAR(times[0].compute, 2.25 * kMs, 1e-12);
+  EXPECT_DOUBLE_EQ(times[0].exposed_comm, 0);
+}
+
+// Overlap never makes a step slower than running everything one after the other, nor faster than the busier of
+// compute and communication (the bound), for random programs without slowdown.
+TEST(StepTimeline, OverlapLiesBetweenTheMaximumAndTheSerialSum) {
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> seconds(0.1, 2.0);
+  for (int trial = 0; trial < 200; ++trial) {
+    StepTimeline t(4, 0.0);
+    const int32_t all = t.AddGroup({0, 1, 2, 3});
+    std::vector<Op> ops;
+    double compute = 0, comm = 0;
+    int open = 0;
+    for (int i = 0; i < 12; ++i) {
+      const double c = seconds(rng);
+      ops.push_back(Op::Compute(c, 0));
+      compute += c;
+      if (rng() % 2 == 0) {
+        const double s = seconds(rng);
+        ops.push_back(Op::Start(i, all, s, 1, static_cast<uint8_t>(rng() % 2)));
+        comm += s;
+        ++open;
+        if (rng() % 2 == 0) ops.push_back(Op::Wait(i, 1));
+        else ops.push_back(Op::Compute(0, 0)), ops.push_back(Op::Wait(i, 1));
+      }
+    }
+    for (int64_t p = 0; p < 4; ++p) t.SetProgram(p, ops);
+    const std::vector<DeviceTimes> times = t.Run();
+    EXPECT_LE(times[0].end, compute + comm + 1e-12) << "trial " << trial;
+    EXPECT_GE(times[0].end, std::max(compute, comm) - 1e-12) << "trial " << trial;
+    EXPECT_NEAR(times[0].end, times[0].compute + times[0].exposed_comm, 1e-9) << "trial " << trial;
+  }
+}
+
+TEST(StepTimeline, ProgramsThatCannotFinishAreNamed) {
+  {
+    StepTimeline t(2, 0.0);
+    const int32_t a = t.AddGroup({0, 1});
+    const int32_t b = t.AddGroup({1, 0});
+    t.SetProgram(0, {Op::Start(1, a, kMs, 0), Op::Start(2, b, kMs, 0)});
+    t.SetProgram(1, {Op::Start(1, b, kMs, 0), Op::Start(2, a, kMs, 0)});
+    EXPECT_THAT(ErrorOf(t), HasSubstr("cannot finish: device 0 at op 0 waits for collective #0 on group 0 (1 of 2"));
+  }
+  {
+    StepTimeline t(2, 0.0);
+    t.SetProgram(1, {Op::Recv(0, 5, 0)});
+    EXPECT_THAT(ErrorOf(t), HasSubstr("device 1 at op 0 waits to receive tag 5 from device 0"));
+  }
+  {
+    StepTimeline t(1, 0.0);
+    t.SetProgram(0, {Op::Wait(3, 0)});
+    EXPECT_THAT(ErrorOf(t), HasSubstr("waits on handle 3, which it never started"));
+  }
+  {
+    StepTimeline t(2, 0.0);
+    const int32_t g = t.AddGroup({0, 1});
+    t.SetProgram(0, {Op::Start(1, g, kMs, 0)});
+    t.SetProgram(1, {Op::Start(1, g, 2 * kMs, 0)});
+    EXPECT_THAT(ErrorOf(t), HasSubstr("another member with"));
+  }
+  EXPECT_THROW(StepTimeline(0, 0.0), Error);
+  EXPECT_THROW(StepTimeline(1, 1.0), Error);
+  StepTimeline t(2, 0.0);
+  EXPECT_THROW(t.AddGroup({0, 0}), Error);
+  EXPECT_THROW(t.AddGroup({2}), Error);
+}
+
+}  // namespace
+}  // namespace spmdsim
