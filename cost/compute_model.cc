@@ -13,20 +13,22 @@ namespace {
 // holds a tile_k x tile_n weight block and streams rows of the left operand through it, 8 rows (a sublane
 // group) at a time.
 constexpr DeviceComputeSpec kSpecs[] = {
-    {"NVIDIA H100 80GB HBM3", 132, 128, 256, 64, 1979e12, 67e12, 1e-6,
+    {"NVIDIA H100 80GB HBM3", 132, 128, 256, 64, 1979e12, 67e12, 1e-6, 792.1 / 989,
      "H100 SXM datasheet / Hopper whitepaper: 132 SMs, 1979 TFLOPS fp8 dense, 67 TFLOPS fp32 (CUDA cores); "
      "tile 128x256x64 (NVIDIA matmul guide, CUTLASS); launch ~1 us per back-to-back kernel (NVIDIA blog "
-     "'Getting Started with CUDA Graphs')"},
-    {"NVIDIA A100-SXM4-80GB", 108, 128, 256, 64, 0, 19.5e12, 1e-6,
+     "'Getting Started with CUDA Graphs'); best measured bf16 matmul 792.1 TFLOPS (stas00/ml-engineering, "
+     "MAMF table)"},
+    {"NVIDIA A100-SXM4-80GB", 108, 128, 256, 64, 0, 19.5e12, 1e-6, 267.9 / 312,
      "A100 whitepaper: 108 SMs, no fp8, 19.5 TFLOPS fp32 (CUDA cores); tile 128x256x64 (NVIDIA matmul guide); "
-     "launch ~1 us per back-to-back kernel (NVIDIA blog 'Getting Started with CUDA Graphs')"},
-    {"TPU v2", 1, 8, 128, 128, 0, 0, 0, "Cloud TPU system architecture: one 128x128 MXU per v2 TensorCore"},
-    {"TPU v3", 2, 8, 128, 128, 0, 0, 0, "Cloud TPU system architecture: two 128x128 MXUs per v3 TensorCore"},
-    {"TPU v4", 8, 8, 128, 128, 0, 0, 0,
+     "launch ~1 us per back-to-back kernel (NVIDIA blog 'Getting Started with CUDA Graphs'); best measured bf16 "
+     "matmul 267.9 TFLOPS (stas00/ml-engineering, MAMF table)"},
+    {"TPU v2", 1, 8, 128, 128, 0, 0, 0, 1, "Cloud TPU system architecture: one 128x128 MXU per v2 TensorCore"},
+    {"TPU v3", 2, 8, 128, 128, 0, 0, 0, 1, "Cloud TPU system architecture: two 128x128 MXUs per v3 TensorCore"},
+    {"TPU v4", 8, 8, 128, 128, 0, 0, 0, 1,
      "Cloud TPU v4 / TPU v4 paper (Jouppi et al. 2023): 2 TensorCores per chip, 4 MXUs of 128x128 each"},
-    {"TPU v5 lite", 4, 8, 128, 128, 0, 0, 0, "Cloud TPU v5e: one TensorCore per chip, 4 MXUs of 128x128"},
-    {"TPU v5", 8, 8, 128, 128, 0, 0, 0, "Cloud TPU v5p: 2 TensorCores per chip, 4 MXUs of 128x128 each"},
-    {"TPU v6 lite", 2, 8, 256, 256, 0, 0, 0, "Cloud TPU v6e (Trillium): one TensorCore per chip, 2 MXUs of 256x256"},
+    {"TPU v5 lite", 4, 8, 128, 128, 0, 0, 0, 1, "Cloud TPU v5e: one TensorCore per chip, 4 MXUs of 128x128"},
+    {"TPU v5", 8, 8, 128, 128, 0, 0, 0, 1, "Cloud TPU v5p: 2 TensorCores per chip, 4 MXUs of 128x128 each"},
+    {"TPU v6 lite", 2, 8, 256, 256, 0, 0, 0, 1, "Cloud TPU v6e (Trillium): one TensorCore per chip, 2 MXUs of 256x256"},
 };
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -64,7 +66,7 @@ double ComputeModel::ContractionSeconds(int64_t batch, int64_t m, int64_t n, int
   const double tiles = static_cast<double>(batch) * CeilDiv(m, spec_->tile_m) * CeilDiv(n, spec_->tile_n);
   const double waves = std::ceil(tiles / spec_->compute_units);
   const double tile_flops = 2.0 * spec_->tile_m * spec_->tile_n * CeilDiv(k, spec_->tile_k) * spec_->tile_k;
-  return waves * spec_->compute_units * tile_flops / peak;
+  return waves * spec_->compute_units * tile_flops / (peak * spec_->matmul_fraction);
 }
 
 double ComputeModel::MatmulEfficiency(int64_t batch, int64_t m, int64_t n, int64_t k) const {

@@ -5,7 +5,7 @@
 //     tiles   = batch * ceil(m / tile_m) * ceil(n / tile_n)         (tile quantisation: partial tiles cost whole)
 //     waves   = ceil(tiles / compute_units)                         (wave quantisation: SMs / MXUs idle in the
 //                                                                     last wave)
-//     compute = waves * compute_units * 2 * tile_m * tile_n * ceil(k / tile_k) * tile_k / peak[dtype]
+//     compute = waves * compute_units * 2 * tile_m * tile_n * ceil(k / tile_k) * tile_k / (peak[dtype] * matmul_fraction)
 //   any other op: compute = flops / vector_peak (GPU CUDA cores; the dtype's peak where none is given)
 //   every op:     memory  = bytes / hbm_bandwidth
 //                 seconds = (max(compute / compute_efficiency, memory / memory_efficiency) + launch) / speed
@@ -15,9 +15,10 @@
 // overhead) come from DeviceComputeSpec, looked up by the device kind. A device kind without a spec (cpu) is a
 // plain roofline: no quantisation, no launch overhead.
 //
-// Example: H100 (132 SMs, 128x256x64 tiles, 989e12 bf16), bf16 [4096, 4096] x [4096, 4096]:
-//   tiles = 32 * 16 = 512, waves = ceil(512 / 132) = 4 -> 4 * 132 * 2 * 128 * 256 * 4096 / 989e12 = 143 us;
-//   ideal 2 * 4096^3 / 989e12 = 139 us; efficiency 0.97 (the 4th wave uses 116 of 132 SMs).
+// Example: H100 (132 SMs, 128x256x64 tiles, 989e12 bf16 of which 792.1e12 measured at best), bf16
+// [4096, 4096] x [4096, 4096]: tiles = 32 * 16 = 512, waves = ceil(512 / 132) = 4 ->
+//   4 * 132 * 2 * 128 * 256 * 4096 / 792.1e12 = 179 us; ideal 2 * 4096^3 / 989e12 = 139 us; efficiency
+//   0.78 = 0.97 (the 4th wave uses 116 of 132 SMs) x 0.80 (the best measured rate).
 //
 // Thread safety: const member functions are safe to call concurrently.
 #ifndef SPMDSIM_COST_COMPUTE_MODEL_H_
@@ -42,6 +43,9 @@ struct DeviceComputeSpec {
   double fp8_flops = 0;           // FLOP/s, dense fp8 tensor peak (0: no fp8 units; fp8 runs at the bf16 peak)
   double vector_flops = 0;        // FLOP/s of the non-matrix units (0: use the dtype's peak)
   double kernel_launch_seconds = 0;  // added per op (GPUs: one kernel per op; 0 on TPUs: one XLA program)
+  // The best fraction of the matrix peak a measured matmul reaches on the device (its "maximum achievable
+  // matmul FLOPS" over the peak: clocks under load, scheduling); 1 where no measurement is documented.
+  double matmul_fraction = 1.0;
   std::string_view source;
 };
 
@@ -64,7 +68,8 @@ class ComputeModel {
   // bf16 peak. Throws as Roofline::Cost.
   LocalOpCost Cost(double flops, double bytes, ContractionDims dims, DType dtype, double speed_factor = 1.0) const;
 
-  // Fraction of the peak a [batch, m, k] x [k, n] contraction reaches (1 without a spec). REQUIRES: all > 0.
+  // Fraction of the peak a [batch, m, k] x [k, n] contraction reaches: quantisation x matmul_fraction (1 without
+  // a spec). REQUIRES: all > 0.
   double MatmulEfficiency(int64_t batch, int64_t m, int64_t n, int64_t k) const;
 
   // Flash attention (Dao et al. 2022) of `batch * heads` independent heads: Q [q_len, head_dim] against K/V

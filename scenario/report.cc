@@ -179,7 +179,7 @@ std::string PartitionTable(const PartitionResult& p) {
 // The model workload's analytic accounting: parameters, FLOPs, the pipeline bubble and memory per stage.
 std::string ModelReport(const ModelAccounting& a) {
   const ParallelDegrees& d = a.degrees;
-  std::string out = "analytic accounting (formulas; the training step itself is not simulated yet: no step time)\n";
+  std::string out = "analytic accounting (formulas)\n";
   out += fmt::format("parallel degrees: data {}, tensor {}, context {}, pipeline {}, expert {}; {} micro-batches "
                      "per step per data rank; pipeline bubble {:.4g} of compute\n",
                      d.data, d.tensor, d.context, d.pipeline, d.expert, d.micro_batches, a.bubble_fraction);
@@ -207,6 +207,37 @@ std::string ModelReport(const ModelAccounting& a) {
                      HumanBytes(static_cast<int64_t>(a.capacity_bytes)),
                      a.fits() ? "fits" : "RESOURCE_EXHAUSTED (does not fit)");
   return out;
+}
+
+// The simulated training step: time, throughput, where the time went.
+std::string ModelStepReport(const ModelStepTimes& t) {
+  std::string out = fmt::format(
+      "training step (simulated, {} device program{}, {} ops): {} per step, {:.4g} tokens/s, MFU {:.1f}%\n",
+      t.simulated_devices, t.simulated_devices == 1 ? "" : "s", t.timeline_ops, FormatSeconds(t.step_seconds),
+      t.tokens_per_second, 100 * t.mfu);
+  out += fmt::format("on the last device to finish: compute {}, exposed communication {}, hidden communication {}, "
+                     "pipeline bubble {}\n",
+                     FormatSeconds(t.compute_seconds), FormatSeconds(t.exposed_comm_seconds),
+                     FormatSeconds(t.hidden_comm_seconds), FormatSeconds(t.bubble_seconds));
+  std::string phases, kinds;
+  for (const auto& [phase, seconds] : t.compute_by_phase)
+    if (seconds > 0) phases += fmt::format("{}{} {}", phases.empty() ? "" : ", ", phase, FormatSeconds(seconds));
+  for (const auto& [kind, seconds] : t.comm_by_kind)
+    if (seconds > 0)
+      kinds += fmt::format("{}{} {} ({} exposed)", kinds.empty() ? "" : ", ", kind, FormatSeconds(seconds),
+                           FormatSeconds(t.exposed_by_kind.at(kind)));
+  out += fmt::format("compute by phase: {}\ncommunication by kind: {}\n", phases, kinds.empty() ? "none" : kinds);
+  return out;
+}
+
+nlohmann::json ModelStepJson(const ModelStepTimes& t) {
+  return {{"step_seconds", t.step_seconds}, {"compute_seconds", t.compute_seconds},
+          {"exposed_comm_seconds", t.exposed_comm_seconds}, {"hidden_comm_seconds", t.hidden_comm_seconds},
+          {"bubble_seconds", t.bubble_seconds}, {"model_flops", t.model_flops},
+          {"tokens_per_second", t.tokens_per_second}, {"mfu", t.mfu}, {"comm_slowdown", t.comm_slowdown},
+          {"compute_by_phase", t.compute_by_phase}, {"comm_by_kind", t.comm_by_kind},
+          {"exposed_by_kind", t.exposed_by_kind}, {"simulated_devices", t.simulated_devices},
+          {"timeline_ops", t.timeline_ops}};
 }
 
 nlohmann::json ModelJson(const ModelAccounting& a) {
@@ -290,6 +321,7 @@ std::string HumanReport(const Scenario& s, const WorkloadResult& r) {
   if (r.partition) out += PartitionTable(*r.partition);
   if (!r.steps.empty() && r.sweep.empty()) out += StepsTable(r);
   if (r.model) out += ModelReport(*r.model);
+  if (r.model_step) out += ModelStepReport(*r.model_step);
   if (r.kind != "partition" && !r.model) {
     const MemoryResult& m = r.memory;
     out += fmt::format("predicted time {} (compute {}, communication {}, waiting for stragglers {}); simulator wall {}\n",
@@ -320,14 +352,8 @@ std::string HumanSummary(const std::vector<WorkloadResult>& results, double wall
     else ++failed;
     predicted += r.totals.predicted_seconds;
   }
-  int accounting_only = 0;
-  for (const WorkloadResult& r : results) accounting_only += r.model ? 1 : 0;
-  return fmt::format("\n{} workloads: {} checks passed, {} failed, {} not performed; predicted {} in all{}; wall {}\n",
-                     results.size(), passed, failed, skipped, FormatSeconds(predicted),
-                     accounting_only > 0 ? fmt::format(" ({} model workload{} accounted only: no step time)",
-                                                       accounting_only, accounting_only == 1 ? "" : "s")
-                                         : std::string(),
-                     FormatSeconds(wall_seconds));
+  return fmt::format("\n{} workloads: {} checks passed, {} failed, {} not performed; predicted {} in all; wall {}\n",
+                     results.size(), passed, failed, skipped, FormatSeconds(predicted), FormatSeconds(wall_seconds));
 }
 
 nlohmann::json WorkloadJson(const WorkloadResult& r) {
@@ -410,6 +436,7 @@ nlohmann::json WorkloadJson(const WorkloadResult& r) {
                       {"largest", r.partition->largest}, {"smallest", r.partition->smallest}};
   }
   if (r.model) w["model"] = ModelJson(*r.model);
+  if (r.model_step) w["model_step"] = ModelStepJson(*r.model_step);
   nlohmann::json layouts = nlohmann::json::object();
   for (const auto& [name, spec] : r.layouts) layouts[name] = spec.ToString();
   w["layouts"] = layouts;

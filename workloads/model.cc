@@ -367,6 +367,17 @@ StageMemory StageMemoryOf(const ModelConfig& c, const ParallelDegrees& d, int64_
 
 }  // namespace
 
+double LayerParamsPerDevice(const ModelConfig& c, const ParallelDegrees& d, bool moe_layer) {
+  const double attention = AttentionParams(c, KvHeadsPerRank(c, d.tensor), d.tensor) + 2 * NormParams(c);
+  if (!moe_layer) return attention + MlpParams(c, c.d_ff) / d.tensor;
+  return attention + 1.0 * c.d_model * c.moe.experts +
+         1.0 * c.moe.experts / d.expert * MlpParams(c, c.expert_d_ff()) / d.tensor;
+}
+
+double VocabParamsPerDevice(const ModelConfig& c, const ParallelDegrees& d) {
+  return 1.0 * PaddedVocab(c, d.tensor) / d.tensor * c.d_model;
+}
+
 ModelAccounting AccountModel(const ModelConfig& config, const Mesh& mesh) {
   ModelAccounting a;
   a.degrees = ValidateModel(config, mesh);

@@ -1,10 +1,11 @@
 // The `model` workload: a decoder-only transformer language model trained with every kind of parallelism
 // mapped to mesh axes (docs/workloads.md, "model").
 //
-// This header holds the configuration (ModelConfig), its validation against a mesh (ValidateModel), and the
+// This header holds the configuration (ModelConfig), its validation against a mesh (ValidateModel), the
 // ANALYTIC accounting of one training step (AccountModel): parameter count, FLOPs per step, per-device memory
-// by category, and the pipeline bubble. The step itself (an SPMD program with pipeline schedules and overlap)
-// is not simulated yet: RunModel reports the accounting only and predicts no step time.
+// by category, and the pipeline bubble; and the simulated step (PredictModelStep, docs/model.md): every
+// device's program of forward, backward, recompute, pipeline transfers, gradient reduction and optimizer on
+// compute and communication streams, priced by the cost model. Shapes only: no data runs through it yet.
 //
 // Example (GPT-3 175B as in Korthikanti et al. 2022, Table 5, on 64 A100s, TP 8 x PP 8 interleaved 3):
 //   ModelConfig c{.vocab = 51200, .d_model = 12288, .layers = 96, .heads = 96, .d_ff = 4 * 12288, .seq = 2048,
@@ -22,11 +23,14 @@
 #define SPMDSIM_WORKLOADS_MODEL_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/dtype.h"
+#include "cost/collective_model.h"
+#include "cost/roofline.h"
 #include "mesh/mesh.h"
 
 namespace spmdsim {
@@ -192,6 +196,67 @@ int64_t InFlightChunks(PipelineSchedule schedule, int64_t stages, int64_t stage,
 
 // The whole accounting. REQUIRES: ValidateModel passes (it is called first; its errors propagate).
 ModelAccounting AccountModel(const ModelConfig& config, const Mesh& mesh);
+
+// Parameters one device holds for one layer (tensor-parallel share; a MoE layer's experts split over the expert
+// degree), before any ZeRO sharding.
+double LayerParamsPerDevice(const ModelConfig& config, const ParallelDegrees& degrees, bool moe_layer);
+// Parameters of the input embedding (and learned positions) or of the output projection on one device.
+double VocabParamsPerDevice(const ModelConfig& config, const ParallelDegrees& degrees);
+
+// --- the simulated training step (docs/model.md) -----------------------------------------------------------------
+
+// One forward or backward of one micro-batch through one model chunk, in the order a pipeline stage runs them.
+struct PipelineTask {
+  bool forward = true;
+  int64_t micro_batch = 0;
+  int64_t chunk = 0;  // virtual stage index on this device (0 unless interleaved)
+  bool operator==(const PipelineTask&) const = default;
+};
+
+// The order stage `stage` of `stages` runs its tasks, as Megatron-LM's schedules do
+// (megatron/core/pipeline_parallel/schedules.py): GPipe all forwards then all backwards; 1F1B min(p - s - 1, m)
+// warm-up forwards, then one forward and one backward alternately, then the remaining backwards; interleaved
+// 1F1B the same over m v chunk-tasks with (p - s - 1) 2 + (v - 1) p warm-up forwards, micro-batches taken in
+// groups of p per chunk. REQUIRES (ValidateModel checks it): interleaved needs m % p == 0.
+std::vector<PipelineTask> PipelineOrder(PipelineSchedule schedule, int64_t stages, int64_t stage,
+                                        int64_t micro_batches, int64_t virtual_stages);
+
+struct ModelStepOptions {
+  // Simulate one device per pipeline stage instead of every device. Exact for this workload: the devices of a
+  // stage run the same program on the same shapes, no device is slower, and every collective is charged the
+  // cost of its slowest group, so each member of a group starts and ends it at the same time
+  // (tests compare both).
+  bool reduced = true;
+  // Fraction of a device's compute lost while its own communication is in flight (NCCL runs one CTA per channel
+  // on an SM). < 0: the device's default (docs/model.md); 0: none.
+  double comm_slowdown = -1;
+  RooflineOptions roofline{};       // the user's compute / HBM efficiency knobs (default 1)
+  CollectiveOptions collectives{};
+};
+
+// The predicted step. Times are those of the device that finishes last (the first such in mesh order).
+struct ModelStepTimes {
+  double step_seconds = 0;
+  double compute_seconds = 0;        // its compute stream busy (slowdown included)
+  double exposed_comm_seconds = 0;   // its compute stream waiting for collectives
+  double hidden_comm_seconds = 0;    // collectives it ran while computing (total - exposed, >= 0)
+  double bubble_seconds = 0;         // its compute stream waiting for pipeline receives
+  double model_flops = 0;            // ModelFlops::model (forward + backward, no recompute)
+  double tokens_per_second = 0;
+  double mfu = 0;                    // model_flops / (step_seconds x devices x matrix peak of the dtype)
+  double comm_slowdown = 0;          // the fraction used
+  std::map<std::string, double> compute_by_phase;   // forward, backward, recompute, head, optimizer
+  std::map<std::string, double> comm_by_kind;       // tensor, data, pipeline, context, expert (run time)
+  std::map<std::string, double> exposed_by_kind;    // the same, exposed
+  int64_t simulated_devices = 0;
+  int64_t timeline_ops = 0;
+};
+
+// Builds every simulated device's program for one optimizer step (forward, backward, recompute, pipeline
+// transfers, gradient reduction, optimizer) and runs it on a StepTimeline (cost/timeline.h), each op priced by
+// the ComputeModel and each collective by the CollectiveModel of the mesh's topology.
+// Throws what ValidateModel throws, and Error(kFailedPrecondition) when the mesh has no topology.
+ModelStepTimes PredictModelStep(const ModelConfig& config, const Mesh& mesh, const ModelStepOptions& options = {});
 
 }  // namespace spmdsim
 

@@ -17,9 +17,8 @@
 //   RunMlp               Megatron MLP forward (+ backward) under data / FSDP / tensor / sequence parallelism
 //   RunTransformerBlock  Megatron attention + MLP block, forward (+ backward)
 //   RunPartition         parameter shapes and rules -> specs and per-device memory (no Runtime run)
-//   RunModel             a decoder-only LM training step: ANALYTIC accounting only for now (parameters,
-//                        FLOPs, memory per device by category, pipeline bubble; workloads/model.h). No step
-//                        time is predicted until the step program lands.
+//   RunModel             a decoder-only LM training step: analytic accounting (parameters, FLOPs, memory per
+//                        device by category) and the predicted step time (PredictModelStep; workloads/model.h).
 //
 // Example (8 CPU devices, tensor-parallel MLP, checked and costed):
 //   auto topo = std::make_shared<const Topology>(Topology::Parse("cpu:8"));
@@ -224,6 +223,7 @@ struct WorkloadResult {
   std::vector<SweepRow> sweep;         // collectives only
   std::optional<PartitionResult> partition;  // partition only
   std::optional<ModelAccounting> model;      // model only: the analytic accounting (workloads/model.h)
+  std::optional<ModelStepTimes> model_step;  // model only: the simulated training step (workloads/model.h)
   // Global (unsharded) arrays, when WorkloadContext::keep_arrays and not abstract (for --dump).
   std::vector<std::pair<std::string, Array>> inputs;
   std::vector<std::pair<std::string, Array>> outputs;

@@ -90,7 +90,7 @@ TEST(ModelWorkload, ErrorsNameFileLineAndField) {
               HasSubstr("fsdp: true is zero_stage 3"));
 }
 
-TEST(ModelWorkload, RunPrintsTheAnalyticAccountingAndNoStepTime) {
+TEST(ModelWorkload, RunPrintsTheAnalyticAccountingAndTheSimulatedStep) {
   Scenario s = ParseScenario(kHeader + R"y(  - kind: model
     heads: 16
     d_model: 1024
@@ -102,12 +102,16 @@ TEST(ModelWorkload, RunPrintsTheAnalyticAccountingAndNoStepTime) {
   ASSERT_EQ(results.size(), 1u);
   std::string human = HumanReport(s, results[0]);
   EXPECT_THAT(human, HasSubstr("analytic accounting"));
-  EXPECT_THAT(human, HasSubstr("no step time"));
+  EXPECT_THAT(human, HasSubstr("training step (simulated, 2 device programs"));
+  EXPECT_THAT(human, HasSubstr("communication by kind: data"));
   EXPECT_THAT(human, HasSubstr("parallel degrees: data 2, tensor 4, context 1, pipeline 2"));
   EXPECT_THAT(human, HasSubstr("pipeline bubble 0.125"));  // (p - 1) / m = 1 / 8
   EXPECT_THAT(human, HasSubstr(": fits"));
-  EXPECT_THAT(human, testing::Not(HasSubstr("predicted time")));
+  EXPECT_GT(results[0].totals.predicted_seconds, 0);
   nlohmann::json j = JsonReport(s, results, false, 0, ExitCode::kOk);
+  const nlohmann::json& step = j["workloads"][0]["model_step"];
+  EXPECT_DOUBLE_EQ(step["step_seconds"].get<double>(), results[0].totals.predicted_seconds);
+  EXPECT_GT(step["mfu"].get<double>(), 0);
   const nlohmann::json& m = j["workloads"][0]["model"];
   EXPECT_TRUE(m["analytic"].get<bool>());
   EXPECT_EQ(m["stages"].size(), 2u);

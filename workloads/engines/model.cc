@@ -30,8 +30,17 @@ WorkloadResult RunModel(const WorkloadContext& context, const ModelConfig& confi
       m.min_device = mesh.DeviceAt(position);
     }
   }
-  r.check.compared = "analytic accounting only: the training step is not simulated yet";
+  ModelStepTimes step = PredictModelStep(config, mesh, ModelStepOptions{.roofline = context.cost.roofline, .collectives = context.cost.collectives});
+  r.totals.predicted_seconds = step.step_seconds;
+  r.totals.compute_seconds = step.compute_seconds;
+  for (const auto& [kind, seconds] : step.comm_by_kind) {
+    r.totals.communication_seconds += seconds;
+    if (seconds > 0) r.totals.communication_seconds_by_axis[kind] = seconds;
+  }
+  r.totals.flops = step.model_flops;
+  r.check.compared = "the model workload is predicted from shapes only (no data yet)";
   r.model = std::move(a);
+  r.model_step = std::move(step);
   return r;
 }
 

@@ -1,0 +1,226 @@
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "cost/timeline.h"
+#include "mesh/mesh_utils.h"
+#include "mesh/topology.h"
+#include "workloads/model.h"
+#include "workloads/model_validation.h"
+
+namespace spmdsim {
+namespace {
+
+Mesh MeshOn(const std::string& topology, const std::vector<std::pair<std::string, int64_t>>& axes) {
+  return MakeDeviceMesh(std::make_shared<const Topology>(Topology::Parse(topology)), axes);
+}
+
+// --- schedules ---
+
+TEST(PipelineOrder, OneF1BWarmsUpThenAlternatesThenDrains) {
+  const std::vector<PipelineTask> order = PipelineOrder(PipelineSchedule::k1F1B, 4, 0, 6, 1);
+  std::string text;
+  for (const PipelineTask& t : order) text += fmt::format("{}{} ", t.forward ? "F" : "B", t.micro_batch);
+  EXPECT_EQ(text, "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5 ");
+  std::string last;
+  for (const PipelineTask& t : PipelineOrder(PipelineSchedule::k1F1B, 4, 3, 3, 1))
+    last += fmt::format("{}{} ", t.forward ? "F" : "B", t.micro_batch);
+  EXPECT_EQ(last, "F0 B0 F1 B1 F2 B2 ");
+}
+
+TEST(PipelineOrder, EveryScheduleRunsEachChunkOfEachMicroBatchOnceEachWay) {
+  for (PipelineSchedule s : {PipelineSchedule::kGpipe, PipelineSchedule::k1F1B, PipelineSchedule::kInterleaved1F1B}) {
+    const int64_t p = 4, m = 8, v = s == PipelineSchedule::kInterleaved1F1B ? 3 : 1;
+    for (int64_t stage = 0; stage < p; ++stage) {
+      std::set<std::tuple<bool, int64_t, int64_t>> seen;
+      std::map<std::pair<int64_t, int64_t>, int> forward_done;
+      for (const PipelineTask& t : PipelineOrder(s, p, stage, m, v)) {
+        EXPECT_TRUE(seen.insert({t.forward, t.micro_batch, t.chunk}).second);
+        if (t.forward) forward_done[{t.micro_batch, t.chunk}] = 1;
+        else EXPECT_EQ(forward_done.count({t.micro_batch, t.chunk}), 1u) << "backward before forward";
+      }
+      EXPECT_EQ(seen.size(), static_cast<size_t>(2 * m * v));
+    }
+  }
+}
+
+// The bubble of each schedule with unit task costs and free transfers: forward 1, backward 2 per stage (split
+// over the v chunks): the step is (m + (p - 1) / v) (f + b), i.e. the published bubble (p - 1) / m and
+// (p - 1) / (v m) (Narayanan et al. 2021).
+double PipelineStep(PipelineSchedule s, int64_t p, int64_t m, int64_t v) {
+  StepTimeline timeline(p, 0.0);
+  const double f = 1.0 / v, b = 2.0 / v;
+  const int64_t last = p * v - 1;
+  auto tag = [&](bool forward, int64_t mb, int64_t vstage) { return ((forward ? 0 : 1) * m + mb) * p * v + vstage; };
+  for (int64_t stage = 0; stage < p; ++stage) {
+    std::vector<TimelineOp> ops;
+    for (const PipelineTask& t : PipelineOrder(s, p, stage, m, v)) {
+      const int64_t vs = t.chunk * p + stage;
+      if (t.forward) {
+        if (vs > 0) ops.push_back(TimelineOp::Recv((stage + p - 1) % p, tag(true, t.micro_batch, vs), 0));
+        ops.push_back(TimelineOp::Compute(f, 0));
+        if (vs < last) ops.push_back(TimelineOp::Send((stage + 1) % p, tag(true, t.micro_batch, vs + 1), 0, 0));
+      } else {
+        if (vs < last) ops.push_back(TimelineOp::Recv((stage + 1) % p, tag(false, t.micro_batch, vs), 0));
+        ops.push_back(TimelineOp::Compute(b, 0));
+        if (vs > 0) ops.push_back(TimelineOp::Send((stage + p - 1) % p, tag(false, t.micro_batch, vs - 1), 0, 0));
+      }
+    }
+    timeline.SetProgram(stage, std::move(ops));
+  }
+  double end = 0;
+  for (const DeviceTimes& d : timeline.Run()) end = std::max(end, d.end);
+  return end;
+}
+
+TEST(PipelineOrder, SchedulesHaveThePublishedBubble) {
+  for (auto [p, m] : {std::pair<int64_t, int64_t>{4, 8}, {8, 16}, {4, 4}, {2, 12}}) {
+    const double ideal = 3.0 * m;
+    EXPECT_NEAR(PipelineStep(PipelineSchedule::k1F1B, p, m, 1) / ideal - 1,
+                PipelineBubbleFraction(PipelineSchedule::k1F1B, p, m, 1), 1e-9) << p << " " << m;
+    EXPECT_NEAR(PipelineStep(PipelineSchedule::kGpipe, p, m, 1) / ideal - 1,
+                PipelineBubbleFraction(PipelineSchedule::kGpipe, p, m, 1), 1e-9) << p << " " << m;
+    for (int64_t v : {2, 3}) {
+      EXPECT_NEAR(PipelineStep(PipelineSchedule::kInterleaved1F1B, p, m, v) / ideal - 1,
+                  PipelineBubbleFraction(PipelineSchedule::kInterleaved1F1B, p, m, v), 1e-9)
+          << p << " " << m << " " << v;
+    }
+  }
+}
+
+// --- the step ---
+
+ModelConfig Small() {
+  ModelConfig c;
+  c.vocab = 32000;
+  c.d_model = 2048;
+  c.layers = 8;
+  c.heads = 16;
+  c.kv_heads = 4;
+  c.d_ff = 5632;
+  c.activation = Activation::kSwiglu;
+  c.norm = Norm::kRmsNorm;
+  c.seq = 2048;
+  c.global_batch = 32;
+  c.micro_batch = 1;
+  return c;
+}
+
+struct Layout {
+  std::string name;
+  std::vector<std::pair<std::string, int64_t>> axes;
+  ModelConfig config;
+};
+
+std::vector<Layout> Layouts() {
+  std::vector<Layout> out;
+  {
+    Layout l{"dp2 x pp4 (1f1b) x tp8 + sp, zero 1", {{"data", 2}, {"pipe", 4}, {"tensor", 8}}, Small()};
+    l.config.parallel = {.data_axes = {"data"}, .zero_stage = 1, .tensor_axes = {"tensor"}, .sequence_parallel = true,
+                         .pipeline_axes = {"pipe"}};
+    out.push_back(l);
+  }
+  {
+    Layout l{"dp4 x pp4 interleaved 2 x tp4, selective", {{"data", 4}, {"pipe", 4}, {"tensor", 4}}, Small()};
+    l.config.parallel = {.data_axes = {"data"}, .tensor_axes = {"tensor"}, .pipeline_axes = {"pipe"},
+                         .schedule = PipelineSchedule::kInterleaved1F1B, .virtual_stages = 2};
+    l.config.recompute = Recompute::kSelective;
+    l.config.flash_attention = false;
+    out.push_back(l);
+  }
+  {
+    Layout l{"fsdp 16 x tp 4, full recompute", {{"data", 16}, {"tensor", 4}}, Small()};
+    l.config.parallel = {.data_axes = {"data"}, .zero_stage = 3, .tensor_axes = {"tensor"}};
+    l.config.recompute = Recompute::kFull;
+    out.push_back(l);
+  }
+  {
+    Layout l{"dp 2 x cp 2 x pp 2 gpipe x tp 8", {{"data", 2}, {"context", 2}, {"pipe", 2}, {"tensor", 8}}, Small()};
+    l.config.parallel = {.data_axes = {"data"}, .tensor_axes = {"tensor"}, .context_axes = {"context"},
+                         .pipeline_axes = {"pipe"}, .schedule = PipelineSchedule::kGpipe};
+    out.push_back(l);
+  }
+  {
+    Layout l{"moe: dp 8 with ep 8 x tp 8", {{"data", 8}, {"tensor", 8}}, Small()};
+    l.config.moe = {.experts = 8, .top_k = 2, .capacity_factor = 1.25, .every = 2};
+    l.config.parallel = {.data_axes = {"data"}, .zero_stage = 1, .tensor_axes = {"tensor"}, .sequence_parallel = true,
+                         .expert_axes = {"data"}};
+    out.push_back(l);
+  }
+  return out;
+}
+
+TEST(ModelStep, TheReducedSimulationEqualsTheFullOneOnEveryParallelism) {
+  for (const Layout& l : Layouts()) {
+    const Mesh mesh = MeshOn("dgx-h100:8", l.axes);
+    const ModelStepTimes full = PredictModelStep(l.config, mesh, {.reduced = false});
+    const ModelStepTimes reduced = PredictModelStep(l.config, mesh, {.reduced = true});
+    EXPECT_EQ(full.simulated_devices, 64) << l.name;
+    EXPECT_LT(reduced.simulated_devices, full.simulated_devices) << l.name;
+    EXPECT_NEAR(reduced.step_seconds, full.step_seconds, 1e-12 * full.step_seconds) << l.name;
+    EXPECT_NEAR(reduced.exposed_comm_seconds, full.exposed_comm_seconds, 1e-9 * full.step_seconds) << l.name;
+    EXPECT_NEAR(reduced.bubble_seconds, full.bubble_seconds, 1e-9 * full.step_seconds) << l.name;
+    EXPECT_GT(full.step_seconds, 0) << l.name;
+  }
+}
+
+// Overlap never makes a step slower than computing and communicating one after the other, nor faster than the
+// busier of the two.
+TEST(ModelStep, OverlapLiesBetweenTheSerialSumAndTheMaximum) {
+  for (const Layout& l : Layouts()) {
+    const Mesh mesh = MeshOn("dgx-h100:8", l.axes);
+    const ModelStepTimes t = PredictModelStep(l.config, mesh, {.comm_slowdown = 0});
+    double comm = 0;
+    for (const auto& [kind, seconds] : t.comm_by_kind) comm += seconds;
+    EXPECT_LE(t.step_seconds, t.compute_seconds + comm + t.bubble_seconds + 1e-9) << l.name;
+    // Tensor and expert collectives share one stream, data and context ones the other.
+    const auto& k = t.comm_by_kind;
+    const double busiest = std::max({t.compute_seconds, k.at("tensor") + k.at("expert"), k.at("data") + k.at("context")});
+    EXPECT_GE(t.step_seconds, busiest - 1e-9) << l.name;
+    EXPECT_NEAR(t.step_seconds, t.compute_seconds + t.exposed_comm_seconds + t.bubble_seconds,
+                1e-6 * t.step_seconds) << l.name;
+  }
+}
+
+TEST(ModelStep, RecomputeAndSlowdownCostTimeAndMoreMicroBatchesShrinkTheBubble) {
+  const Mesh mesh = MeshOn("dgx-h100:4", {{"pipe", 4}, {"tensor", 8}});
+  ModelConfig c = Small();
+  c.parallel = {.tensor_axes = {"tensor"}, .sequence_parallel = true, .pipeline_axes = {"pipe"}};
+  const ModelStepTimes none = PredictModelStep(c, mesh);
+  c.recompute = Recompute::kFull;
+  const ModelStepTimes full = PredictModelStep(c, mesh);
+  EXPECT_GT(full.step_seconds, none.step_seconds);
+  EXPECT_GT(full.compute_by_phase.at("recompute"), 0);
+  EXPECT_NEAR(full.mfu * full.step_seconds, none.mfu * none.step_seconds, 1e-9);  // same model FLOPs
+  c.recompute = Recompute::kNone;
+  const ModelStepTimes fast = PredictModelStep(c, mesh, {.comm_slowdown = 0});
+  EXPECT_LT(fast.step_seconds, none.step_seconds);
+  EXPECT_GT(none.comm_slowdown, 0);  // GPUs: NCCL's channels take SMs
+  c.global_batch = 128;
+  const ModelStepTimes more = PredictModelStep(c, mesh);
+  EXPECT_LT(more.bubble_seconds / more.step_seconds, none.bubble_seconds / none.step_seconds);
+}
+
+// docs/model-validation.md is the table this computes, and every enforced row is within its tolerance.
+TEST(ModelValidation, EveryEnforcedRowIsWithinItsToleranceAndDocumented) {
+  const std::vector<ValidationRow> rows = ComputeModelValidationRows();
+  ASSERT_GE(rows.size(), 15u);
+  std::ifstream doc(std::string(SPMDSIM_SOURCE_DIR) + "/docs/model-validation.md");
+  std::stringstream text;
+  text << doc.rdbuf();
+  for (const ValidationRow& row : rows) {
+    if (row.enforced) {
+      EXPECT_TRUE(row.within()) << row.name << ": gap " << row.gap();
+    }
+    EXPECT_THAT(text.str(), ::testing::HasSubstr(row.name)) << "docs/model-validation.md lacks a row";
+  }
+}
+
+}  // namespace
+}  // namespace spmdsim
