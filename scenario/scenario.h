@@ -146,6 +146,13 @@ Array MakeScenarioArray(const ScenarioArray& array, bool abstract);
 // Error(kFailedPrecondition) for an abstract array.
 NpyArray ToNpy(const Array& array);
 
+// A ready-to-run scenario file (YAML text) with one `kind: model` workload: `config` on `topology` (the Parse
+// form, e.g. "dgx-h100:16") with a mesh of `mesh_axes` (in mesh order). Every field of the config is written, so
+// LoadScenario gives back the same ModelConfig. `comment` becomes the file's leading comment lines.
+std::string ModelScenarioYaml(const std::string& name, const std::string& description, const std::string& topology,
+                              const std::vector<std::pair<std::string, int64_t>>& mesh_axes, const ModelConfig& config,
+                              const std::string& comment = "");
+
 // Parses and validates a scenario. `path` is used in messages and to resolve relative .npy paths.
 Scenario LoadScenario(const std::string& path);
 // Same, from text; `path` names the text in messages and is the base for relative paths.

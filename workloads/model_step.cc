@@ -540,10 +540,10 @@ class StepBuilder {
 
 }  // namespace
 
-ModelStepTimes PredictModelStep(const ModelConfig& config, const Mesh& mesh, const ModelStepOptions& options) {
-  if (mesh.topology() == nullptr) {
-    Throw(ErrorCode::kFailedPrecondition, "model '{}': predicting a step needs a mesh with a topology", config.name);
-  }
+namespace {
+
+// Runs the timeline of `config` (its micro-batch count as configured) and fills the times.
+ModelStepTimes Simulate(const ModelConfig& config, const Mesh& mesh, const ModelStepOptions& options) {
   StepBuilder builder(config, mesh, options);
   std::unique_ptr<StepTimeline> timeline = builder.Build();
   ModelStepTimes out;
@@ -569,10 +569,52 @@ ModelStepTimes PredictModelStep(const ModelConfig& config, const Mesh& mesh, con
     }
   }
   out.simulated_devices = static_cast<int64_t>(times.size());
-  const ModelAccounting accounting = AccountModel(config, mesh);
+  return out;
+}
+
+// a + f (b - a), field by field (the additive times).
+ModelStepTimes Extrapolate(const ModelStepTimes& a, const ModelStepTimes& b, double f) {
+  auto line = [f](double x, double y) { return y + f * (y - x); };
+  ModelStepTimes out = b;
+  out.step_seconds = line(a.step_seconds, b.step_seconds);
+  out.compute_seconds = line(a.compute_seconds, b.compute_seconds);
+  out.exposed_comm_seconds = line(a.exposed_comm_seconds, b.exposed_comm_seconds);
+  out.hidden_comm_seconds = line(a.hidden_comm_seconds, b.hidden_comm_seconds);
+  out.bubble_seconds = line(a.bubble_seconds, b.bubble_seconds);
+  using Breakdown = std::map<std::string, double> ModelStepTimes::*;
+  for (Breakdown field : {&ModelStepTimes::compute_by_phase, &ModelStepTimes::comm_by_kind, &ModelStepTimes::exposed_by_kind})
+    for (auto& [key, value] : out.*field) value = line((a.*field).at(key), value);
+  out.timeline_ops = a.timeline_ops + b.timeline_ops;  // what was simulated
+  return out;
+}
+
+}  // namespace
+
+ModelStepTimes PredictModelStep(const ModelConfig& config, const Mesh& mesh, const ModelStepOptions& options) {
+  if (mesh.topology() == nullptr) {
+    Throw(ErrorCode::kFailedPrecondition, "model '{}': predicting a step needs a mesh with a topology", config.name);
+  }
+  const ModelAccounting accounting = AccountModel(config, mesh);  // validates
+  const ParallelDegrees& d = accounting.degrees;
+  // Steady state: after the pipeline has filled, every further group of p micro-batches adds the same time
+  // (docs/model.md, "Micro-batch extrapolation"); simulate two counts and extend the line.
+  const int64_t p = d.pipeline;
+  const int64_t m1 = std::max<int64_t>(2 * p, 4), m2 = m1 + p;
+  ModelStepTimes out;
+  if (options.extrapolate && d.micro_batches > m1 + m2 && (d.micro_batches - m2) % p == 0) {
+    ModelConfig small = config;
+    small.global_batch = m1 * config.micro_batch * d.data;
+    const ModelStepTimes a = Simulate(small, mesh, options);
+    small.global_batch = m2 * config.micro_batch * d.data;
+    const ModelStepTimes b = Simulate(small, mesh, options);
+    out = Extrapolate(a, b, static_cast<double>(d.micro_batches - m2) / static_cast<double>(m2 - m1));
+  } else {
+    out = Simulate(config, mesh, options);
+  }
   out.model_flops = accounting.flops.model;
   out.tokens_per_second = accounting.tokens_per_step / out.step_seconds;
-  out.mfu = out.model_flops / (out.step_seconds * static_cast<double>(mesh.size()) * builder.MatrixPeak());
+  const double peak = ComputeModel(*mesh.topology(), options.roofline).MatrixPeak(config.dtype);
+  out.mfu = out.model_flops / (out.step_seconds * static_cast<double>(mesh.size()) * peak);
   return out;
 }
 

@@ -170,6 +170,27 @@ TEST(ModelStep, TheReducedSimulationEqualsTheFullOneOnEveryParallelism) {
   }
 }
 
+// Extending the line from two micro-batch counts gives the whole simulation's times.
+TEST(ModelStep, MicroBatchExtrapolationEqualsTheWholeSimulation) {
+  for (const Layout& l : Layouts()) {
+    for (int64_t global_batch : {64, 256, 1024}) {
+      ModelConfig c = l.config;
+      c.global_batch = global_batch;
+      const Mesh mesh = MeshOn("dgx-h100:8", l.axes);
+      const ModelStepTimes whole = PredictModelStep(c, mesh, {.extrapolate = false});
+      const ModelStepTimes line = PredictModelStep(c, mesh, {.extrapolate = true});
+      const std::string what = fmt::format("{}, global batch {}", l.name, global_batch);
+      EXPECT_LE(line.timeline_ops, whole.timeline_ops) << what;
+      EXPECT_NEAR(line.step_seconds, whole.step_seconds, 1e-9 * whole.step_seconds) << what;
+      EXPECT_NEAR(line.compute_seconds, whole.compute_seconds, 1e-9 * whole.step_seconds) << what;
+      EXPECT_NEAR(line.exposed_comm_seconds, whole.exposed_comm_seconds, 1e-9 * whole.step_seconds) << what;
+      EXPECT_NEAR(line.bubble_seconds, whole.bubble_seconds, 1e-9 * whole.step_seconds) << what;
+      for (const auto& [kind, seconds] : whole.comm_by_kind)
+        EXPECT_NEAR(line.comm_by_kind.at(kind), seconds, 1e-9 * whole.step_seconds) << what << " " << kind;
+    }
+  }
+}
+
 // Overlap never makes a step slower than computing and communicating one after the other, nor faster than the
 // busier of the two.
 TEST(ModelStep, OverlapLiesBetweenTheSerialSumAndTheMaximum) {

@@ -1,0 +1,159 @@
+// spmdsim plan MODEL.yaml [--topology T] [--global-batch B] [--top N] [--json] [--write FILE] [--threads N]
+//
+// Searches the parallel configurations of the first `kind: model` workload of a scenario file on a topology
+// (the scenario's own unless --topology), ranks them by predicted step time (workloads/plan.h, docs/plan.md),
+// prints the fastest N and writes the fastest as a ready-to-run scenario (--write; default
+// <scenario name>.plan.yaml in the working directory, "" to skip).
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_util.h"
+#include "cli/commands.h"
+#include "common/error.h"
+#include "common/strings.h"
+#include "mesh/topology.h"
+#include "scenario/report.h"
+#include "scenario/scenario.h"
+#include "workloads/plan.h"
+
+namespace spmdsim::cli {
+namespace {
+
+struct PlanFlags {
+  std::string file;
+  std::string topology;
+  int64_t global_batch = 0;
+  int64_t top = 10;
+  bool json = false;
+  std::string write = "\x01";  // unset: <name>.plan.yaml
+  int threads = 0;
+  int64_t max_context = 8;
+  bool no_placement = false;
+};
+
+const ModelConfig& FirstModel(const Scenario& s) {
+  for (const ScenarioWorkload& w : s.workloads)
+    if (const auto* m = std::get_if<ModelConfig>(&w.config)) return *m;
+  Throw(ErrorCode::kInvalidArgument, "{}: no `kind: model` workload to plan (add one under workloads:)", s.path);
+}
+
+std::string Seconds(double s) { return FormatSeconds(s); }
+
+std::string HumanTable(const PlanResult& r, const ModelConfig& model) {
+  std::string out = fmt::format(
+      "plan {} on {} devices, global batch {}: {} configurations, {} invalid or unplaceable, {} over memory, {} "
+      "evaluated in {:.1f} s\n",
+      model.name, r.devices, model.global_batch, r.enumerated, r.invalid, r.over_memory, r.evaluated, r.wall_seconds);
+  for (const auto& [reason, count] : r.rejected_because) out += fmt::format("  rejected {}: {}\n", count, reason);
+  out += fmt::format("{:>4}  {:>10}  {:>12}  {:>6}  {:>10}  {:>10}  {:>10}  {}\n", "rank", "step", "tokens/s", "MFU",
+                     "peak mem", "exposed", "bubble", "configuration (mesh axes in order, last fastest)");
+  int rank = 0;
+  for (const PlanEntry& e : r.best) {
+    out += fmt::format("{:>4}  {:>10}  {:>12.4g}  {:>5.1f}%  {:>10}  {:>10}  {:>10}  {}\n", ++rank,
+                       Seconds(e.step.step_seconds), e.step.tokens_per_second, 100 * e.step.mfu,
+                       HumanBytes(static_cast<int64_t>(e.peak_bytes)), Seconds(e.step.exposed_comm_seconds),
+                       Seconds(e.step.bubble_seconds), e.Describe());
+  }
+  if (r.best.empty()) out += "no configuration fits: see the rejections above\n";
+  return out;
+}
+
+nlohmann::json Json(const PlanResult& r) {
+  nlohmann::json best = nlohmann::json::array();
+  for (const PlanEntry& e : r.best) {
+    nlohmann::json axes = nlohmann::json::array();
+    for (const auto& [axis, size] : e.mesh_axes) axes.push_back({axis, size});
+    const ModelParallelism& p = e.config.parallel;
+    best.push_back({{"configuration", e.Describe()}, {"mesh_axes", axes},
+                    {"micro_batch", e.config.micro_batch}, {"recompute", RecomputeName(e.config.recompute)},
+                    {"zero_stage", p.zero_stage}, {"schedule", PipelineScheduleName(p.schedule)},
+                    {"virtual_stages", p.virtual_stages}, {"sequence_parallel", p.sequence_parallel},
+                    {"step_seconds", e.step.step_seconds}, {"tokens_per_second", e.step.tokens_per_second},
+                    {"mfu", e.step.mfu}, {"peak_bytes", e.peak_bytes},
+                    {"exposed_comm_seconds", e.step.exposed_comm_seconds}, {"bubble_seconds", e.step.bubble_seconds}});
+  }
+  return {{"devices", r.devices}, {"enumerated", r.enumerated}, {"invalid", r.invalid},
+          {"over_memory", r.over_memory}, {"evaluated", r.evaluated}, {"rejected_because", r.rejected_because},
+          {"wall_seconds", r.wall_seconds}, {"best", best}};
+}
+
+void WriteScenario(const std::string& path, const Scenario& s, const std::string& topology, const PlanEntry& best) {
+  const std::string text = ModelScenarioYaml(
+      s.name + "-plan", fmt::format("fastest configuration found by spmdsim plan: {}", best.Describe()), topology,
+      best.mesh_axes, best.config,
+      fmt::format("Written by `spmdsim plan {}`: predicted {} per step, MFU {:.1f}%.", s.path,
+                  FormatSeconds(best.step.step_seconds), 100 * best.step.mfu));
+  std::ofstream out(path, std::ios::trunc);
+  if (!out) Throw(ErrorCode::kInvalidArgument, "--write: cannot write '{}'", path);
+  out << text;
+  if (!out) Throw(ErrorCode::kInvalidArgument, "--write: failed writing '{}'", path);
+}
+
+ExitCode Plan(const PlanFlags& flags) {
+  const Scenario s = LoadScenario(flags.file);
+  ModelConfig model = FirstModel(s);
+  std::string topology_text = flags.topology.empty() ? s.topology.topology->ToString() : flags.topology;
+  auto topology = std::make_shared<const Topology>(Topology::Parse(topology_text));
+  PlanOptions options;
+  options.global_batch = flags.global_batch;
+  options.top = flags.top;
+  options.threads = flags.threads;
+  options.max_context = flags.max_context;
+  options.search_placement = !flags.no_placement;
+  const bool bar = !flags.json && isatty(STDERR_FILENO);
+  if (bar) {
+    options.progress = [](int64_t done, int64_t total) {
+      if (done % 16 != 0 && done != total) return;
+      fmt::print(stderr, "\r\033[Kplan: {}/{} configurations", done, total);
+      std::fflush(stderr);
+    };
+  }
+  const PlanResult result = PlanModel(model, topology, options);
+  if (bar) fmt::print(stderr, "\r\033[K");
+  if (options.global_batch > 0) model.global_batch = options.global_batch;
+  if (flags.json) {
+    fmt::print("{}\n", Json(result).dump(2));
+  } else {
+    fmt::print("{}", HumanTable(result, model));
+  }
+  const std::string path = flags.write == "\x01" ? s.name + ".plan.yaml" : flags.write;
+  if (!path.empty() && !result.best.empty()) {
+    WriteScenario(path, s, topology->ToString(), result.best.front());
+    if (!flags.json) fmt::print("wrote the fastest configuration to {} (spmdsim run {})\n", path, path);
+  }
+  return ExitCode::kOk;
+}
+
+}  // namespace
+
+void AddPlanCommand(CLI::App& app, ExitCode& exit_code) {
+  auto flags = std::make_shared<PlanFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "Search the parallel configurations of a scenario's model workload on a topology and rank them by "
+              "predicted step time (docs/plan.md)");
+  cmd->add_option("file", flags->file, "scenario YAML file with a `kind: model` workload")->required();
+  cmd->add_option("--topology", flags->topology, "topology preset (default: the scenario's), e.g. dgx-h100:16");
+  cmd->add_option("--global-batch", flags->global_batch, "sequences per step (default: the model's global_batch)")
+      ->check(IntIn(1, std::numeric_limits<int>::max()));
+  cmd->add_option("--top", flags->top, "how many configurations to print (default 10)")->check(IntIn(1, 100000));
+  cmd->add_flag("--json", flags->json, "print JSON instead of the table");
+  cmd->add_option("--write", flags->write,
+                  "write the fastest configuration as a scenario here (default <name>.plan.yaml; '' to skip)");
+  cmd->add_option("--threads", flags->threads, "worker threads (0: one per core)")
+      ->check(IntIn(0, std::numeric_limits<int>::max()));
+  cmd->add_option("--max-context", flags->max_context, "largest context-parallel degree searched (default 8)")
+      ->check(IntIn(1, 1 << 20));
+  cmd->add_flag("--no-placement", flags->no_placement,
+                "keep Megatron's axis order (data, pipeline, context, tensor innermost) instead of searching it");
+  cmd->callback([flags, &exit_code] { exit_code = Plan(*flags); });
+}
+
+}  // namespace spmdsim::cli

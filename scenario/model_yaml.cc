@@ -1,0 +1,88 @@
+// ModelScenarioYaml: a model workload written back as a scenario file (scenario/scenario.h).
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "common/dtype.h"
+#include "scenario/scenario.h"
+
+namespace spmdsim {
+namespace {
+
+void EmitAxes(YAML::Emitter& out, const char* key, const std::vector<std::string>& axes) {
+  if (axes.empty()) return;
+  out << YAML::Key << key << YAML::Value << YAML::Flow << axes;
+}
+
+void EmitParallel(YAML::Emitter& out, const ModelParallelism& p) {
+  out << YAML::Key << "parallel" << YAML::Value << YAML::BeginMap;
+  EmitAxes(out, "data_axes", p.data_axes);
+  out << YAML::Key << "zero_stage" << YAML::Value << p.zero_stage;
+  EmitAxes(out, "tensor_axes", p.tensor_axes);
+  out << YAML::Key << "sequence_parallel" << YAML::Value << p.sequence_parallel;
+  EmitAxes(out, "context_axes", p.context_axes);
+  EmitAxes(out, "pipeline_axes", p.pipeline_axes);
+  out << YAML::Key << "schedule" << YAML::Value << std::string(PipelineScheduleName(p.schedule));
+  out << YAML::Key << "virtual_stages" << YAML::Value << p.virtual_stages;
+  EmitAxes(out, "expert_axes", p.expert_axes);
+  out << YAML::EndMap;
+}
+
+void EmitModel(YAML::Emitter& out, const ModelConfig& c) {
+  out << YAML::BeginMap;
+  out << YAML::Key << "kind" << YAML::Value << "model";
+  out << YAML::Key << "name" << YAML::Value << c.name;
+  for (auto [key, value] : {std::pair<const char*, int64_t>{"vocab", c.vocab}, {"d_model", c.d_model},
+                            {"layers", c.layers}, {"heads", c.heads}, {"kv_heads", c.kv_heads},
+                            {"head_dim", c.head_dim}, {"d_ff", c.d_ff}, {"seq", c.seq},
+                            {"global_batch", c.global_batch}, {"micro_batch", c.micro_batch}}) {
+    if ((std::string_view(key) == "kv_heads" || std::string_view(key) == "head_dim") && value == 0) continue;
+    out << YAML::Key << key << YAML::Value << value;
+  }
+  out << YAML::Key << "activation" << YAML::Value << std::string(ActivationName(c.activation));
+  out << YAML::Key << "norm" << YAML::Value << std::string(NormName(c.norm));
+  out << YAML::Key << "position" << YAML::Value << std::string(PositionEmbeddingName(c.position));
+  out << YAML::Key << "tied_embeddings" << YAML::Value << c.tied_embeddings;
+  out << YAML::Key << "dropout" << YAML::Value << c.dropout;
+  out << YAML::Key << "flash_attention" << YAML::Value << c.flash_attention;
+  out << YAML::Key << "dtype" << YAML::Value << std::string(DTypeName(c.dtype));
+  if (c.moe.experts > 0) {
+    out << YAML::Key << "moe" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "experts" << YAML::Value << c.moe.experts;
+    out << YAML::Key << "top_k" << YAML::Value << c.moe.top_k;
+    out << YAML::Key << "capacity_factor" << YAML::Value << c.moe.capacity_factor;
+    if (c.moe.d_ff > 0) out << YAML::Key << "d_ff" << YAML::Value << c.moe.d_ff;
+    out << YAML::Key << "every" << YAML::Value << c.moe.every;
+    out << YAML::Key << "router" << YAML::Value << std::string(MoeRouterName(c.moe.router));
+    out << YAML::EndMap;
+  }
+  EmitParallel(out, c.parallel);
+  out << YAML::Key << "recompute" << YAML::Value << std::string(RecomputeName(c.recompute));
+  out << YAML::EndMap;
+}
+
+}  // namespace
+
+std::string ModelScenarioYaml(const std::string& name, const std::string& description, const std::string& topology,
+                              const std::vector<std::pair<std::string, int64_t>>& mesh_axes, const ModelConfig& config,
+                              const std::string& comment) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << name;
+  out << YAML::Key << "description" << YAML::Value << description;
+  out << YAML::Key << "topology" << YAML::Value << YAML::BeginMap << YAML::Key << "preset" << YAML::Value << topology
+      << YAML::EndMap;
+  out << YAML::Key << "mesh" << YAML::Value << YAML::BeginMap << YAML::Key << "axes" << YAML::Value << YAML::Flow
+      << YAML::BeginMap;
+  for (const auto& [axis, size] : mesh_axes) out << YAML::Key << axis << YAML::Value << size;
+  out << YAML::EndMap << YAML::EndMap;
+  out << YAML::Key << "workloads" << YAML::Value << YAML::BeginSeq;
+  EmitModel(out, config);
+  out << YAML::EndSeq << YAML::EndMap;
+  std::string text;
+  std::istringstream lines(comment);
+  for (std::string line; std::getline(lines, line);) text += "# " + line + "\n";
+  return text + out.c_str() + "\n";
+}
+
+}  // namespace spmdsim
