@@ -7,10 +7,12 @@ bench/python/python_calls_benchmark.cc), and the difference: the binding's overh
 The build tree must hold the Python module (<build>/python) and the benchmark binary
 (<build>/bench/python/python_python_calls_benchmark); the `bench` preset builds both:
     cmake --preset bench && cmake --build --preset bench --target spmdsim_python python_python_calls_benchmark
-Medians of --repetitions repetitions (default 5) on both sides, in CPU time, so that other processes on a shared
-machine inflate neither side: of the calling thread for the first calls (Python: time.thread_time; C++: the
-benchmark's cpu_time), of the whole process for run(), which hands the simulation to a worker thread (Python:
-time.process_time; C++: the benchmark's process CPU time). Target (issue 14): overhead < 2 us per call.
+Both sides are measured in CPU time, so that other processes on a shared machine inflate neither: of the calling
+thread for the first calls (Python: time.thread_time; C++: the benchmark's cpu_time), of the whole process for
+run(), which hands the simulation to a worker thread (Python: time.process_time; C++: the benchmark's process CPU
+time). --rounds rounds (default 5) alternate the two sides (one C++ benchmark run, then one timeit repeat of each
+Python call), so that a change of load hits both; the table gives the medians over the rounds.
+Target (issue 14): overhead < 2 us per call.
 """
 import argparse
 import json
@@ -25,28 +27,25 @@ import timeit
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def python_us(stmt, setup_globals, number, repetitions, process=False):
+def python_us(stmt, setup_globals, number, process=False):
     timer = time.process_time if process else time.thread_time
-    times = timeit.Timer(stmt, globals=setup_globals, timer=timer).repeat(number=number, repeat=repetitions)
-    return statistics.median(times) / number * 1e6
+    return timeit.Timer(stmt, globals=setup_globals, timer=timer).timeit(number=number) / number * 1e6
 
 
-def cpp_us(binary, repetitions):
-    out = subprocess.run([str(binary), "--benchmark_format=json", f"--benchmark_repetitions={repetitions}"],
-                         capture_output=True, text=True, check=True)
+def cpp_us(binary):
+    """{benchmark run name: CPU time per call [us]} of one run of the benchmark binary."""
+    out = subprocess.run([str(binary), "--benchmark_format=json"], capture_output=True, text=True, check=True)
     runs = {}
     for b in json.loads(out.stdout)["benchmarks"]:
-        if b.get("run_type") != "iteration":
-            continue
         scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3}[b["time_unit"]]
-        runs.setdefault(b["run_name"], []).append(b["cpu_time"] * scale)
-    return {name: statistics.median(t) for name, t in runs.items()}
+        runs[b["run_name"]] = b["cpu_time"] * scale
+    return runs
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default=str(ROOT / "build" / "bench"))
-    parser.add_argument("--repetitions", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     build = pathlib.Path(args.build)
     sys.path.insert(0, str(build / "python"))
@@ -75,21 +74,29 @@ def main():
         ("run(cpu8-quick, abstract=True)", "spmdsim.run(scenario, abstract=True, threads=1)", 20,
          "BM_RunAbstract/process_time/real_time"),
     ]
+    rows.append(("logical_to_mesh_axes (context rules)", "spmdsim.logical_to_mesh_axes(names)", 50000,
+                 "BM_LogicalToMeshAxes"))
     binary = build / "bench" / "python" / "python_python_calls_benchmark"
-    cpp = cpp_us(binary, args.repetitions) if binary.exists() else {}
+    cpp_runs, py_runs = [], {label: [] for label, *_ in rows}
+    for label, stmt, number, bench in rows:  # warm-up: first-call costs (caches, the thread pool) are not per call
+        python_us(stmt, g, 1)
+    for _ in range(args.rounds):
+        if binary.exists():
+            cpp_runs.append(cpp_us(binary))
+        for label, stmt, number, bench in rows:
+            if "context rules" in label:
+                with spmdsim.logical_axis_rules(rules):
+                    py_runs[label].append(python_us(stmt, g, number))
+            else:
+                py_runs[label].append(python_us(stmt, g, number, process="process_time" in bench))
     print(f"{'call':38} {'Python [us]':>12} {'C++ [us]':>10} {'overhead [us]':>14}")
     for label, stmt, number, bench in rows:
-        py = python_us(stmt, g, number, args.repetitions, process="process_time" in bench)
-        c = cpp.get(bench)
-        overhead = "" if c is None else f"{py - c:14.2f}"
-        print(f"{label:38} {py:12.2f} {'' if c is None else f'{c:10.2f}':>10} {overhead}")
-    with spmdsim.logical_axis_rules(rules):
-        py = python_us("spmdsim.logical_to_mesh_axes(names)", g, 50000, args.repetitions)
-    c = cpp.get("BM_LogicalToMeshAxes")
-    print(f"{'logical_to_mesh_axes (context rules)':38} {py:12.2f} {'' if c is None else f'{c:10.2f}':>10} "
-          f"{'' if c is None else f'{py - c:14.2f}'}")
-    if not cpp:
+        py = statistics.median(py_runs[label])
+        c = statistics.median(r[bench] for r in cpp_runs) if cpp_runs else None
+        print(f"{label:38} {py:12.2f} {'' if c is None else f'{c:10.2f}':>10} {'' if c is None else f'{py - c:14.2f}'}")
+    if not cpp_runs:
         print(f"(no C++ figures: {binary} not built)")
+    print(f"(medians of {args.rounds} alternating rounds)")
 
 
 if __name__ == "__main__":
