@@ -3,6 +3,7 @@
 // with tuples and hash; NamedSharding's devices_indices_map as tuples of slices (keys are device ids here, where
 // JAX uses Device objects).
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -59,26 +60,32 @@ py::object MakeSlice(std::optional<std::pair<int64_t, int64_t>> range) {
 // call and the next ones with the same shape and tiling (JAX caches the whole map per sharding and shape).
 class BlockTuples {
  public:
-  // The tuples for `layout`, made on first use. REQUIRES: the GIL (which guards the cache).
-  static std::vector<py::object>& For(const ShardingLayout& layout) {
-    static auto* cache = new std::vector<BlockTuples>();  // few entries, most recently used last
+  // The tuples for `layout`, made on first use. Shared, so that a call re-entering through Python (a finalizer run
+  // by the garbage collector while tuples are allocated) cannot free them under the caller. REQUIRES: the GIL
+  // (which guards the cache).
+  static std::shared_ptr<const BlockTuples> For(const ShardingLayout& layout) {
+    static auto* cache = new std::vector<std::shared_ptr<const BlockTuples>>();  // most recently used last
     for (size_t i = cache->size(); i-- > 0;) {
-      BlockTuples& entry = (*cache)[i];
+      const BlockTuples& entry = *(*cache)[i];
       if (entry.global_shape_ == layout.global_shape && entry.tiling_ == layout.tiling) {
-        if (i + 1 != cache->size()) std::swap(entry, cache->back());
-        return cache->back().tuples_;
+        std::swap((*cache)[i], cache->back());
+        return cache->back();
       }
     }
-    if (cache->size() == kEntries) cache->erase(cache->begin());
-    cache->push_back(Make(layout));
-    return cache->back().tuples_;
+    std::shared_ptr<const BlockTuples> made = Make(layout);
+    while (cache->size() >= kEntries) cache->erase(cache->begin());
+    cache->push_back(made);
+    return made;
   }
+
+  const py::object& tuple(int64_t shard_id) const { return tuples_[static_cast<size_t>(shard_id)]; }
 
  private:
   static constexpr size_t kEntries = 8;
 
-  static BlockTuples Make(const ShardingLayout& layout) {
-    BlockTuples out;
+  static std::shared_ptr<const BlockTuples> Make(const ShardingLayout& layout) {
+    auto made = std::make_shared<BlockTuples>();
+    BlockTuples& out = *made;
     out.global_shape_ = layout.global_shape;
     out.tiling_ = layout.tiling;
     const size_t rank = layout.global_shape.size();
@@ -107,7 +114,7 @@ class BlockTuples {
         block[d] = 0;
       }
     }
-    return out;
+    return made;
   }
 
   std::vector<int64_t> global_shape_;
@@ -118,7 +125,7 @@ class BlockTuples {
 // {device: (slice, ...)} in mesh order, the devices of host `process_index` only when given.
 py::dict IndicesMap(const NamedSharding& sharding, py::handle shape_obj, std::optional<int> process_index) {
   ShardingLayout layout = sharding.Layout(ShapeFromPy(shape_obj));
-  const std::vector<py::object>& tuples = BlockTuples::For(layout);
+  const std::shared_ptr<const BlockTuples> tuples = BlockTuples::For(layout);
   PyObject* out = _PyDict_NewPresized(process_index ? 0 : static_cast<Py_ssize_t>(layout.shards.size()));
   if (out == nullptr) throw py::error_already_set();
   py::dict result = py::reinterpret_steal<py::dict>(out);
@@ -126,7 +133,7 @@ py::dict IndicesMap(const NamedSharding& sharding, py::handle shape_obj, std::op
     if (process_index && s.process_index != *process_index) continue;
     PyObject* key = PyLong_FromLong(s.device);
     if (key == nullptr) throw py::error_already_set();
-    const int rc = PyDict_SetItem(out, key, tuples[static_cast<size_t>(s.shard_id)].ptr());
+    const int rc = PyDict_SetItem(out, key, tuples->tuple(s.shard_id).ptr());
     Py_DECREF(key);
     if (rc != 0) throw py::error_already_set();
   }
