@@ -8,6 +8,7 @@
 // bool, and bfloat16 (an ml_dtypes.bfloat16 array in; out as ml_dtypes.bfloat16 when ml_dtypes imports, else
 // float32).
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <optional>
@@ -33,6 +34,59 @@
 
 namespace spmdsim::python {
 namespace {
+
+// The Python value json.loads(j.dump()) gives, built without the text: objects -> dicts (keys in j's order),
+// arrays -> lists, NaN and infinities -> None (dump writes them as null).
+py::object JsonToPy(const nlohmann::json& j) {
+  using Type = nlohmann::json::value_t;
+  PyObject* out = nullptr;
+  switch (j.type()) {
+    case Type::null:
+    case Type::discarded:
+      return py::none();
+    case Type::boolean:
+      return py::bool_(j.get<bool>());
+    case Type::number_integer:
+      out = PyLong_FromLongLong(j.get<int64_t>());
+      break;
+    case Type::number_unsigned:
+      out = PyLong_FromUnsignedLongLong(j.get<uint64_t>());
+      break;
+    case Type::number_float: {
+      const double v = j.get<double>();
+      if (!std::isfinite(v)) return py::none();
+      out = PyFloat_FromDouble(v);
+      break;
+    }
+    case Type::string: {
+      const std::string& text = j.get_ref<const std::string&>();
+      out = PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "strict");
+      break;
+    }
+    case Type::array: {
+      out = PyList_New(static_cast<Py_ssize_t>(j.size()));
+      if (out == nullptr) throw py::error_already_set();
+      py::object list = py::reinterpret_steal<py::object>(out);
+      Py_ssize_t i = 0;
+      for (const nlohmann::json& item : j) PyList_SET_ITEM(out, i++, JsonToPy(item).release().ptr());
+      return list;
+    }
+    case Type::object: {
+      py::dict dict;
+      for (const auto& [key, value] : j.items()) {
+        py::object k = py::reinterpret_steal<py::object>(
+            PyUnicode_DecodeUTF8(key.data(), static_cast<Py_ssize_t>(key.size()), "strict"));
+        if (!k) throw py::error_already_set();
+        if (PyDict_SetItem(dict.ptr(), k.ptr(), JsonToPy(value).ptr()) != 0) throw py::error_already_set();
+      }
+      return dict;
+    }
+    case Type::binary:
+      throw py::type_error("a JSON report holds no binary values");
+  }
+  if (out == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(out);
+}
 
 py::array Contiguous(py::handle x) {
   py::array arr = py::module_::import("numpy").attr("ascontiguousarray")(x);
@@ -198,27 +252,32 @@ py::tuple RunProgram(const Mesh& mesh, py::list inputs, py::list steps, py::list
   }
   WorkloadContext context = ContextFor(mesh, abstract, threads, /*keep_arrays=*/true);
   WorkloadResult result;
-  std::string json;
+  nlohmann::json json;
   {
     py::gil_scoped_release release;
     result = RunShardMapProgram(context, config);
-    json = WorkloadJson(result).dump();
+    json = WorkloadJson(result);
   }
   py::dict values;
   for (const auto& [value_name, array] : result.outputs) values[py::str(value_name)] = ArrayToNumpy(array);
-  return py::make_tuple(values, json);
+  return py::make_tuple(values, JsonToPy(json));
 }
 
-std::string RunScenarioJson(const std::string& source, bool is_text, bool abstract, int threads) {
+// The report `spmdsim run --json` prints, as the dict json.loads would make of it.
+py::object RunScenarioReport(const std::string& source, bool is_text, bool abstract, int threads) {
   if (threads < 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("threads must be >= 0 (0: one per core), got {}", threads), "ValueError");
-  py::gil_scoped_release release;
-  auto start = std::chrono::steady_clock::now();
-  Scenario s = is_text ? ParseScenario(source, "<dict>") : LoadScenario(source);
-  ScenarioRunOptions options{.abstract = abstract, .num_threads = threads};
-  std::vector<WorkloadResult> results = RunScenario(s, options);
-  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ExitCode code = AllChecksPassed(results) ? ExitCode::kOk : ExitCode::kCheckFailed;
-  return JsonReport(s, results, abstract, wall, code).dump();
+  nlohmann::json report;
+  {
+    py::gil_scoped_release release;
+    auto start = std::chrono::steady_clock::now();
+    Scenario s = is_text ? ParseScenario(source, "<dict>") : LoadScenario(source);
+    ScenarioRunOptions options{.abstract = abstract, .num_threads = threads};
+    std::vector<WorkloadResult> results = RunScenario(s, options);
+    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ExitCode code = AllChecksPassed(results) ? ExitCode::kOk : ExitCode::kCheckFailed;
+    report = JsonReport(s, results, abstract, wall, code);
+  }
+  return JsonToPy(report);
 }
 
 }  // namespace
@@ -230,7 +289,7 @@ void BindData(py::module_& m) {
         "The global array from shard()'s dict (or a list in mesh order); replicas must agree unless "
         "check_replicas=False.");
   m.def("_run_program", &RunProgram);
-  m.def("_run_scenario", &RunScenarioJson);
+  m.def("_run_scenario", &RunScenarioReport);
   m.def("_array_round_trip", [](py::handle x) { return ArrayToNumpy(ArrayFromNumpy(x)); },
         "numpy -> spmdsim Array -> numpy (tests the dtype mapping of programs).");
   m.def("array_dtypes", [] {

@@ -3,6 +3,7 @@
 // with tuples and hash; NamedSharding's devices_indices_map as tuples of slices (keys are device ids here, where
 // JAX uses Device objects).
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -38,57 +39,105 @@ std::string AxisName(py::handle value, py::handle entry) {
   return value.cast<std::string>();
 }
 
-// A slice(start, stop) or slice(None) object; new reference.
-py::object MakeSlice(int64_t start, int64_t stop) {
-  PyObject* a = PyLong_FromLongLong(start);
-  PyObject* b = PyLong_FromLongLong(stop);
+// slice(start, stop), or slice(None, None, None) for nullopt.
+py::object MakeSlice(std::optional<std::pair<int64_t, int64_t>> range) {
+  if (!range) {
+    PyObject* s = PySlice_New(nullptr, nullptr, nullptr);
+    if (s == nullptr) throw py::error_already_set();
+    return py::reinterpret_steal<py::object>(s);
+  }
+  PyObject* a = PyLong_FromLongLong(range->first);
+  PyObject* b = PyLong_FromLongLong(range->second);
   PyObject* s = PySlice_New(a, b, nullptr);
-  Py_DECREF(a);
-  Py_DECREF(b);
+  Py_XDECREF(a);
+  Py_XDECREF(b);
   if (s == nullptr) throw py::error_already_set();
   return py::reinterpret_steal<py::object>(s);
 }
 
-// {device: (slice, ...)} in mesh order. Whole dimensions are slice(None, None, None) as JAX prints them. The
-// tuples and slices are immutable, so devices holding the same block share one tuple, and equal slices of a
-// dimension are one object: the map costs one tuple per distinct block plus one slice per distinct range.
-py::dict IndicesMap(const NamedSharding& sharding, py::handle shape_obj, std::optional<int> process_index) {
-  std::vector<int64_t> shape = ShapeFromPy(shape_obj);
-  ShardingLayout layout = sharding.Layout(shape);
-  static py::object* whole = new py::object(py::reinterpret_steal<py::object>(PySlice_New(nullptr, nullptr, nullptr)));
-  const size_t rank = layout.global_shape.size();
-  std::vector<std::vector<py::object>> slices(rank);  // per dimension, by block index
-  for (size_t d = 0; d < rank; ++d) slices[d].resize(static_cast<size_t>(layout.tiling[d]));
-  std::vector<py::object> tuples(static_cast<size_t>(layout.num_shards));
-  py::dict out;
-  for (const DeviceShard& s : layout.shards) {
-    if (process_index && s.process_index != *process_index) continue;
-    py::object& index = tuples[static_cast<size_t>(s.shard_id)];
-    if (!index) {
-      PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(rank));
-      if (t == nullptr) throw py::error_already_set();
-      index = py::reinterpret_steal<py::object>(t);
-      for (size_t d = 0; d < rank; ++d) {
-        const IndexRange& r = s.index[d];
-        py::object item;
-        if (r.start == 0 && r.stop == layout.global_shape[d]) {
-          item = *whole;
-        } else {
-          const int64_t n = layout.shard_shape[d];
-          py::object& cached = slices[d][static_cast<size_t>(n > 0 ? r.start / n : 0)];
-          if (!cached) cached = MakeSlice(r.start, r.stop);
-          item = cached;
-        }
-        PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(d), item.release().ptr());
+// The (slice, ...) tuple of every block of an evenly split array, by shard_id: a function of the global shape and
+// the tiling alone. Tuples and slices are immutable, so one tuple serves every device holding the block, in this
+// call and the next ones with the same shape and tiling (JAX caches the whole map per sharding and shape).
+class BlockTuples {
+ public:
+  // The tuples for `layout`, made on first use. Shared, so that a call re-entering through Python (a finalizer run
+  // by the garbage collector while tuples are allocated) cannot free them under the caller. REQUIRES: the GIL
+  // (which guards the cache).
+  static std::shared_ptr<const BlockTuples> For(const ShardingLayout& layout) {
+    static auto* cache = new std::vector<std::shared_ptr<const BlockTuples>>();  // most recently used last
+    for (size_t i = cache->size(); i-- > 0;) {
+      const BlockTuples& entry = *(*cache)[i];
+      if (entry.global_shape_ == layout.global_shape && entry.tiling_ == layout.tiling) {
+        std::swap((*cache)[i], cache->back());
+        return cache->back();
       }
     }
+    std::shared_ptr<const BlockTuples> made = Make(layout);
+    while (cache->size() >= kEntries) cache->erase(cache->begin());
+    cache->push_back(made);
+    return made;
+  }
+
+  const py::object& tuple(int64_t shard_id) const { return tuples_[static_cast<size_t>(shard_id)]; }
+
+ private:
+  static constexpr size_t kEntries = 8;
+
+  static std::shared_ptr<const BlockTuples> Make(const ShardingLayout& layout) {
+    auto made = std::make_shared<BlockTuples>();
+    BlockTuples& out = *made;
+    out.global_shape_ = layout.global_shape;
+    out.tiling_ = layout.tiling;
+    const size_t rank = layout.global_shape.size();
+    // Per dimension, one slice per block index: slice(None, None, None) for a block that is the whole dimension,
+    // as JAX prints it.
+    std::vector<std::vector<py::object>> slices(rank);
+    for (size_t d = 0; d < rank; ++d) {
+      const int64_t n = layout.shard_shape[d];
+      for (int64_t b = 0; b < layout.tiling[d]; ++b) {
+        const int64_t start = b * n, stop = (b + 1) * n;
+        const bool whole = start == 0 && stop == layout.global_shape[d];
+        slices[d].push_back(MakeSlice(whole ? std::nullopt : std::optional(std::pair{start, stop})));
+      }
+    }
+    out.tuples_.resize(static_cast<size_t>(layout.num_shards));
+    std::vector<int64_t> block(rank, 0);  // row-major over the tiling, as shard_id
+    for (py::object& tuple : out.tuples_) {
+      PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(rank));
+      if (t == nullptr) throw py::error_already_set();
+      tuple = py::reinterpret_steal<py::object>(t);
+      for (size_t d = 0; d < rank; ++d) {
+        PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(d), slices[d][static_cast<size_t>(block[d])].inc_ref().ptr());
+      }
+      for (size_t d = rank; d-- > 0;) {
+        if (++block[d] < layout.tiling[d]) break;
+        block[d] = 0;
+      }
+    }
+    return made;
+  }
+
+  std::vector<int64_t> global_shape_;
+  std::vector<int64_t> tiling_;
+  std::vector<py::object> tuples_;
+};
+
+// {device: (slice, ...)} in mesh order, the devices of host `process_index` only when given.
+py::dict IndicesMap(const NamedSharding& sharding, py::handle shape_obj, std::optional<int> process_index) {
+  ShardingLayout layout = sharding.Layout(ShapeFromPy(shape_obj));
+  const std::shared_ptr<const BlockTuples> tuples = BlockTuples::For(layout);
+  PyObject* out = _PyDict_NewPresized(process_index ? 0 : static_cast<Py_ssize_t>(layout.shards.size()));
+  if (out == nullptr) throw py::error_already_set();
+  py::dict result = py::reinterpret_steal<py::dict>(out);
+  for (const DeviceShard& s : layout.shards) {
+    if (process_index && s.process_index != *process_index) continue;
     PyObject* key = PyLong_FromLong(s.device);
     if (key == nullptr) throw py::error_already_set();
-    int rc = PyDict_SetItem(out.ptr(), key, index.ptr());
+    const int rc = PyDict_SetItem(out, key, tuples->tuple(s.shard_id).ptr());
     Py_DECREF(key);
     if (rc != 0) throw py::error_already_set();
   }
-  return out;
+  return result;
 }
 
 py::tuple SpecToTuple(const PartitionSpec& spec) {

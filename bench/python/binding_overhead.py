@@ -7,11 +7,12 @@ bench/python/python_calls_benchmark.cc), and the difference: the binding's overh
 The build tree must hold the Python module (<build>/python) and the benchmark binary
 (<build>/bench/python/python_python_calls_benchmark); the `bench` preset builds both:
     cmake --preset bench && cmake --build --preset bench --target spmdsim_python python_python_calls_benchmark
-Medians of 5 repetitions on both sides, in CPU time of the calling thread (Python: time.process_time; C++: the
-benchmark's cpu_time), so that other processes on a shared machine inflate neither side; run() hands the
-simulation to a worker thread, so it is compared in wall time, the best of 5 repetitions on both sides (its
-median swings by milliseconds on a busy machine). Target: overhead < 2 us per call for the first calls (run() returns a
-whole JSON report, whose text json.loads parses: its overhead is reported, not held to 2 us).
+Both sides are measured in CPU time, so that other processes on a shared machine inflate neither: of the calling
+thread for the first calls (Python: time.thread_time; C++: the benchmark's cpu_time), of the whole process for
+run(), which hands the simulation to a worker thread (Python: time.process_time; C++: the benchmark's process CPU
+time). --rounds rounds (default 5) alternate the two sides (one C++ benchmark run, then one timeit repeat of each
+Python call), so that a change of load hits both; the table gives the medians over the rounds.
+Target (issue 14): overhead < 2 us per call.
 """
 import argparse
 import json
@@ -26,28 +27,25 @@ import timeit
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def python_us(stmt, setup_globals, number, wall=False):
-    timer = time.perf_counter if wall else time.process_time
-    times = timeit.Timer(stmt, globals=setup_globals, timer=timer).repeat(number=number, repeat=5)
-    return (min(times) if wall else statistics.median(times)) / number * 1e6
+def python_us(stmt, setup_globals, number, process=False):
+    timer = time.process_time if process else time.thread_time
+    return timeit.Timer(stmt, globals=setup_globals, timer=timer).timeit(number=number) / number * 1e6
 
 
 def cpp_us(binary):
-    out = subprocess.run([str(binary), "--benchmark_format=json", "--benchmark_repetitions=5"],
-                         capture_output=True, text=True, check=True)
+    """{benchmark run name: CPU time per call [us]} of one run of the benchmark binary."""
+    out = subprocess.run([str(binary), "--benchmark_format=json"], capture_output=True, text=True, check=True)
     runs = {}
     for b in json.loads(out.stdout)["benchmarks"]:
-        if b.get("run_type") != "iteration":
-            continue
         scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3}[b["time_unit"]]
-        wall = b["run_name"].endswith("/real_time")
-        runs.setdefault(b["run_name"], []).append((b["real_time"] if wall else b["cpu_time"]) * scale)
-    return {name: (min(t) if name.endswith("/real_time") else statistics.median(t)) for name, t in runs.items()}
+        runs[b["run_name"]] = b["cpu_time"] * scale
+    return runs
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default=str(ROOT / "build" / "bench"))
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     build = pathlib.Path(args.build)
     sys.path.insert(0, str(build / "python"))
@@ -74,23 +72,31 @@ def main():
         ("logical_to_mesh_axes (rules tuple)", "spmdsim.logical_to_mesh_axes(names, rules)", 50000,
          "BM_LogicalToMeshAxes"),
         ("run(cpu8-quick, abstract=True)", "spmdsim.run(scenario, abstract=True, threads=1)", 20,
-         "BM_RunAbstract/real_time"),
+         "BM_RunAbstract/process_time/real_time"),
     ]
+    rows.append(("logical_to_mesh_axes (context rules)", "spmdsim.logical_to_mesh_axes(names)", 50000,
+                 "BM_LogicalToMeshAxes"))
     binary = build / "bench" / "python" / "python_python_calls_benchmark"
-    cpp = cpp_us(binary) if binary.exists() else {}
+    cpp_runs, py_runs = [], {label: [] for label, *_ in rows}
+    for label, stmt, number, bench in rows:  # warm-up: first-call costs (caches, the thread pool) are not per call
+        python_us(stmt, g, 1)
+    for _ in range(args.rounds):
+        if binary.exists():
+            cpp_runs.append(cpp_us(binary))
+        for label, stmt, number, bench in rows:
+            if "context rules" in label:
+                with spmdsim.logical_axis_rules(rules):
+                    py_runs[label].append(python_us(stmt, g, number))
+            else:
+                py_runs[label].append(python_us(stmt, g, number, process="process_time" in bench))
     print(f"{'call':38} {'Python [us]':>12} {'C++ [us]':>10} {'overhead [us]':>14}")
     for label, stmt, number, bench in rows:
-        py = python_us(stmt, g, number, wall=bench.endswith("/real_time"))
-        c = cpp.get(bench)
-        overhead = "" if c is None else f"{py - c:14.2f}"
-        print(f"{label:38} {py:12.2f} {'' if c is None else f'{c:10.2f}':>10} {overhead}")
-    with spmdsim.logical_axis_rules(rules):
-        py = python_us("spmdsim.logical_to_mesh_axes(names)", g, 50000)
-    c = cpp.get("BM_LogicalToMeshAxes")
-    print(f"{'logical_to_mesh_axes (context rules)':38} {py:12.2f} {'' if c is None else f'{c:10.2f}':>10} "
-          f"{'' if c is None else f'{py - c:14.2f}'}")
-    if not cpp:
+        py = statistics.median(py_runs[label])
+        c = statistics.median(r[bench] for r in cpp_runs) if cpp_runs else None
+        print(f"{label:38} {py:12.2f} {'' if c is None else f'{c:10.2f}':>10} {'' if c is None else f'{py - c:14.2f}'}")
+    if not cpp_runs:
         print(f"(no C++ figures: {binary} not built)")
+    print(f"(medians of {args.rounds} alternating rounds)")
 
 
 if __name__ == "__main__":

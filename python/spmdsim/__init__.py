@@ -605,7 +605,7 @@ class ShardMap:
             result = tuple(values[n] for n in self.program.outputs)
             if self._single_output:
                 result = result[0]
-        return ShardMapResult(result, _json.loads(prediction))
+        return ShardMapResult(result, prediction)
 
 
 def shard_map(program, mesh, in_specs, out_specs, check_vma=True):
@@ -618,7 +618,5 @@ def run(path_or_dict, abstract=False, threads=0):
     `spmdsim run --json` writes, as a dict. The GIL is released while the simulation runs."""
     if isinstance(path_or_dict, dict):
         text = _json.dumps(path_or_dict)  # JSON is YAML
-        report = _spmdsim._run_scenario(text, True, abstract, threads)
-    else:
-        report = _spmdsim._run_scenario(_os.fspath(path_or_dict), False, abstract, threads)
-    return _json.loads(report)
+        return _spmdsim._run_scenario(text, True, abstract, threads)
+    return _spmdsim._run_scenario(_os.fspath(path_or_dict), False, abstract, threads)

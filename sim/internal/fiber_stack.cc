@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/strings.h"
+#include "common/thread_annotations.h"
 
 #if defined(SPMDSIM_ASAN)
 #include <sanitizer/asan_interface.h>
@@ -36,6 +37,25 @@ int64_t MappingsNow() {
   return std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n');
 }
 
+// The one released pool kept for the next Map of the same count and stride (see Map).
+struct SparePool {
+  char* base = nullptr;
+  size_t bytes = 0;
+  int64_t count = 0;
+  size_t stride = 0;
+  bool guarded = false;
+};
+
+struct Spare {
+  Mutex mu;
+  SparePool pool SPMDSIM_GUARDED_BY(mu);
+};
+
+Spare& TheSpare() {
+  static Spare* spare = new Spare();  // never destroyed: ~StackPool may run during exit
+  return *spare;
+}
+
 }  // namespace
 
 int64_t StackPool::StrideBytes(size_t usable) {
@@ -51,6 +71,7 @@ bool StackPool::GuardsFit(int64_t count) {
 void StackPool::Map(int64_t count, size_t usable) {
   page_ = PageSize();
   stride_ = static_cast<size_t>(StrideBytes(usable));
+  if (TakeSpare(count)) return;
   const size_t bytes = stride_ * static_cast<size_t>(count);
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) {
@@ -78,11 +99,46 @@ void StackPool::Map(int64_t count, size_t usable) {
       Throw(ErrorCode::kResourceExhausted, "unprotecting the guard pages of {} stacks failed: {}", count,
             std::strerror(error));
     }
-    for (int64_t i = 0; i < count; ++i) {
-      std::memcpy(base_ + stride_ * static_cast<size_t>(i) + page_ - sizeof(uint64_t), &kStackCanary,
-                  sizeof(uint64_t));
-    }
+    WriteCanaries();
   }
+}
+
+void StackPool::WriteCanaries() {
+  for (int64_t i = 0; i < count_; ++i) {
+    std::memcpy(base_ + stride_ * static_cast<size_t>(i) + page_ - sizeof(uint64_t), &kStackCanary,
+                sizeof(uint64_t));
+  }
+}
+
+bool StackPool::TakeSpare(int64_t count) {
+  Spare& spare = TheSpare();
+  MutexLock lock(spare.mu);
+  SparePool& p = spare.pool;
+  if (p.base == nullptr || p.count != count || p.stride != stride_) return false;
+  base_ = p.base;
+  bytes_ = p.bytes;
+  count_ = p.count;
+  guarded_ = p.guarded;
+  p = SparePool{};
+  // The pages were dropped when the pool was released (they read as zeros again): put the canaries back.
+  if (!guarded_) WriteCanaries();
+  return true;
+}
+
+bool StackPool::OfferAsSpare() {
+  if (count_ > kMaxSpareStacks) return false;
+  // Drop the pages the fibers touched, as munmap would: a spare costs address space and mappings, not memory.
+  if (madvise(base_, bytes_, MADV_DONTNEED) != 0) return false;
+  SparePool replaced;
+  {
+    Spare& spare = TheSpare();
+    MutexLock lock(spare.mu);
+    replaced = spare.pool;
+    spare.pool = SparePool{base_, bytes_, count_, stride_, guarded_};
+  }
+  if (replaced.base != nullptr) munmap(replaced.base, replaced.bytes);
+  base_ = nullptr;
+  return true;
 }
 
 FiberStack StackPool::StackAt(int64_t i) const {
@@ -109,6 +165,7 @@ void StackPool::Unpoison() {
 StackPool::~StackPool() {
   if (base_ == nullptr) return;
   Unpoison();
+  if (OfferAsSpare()) return;
   munmap(base_, bytes_);
 }
 

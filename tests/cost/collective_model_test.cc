@@ -271,6 +271,26 @@ TEST(CollectiveModel, DcnBetweenSlicesIsSharedByTheHost) {
   EXPECT_EQ(cost.bytes_sent.count(LinkClass::kDcn), 1u);
 }
 
+// Issue 12's DCN figures: v5e 2 x 100 Gb/s per 8-chip host, v5p 50 Gb/s per chip (4 chips per host); every
+// chip of a host shares its NICs, and a small message pays the 10 us DCN latency per ring step.
+TEST(CollectiveModel, DcnPerHostOfV5eAndV5p) {
+  struct Case {
+    const char* preset;
+    int64_t chips;        // one host's chips: the slice
+    double per_chip_Bps;  // the published figure per chip, one way
+  };
+  for (Case c : {Case{"tpu-v5e:2x4", 8, 2 * 100e9 / 8 / 8}, Case{"tpu-v5p:2x2x1", 4, 50e9 / 8}}) {
+    SCOPED_TRACE(c.preset);
+    Mesh mesh = OnTopology(c.preset, {2, c.chips}, {"dcn", "ici"}, {}, /*num_slices=*/2);
+    CollectiveModel model(mesh, Forced(Algorithm::kRing));
+    const double S = 1e8;
+    EXPECT_NEAR(model.Cost(CollectiveOp::kAllReduce, Axes{"dcn"}, S).seconds,
+                2 * (10e-6 + 0.5 * S / c.per_chip_Bps), 1e-9);
+    // 8 bytes: latency-bound, the two ring steps' latency.
+    EXPECT_NEAR(model.Cost(CollectiveOp::kAllReduce, Axes{"dcn"}, 8).seconds, 2 * 10e-6, 1e-8);
+  }
+}
+
 TEST(CollectiveModel, SlowestGroupIsReportedAndEveryGroupIsCosted) {
   // Row 0 stays inside host 0, row 1 crosses to host 1.
   Mesh mesh = OnTopology("dgx-h100:2", {2, 4}, {"a", "b"}, {0, 1, 2, 3, 4, 5, 8, 9});

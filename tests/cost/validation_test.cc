@@ -13,7 +13,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-TEST(Validation, EveryEnforcedRowIsWithinItsTolerance) {
+// Issue 12's rule, on every row: within 10% for messages of 64 MiB and more, within 20% below.
+TEST(Validation, EveryRowIsWithinTheIssuesToleranceForItsSize) {
   const std::vector<ValidationRow> rows = ComputeValidationRows();
   std::cout << FormatValidationTable(rows);  // the gap of every row, as the doc shows
   ASSERT_FALSE(rows.empty());
@@ -21,13 +22,23 @@ TEST(Validation, EveryEnforcedRowIsWithinItsTolerance) {
     SCOPED_TRACE(row.name);
     EXPECT_GT(row.reference, 0);
     EXPECT_TRUE(std::isfinite(row.predicted));
-    if (row.enforced) {
-      EXPECT_LE(row.tolerance, kSmallMessageTolerance);
-      EXPECT_LE(std::fabs(row.gap()), row.tolerance)
-          << "reference " << row.reference << " " << row.unit << " (" << row.source << "), predicted "
-          << row.predicted << ", gap " << 100 * row.gap() << "%";
-    }
+    EXPECT_GE(row.message_bytes, 8) << "every row names the size of its message";
+    const double tolerance = row.message_bytes >= 64.0 * 1024 * 1024 ? 0.10 : 0.20;
+    EXPECT_EQ(row.tolerance(), tolerance);
+    EXPECT_LE(std::fabs(row.gap()), tolerance)
+        << "reference " << row.reference << " " << row.unit << " (" << row.source << "), predicted "
+        << row.predicted << ", gap " << 100 * row.gap() << "%";
   }
+}
+
+// The rule-of-thumb comparisons are not validation rows, but they must still be what their note explains.
+TEST(Validation, TheRuleOfThumbOnAFourChipAxisDropsThreeQuarters) {
+  const std::vector<ValidationRow> rows = ComputeRuleOfThumbComparisons();
+  ASSERT_EQ(rows.size(), 1u);
+  // (p-1)/p V/W at p = 4, plus ceil(3/2) = 2 hops of 1 us: 0.75 of the rule within 0.1%.
+  EXPECT_NEAR(rows[0].predicted / rows[0].reference, 0.75, 1e-3);
+  EXPECT_FALSE(rows[0].source.empty());
+  EXPECT_FALSE(rows[0].note.empty());
 }
 
 TEST(Validation, EveryRowStatesItsSourceAndMethod) {
@@ -45,6 +56,7 @@ TEST(Validation, TheDocumentListsEveryRow) {
   std::stringstream text;
   text << in.rdbuf();
   for (const ValidationRow& row : ComputeValidationRows()) EXPECT_THAT(text.str(), HasSubstr(row.name));
+  for (const ValidationRow& row : ComputeRuleOfThumbComparisons()) EXPECT_THAT(text.str(), HasSubstr(row.name));
 }
 
 TEST(Validation, TheDocumentHoldsTheCurrentTable) {
@@ -53,6 +65,8 @@ TEST(Validation, TheDocumentHoldsTheCurrentTable) {
   text << in.rdbuf();
   EXPECT_THAT(text.str(), HasSubstr(FormatValidationTable(ComputeValidationRows())))
       << "regenerate the table: build/dev/bench/cost/cost_validation";
+  EXPECT_THAT(text.str(), HasSubstr(FormatRuleOfThumbTable(ComputeRuleOfThumbComparisons())))
+      << "regenerate the rule-of-thumb table: build/dev/bench/cost/cost_validation";
 }
 
 TEST(Validation, LargeMessagesGetTenPercentAndSmallOnesTwenty) {
@@ -60,23 +74,24 @@ TEST(Validation, LargeMessagesGetTenPercentAndSmallOnesTwenty) {
   EXPECT_EQ(ToleranceForBytes(16.0 * 1024 * 1024), kSmallMessageTolerance);
   int large = 0, small = 0;
   for (const ValidationRow& row : ComputeValidationRows()) {
-    if (row.tolerance == kValidationTolerance) ++large;
-    if (row.tolerance == kSmallMessageTolerance) ++small;
+    if (row.tolerance() == kValidationTolerance) ++large;
+    if (row.tolerance() == kSmallMessageTolerance) ++small;
   }
   EXPECT_GT(large, 0);
   EXPECT_GT(small, 0);
 }
 
 TEST(Validation, TableMarksRowsOutsideTheTolerance) {
-  ValidationRow inside{"a", "ms", 10, "s", 10.5, true, "n"};
-  ValidationRow outside{"b", "ms", 10, "s", 12, false, "n"};
-  ValidationRow failing{"c", "ms", 10, "s", 8, true, "n"};
-  ValidationRow small{"d", "us", 10, "s", 11.5, true, "n", kSmallMessageTolerance};
-  std::string table = FormatValidationTable({inside, outside, failing, small});
-  EXPECT_THAT(table, HasSubstr("| a | 10 ms | 10.5 ms | +5.0% | yes (10%), within |"));
-  EXPECT_THAT(table, HasSubstr("| b | 10 ms | 12 ms | +20.0% | no (outside) |"));
-  EXPECT_THAT(table, HasSubstr("| c | 10 ms | 8 ms | -20.0% | yes (10%), FAILS |"));
-  EXPECT_THAT(table, HasSubstr("| d | 10 us | 11.5 us | +15.0% | yes (20%), within |"));
+  const double big = kLargeMessageBytes, small = 1 << 20;
+  ValidationRow inside{"a", "ms", 10, "s", 10.5, big, "n"};
+  ValidationRow failing{"c", "ms", 10, "s", 8, big, "n"};
+  ValidationRow small_inside{"d", "us", 10, "s", 11.5, small, "n"};
+  ValidationRow small_failing{"e", "us", 10, "s", 12.5, small, "n"};
+  std::string table = FormatValidationTable({inside, failing, small_inside, small_failing});
+  EXPECT_THAT(table, HasSubstr("| a | 10 ms | 10.5 ms | +5.0% | 10%, within |"));
+  EXPECT_THAT(table, HasSubstr("| c | 10 ms | 8 ms | -20.0% | 10%, FAILS |"));
+  EXPECT_THAT(table, HasSubstr("| d | 10 us | 11.5 us | +15.0% | 20%, within |"));
+  EXPECT_THAT(table, HasSubstr("| e | 10 us | 12.5 us | +25.0% | 20%, FAILS |"));
 }
 
 }  // namespace

@@ -91,6 +91,27 @@ def test_named_sharding_layout_queries(mesh42):
     assert rows != NamedSharding(mesh42, P("y"))
 
 
+def test_devices_indices_map_stays_right_as_shapes_and_tilings_alternate(mesh42):
+    # The (slice, ...) tuples are kept per (shape, tiling) across calls: more pairs than the binding keeps, twice
+    # over, each checked against the blocks computed here.
+    cases = [(P("x"), (8 * k, 3)) for k in range(1, 11)] + [(P(None, ("x", "y")), (2, 8 * k)) for k in range(1, 11)]
+    for _ in range(2):
+        for spec, shape in cases:
+            s = NamedSharding(mesh42, spec)
+            m = s.devices_indices_map(shape)
+            for device, index in m.items():
+                x, y = divmod(device, 2)
+                if spec == P("x"):
+                    n = shape[0] // 4
+                    assert index == (slice(x * n, (x + 1) * n), slice(None))
+                else:
+                    n = shape[1] // 8
+                    assert index == (slice(None), slice(device * n, (device + 1) * n))
+    # One tuple object per distinct block, shared by the devices holding it (immutable, as JAX's are).
+    m = NamedSharding(mesh42, P("x")).devices_indices_map((8, 3))
+    assert m[0] is m[1] and m[0] is not m[2]
+
+
 def test_addressable_devices_indices_map_is_per_host():
     topo = spmdsim.Topology("tpu-v4:2x2x4")  # 4 hosts of 4 chips
     mesh = Mesh(spmdsim.create_device_mesh((16,), topo.devices), ("x",))

@@ -43,7 +43,10 @@ def test_run_gives_the_cli_s_json(name, abstract):
     path = SCENARIOS / f"{name}.yaml"
     ours = spmdsim.run(path, abstract=abstract, threads=2)
     assert ours["exit_code"] == 0
-    assert without_wall_clock(ours) == without_wall_clock(cli_json(path, abstract))
+    cli = cli_json(path, abstract)
+    assert without_wall_clock(ours) == without_wall_clock(cli)
+    # The same types (1 is not 1.0) and key order as json.loads of the CLI's text.
+    assert repr(without_wall_clock(ours)) == repr(without_wall_clock(cli))
     assert spmdsim.run(str(path), abstract=abstract)["workloads"][0]["name"] == ours["workloads"][0]["name"]
 
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <mutex>
@@ -15,6 +16,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "sim/internal/fiber_stack.h"
 
 namespace spmdsim {
 namespace {
@@ -143,6 +146,34 @@ TEST(Runtime, Runs4096DevicesThroughBarriers) {
     }
   });
   EXPECT_EQ(passes.load(), 3 * 4096);
+}
+
+// A Runtime per workload (scenario runs, Python calls) reuses the stacks the previous one released when the shape
+// matches: same mapping, same guard pages, the old contents dropped; another shape maps anew.
+TEST(StackPool, AReleasedPoolIsTakenByTheNextMapOfTheSameShape) {
+  using internal::StackPool;
+  const size_t usable = 48 * 1024;  // a shape no other test uses
+  char* first = nullptr;
+  bool guarded = false;
+  {
+    StackPool a;
+    a.Map(3, usable);
+    first = static_cast<char*>(a.StackAt(0).base);
+    guarded = a.guarded();
+    first[a.stride() - 64] = 42;  // near the top of stack 0, as a fiber would leave it
+  }
+  StackPool b;
+  b.Map(3, usable);
+  EXPECT_EQ(b.StackAt(0).base, first);
+  EXPECT_EQ(b.guarded(), guarded);
+  EXPECT_EQ(first[b.stride() - 64], 0) << "a spare's pages are dropped";
+  if (!b.guarded()) {
+    EXPECT_EQ(std::memcmp(b.canary_base(), &internal::kStackCanary, sizeof(uint64_t)), 0);
+  }
+  StackPool c;
+  c.Map(5, usable);
+  EXPECT_NE(c.StackAt(0).base, first);
+  EXPECT_EQ(c.count(), 5);
 }
 
 TEST(Runtime, MoreWorkersThanDevicesAreNotUsed) {
