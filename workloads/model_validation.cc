@@ -34,7 +34,7 @@ ModelConfig Gpt(int64_t h, int64_t layers, int64_t heads, int64_t d_ff) {
 
 // Korthikanti et al. 2022, Table 5: fp16, dropout, no flash attention (2022), TP 8 in a DGX A100, PP over
 // nodes; full recompute without SP, or SP + selective recompute.
-void AddKorthikanti(std::vector<ValidationRow>* rows) {
+void AddKorthikanti(std::vector<ModelValidationRow>* rows) {
   struct Published {
     const char* name;
     int64_t h, layers, heads, d_ff, pp, v, gpus, global_batch, micro_batch;
@@ -66,11 +66,10 @@ void AddKorthikanti(std::vector<ValidationRow>* rows) {
         c.parallel.virtual_stages = p.v;
       }
       const ModelStepTimes t = PredictModelStep(c, MeshOn(fmt::format("dgx-a100:{}", p.gpus / 8), axes));
-      ValidationRow row;
+      ModelValidationRow row;
       row.name = fmt::format("GPT {} on {} A100 (TP 8, PP {}{}), {}", p.name, p.gpus, p.pp,
                              p.v > 1 ? fmt::format(" x {} virtual", p.v) : "",
                              selective ? "SP + selective recompute" : "full recompute");
-      row.unit = "s";
       row.reference = selective ? p.selective : p.full;
       row.source = "Korthikanti et al. 2022, Table 5";
       row.predicted = t.step_seconds;
@@ -84,7 +83,7 @@ void AddKorthikanti(std::vector<ValidationRow>* rows) {
 
 // NVIDIA dgxc-benchmarking, NeMo Megatron GPT-3 175B: TP 4, PP 8, virtual 12, micro-batch 1, global batch
 // 2 x GPUs, SP, flash attention (Transformer Engine), distributed optimizer (ZeRO-1), no recompute, no dropout.
-void AddNvidiaH100(std::vector<ValidationRow>* rows) {
+void AddNvidiaH100(std::vector<ModelValidationRow>* rows) {
   struct Published {
     int64_t gpus;
     DType dtype;
@@ -110,10 +109,9 @@ void AddNvidiaH100(std::vector<ValidationRow>* rows) {
     c.parallel.virtual_stages = 12;
     const Mesh mesh = MeshOn(fmt::format("dgx-h100:{}", p.gpus / 8), {{"data", p.gpus / 32}, {"pipe", 8}, {"tensor", 4}});
     const ModelStepTimes t = PredictModelStep(c, mesh);
-    ValidationRow row;
+    ModelValidationRow row;
     row.name = fmt::format("GPT-3 175B on {} H100 (TP 4, PP 8 x 12 virtual, DP {}), {}", p.gpus, p.gpus / 32,
                            p.dtype == DType::kBF16 ? "bf16" : "fp8");
-    row.unit = "s";
     row.reference = p.seconds;
     row.source = "NVIDIA dgxc-benchmarking, nemo_megatron/README_175b.md";
     row.predicted = t.step_seconds;
@@ -131,8 +129,21 @@ void AddNvidiaH100(std::vector<ValidationRow>* rows) {
 
 }  // namespace
 
-std::vector<ValidationRow> ComputeModelValidationRows() {
-  std::vector<ValidationRow> rows;
+std::string FormatModelValidationTable(const std::vector<ModelValidationRow>& rows) {
+  std::string out = "| row | measured | predicted | gap | enforced (tolerance) | source | note |\n"
+                    "|---|---|---|---|---|---|---|\n";
+  for (const ModelValidationRow& r : rows) {
+    out += fmt::format("| {} | {:.4g} s | {:.4g} s | {:+.1f}% | {} | {} | {} |\n", r.name, r.reference, r.predicted,
+                       100 * r.gap(),
+                       r.enforced ? fmt::format("yes ({:.0f}%), {}", 100 * r.tolerance, r.within() ? "within" : "FAILS")
+                                  : "no",
+                       r.source, r.note);
+  }
+  return out;
+}
+
+std::vector<ModelValidationRow> ComputeModelValidationRows() {
+  std::vector<ModelValidationRow> rows;
   AddKorthikanti(&rows);
   AddNvidiaH100(&rows);
   return rows;

@@ -10,17 +10,31 @@
 #ifndef SPMDSIM_WORKLOADS_MODEL_VALIDATION_H_
 #define SPMDSIM_WORKLOADS_MODEL_VALIDATION_H_
 
+#include <cmath>
+#include <string>
 #include <vector>
-
-#include "cost/validation.h"
 
 namespace spmdsim {
 
 inline constexpr double kModelValidationTolerance = 0.20;
 inline constexpr double kModelValidationTarget = 0.10;
 
-// Every row (each a whole simulated step; about a second in all on one core).
-std::vector<ValidationRow> ComputeModelValidationRows();
+struct ModelValidationRow {
+  std::string name;        // the model, machine and configuration
+  double reference = 0;    // measured step seconds
+  std::string source;
+  double predicted = 0;    // predicted step seconds
+  bool enforced = true;    // whether the test holds it within `tolerance`
+  double tolerance = kModelValidationTolerance;
+  std::string note;        // MFU and where the time went, or why the row is not enforced
+  double gap() const { return predicted / reference - 1; }
+  bool within() const { return std::fabs(gap()) <= tolerance; }
+};
+
+// Every row (each a whole simulated step; well under a second in all).
+std::vector<ModelValidationRow> ComputeModelValidationRows();
+// A Markdown table: row | measured | predicted | gap | enforced (tolerance) | source | note.
+std::string FormatModelValidationTable(const std::vector<ModelValidationRow>& rows);
 
 }  // namespace spmdsim
 

@@ -6,8 +6,8 @@
 #include "workloads/model_validation.h"
 
 int main() {
-  const std::vector<spmdsim::ValidationRow> rows = spmdsim::ComputeModelValidationRows();
-  std::fputs(spmdsim::FormatValidationTable(rows).c_str(), stdout);
+  const std::vector<spmdsim::ModelValidationRow> rows = spmdsim::ComputeModelValidationRows();
+  std::fputs(spmdsim::FormatModelValidationTable(rows).c_str(), stdout);
   int failures = 0;
   for (const auto& row : rows) {
     if (row.enforced && !row.within()) ++failures;

@@ -230,12 +230,12 @@ TEST(ModelStep, RecomputeAndSlowdownCostTimeAndMoreMicroBatchesShrinkTheBubble) 
 
 // docs/model-validation.md is the table this computes, and every enforced row is within its tolerance.
 TEST(ModelValidation, EveryEnforcedRowIsWithinItsToleranceAndDocumented) {
-  const std::vector<ValidationRow> rows = ComputeModelValidationRows();
+  const std::vector<ModelValidationRow> rows = ComputeModelValidationRows();
   ASSERT_GE(rows.size(), 15u);
   std::ifstream doc(std::string(SPMDSIM_SOURCE_DIR) + "/docs/model-validation.md");
   std::stringstream text;
   text << doc.rdbuf();
-  for (const ValidationRow& row : rows) {
+  for (const ModelValidationRow& row : rows) {
     if (row.enforced) {
       EXPECT_TRUE(row.within()) << row.name << ": gap " << row.gap();
     }
