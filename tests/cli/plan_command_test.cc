@@ -1,0 +1,61 @@
+#include <fstream>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/run_spmdsim.h"
+
+namespace spmdsim {
+namespace {
+
+using ::spmdsim::testing_cli::RunSpmdsim;
+using ::testing::HasSubstr;
+
+const std::string kLlama = std::string(SPMDSIM_SOURCE_DIR) + "/scenarios/llama-gqa-dgx-h100-32.yaml";
+
+TEST(PlanCommand, PrintsTheFastestAndWritesAScenarioThatRuns) {
+  const std::string out_file = ::testing::TempDir() + "plan_best.yaml";
+  const auto r = RunSpmdsim("plan " + kLlama + " --no-placement --top 3 --threads 2 --write " + out_file);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("plan llama2_70b on 32 devices, global batch 64"));
+  EXPECT_THAT(r.out, HasSubstr("   1  "));
+  EXPECT_THAT(r.out, HasSubstr("   3  "));
+  EXPECT_THAT(r.out, HasSubstr("wrote the fastest configuration to " + out_file));
+  const auto run = RunSpmdsim("run " + out_file);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("training step (simulated"));
+  EXPECT_THAT(run.out, HasSubstr(": fits"));
+}
+
+TEST(PlanCommand, JsonListsTheRankingAndTheCounts) {
+  const auto r = RunSpmdsim("plan " + kLlama + " --no-placement --top 4 --json --write '' --topology dgx-h100:2 "
+                            "--global-batch 32");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["devices"].get<int64_t>(), 16);
+  EXPECT_EQ(j["best"].size(), 4u);
+  EXPECT_EQ(j["enumerated"].get<int64_t>(),
+            j["evaluated"].get<int64_t>() + j["invalid"].get<int64_t>() + j["over_memory"].get<int64_t>());
+  double last = 0;
+  for (const auto& b : j["best"]) {
+    EXPECT_GE(b["step_seconds"].get<double>(), last);
+    last = b["step_seconds"].get<double>();
+    EXPECT_LE(b["peak_bytes"].get<double>(), 80.0e9);
+  }
+}
+
+TEST(PlanCommand, BadInputIsOneLine) {
+  const auto none = RunSpmdsim("plan " + std::string(SPMDSIM_SOURCE_DIR) + "/scenarios/cpu8-quick.yaml");
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_THAT(none.err, HasSubstr("no `kind: model` workload to plan"));
+  EXPECT_EQ(std::count(none.err.begin(), none.err.end(), '\n'), 1) << none.err;
+  const auto topo = RunSpmdsim("plan " + kLlama + " --topology dgx-h999:2");
+  EXPECT_EQ(topo.exit_code, 1);
+  EXPECT_EQ(std::count(topo.err.begin(), topo.err.end(), '\n'), 1) << topo.err;
+  EXPECT_EQ(RunSpmdsim("plan " + kLlama + " --top 0").exit_code, 2);
+}
+
+}  // namespace
+}  // namespace spmdsim
