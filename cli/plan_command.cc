@@ -13,7 +13,6 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
@@ -39,52 +38,6 @@ struct PlanFlags {
   bool no_placement = false;
 };
 
-const ModelConfig& FirstModel(const Scenario& s) {
-  for (const ScenarioWorkload& w : s.workloads)
-    if (const auto* m = std::get_if<ModelConfig>(&w.config)) return *m;
-  Throw(ErrorCode::kInvalidArgument, "{}: no `kind: model` workload to plan (add one under workloads:)", s.path);
-}
-
-std::string Seconds(double s) { return FormatSeconds(s); }
-
-std::string HumanTable(const PlanResult& r, const ModelConfig& model) {
-  std::string out = fmt::format(
-      "plan {} on {} devices, global batch {}: {} configurations, {} invalid or unplaceable, {} over memory, {} "
-      "evaluated in {:.1f} s\n",
-      model.name, r.devices, model.global_batch, r.enumerated, r.invalid, r.over_memory, r.evaluated, r.wall_seconds);
-  for (const auto& [reason, count] : r.rejected_because) out += fmt::format("  rejected {}: {}\n", count, reason);
-  out += fmt::format("{:>4}  {:>10}  {:>12}  {:>6}  {:>10}  {:>10}  {:>10}  {}\n", "rank", "step", "tokens/s", "MFU",
-                     "peak mem", "exposed", "bubble", "configuration (mesh axes in order, last fastest)");
-  int rank = 0;
-  for (const PlanEntry& e : r.best) {
-    out += fmt::format("{:>4}  {:>10}  {:>12.4g}  {:>5.1f}%  {:>10}  {:>10}  {:>10}  {}\n", ++rank,
-                       Seconds(e.step.step_seconds), e.step.tokens_per_second, 100 * e.step.mfu,
-                       HumanBytes(static_cast<int64_t>(e.peak_bytes)), Seconds(e.step.exposed_comm_seconds),
-                       Seconds(e.step.bubble_seconds), e.Describe());
-  }
-  if (r.best.empty()) out += "no configuration fits: see the rejections above\n";
-  return out;
-}
-
-nlohmann::json Json(const PlanResult& r) {
-  nlohmann::json best = nlohmann::json::array();
-  for (const PlanEntry& e : r.best) {
-    nlohmann::json axes = nlohmann::json::array();
-    for (const auto& [axis, size] : e.mesh_axes) axes.push_back({axis, size});
-    const ModelParallelism& p = e.config.parallel;
-    best.push_back({{"configuration", e.Describe()}, {"mesh_axes", axes},
-                    {"micro_batch", e.config.micro_batch}, {"recompute", RecomputeName(e.config.recompute)},
-                    {"zero_stage", p.zero_stage}, {"schedule", PipelineScheduleName(p.schedule)},
-                    {"virtual_stages", p.virtual_stages}, {"sequence_parallel", p.sequence_parallel},
-                    {"step_seconds", e.step.step_seconds}, {"tokens_per_second", e.step.tokens_per_second},
-                    {"mfu", e.step.mfu}, {"peak_bytes", e.peak_bytes},
-                    {"exposed_comm_seconds", e.step.exposed_comm_seconds}, {"bubble_seconds", e.step.bubble_seconds}});
-  }
-  return {{"devices", r.devices}, {"enumerated", r.enumerated}, {"invalid", r.invalid},
-          {"over_memory", r.over_memory}, {"evaluated", r.evaluated}, {"rejected_because", r.rejected_because},
-          {"wall_seconds", r.wall_seconds}, {"best", best}};
-}
-
 void WriteScenario(const std::string& path, const Scenario& s, const std::string& topology, const PlanEntry& best) {
   const std::string text = ModelScenarioYaml(
       s.name + "-plan", fmt::format("fastest configuration found by spmdsim plan: {}", best.Describe()), topology,
@@ -99,7 +52,7 @@ void WriteScenario(const std::string& path, const Scenario& s, const std::string
 
 ExitCode Plan(const PlanFlags& flags) {
   const Scenario s = LoadScenario(flags.file);
-  ModelConfig model = FirstModel(s);
+  ModelConfig model = FirstModelWorkload(s);
   std::string topology_text = flags.topology.empty() ? s.topology.topology->ToString() : flags.topology;
   auto topology = std::make_shared<const Topology>(Topology::Parse(topology_text));
   PlanOptions options;
@@ -120,9 +73,9 @@ ExitCode Plan(const PlanFlags& flags) {
   if (bar) fmt::print(stderr, "\r\033[K");
   if (options.global_batch > 0) model.global_batch = options.global_batch;
   if (flags.json) {
-    fmt::print("{}\n", Json(result).dump(2));
+    fmt::print("{}\n", PlanJson(result).dump(2));
   } else {
-    fmt::print("{}", HumanTable(result, model));
+    fmt::print("{}", PlanReport(result, model));
   }
   const std::string path = flags.write == "\x01" ? s.name + ".plan.yaml" : flags.write;
   if (!path.empty() && !result.best.empty()) {

@@ -29,6 +29,7 @@
 #include "scenario/scenario.h"
 #include "sim/array.h"
 #include "sim/array_builder.h"
+#include "workloads/plan.h"
 #include "workloads/workloads.h"
 #include "python/bindings.h"
 
@@ -280,6 +281,26 @@ py::object RunScenarioReport(const std::string& source, bool is_text, bool abstr
   return JsonToPy(report);
 }
 
+// What `spmdsim plan --json` prints, as a dict (no scenario file is written).
+py::object PlanScenarioReport(const std::string& source, bool is_text, const std::string& topology,
+                              int64_t global_batch, int64_t top, int threads, int64_t max_context, bool placement) {
+  nlohmann::json report;
+  {
+    py::gil_scoped_release release;
+    Scenario s = is_text ? ParseScenario(source, "<dict>") : LoadScenario(source);
+    ModelConfig model = FirstModelWorkload(s);
+    auto topo = topology.empty() ? s.topology.topology : std::make_shared<const Topology>(Topology::Parse(topology));
+    PlanOptions options;
+    options.global_batch = global_batch;
+    options.top = top;
+    options.threads = threads;
+    options.max_context = max_context;
+    options.search_placement = placement;
+    report = PlanJson(PlanModel(model, topo, options));
+  }
+  return JsonToPy(report);
+}
+
 }  // namespace
 
 void BindData(py::module_& m) {
@@ -290,6 +311,7 @@ void BindData(py::module_& m) {
         "check_replicas=False.");
   m.def("_run_program", &RunProgram);
   m.def("_run_scenario", &RunScenarioReport);
+  m.def("_plan", &PlanScenarioReport);
   m.def("_array_round_trip", [](py::handle x) { return ArrayToNumpy(ArrayFromNumpy(x)); },
         "numpy -> spmdsim Array -> numpy (tests the dtype mapping of programs).");
   m.def("array_dtypes", [] {

@@ -473,4 +473,42 @@ nlohmann::json JsonReport(const Scenario& s, const std::vector<WorkloadResult>& 
   return j;
 }
 
+std::string PlanReport(const PlanResult& r, const ModelConfig& model) {
+  std::string out = fmt::format(
+      "plan {} on {} devices, global batch {}: {} configurations, {} invalid or unplaceable, {} over memory, {} "
+      "evaluated in {:.1f} s\n",
+      model.name, r.devices, model.global_batch, r.enumerated, r.invalid, r.over_memory, r.evaluated, r.wall_seconds);
+  for (const auto& [reason, count] : r.rejected_because) out += fmt::format("  rejected {}: {}\n", count, reason);
+  out += fmt::format("{:>4}  {:>10}  {:>12}  {:>6}  {:>10}  {:>10}  {:>10}  {}\n", "rank", "step", "tokens/s", "MFU",
+                     "peak mem", "exposed", "bubble", "configuration (mesh axes in order, last fastest)");
+  int rank = 0;
+  for (const PlanEntry& e : r.best) {
+    out += fmt::format("{:>4}  {:>10}  {:>12.4g}  {:>5.1f}%  {:>10}  {:>10}  {:>10}  {}\n", ++rank,
+                       FormatSeconds(e.step.step_seconds), e.step.tokens_per_second, 100 * e.step.mfu,
+                       HumanBytes(static_cast<int64_t>(e.peak_bytes)), FormatSeconds(e.step.exposed_comm_seconds),
+                       FormatSeconds(e.step.bubble_seconds), e.Describe());
+  }
+  if (r.best.empty()) out += "no configuration fits: see the rejections above\n";
+  return out;
+}
+
+nlohmann::json PlanJson(const PlanResult& r) {
+  nlohmann::json best = nlohmann::json::array();
+  for (const PlanEntry& e : r.best) {
+    nlohmann::json axes = nlohmann::json::array();
+    for (const auto& [axis, size] : e.mesh_axes) axes.push_back({axis, size});
+    const ModelParallelism& p = e.config.parallel;
+    best.push_back({{"configuration", e.Describe()}, {"mesh_axes", axes},
+                    {"micro_batch", e.config.micro_batch}, {"recompute", RecomputeName(e.config.recompute)},
+                    {"zero_stage", p.zero_stage}, {"schedule", PipelineScheduleName(p.schedule)},
+                    {"virtual_stages", p.virtual_stages}, {"sequence_parallel", p.sequence_parallel},
+                    {"step_seconds", e.step.step_seconds}, {"tokens_per_second", e.step.tokens_per_second},
+                    {"mfu", e.step.mfu}, {"peak_bytes", e.peak_bytes},
+                    {"exposed_comm_seconds", e.step.exposed_comm_seconds}, {"bubble_seconds", e.step.bubble_seconds}});
+  }
+  return {{"devices", r.devices}, {"enumerated", r.enumerated}, {"invalid", r.invalid},
+          {"over_memory", r.over_memory}, {"evaluated", r.evaluated}, {"rejected_because", r.rejected_because},
+          {"wall_seconds", r.wall_seconds}, {"best", best}};
+}
+
 }  // namespace spmdsim

@@ -19,6 +19,7 @@
 
 #include "common/exit_code.h"
 #include "scenario/scenario.h"
+#include "workloads/plan.h"
 #include "workloads/workloads.h"
 
 namespace spmdsim {
@@ -38,6 +39,14 @@ std::string HumanSummary(const std::vector<WorkloadResult>& results, double wall
 nlohmann::json JsonReport(const Scenario& scenario, const std::vector<WorkloadResult>& results, bool abstract,
                           double wall_seconds, ExitCode exit_code);
 nlohmann::json WorkloadJson(const WorkloadResult& result);
+
+// `spmdsim plan`'s table (the counts, the rejections by reason, the fastest configurations) and its JSON
+// ({"devices", "enumerated", "invalid", "over_memory", "evaluated", "rejected_because", "wall_seconds",
+// "best": [{"configuration", "mesh_axes", "micro_batch", "recompute", "zero_stage", "schedule", "virtual_stages",
+// "sequence_parallel", "step_seconds", "tokens_per_second", "mfu", "peak_bytes", "exposed_comm_seconds",
+// "bubble_seconds"}]}).
+std::string PlanReport(const PlanResult& result, const ModelConfig& model);
+nlohmann::json PlanJson(const PlanResult& result);
 
 // True unless some performed check failed.
 bool AllChecksPassed(const std::vector<WorkloadResult>& results);

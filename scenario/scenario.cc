@@ -810,4 +810,10 @@ Scenario LoadScenario(const std::string& path) {
   return ParseScenario(ReadFileBounded(path, kMaxTextFileBytes, "scenario file"), path);
 }
 
+const ModelConfig& FirstModelWorkload(const Scenario& s) {
+  for (const ScenarioWorkload& w : s.workloads)
+    if (const auto* m = std::get_if<ModelConfig>(&w.config)) return *m;
+  Throw(ErrorCode::kInvalidArgument, "{}: no `kind: model` workload to plan (add one under workloads:)", s.path);
+}
+
 }  // namespace spmdsim

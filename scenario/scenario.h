@@ -153,6 +153,9 @@ std::string ModelScenarioYaml(const std::string& name, const std::string& descri
                               const std::vector<std::pair<std::string, int64_t>>& mesh_axes, const ModelConfig& config,
                               const std::string& comment = "");
 
+// The config of the first `kind: model` workload; throws Error(kInvalidArgument) naming the file when there is none.
+const ModelConfig& FirstModelWorkload(const Scenario& s);
+
 // Parses and validates a scenario. `path` is used in messages and to resolve relative .npy paths.
 Scenario LoadScenario(const std::string& path);
 // Same, from text; `path` names the text in messages and is the base for relative paths.

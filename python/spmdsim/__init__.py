@@ -57,7 +57,7 @@ __all__ = [
     "get_cpu_mesh", "get_gpu_mesh", "default_mesh", "LocalChunker", "LocalChunkInfo", "get_incontext_mesh",
     "get_corrected_named_sharding", "get_current_partition_manager", "match_partition_rules",
     "analyze_sharding_strategy", "DynamicShardingAxes",
-    "ShapeDtypeStruct", "Program", "Value", "ShardMap", "shard_map", "ShardMapResult", "run",
+    "ShapeDtypeStruct", "Program", "Value", "ShardMap", "shard_map", "ShardMapResult", "run", "plan",
 ]
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -611,6 +611,21 @@ class ShardMap:
 def shard_map(program, mesh, in_specs, out_specs, check_vma=True):
     """JAX: jax.shard_map (keyword names as JAX's) for a Program."""
     return ShardMap(program, mesh, in_specs, out_specs, check_vma)
+
+
+def plan(path_or_dict, topology=None, global_batch=None, top=10, threads=0, max_context=8, placement=True):
+    """Searches the parallel configurations of the scenario's `model` workload (a YAML file's path, or the same
+    document as a dict) and returns what `spmdsim plan --json` prints, as a dict: the counts and the `top`
+    fastest configurations. `topology` overrides the scenario's ("dgx-h100:16"). The GIL is released while it
+    runs; `threads` workers (0: one per core) evaluate configurations in parallel."""
+    if global_batch is not None and global_batch < 1:
+        raise ValueError(f"global_batch must be >= 1, got {global_batch}")
+    if top < 1:
+        raise ValueError(f"top must be >= 1, got {top}")
+    args = (topology or "", global_batch or 0, top, threads, max_context, placement)
+    if isinstance(path_or_dict, dict):
+        return _spmdsim._plan(_json.dumps(path_or_dict), True, *args)
+    return _spmdsim._plan(_os.fspath(path_or_dict), False, *args)
 
 
 def run(path_or_dict, abstract=False, threads=0):
