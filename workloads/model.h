@@ -235,6 +235,9 @@ struct ModelStepOptions {
   // on an SM). < 0: the device's default (docs/model.md); 0: none.
   double comm_slowdown = -1;
   RooflineOptions roofline{};       // the user's compute / HBM efficiency knobs (default 1)
+  // Stragglers: device id -> speed factor (> 0; 0.5 computes at half speed). Devices are then no longer
+  // interchangeable: every device is simulated (`reduced` is ignored).
+  std::map<int, double> speed_factors{};
   CollectiveOptions collectives{};
 };
 

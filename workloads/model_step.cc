@@ -95,7 +95,13 @@ class StepBuilder {
     norm_tokens_ = sp_ ? static_cast<double>(tokens_) / d_.tensor : static_cast<double>(tokens_);
     slowdown_ = options.comm_slowdown >= 0 ? options.comm_slowdown
                                            : DefaultCommSlowdown(compute_.spec(), *mesh.topology());
-    reduced_ = options.reduced;
+    reduced_ = options.reduced && options.speed_factors.empty();
+    speed_factors_ = options.speed_factors;
+    for (const auto& [id, factor] : speed_factors_) {
+      if (!(factor > 0) || !std::isfinite(factor))
+        Throw(ErrorCode::kInvalidArgument, "model '{}': speed factor of device {} must be > 0, got {}", c.name, id,
+              factor);
+    }
   }
 
   const ParallelDegrees& degrees() const { return d_; }
@@ -155,7 +161,7 @@ class StepBuilder {
   // --- op emitters (on the current device's program) ---
 
   void Compute(const LocalOpCost& cost, Category category) {
-    ops_->push_back(TimelineOp::Compute(cost.seconds, category));
+    ops_->push_back(TimelineOp::Compute(cost.seconds / speed_, category));
   }
   // [m, k] x [k, n] (batch of them).
   void Matmul(double m, double k, double n, Category category, double batch = 1,
@@ -506,6 +512,8 @@ class StepBuilder {
     next_handle_ = 0;
     prefetched_gather_ = -1;
     pending_grads_.clear();
+    const auto factor = speed_factors_.find(mesh_.DeviceAt(simulated_[static_cast<size_t>(device)]));
+    speed_ = factor == speed_factors_.end() ? 1.0 : factor->second;
     prev_ = Neighbour(device, -1);
     next_ = Neighbour(device, +1);
     const int64_t stage = mesh_.IndexInGroup(simulated_[static_cast<size_t>(device)], c_.parallel.pipeline_axes);
@@ -524,7 +532,8 @@ class StepBuilder {
   Role tensor_, data_, context_, pipeline_, expert_, dp_and_cp_;
   bool sp_ = false, reduced_ = true, fp8_ = false;
   DType act_dtype_ = DType::kBF16;
-  double size_ = 2, slowdown_ = 0, norm_tokens_ = 0;
+  double size_ = 2, slowdown_ = 0, norm_tokens_ = 0, speed_ = 1;
+  std::map<int, double> speed_factors_;
   int64_t tokens_ = 0;
   std::vector<int64_t> simulated_, index_of_;
   std::unique_ptr<StepTimeline> timeline_;

@@ -170,6 +170,34 @@ TEST(ModelStep, TheReducedSimulationEqualsTheFullOneOnEveryParallelism) {
   }
 }
 
+TEST(ModelStep, AStragglerIsSimulatedWithEveryDeviceAndSlowsTheStep) {
+  const Layout l = Layouts()[0];
+  const Mesh mesh = MeshOn("dgx-h100:8", l.axes);
+  const ModelStepTimes even = PredictModelStep(l.config, mesh);
+  const ModelStepTimes slow = PredictModelStep(l.config, mesh, {.speed_factors = {{mesh.DeviceAt(5), 0.5}}});
+  EXPECT_EQ(even.simulated_devices, 4);   // one per pipeline stage
+  EXPECT_EQ(slow.simulated_devices, 64);  // the fallback: devices are no longer interchangeable
+  // Its tensor group waits for it at every collective; this small model is mostly communication (compute is a
+  // quarter of the step), so the step grows by part of the straggler's extra compute.
+  EXPECT_GT(slow.step_seconds, even.step_seconds + 0.1 * even.compute_seconds);
+  EXPECT_THROW(PredictModelStep(l.config, mesh, {.speed_factors = {{0, 0.0}}}), Error);
+}
+
+// A larger mesh (512 devices) for the reduced simulation.
+TEST(ModelStep, TheReducedSimulationEqualsTheFullOneOnFiveHundredTwelveDevices) {
+  ModelConfig c = Small();
+  c.global_batch = 64;
+  c.parallel = {.data_axes = {"data"}, .zero_stage = 1, .tensor_axes = {"tensor"}, .sequence_parallel = true,
+                .pipeline_axes = {"pipe"}, .schedule = PipelineSchedule::kInterleaved1F1B, .virtual_stages = 2};
+  const Mesh mesh = MeshOn("dgx-h100:64", {{"data", 16}, {"pipe", 4}, {"tensor", 8}});
+  const ModelStepTimes full = PredictModelStep(c, mesh, {.reduced = false});
+  const ModelStepTimes reduced = PredictModelStep(c, mesh);
+  EXPECT_EQ(full.simulated_devices, 512);
+  EXPECT_EQ(reduced.simulated_devices, 4);
+  EXPECT_NEAR(reduced.step_seconds, full.step_seconds, 1e-12 * full.step_seconds);
+  EXPECT_NEAR(reduced.exposed_comm_seconds, full.exposed_comm_seconds, 1e-9 * full.step_seconds);
+}
+
 // Extending the line from two micro-batch counts gives the whole simulation's times.
 TEST(ModelStep, MicroBatchExtrapolationEqualsTheWholeSimulation) {
   for (const Layout& l : Layouts()) {

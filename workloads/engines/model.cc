@@ -30,7 +30,8 @@ WorkloadResult RunModel(const WorkloadContext& context, const ModelConfig& confi
       m.min_device = mesh.DeviceAt(position);
     }
   }
-  ModelStepTimes step = PredictModelStep(config, mesh, ModelStepOptions{.roofline = context.cost.roofline, .collectives = context.cost.collectives});
+  ModelStepTimes step = PredictModelStep(config, mesh, ModelStepOptions{.roofline = context.cost.roofline, .speed_factors = context.cost.speed_factors,
+                                         .collectives = context.cost.collectives});
   r.totals.predicted_seconds = step.step_seconds;
   r.totals.compute_seconds = step.compute_seconds;
   for (const auto& [kind, seconds] : step.comm_by_kind) {
