@@ -367,6 +367,36 @@ StageMemory StageMemoryOf(const ModelConfig& c, const ParallelDegrees& d, int64_
 
 }  // namespace
 
+ModelConfig GptModel(int64_t d_model, int64_t layers, int64_t heads, int64_t d_ff) {
+  ModelConfig c;
+  c.vocab = 51200;
+  c.d_model = d_model;
+  c.layers = layers;
+  c.heads = heads;
+  c.d_ff = d_ff;
+  c.seq = 2048;
+  c.activation = Activation::kGelu;
+  c.norm = Norm::kLayerNorm;
+  c.position = PositionEmbedding::kLearned;
+  c.tied_embeddings = true;
+  return c;
+}
+
+ModelConfig LlamaModel(int64_t d_model, int64_t layers, int64_t heads, int64_t kv_heads, int64_t d_ff, int64_t seq) {
+  ModelConfig c;
+  c.vocab = 32000;
+  c.d_model = d_model;
+  c.layers = layers;
+  c.heads = heads;
+  c.kv_heads = kv_heads;
+  c.d_ff = d_ff;
+  c.seq = seq;
+  c.activation = Activation::kSwiglu;
+  c.norm = Norm::kRmsNorm;
+  c.position = PositionEmbedding::kRope;
+  return c;
+}
+
 double LayerParamsPerDevice(const ModelConfig& c, const ParallelDegrees& d, bool moe_layer) {
   const double attention = AttentionParams(c, KvHeadsPerRank(c, d.tensor), d.tensor) + 2 * NormParams(c);
   if (!moe_layer) return attention + MlpParams(c, c.d_ff) / d.tensor;

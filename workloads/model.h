@@ -105,6 +105,13 @@ struct ModelConfig {
   bool is_moe_layer(int64_t layer) const { return moe.experts > 0 && (layer + 1) % moe.every == 0; }
 };
 
+// Shapes of two published families, every other field at its default (callers set batch, parallelism, ...):
+// GPT as Megatron-LM trains it (MHA, GeLU, LayerNorm, learned positions, tied embeddings, vocab 51200, seq 2048;
+// Brown et al. 2020, Korthikanti et al. 2022) and a Llama-style decoder (GQA, SwiGLU, RMSNorm, RoPE, vocab 32000;
+// Touvron et al. 2023).
+ModelConfig GptModel(int64_t d_model, int64_t layers, int64_t heads, int64_t d_ff);
+ModelConfig LlamaModel(int64_t d_model, int64_t layers, int64_t heads, int64_t kv_heads, int64_t d_ff, int64_t seq);
+
 // The degrees of each role on a mesh (products of the axes' sizes; 1 for a role without axes).
 struct ParallelDegrees {
   int64_t data = 1, tensor = 1, context = 1, pipeline = 1, expert = 1;

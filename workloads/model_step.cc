@@ -225,6 +225,14 @@ class StepBuilder {
   }
   double Heads() const { return 1.0 * c_.micro_batch * c_.heads / d_.tensor; }
 
+  // Causal flash attention of the local heads: queries of this context rank against every key.
+  LocalOpCost FlashAttention(bool backward) const {
+    const int64_t heads = c_.heads / d_.tensor;
+    const int64_t kv = std::max<int64_t>(1, c_.effective_kv_heads() / d_.tensor);
+    return compute_.FlashAttention(c_.micro_batch, heads, kv, c_.seq / d_.context, c_.seq, c_.effective_head_dim(),
+                                   /*causal=*/true, backward, act_dtype_);
+  }
+
   void AttentionCoreForward(Category cat) {
     const double s_q = static_cast<double>(c_.seq) / d_.context, s_kv = static_cast<double>(c_.seq);
     const double hd = static_cast<double>(c_.effective_head_dim());
@@ -234,11 +242,7 @@ class StepBuilder {
       ring = Start(context_, CollectiveOp::kAllGather, kv_bytes * d_.context, kContextComm, 1);
     }
     if (c_.flash_attention) {
-      const int64_t heads = c_.heads / d_.tensor;
-      const int64_t kv = std::max<int64_t>(1, c_.effective_kv_heads() / d_.tensor);
-      Compute(compute_.FlashAttention(c_.micro_batch, heads, kv, static_cast<int64_t>(s_q), static_cast<int64_t>(s_kv),
-                                      c_.effective_head_dim(), /*causal=*/true, /*backward=*/false, act_dtype_),
-              cat);
+      Compute(FlashAttention(/*backward=*/false), cat);
     } else {
       const double scores = Heads() * s_q * s_kv;
       Matmul(s_q, hd, s_kv, cat, Heads(), act_dtype_);           // Q K^T
@@ -258,11 +262,7 @@ class StepBuilder {
       ring = Start(context_, CollectiveOp::kReduceScatter, kv_bytes * d_.context, kContextComm, 1);
     }
     if (c_.flash_attention) {
-      const int64_t heads = c_.heads / d_.tensor;
-      const int64_t kv = std::max<int64_t>(1, c_.effective_kv_heads() / d_.tensor);
-      Compute(compute_.FlashAttention(c_.micro_batch, heads, kv, static_cast<int64_t>(s_q), static_cast<int64_t>(s_kv),
-                                      c_.effective_head_dim(), true, /*backward=*/true, act_dtype_),
-              kBackward);
+      Compute(FlashAttention(/*backward=*/true), kBackward);
     } else {
       const double scores = Heads() * s_q * s_kv;
       Matmul(s_q, hd, s_kv, kBackward, Heads(), act_dtype_);                 // dP = dO V^T

@@ -16,22 +16,6 @@ Mesh MeshOn(const std::string& topology, const std::vector<std::pair<std::string
   return MakeDeviceMesh(std::make_shared<const Topology>(Topology::Parse(topology)), axes);
 }
 
-// GPT as Megatron-LM trains it: MHA, GeLU, LayerNorm, learned positions, tied embeddings, vocabulary 51200.
-ModelConfig Gpt(int64_t h, int64_t layers, int64_t heads, int64_t d_ff) {
-  ModelConfig c;
-  c.vocab = 51200;
-  c.d_model = h;
-  c.layers = layers;
-  c.heads = heads;
-  c.d_ff = d_ff;
-  c.seq = 2048;
-  c.activation = Activation::kGelu;
-  c.norm = Norm::kLayerNorm;
-  c.position = PositionEmbedding::kLearned;
-  c.tied_embeddings = true;
-  return c;
-}
-
 // Korthikanti et al. 2022, Table 5: fp16, dropout, no flash attention (2022), TP 8 in a DGX A100, PP over
 // nodes; full recompute without SP, or SP + selective recompute.
 void AddKorthikanti(std::vector<ModelValidationRow>* rows) {
@@ -48,7 +32,7 @@ void AddKorthikanti(std::vector<ModelValidationRow>* rows) {
   };
   for (const Published& p : published) {
     for (bool selective : {false, true}) {
-      ModelConfig c = Gpt(p.h, p.layers, p.heads, p.d_ff);
+      ModelConfig c = GptModel(p.h, p.layers, p.heads, p.d_ff);
       c.name = p.name;
       c.dtype = DType::kF16;
       c.dropout = true;
@@ -93,7 +77,7 @@ void AddNvidiaH100(std::vector<ModelValidationRow>* rows) {
                                  {1024, DType::kBF16, 8.453}, {2048, DType::kBF16, 8.49},
                                  {128, DType::kF8E4M3FN, 5.626}, {2048, DType::kF8E4M3FN, 5.96}};
   for (const Published& p : published) {
-    ModelConfig c = Gpt(12288, 96, 96, 4 * 12288);
+    ModelConfig c = GptModel(12288, 96, 96, 4 * 12288);
     c.name = "gpt3-175b";
     c.dtype = p.dtype;
     c.dropout = false;

@@ -23,31 +23,14 @@ double PeakRssMiB() {
 }
 
 ModelConfig Gpt3() {
-  ModelConfig c;
+  ModelConfig c = GptModel(12288, 96, 96, 4 * 12288);
   c.name = "gpt3-175b";
-  c.vocab = 51200;
-  c.d_model = 12288;
-  c.layers = 96;
-  c.heads = 96;
-  c.d_ff = 4 * 12288;
-  c.seq = 2048;
-  c.position = PositionEmbedding::kLearned;
-  c.tied_embeddings = true;
   return c;
 }
 
 ModelConfig Llama70b() {
-  ModelConfig c;
+  ModelConfig c = LlamaModel(8192, 80, 64, 8, 28672, 4096);
   c.name = "llama2-70b";
-  c.vocab = 32000;
-  c.d_model = 8192;
-  c.layers = 80;
-  c.heads = 64;
-  c.kv_heads = 8;
-  c.d_ff = 28672;
-  c.activation = Activation::kSwiglu;
-  c.norm = Norm::kRmsNorm;
-  c.seq = 4096;
   return c;
 }
 

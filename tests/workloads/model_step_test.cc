@@ -11,6 +11,7 @@
 #include "cost/timeline.h"
 #include "mesh/mesh_utils.h"
 #include "mesh/topology.h"
+#include "tests/workloads/small_model.h"
 #include "workloads/model.h"
 #include "workloads/model_validation.h"
 
@@ -96,21 +97,7 @@ TEST(PipelineOrder, SchedulesHaveThePublishedBubble) {
 
 // --- the step ---
 
-ModelConfig Small() {
-  ModelConfig c;
-  c.vocab = 32000;
-  c.d_model = 2048;
-  c.layers = 8;
-  c.heads = 16;
-  c.kv_heads = 4;
-  c.d_ff = 5632;
-  c.activation = Activation::kSwiglu;
-  c.norm = Norm::kRmsNorm;
-  c.seq = 2048;
-  c.global_batch = 32;
-  c.micro_batch = 1;
-  return c;
-}
+ModelConfig Small() { return testing_model::SmallModel(); }
 
 struct Layout {
   std::string name;

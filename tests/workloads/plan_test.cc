@@ -7,25 +7,12 @@
 #include "mesh/mesh_utils.h"
 #include "scenario/run.h"
 #include "scenario/scenario.h"
+#include "tests/workloads/small_model.h"
 
 namespace spmdsim {
 namespace {
 
-ModelConfig Small() {
-  ModelConfig c;
-  c.name = "small";
-  c.vocab = 32000;
-  c.d_model = 2048;
-  c.layers = 8;
-  c.heads = 16;
-  c.kv_heads = 4;
-  c.d_ff = 5632;
-  c.activation = Activation::kSwiglu;
-  c.norm = Norm::kRmsNorm;
-  c.seq = 2048;
-  c.global_batch = 32;
-  return c;
-}
+ModelConfig Small() { return testing_model::SmallModel(); }
 
 std::shared_ptr<const Topology> Topo(const std::string& text) {
   return std::make_shared<const Topology>(Topology::Parse(text));
