@@ -98,6 +98,11 @@ struct ModelConfig {
   MoeConfig moe{};
   ModelParallelism parallel{};
   Recompute recompute = Recompute::kNone;
+  // The data run (non-abstract; docs/model.md, "Running with data"): tokens and weights from `seed`, and the
+  // numpy.isclose tolerance of the loss and every weight gradient against the one-device run.
+  uint64_t seed = 0;
+  double rtol = 1e-4, atol = 1e-6;
+  bool check = true;
 
   int64_t effective_kv_heads() const { return kv_heads > 0 ? kv_heads : heads; }
   int64_t effective_head_dim() const { return head_dim > 0 ? head_dim : d_model / heads; }

@@ -67,6 +67,10 @@ Array EvaluateStep(DeviceContext& device, const ProgramOpEntry& op, const Progra
 CheckedValue CompareArrays(const std::string& name, const Array& got, const Array& want, double rtol,
                            double atol);
 
+// Runs `config` on one device whose mesh has `axis_names`, each of size 1 (every collective over a group of one),
+// and returns its outputs. Throws what the interpreter throws (an invalid program: Error(kInvalidArgument)).
+std::vector<Array> RunProgramOnOneDevice(const ShardMapConfig& config, const std::vector<std::string>& axis_names);
+
 // Runs `config` as a workload of `kind` ("shard_map", "mlp", "transformer_block").
 WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& config, const std::string& kind);
 
