@@ -1,5 +1,6 @@
 // The model workload run with data (docs/model.md, "Running with data"): the loss and every weight gradient of
 // each parallel layout equal the same model on one device.
+#include <cmath>
 #include <memory>
 #include <set>
 
@@ -10,6 +11,8 @@
 #include "common/error.h"
 #include "mesh/mesh_utils.h"
 #include "mesh/topology.h"
+#include "workloads/engines/model_program.h"
+#include "workloads/engines/program.h"
 #include "workloads/workloads.h"
 
 namespace spmdsim {
@@ -102,6 +105,23 @@ TEST(ModelData, PipelineGradientsEqualOneDevice) {
   ExpectChecked(RunStep(c, Cpu({{"pipe", 2}})), Values(c));
 }
 
+// Four stages and fewer micro-batches than stages (the pipeline never fills), tensor parallel inside each stage.
+TEST(ModelData, DeepPipelineGradientsEqualOneDevice) {
+  ModelConfig c = Small();
+  c.layers = 4;
+  c.global_batch = 2;
+  c.parallel = {.tensor_axes = {"tensor"}, .pipeline_axes = {"pipe"}};
+  ExpectChecked(RunStep(c, Cpu({{"pipe", 4}, {"tensor", 2}})), Values(c));
+}
+
+TEST(ModelData, DataPipelineTensorSequenceParallelEqualOneDevice) {
+  ModelConfig c = Small();
+  c.global_batch = 8;
+  c.parallel = {.data_axes = {"data"}, .tensor_axes = {"tensor"}, .sequence_parallel = true,
+                .pipeline_axes = {"pipe"}};
+  ExpectChecked(RunStep(c, Cpu({{"data", 2}, {"pipe", 2}, {"tensor", 2}})), Values(c));
+}
+
 TEST(ModelData, GptLikeLayoutsEqualOneDevice) {
   ModelConfig c = Small();
   c.activation = Activation::kGelu;
@@ -113,6 +133,126 @@ TEST(ModelData, GptLikeLayoutsEqualOneDevice) {
   c.parallel = {.data_axes = {"data"}, .zero_stage = 3, .tensor_axes = {"tensor"}, .sequence_parallel = true,
                 .pipeline_axes = {"pipe"}};
   ExpectChecked(RunStep(c, Cpu({{"data", 2}, {"pipe", 2}, {"tensor", 2}})), Values(c));
+}
+
+// The one-device program's gradients are those of its loss: central differences of the loss in the element of
+// each weight with the largest gradient (float32 loss, eps 1e-2: agreement to ~1%).
+TEST(ModelData, OneDeviceGradientsAreDerivativesOfTheLoss) {
+  for (Norm norm : {Norm::kRmsNorm, Norm::kLayerNorm}) {
+    ModelConfig c = Small();
+    c.norm = norm;
+    c.micro_batch = c.global_batch;
+    const std::vector<std::string> axes = {"data"};
+    internal::ModelProgram p = internal::BuildModelProgram(c, Mesh::Iota({1}, axes));
+    const std::vector<Array> base = internal::RunProgramOnOneDevice(p.program, axes);
+    ASSERT_EQ(p.labels[0].names[0], "loss");
+    const double loss = base[0].ToDoubles()[0];
+    EXPECT_NEAR(loss, std::log(64.0), 1.0);  // near uniform predictions at initialisation
+    std::vector<std::string> weights = {"embed", "head", "final_norm.scale", "layers.0.norm1.scale",
+                                        "layers.0.attn.wq", "layers.0.attn.wk", "layers.1.attn.wv",
+                                        "layers.1.attn.wo", "layers.0.norm2.scale", "layers.1.mlp.w1",
+                                        "layers.0.mlp.w2", "layers.1.mlp.w3"};
+    if (norm == Norm::kLayerNorm) weights.insert(weights.end(), {"final_norm.bias", "layers.1.norm1.bias"});
+    for (const std::string& w : weights) {
+      SCOPED_TRACE(w);
+      size_t in = 0, out = 0;
+      while (in < p.program.inputs.size() && p.program.inputs[in].name != w) ++in;
+      while (out < p.labels.size() && p.labels[out].names[0] != "grad/" + w) ++out;
+      ASSERT_LT(in, p.program.inputs.size());
+      ASSERT_LT(out, p.labels.size());
+      const std::vector<double> grad = base[out].ToDoubles();
+      size_t at = 0;
+      for (size_t i = 0; i < grad.size(); ++i)
+        if (std::abs(grad[i]) > std::abs(grad[at])) at = i;
+      ASSERT_GT(std::abs(grad[at]), 1e-3);
+      const Array original = p.program.inputs[in].value;
+      auto loss_with = [&](double delta) {
+        std::vector<double> v = original.ToDoubles();
+        v[at] += delta;
+        std::vector<float> f(v.begin(), v.end());
+        p.program.inputs[in].value = Array::FromVector<float>(f, original.shape());
+        return internal::RunProgramOnOneDevice(p.program, axes)[0].ToDoubles()[0];
+      };
+      const double eps = 1e-2;
+      const double numeric = (loss_with(eps) - loss_with(-eps)) / (2 * eps);
+      p.program.inputs[in].value = original;
+      EXPECT_NEAR(numeric, grad[at], 0.02 * std::abs(grad[at]));
+    }
+  }
+}
+
+// The comparison sees the values: with no tolerance at all, a tensor-parallel run's different summation order
+// fails it.
+TEST(ModelData, CheckFailsWithoutTolerance) {
+  ModelConfig c = Small();
+  c.parallel.tensor_axes = {"tensor"};
+  c.rtol = 0;
+  c.atol = 0;
+  WorkloadResult r = RunStep(c, Cpu({{"tensor", 2}}));
+  EXPECT_TRUE(r.check.performed);
+  EXPECT_FALSE(r.check.passed);
+  EXPECT_GT(r.check.max_abs_error, 0);
+  EXPECT_LT(r.check.max_abs_error, 1e-5);
+}
+
+// A pipeline is SPMD code: stage index from axis_index, activations and gradients sent with ppermute.
+TEST(ModelData, PipelineStagesExchangeWithPpermute) {
+  ModelConfig c = Small();
+  c.parallel.pipeline_axes = {"pipe"};
+  const internal::ModelProgram p = internal::BuildModelProgram(c, Cpu({{"pipe", 2}}));
+  int sends = 0, stage_index = 0;
+  for (const ProgramStep& s : p.program.steps) {
+    if (s.op == "ppermute") {
+      ++sends;
+      EXPECT_EQ(s.axes, std::vector<std::string>{"pipe"});
+      EXPECT_EQ(s.pairs.size(), 1u);
+    }
+    if (s.op == "axis_index") ++stage_index;
+  }
+  // 4 micro-batches on 2 stages: 5 ticks each way, a send after every tick but the last.
+  EXPECT_EQ(sends, 8);
+  EXPECT_EQ(stage_index, 1);
+  for (const internal::ModelOutputLabel& l : p.labels) {
+    if (l.names[0].starts_with("grad/layers.")) {
+      EXPECT_TRUE(l.stacked && l.names.size() == 2);
+    }
+  }
+}
+
+TEST(ModelData, AbstractRunsOnlyPredict) {
+  WorkloadContext ctx;
+  ctx.mesh = Cpu({{"data", 2}});
+  ctx.abstract = true;
+  ModelConfig c = Small();
+  c.parallel.data_axes = {"data"};
+  WorkloadResult r = RunModel(ctx, c);
+  EXPECT_FALSE(r.check.performed);
+  ASSERT_TRUE(r.model_step.has_value());
+}
+
+TEST(ModelData, RefusesWhatItCannotRunWithData) {
+  ModelConfig big = Small();
+  big.vocab = 32000;
+  big.d_model = 4096;
+  big.d_ff = 16384;
+  big.heads = 32;
+  big.kv_heads = 0;
+  big.seq = 2048;
+  try {
+    RunStep(big, Cpu({{"data", 1}}));
+    ADD_FAILURE() << "a 4096-wide model ran with data";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted);
+    EXPECT_THAT(e.message(), HasSubstr("--abstract"));
+  }
+  ModelConfig moe = Small();
+  moe.moe.experts = 4;
+  try {
+    RunStep(moe, Cpu({{"data", 1}}));
+    ADD_FAILURE() << "MoE ran with data";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("--abstract"));
+  }
 }
 
 }  // namespace
