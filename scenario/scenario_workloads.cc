@@ -487,7 +487,8 @@ ModelConfig ParseModel(const YamlContext& ctx, const YamlMap& m, const Scenario&
   c.global_batch = Positive(ctx, m, "global_batch", c.global_batch);
   c.micro_batch = Positive(ctx, m, "micro_batch", c.micro_batch);
   if (m.Has("dtype")) {
-    // Any dtype name (fp8 included: the model is accounted, not run on arrays), then the compute dtypes.
+    // Any dtype name (fp8 included: the prediction prices it; the data run computes in float32), then the compute
+    // dtypes.
     const std::string text = ctx.String(m.Get("dtype"), m.Key("dtype"));
     try {
       c.dtype = ParseDType(text);

@@ -5,7 +5,8 @@
 // ANALYTIC accounting of one training step (AccountModel): parameter count, FLOPs per step, per-device memory
 // by category, and the pipeline bubble; and the simulated step (PredictModelStep, docs/model.md): every
 // device's program of forward, backward, recompute, pipeline transfers, gradient reduction and optimizer on
-// compute and communication streams, priced by the cost model. Shapes only: no data runs through it yet.
+// compute and communication streams, priced by the cost model. RunModel (workloads/workloads.h) also runs small
+// models with data (workloads/engines/model_program.h).
 //
 // Example (GPT-3 175B as in Korthikanti et al. 2022, Table 5, on 64 A100s, TP 8 x PP 8 interleaved 3):
 //   ModelConfig c{.vocab = 51200, .d_model = 12288, .layers = 96, .heads = 96, .d_ff = 4 * 12288, .seq = 2048,

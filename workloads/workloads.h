@@ -18,7 +18,8 @@
 //   RunTransformerBlock  Megatron attention + MLP block, forward (+ backward)
 //   RunPartition         parameter shapes and rules -> specs and per-device memory (no Runtime run)
 //   RunModel             a decoder-only LM training step: analytic accounting (parameters, FLOPs, memory per
-//                        device by category) and the predicted step time (PredictModelStep; workloads/model.h).
+//                        device by category) and the predicted step time (PredictModelStep; workloads/model.h);
+//                        not abstract, also run with data and checked against one device.
 //
 // Example (8 CPU devices, tensor-parallel MLP, checked and costed):
 //   auto topo = std::make_shared<const Topology>(Topology::Parse("cpu:8"));
@@ -410,9 +411,13 @@ struct PartitionConfig {
 WorkloadResult RunPartition(const WorkloadContext& context, const PartitionConfig& config);
 
 // ---------------------------------------------------------------------------------------------------------------
-// 5. model: a decoder-only transformer LM (workloads/model.h). For now the analytic accounting only: fills
-// WorkloadResult::model and ::memory (per position: its pipeline stage's total); steps and totals stay empty
-// (no simulated step time), check.performed is false. Throws what ValidateModel throws.
+// 5. model: a decoder-only transformer LM (workloads/model.h). Fills WorkloadResult::model (the analytic
+// accounting), ::memory (per position: its pipeline stage's total), ::model_step and ::totals (PredictModelStep);
+// `steps` stay empty. Not abstract: the training step also runs with data on the Runtime (float32; docs/model.md,
+// "Running with data") and ::check compares its loss and every weight gradient with the same model on one
+// device; wall_seconds is that run's. Throws what ValidateModel throws, and for a data run Error(kUnimplemented)
+// (MoE, context parallelism, KV heads or vocab not split evenly over tensor ranks) or Error(kResourceExhausted)
+// (too large), both suggesting --abstract.
 
 WorkloadResult RunModel(const WorkloadContext& context, const ModelConfig& config);
 
