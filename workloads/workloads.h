@@ -281,7 +281,7 @@ WorkloadResult RunCollectives(const WorkloadContext& context, const CollectivesC
 //   collectives   psum pmean pmax pmin (axes); all_gather (axes, axis, tiled); psum_scatter (axes, axis =
 //                 scatter dimension, tiled); all_to_all (axes, split_axis, concat_axis, tiled); ppermute (axes,
 //                 pairs); axis_index (axes; no args: an int32 scalar)
-//   binary        add sub mul div max min pow (2 args; or 1 arg and `scalar`)
+//   binary        add sub mul div max min pow, greater_equal (bool) (2 args; or 1 arg and `scalar`)
 //   unary         neg abs exp log sqrt rsqrt tanh sigmoid relu gelu (approximate) silu square
 //                 cast (dtype)
 //   linalg        einsum (equation, >= 1 args), matmul, dot
@@ -416,8 +416,8 @@ WorkloadResult RunPartition(const WorkloadContext& context, const PartitionConfi
 // `steps` stay empty. Not abstract: the training step also runs with data on the Runtime (float32; docs/model.md,
 // "Running with data") and ::check compares its loss and every weight gradient with the same model on one
 // device; wall_seconds is that run's. Throws what ValidateModel throws, and for a data run Error(kUnimplemented)
-// (MoE, context parallelism, KV heads or vocab not split evenly over tensor ranks) or Error(kResourceExhausted)
-// (too large), both suggesting --abstract.
+// (context parallelism, KV heads or vocab not split evenly over tensor ranks, MoE layers that differ between
+// pipeline stages) or Error(kResourceExhausted) (too large), both suggesting --abstract.
 
 WorkloadResult RunModel(const WorkloadContext& context, const ModelConfig& config);
 

@@ -17,10 +17,14 @@
 //                 activations of forward tick T-1-t', for every stage), gradients ppermuted to s - 1. Stage 0
 //                 takes the embedding and the last stage the head by masks from axis_index; the slots where a
 //                 stage has no micro-batch compute on finite data whose gradients are exactly zero.
+//   experts      MoE layers (GShard / Switch, dropless): router softmax, top-k mask, every token's row sent to
+//                every expert (zero unless chosen) with all_to_all over expert_axes, expert MLPs with d_ff split
+//                over tensor_axes, all_to_all back, combined with the gates.
 //   micro-batches gradient accumulation: the local gradients of every micro-batch are added before the
 //                 reduction over data_axes.
 #include "workloads/engines/model_program.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -44,7 +48,7 @@ constexpr double kMaxDataRunFlops = 5e10;
 struct WeightShape {
   std::string name;
   std::vector<int64_t> shape;
-  std::vector<char> roles;  // per dimension: 'f' fsdp, 't' tensor, '-' unsplit
+  std::vector<char> roles;  // per dimension: 'f' fsdp, 't' tensor, 'e' expert, '-' unsplit
   double init_scale = 0;    // Normal(0, scale); 0: a norm gain (1 + Normal(0, 0.1)); < 0: a bias (Normal(0, 0.1))
   int FsdpDim() const {
     for (size_t i = 0; i < roles.size(); ++i)
@@ -160,7 +164,8 @@ class ModelBuilder {
     return b_.Op(name, "mul", {a, b});
   }
 
-  std::vector<WeightShape> LayerWeights() const {
+  // The weights of stage-layer j (the same structure on every stage: CheckModelRunsWithData).
+  std::vector<WeightShape> LayerWeights(int64_t j) const {
     const double s_in = 1.0 / std::sqrt(static_cast<double>(d_.d));
     std::vector<WeightShape> w = {
         {"norm1.scale", {d_.d}, {'-'}, 0},
@@ -170,10 +175,18 @@ class ModelBuilder {
         {"attn.wo", {d_.n, d_.g, d_.k, d_.d}, {'t', '-', '-', 'f'},
          1.0 / std::sqrt(static_cast<double>(d_.n * d_.g * d_.k))},
         {"norm2.scale", {d_.d}, {'-'}, 0},
-        {"mlp.w1", {d_.d, d_.f}, {'f', 't'}, s_in},
-        {"mlp.w2", {d_.f, d_.d}, {'t', 'f'}, 1.0 / std::sqrt(static_cast<double>(d_.f))},
     };
-    if (c_.activation == Activation::kSwiglu) w.push_back({"mlp.w3", {d_.d, d_.f}, {'f', 't'}, s_in});
+    if (c_.is_moe_layer(j)) {
+      const int64_t e = c_.moe.experts, fe = c_.expert_d_ff();
+      w.push_back({"moe.router", {d_.d, e}, {'-', '-'}, s_in});
+      w.push_back({"moe.w1", {e, d_.d, fe}, {'e', '-', 't'}, s_in});
+      w.push_back({"moe.w2", {e, fe, d_.d}, {'e', 't', '-'}, 1.0 / std::sqrt(static_cast<double>(fe))});
+      if (c_.activation == Activation::kSwiglu) w.push_back({"moe.w3", {e, d_.d, fe}, {'e', '-', 't'}, s_in});
+    } else {
+      w.push_back({"mlp.w1", {d_.d, d_.f}, {'f', 't'}, s_in});
+      w.push_back({"mlp.w2", {d_.f, d_.d}, {'t', 'f'}, 1.0 / std::sqrt(static_cast<double>(d_.f))});
+      if (c_.activation == Activation::kSwiglu) w.push_back({"mlp.w3", {d_.d, d_.f}, {'f', 't'}, s_in});
+    }
     if (c_.norm == Norm::kLayerNorm) {
       w.push_back({"norm1.bias", {d_.d}, {'-'}, -1});
       w.push_back({"norm2.bias", {d_.d}, {'-'}, -1});
@@ -185,7 +198,10 @@ class ModelBuilder {
     std::vector<PartitionSpec::Entry> e;
     if (stacked) e.push_back(EntryOf(c_.parallel.pipeline_axes));
     for (char r : w.roles)
-      e.push_back(r == 'f' ? EntryOf(sh_.fsdp_axes) : r == 't' ? EntryOf(sh_.tensor_axes) : PartitionSpec::Entry::None());
+      e.push_back(r == 'f'   ? EntryOf(sh_.fsdp_axes)
+                  : r == 't' ? EntryOf(sh_.tensor_axes)
+                  : r == 'e' ? EntryOf(c_.parallel.expert_axes)
+                             : PartitionSpec::Entry::None());
     return PartitionSpec(e);
   }
 
@@ -225,8 +241,8 @@ class ModelBuilder {
       const WeightShape bias{"final_norm.bias", {d_.d}, {'-'}, -1};
       p_->inputs.push_back({"final_norm.bias", WeightValue(bias, -1, 1), PartitionSpec({PartitionSpec::Entry::None()})});
     }
-    const std::vector<WeightShape> weights = LayerWeights();
     for (int64_t j = 0; j < (pp_ ? d_.layers_per_stage : c_.layers); ++j) {
+      const std::vector<WeightShape> weights = LayerWeights(j);
       for (size_t wi = 0; wi < weights.size(); ++wi) {
         const WeightShape& w = weights[wi];
         if (!pp_) {
@@ -251,7 +267,7 @@ class ModelBuilder {
   std::string W(int64_t j, const std::string& w) {
     const std::string key = fmt::format("{}/{}", j, w);
     if (auto it = weight_cache_.find(key); it != weight_cache_.end()) return it->second;
-    const WeightShape shape = FindWeight(w);
+    const WeightShape shape = FindWeight(j, w);
     std::string v;
     if (!pp_) {
       const std::string in = LayerName(j, w);
@@ -266,8 +282,8 @@ class ModelBuilder {
     return v;
   }
 
-  WeightShape FindWeight(const std::string& name) const {
-    for (const WeightShape& w : LayerWeights())
+  WeightShape FindWeight(int64_t j, const std::string& name) const {
+    for (const WeightShape& w : LayerWeights(j))
       if (w.name == name) return w;
     SPMDSIM_CHECK(false, "unknown layer weight");
     return {};
@@ -331,6 +347,7 @@ class ModelBuilder {
     NormValues n1, n2;
     std::string X, q, k, v, pr, o;  // attention (X: the gathered normalized input)
     std::string X2, h1, h3, s1, a;  // MLP (h1: x W1 = gelu's input or swiglu's gate; h3: swiglu's up)
+    std::string probs, mask, gates, xr, ob;  // MoE: router softmax, top-k mask, gates, expert inputs and outputs
     std::string r;
   };
 
@@ -352,6 +369,7 @@ class ModelBuilder {
     const std::string bias2 = c_.norm == Norm::kLayerNorm ? W(j, "norm2.bias") : "";
     lv->n2 = NormForward(pre + "norm2/", lv->r, W(j, "norm2.scale"), bias2);
     lv->X2 = b_.GatherSeq(pre + "mlp/x", lv->n2.y);
+    if (c_.is_moe_layer(j)) return Add(pre + "residual2", lv->r, MoeForward(pre + "moe/", j, lv));
     lv->h1 = b_.Einsum(pre + "mlp/h", "bsd,df->bsf", {lv->X2, W(j, "mlp.w1")});
     if (c_.activation == Activation::kSwiglu) {
       lv->h3 = b_.Einsum(pre + "mlp/up", "bsd,df->bsf", {lv->X2, W(j, "mlp.w3")});
@@ -372,33 +390,118 @@ class ModelBuilder {
 
   std::string LayerBackward(const std::string& pre, int64_t j, const std::string& dy, const LayerValues& lv) {
     const std::string gk = fmt::format("{}/", j);
-    // MLP.
-    const std::string DY = b_.GatherSeq(pre + "mlp/dy", dy);
-    const std::string da = b_.Einsum(pre + "mlp/d_act", "bsd,fd->bsf", {DY, W(j, "mlp.w2")});
-    Accumulate(gk + "mlp.w2", b_.Einsum(pre + "mlp/dw2_local", "bsf,bsd->fd", {lv.a, DY}));
-    std::string dxp;
-    if (c_.activation == Activation::kSwiglu) {
-      const std::string dh3 = Mul(pre + "mlp/d_up", da, lv.s1);
-      const std::string sg = b_.Op(pre + "mlp/sigmoid", "sigmoid", {lv.h1});
-      const std::string one_minus = b_.Op(pre + "mlp/one_minus_sigmoid", "add", {b_.Op(pre + "mlp/neg_sigmoid", "neg", {sg})}, 1.0);
-      const std::string t1 = b_.Op(pre + "mlp/silu_grad_inner", "add", {Mul(pre + "mlp/h_one_minus", lv.h1, one_minus)}, 1.0);
-      const std::string dsilu = Mul(pre + "mlp/silu_grad", sg, t1);
-      const std::string dh1 = Mul(pre + "mlp/dh", Mul(pre + "mlp/d_silu", da, lv.h3), dsilu);
-      Accumulate(gk + "mlp.w1", b_.Einsum(pre + "mlp/dw1_local", "bsd,bsf->df", {lv.X2, dh1}));
-      Accumulate(gk + "mlp.w3", b_.Einsum(pre + "mlp/dw3_local", "bsd,bsf->df", {lv.X2, dh3}));
-      dxp = Add(pre + "mlp/dx_partial", b_.Einsum(pre + "mlp/dx_gate", "bsf,df->bsd", {dh1, W(j, "mlp.w1")}),
-                b_.Einsum(pre + "mlp/dx_up", "bsf,df->bsd", {dh3, W(j, "mlp.w3")}));
-    } else {
-      const std::string dh = b_.Op(pre + "mlp/dh", "gelu_grad", {lv.h1, da});
-      Accumulate(gk + "mlp.w1", b_.Einsum(pre + "mlp/dw1_local", "bsd,bsf->df", {lv.X2, dh}));
-      dxp = b_.Einsum(pre + "mlp/dx_partial", "bsf,df->bsd", {dh, W(j, "mlp.w1")});
-    }
-    const std::string dn2 = b_.ReduceTensor(pre + "mlp/dx", dxp);
+    const std::string dn2 = c_.is_moe_layer(j) ? MoeBackward(pre + "moe/", j, dy, lv) : MlpBackward(pre, j, dy, lv);
     NormGrads g2 = NormBackward(pre + "norm2/", dn2, lv.n2, W(j, "norm2.scale"));
     Accumulate(gk + "norm2.scale", g2.dscale);
     if (!g2.dbias.empty()) Accumulate(gk + "norm2.bias", g2.dbias);
     const std::string dr = Add(pre + "residual1_grad", dy, g2.dx);
-    // Attention.
+    return AttentionBackward(pre, j, dr, lv);
+  }
+
+  // The activation's gradient: swiglu (dh1 for the gate x w1, dh3 for the up projection x w3) or gelu (dh1).
+  // `p` prefixes the step names.
+  std::pair<std::string, std::string> ActivationBackward(const std::string& p, const std::string& da,
+                                                         const LayerValues& lv, const std::string& h1,
+                                                         const std::string& h3, const std::string& s1) {
+    if (c_.activation != Activation::kSwiglu) return {b_.Op(p + "dh", "gelu_grad", {h1, da}), ""};
+    const std::string dh3 = Mul(p + "d_up", da, s1);
+    const std::string sg = b_.Op(p + "sigmoid", "sigmoid", {h1});
+    const std::string one_minus = b_.Op(p + "one_minus_sigmoid", "add", {b_.Op(p + "neg_sigmoid", "neg", {sg})}, 1.0);
+    const std::string t1 = b_.Op(p + "silu_grad_inner", "add", {Mul(p + "h_one_minus", h1, one_minus)}, 1.0);
+    const std::string dsilu = Mul(p + "silu_grad", sg, t1);
+    return {Mul(p + "dh", Mul(p + "d_silu", da, h3), dsilu), dh3};
+  }
+
+  std::string MlpBackward(const std::string& pre, int64_t j, const std::string& dy, const LayerValues& lv) {
+    const std::string gk = fmt::format("{}/", j);
+    const std::string DY = b_.GatherSeq(pre + "mlp/dy", dy);
+    const std::string da = b_.Einsum(pre + "mlp/d_act", "bsd,fd->bsf", {DY, W(j, "mlp.w2")});
+    Accumulate(gk + "mlp.w2", b_.Einsum(pre + "mlp/dw2_local", "bsf,bsd->fd", {lv.a, DY}));
+    const auto [dh1, dh3] = ActivationBackward(pre + "mlp/", da, lv, lv.h1, lv.h3, lv.s1);
+    Accumulate(gk + "mlp.w1", b_.Einsum(pre + "mlp/dw1_local", "bsd,bsf->df", {lv.X2, dh1}));
+    std::string dxp = b_.Einsum(pre + "mlp/dx_gate", "bsf,df->bsd", {dh1, W(j, "mlp.w1")});
+    if (!dh3.empty()) {
+      Accumulate(gk + "mlp.w3", b_.Einsum(pre + "mlp/dw3_local", "bsd,bsf->df", {lv.X2, dh3}));
+      dxp = Add(pre + "mlp/dx_partial", dxp, b_.Einsum(pre + "mlp/dx_up", "bsf,df->bsd", {dh3, W(j, "mlp.w3")}));
+    }
+    return b_.ReduceTensor(pre + "mlp/dx", dxp);
+  }
+
+  // An all_to_all over the expert axes (tiled): dispatch (split experts, concat rows) or combine (the reverse).
+  std::string ExpertAllToAll(const std::string& name, const std::string& x, bool dispatch) {
+    ProgramStep s = Named(name, "all_to_all", {x}, c_.parallel.expert_axes);
+    s.split_axis = dispatch ? 0 : 1;
+    s.concat_axis = dispatch ? 1 : 0;
+    s.tiled = true;
+    return b_.Step(std::move(s));
+  }
+
+  // The MoE block on the gathered normalized input lv->X2 (GShard / Switch with softmax top-k gates, dropless):
+  // each token's row goes to every expert, zero unless the expert is one of its top_k; the rows are exchanged
+  // with all_to_all over the expert axes (each rank holds experts / ep experts), run through the experts' MLPs
+  // (d_ff split over tensor ranks), sent back and combined with the gates. Returns the block's output.
+  std::string MoeForward(const std::string& pre, int64_t j, LayerValues* lv) {
+    const std::string logits = b_.Einsum(pre + "router_logits", "bsd,de->bse", {lv->X2, W(j, "moe.router")});
+    lv->probs = b_.Op(pre + "router_probs", "softmax", {logits}, std::nullopt, 2);
+    std::string rest = lv->probs;
+    for (int64_t i = 0; i < c_.moe.top_k; ++i) {
+      const std::string mx = Reduce(fmt::format("{}top{}_max", pre, i), "max_reduce", rest, {2}, true);
+      const std::string sel = b_.Step(Cast(fmt::format("{}top{}_mask", pre, i),
+                                           b_.Op(fmt::format("{}top{}_ge", pre, i), "greater_equal", {rest, mx})));
+      lv->mask = i == 0 ? sel : Add(fmt::format("{}top{}_mask_sum", pre, i), lv->mask, sel);
+      // Probabilities are in [0, 1]: subtracting 2 puts the chosen expert below every other.
+      if (i + 1 < c_.moe.top_k) {
+        rest = b_.Op(fmt::format("{}top{}_rest", pre, i), "sub",
+                     {rest, b_.Op(fmt::format("{}top{}_drop", pre, i), "mul", {sel}, 2.0)});
+      }
+    }
+    lv->gates = Mul(pre + "gates", lv->probs, lv->mask);
+    const std::string xe = b_.Einsum(pre + "dispatch_rows", "bsd,bse->ebsd", {lv->X2, lv->mask});
+    lv->xr = ExpertAllToAll(pre + "dispatch", xe, true);
+    lv->h1 = b_.Einsum(pre + "h", "ebsd,edf->ebsf", {lv->xr, W(j, "moe.w1")});
+    if (c_.activation == Activation::kSwiglu) {
+      lv->h3 = b_.Einsum(pre + "up", "ebsd,edf->ebsf", {lv->xr, W(j, "moe.w3")});
+      lv->s1 = b_.Op(pre + "silu", "silu", {lv->h1});
+      lv->a = Mul(pre + "act", lv->s1, lv->h3);
+    } else {
+      lv->a = b_.Op(pre + "act", "gelu", {lv->h1});
+    }
+    const std::string oe = b_.Einsum(pre + "expert_out", "ebsf,efd->ebsd", {lv->a, W(j, "moe.w2")});
+    lv->ob = ExpertAllToAll(pre + "combine", oe, false);
+    const std::string yp = b_.Einsum(pre + "out_partial", "ebsd,bse->bsd", {lv->ob, lv->gates});
+    return b_.ReduceTensor(pre + "out", yp);
+  }
+
+  std::string MoeBackward(const std::string& pre, int64_t j, const std::string& dy, const LayerValues& lv) {
+    const std::string gk = fmt::format("{}/", j);
+    const std::string DY = b_.GatherSeq(pre + "dy", dy);
+    // The expert outputs are partial sums over tensor ranks (d_ff split): so are the gates' gradients.
+    const std::string dgates = Psum(pre + "d_gates", b_.Einsum(pre + "d_gates_partial", "ebsd,bsd->bse", {lv.ob, DY}),
+                                    sh_.tensor_axes);
+    const std::string dob = b_.Einsum(pre + "d_combined", "bsd,bse->ebsd", {DY, lv.gates});
+    const std::string doe = ExpertAllToAll(pre + "d_combine", dob, true);
+    const std::string da = b_.Einsum(pre + "d_act", "ebsd,efd->ebsf", {doe, W(j, "moe.w2")});
+    Accumulate(gk + "moe.w2", b_.Einsum(pre + "dw2_local", "ebsf,ebsd->efd", {lv.a, doe}));
+    const auto [dh1, dh3] = ActivationBackward(pre, da, lv, lv.h1, lv.h3, lv.s1);
+    Accumulate(gk + "moe.w1", b_.Einsum(pre + "dw1_local", "ebsd,ebsf->edf", {lv.xr, dh1}));
+    std::string dxr = b_.Einsum(pre + "dx_gate", "ebsf,edf->ebsd", {dh1, W(j, "moe.w1")});
+    if (!dh3.empty()) {
+      Accumulate(gk + "moe.w3", b_.Einsum(pre + "dw3_local", "ebsd,ebsf->edf", {lv.xr, dh3}));
+      dxr = Add(pre + "dx_experts", dxr, b_.Einsum(pre + "dx_up", "ebsf,edf->ebsd", {dh3, W(j, "moe.w3")}));
+    }
+    const std::string dxe = ExpertAllToAll(pre + "d_dispatch", dxr, false);
+    const std::string dx_disp = b_.Einsum(pre + "dx_dispatch", "ebsd,bse->bsd", {dxe, lv.mask});
+    // The router (the same on every tensor rank): its input gradient enters the sum over tensor ranks once.
+    const std::string dlogits = b_.Op(pre + "d_router_logits", "softmax_grad",
+                                      {lv.probs, Mul(pre + "d_router_probs", dgates, lv.mask)}, std::nullopt, 2);
+    Accumulate(gk + "moe.router", b_.Einsum(pre + "drouter_local", "bsd,bse->de", {lv.X2, dlogits}));
+    std::string dx_router = b_.Einsum(pre + "dx_router", "bse,de->bsd", {dlogits, W(j, "moe.router")});
+    if (d_.tensor > 1) dx_router = b_.Op(pre + "dx_router_share", "mul", {dx_router}, 1.0 / static_cast<double>(d_.tensor));
+    return b_.ReduceTensor(pre + "dx", Add(pre + "dx_partial", dx_disp, dx_router));
+  }
+
+  std::string AttentionBackward(const std::string& pre, int64_t j, const std::string& dr, const LayerValues& lv) {
+    const std::string gk = fmt::format("{}/", j);
     const std::string DR = b_.GatherSeq(pre + "attn/dout", dr);
     const std::string dO = b_.Einsum(pre + "attn/d_context", "bqd,ngkd->bqngk", {DR, W(j, "attn.wo")});
     Accumulate(gk + "attn.wo", b_.Einsum(pre + "attn/dwo_local", "bqngk,bqd->ngkd", {lv.o, DR}));
@@ -557,6 +660,20 @@ class ModelBuilder {
     return Psum(name, local, axes);
   }
 
+  // The axes a layer weight without an FSDP dimension has its gradient psum'd over: experts over the data axes that
+  // do not split them; the router over every data axis (its input is the gathered sequence); the norms also over
+  // tensor ranks under SP (each saw its sequence shard).
+  std::vector<std::string> ReplicatedGradAxes(const WeightShape& w) const {
+    std::vector<std::string> axes;
+    const std::vector<std::string>& experts = c_.parallel.expert_axes;
+    const bool expert = std::find(w.roles.begin(), w.roles.end(), 'e') != w.roles.end();
+    for (const std::string& a : sh_.batch_axes)
+      if (!expert || std::find(experts.begin(), experts.end(), a) == experts.end()) axes.push_back(a);
+    if (!expert && w.name != "moe.router" && b_.sequence_parallel())
+      axes.insert(axes.end(), sh_.tensor_axes.begin(), sh_.tensor_axes.end());
+    return axes;
+  }
+
   void Output(const std::string& value, const PartitionSpec& spec, ModelOutputLabel label) {
     p_->outputs.push_back({value, spec});
     out_->labels.push_back(std::move(label));
@@ -578,7 +695,7 @@ class ModelBuilder {
              {{"grad/final_norm.bias"}, false});
     }
     for (int64_t j = 0; j < d_.layers_per_stage; ++j) {
-      for (const WeightShape& w : LayerWeights()) {
+      for (const WeightShape& w : LayerWeights(j)) {
         std::string g = grads_.at(fmt::format("{}/{}", j, w.name));
         ModelOutputLabel label;
         label.stacked = pp_;
@@ -595,9 +712,12 @@ class ModelBuilder {
           // Matrices: psum_scatter over FSDP axes, psum over the rest of the data axes (ProgramBuilder).
           g = b_.ReduceWeightGrad(name, g, fsdp + (pp_ ? 1 : 0));
         } else {
-          std::vector<std::string> axes = sh_.batch_axes;
-          if (b_.sequence_parallel()) axes.insert(axes.end(), sh_.tensor_axes.begin(), sh_.tensor_axes.end());
-          g = Psum(name, g, axes);
+          // Under SP the router's input is all_gathered (varying over tensor ranks for shard_map's check), though
+          // every tensor rank computes the same gradient: pmean states that.
+          if (w.name == "moe.router" && b_.sequence_parallel()) {
+            g = b_.Step(Named(name + "_tensor_pmean", "pmean", {g}, sh_.tensor_axes));
+          }
+          g = Psum(name, g, ReplicatedGradAxes(w));
         }
         Output(g, SpecOf(w, pp_), label);
       }
@@ -633,7 +753,11 @@ void CheckModelRunsWithData(const ModelConfig& c, const Mesh& mesh) {
     Throw(code, "model '{}': {}; run it with --abstract (shapes only: the accounting and the predicted step)",
           c.name, why);
   };
-  if (c.moe.experts > 0) refuse(ErrorCode::kUnimplemented, "MoE layers do not run with data yet");
+  if (c.moe.experts > 0 && (c.layers / deg.pipeline) % c.moe.every != 0)
+    refuse(ErrorCode::kUnimplemented,
+           fmt::format("the data run stacks each stage's layers, so every stage needs the same MoE layers: the "
+                       "layers per stage ({}) must be a multiple of moe.every = {}", c.layers / deg.pipeline,
+                       c.moe.every));
   if (deg.context > 1) refuse(ErrorCode::kUnimplemented, "context parallelism does not run with data yet");
   if (c.effective_kv_heads() % deg.tensor != 0)
     refuse(ErrorCode::kUnimplemented,

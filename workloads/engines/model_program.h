@@ -35,7 +35,8 @@ struct ModelProgram {
 // The config with every parallelism removed and the whole batch as one micro-batch: the one-device model.
 ModelConfig OneDeviceModel(const ModelConfig& config);
 
-// Throws Error(kUnimplemented) for what the data run does not express yet (MoE, context parallelism) and
+// Throws Error(kUnimplemented) for what the data run does not express yet (context parallelism, KV heads or
+// vocab not divisible by the tensor degree, MoE layers that differ between pipeline stages) and
 // Error(kResourceExhausted) for a model too large to run with data (both suggest --abstract).
 // REQUIRES: ValidateModel(config, mesh) passes.
 void CheckModelRunsWithData(const ModelConfig& config, const Mesh& mesh);

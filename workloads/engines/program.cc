@@ -77,6 +77,7 @@ const std::vector<ProgramOpEntry>& OpTable() {
       {"exp", kExp, 1, false, UnaryOp<Exp>},
       {"gelu", kGelu, 1, false, [](const OpCall& c) { return Gelu(c.x(), c.s.approximate); }},
       {"gelu_grad", kGeluGrad, 2, false, [](const OpCall& c) { return GeluGrad(c.args[0], c.args[1]); }},
+      {"greater_equal", kGreaterEqual, kTwoOrScalar, false, BinaryOp<GreaterEqual, GreaterEqual>},
       {"log", kLog, 1, false, UnaryOp<Log>},
       {"log_softmax", kLogSoftmax, 1, false, [](const OpCall& c) { return LogSoftmax(c.x(), c.s.axis); }},
       {"matmul", kMatMul, 2, false, [](const OpCall& c) { return MatMul(c.args[0], c.args[1]); }},

@@ -28,7 +28,7 @@ namespace spmdsim::internal {
 // built (FindProgramOp), and each device then calls the entry's handler.
 enum class ProgramOp {
   kAbs, kAdd, kAllGather, kAllToAll, kAxisIndex, kBroadcastTo, kCast, kConcatenate, kDiv, kDot, kEinsum, kExp,
-  kGelu, kGeluGrad, kLog, kLogSoftmax, kMatMul, kMax, kMaxReduce, kMean, kMin, kMinReduce, kMul, kNeg, kPmax,
+  kGelu, kGeluGrad, kGreaterEqual, kLog, kLogSoftmax, kMatMul, kMax, kMaxReduce, kMean, kMin, kMinReduce, kMul, kNeg, kPmax,
   kPmean, kPmin, kPow, kPpermute, kPsum, kPsumScatter, kRelu, kReluGrad, kReshape, kRsqrt, kSigmoid, kSilu,
   kSlice, kSoftmax, kSoftmaxGrad, kSqrt, kSquare, kSub, kSum, kTanh, kTranspose,
 };
