@@ -115,8 +115,10 @@ class ModelBuilder {
       stage_ = b_.Step(Named("stage_index", "axis_index", {}, c_.parallel.pipeline_axes));
       const std::string sf = b_.Step(Cast("stage_f32", stage_));
       // 1 on stage 0, else 0: relu(1 - s); 1 on the last stage: relu(s - (P - 2)).
-      is_first_ = b_.Op("is_first_stage", "relu", {b_.Op("one_minus_stage", "add", {b_.Op("neg_stage", "neg", {sf})}, 1.0)});
-      is_last_ = b_.Op("is_last_stage", "relu", {b_.Op("stage_minus", "sub", {sf}, static_cast<double>(d_.stages - 2))});
+      const std::string one_minus = b_.Op("one_minus_stage", "add", {b_.Op("neg_stage", "neg", {sf})}, 1.0);
+      is_first_ = b_.Op("is_first_stage", "relu", {one_minus});
+      const std::string from_last = b_.Op("stage_minus", "sub", {sf}, static_cast<double>(d_.stages - 2));
+      is_last_ = b_.Op("is_last_stage", "relu", {from_last});
     }
     Forward();
     Backward();
@@ -236,10 +238,11 @@ class ModelBuilder {
                             PartitionSpec({PartitionSpec::Entry::None(), EntryOf(sh_.tensor_axes)})});
     }
     const WeightShape final_scale{"final_norm.scale", {d_.d}, {'-'}, 0};
-    p_->inputs.push_back({"final_norm.scale", WeightValue(final_scale, -1, 0), PartitionSpec({PartitionSpec::Entry::None()})});
+    const PartitionSpec vector({PartitionSpec::Entry::None()});
+    p_->inputs.push_back({"final_norm.scale", WeightValue(final_scale, -1, 0), vector});
     if (c_.norm == Norm::kLayerNorm) {
       const WeightShape bias{"final_norm.bias", {d_.d}, {'-'}, -1};
-      p_->inputs.push_back({"final_norm.bias", WeightValue(bias, -1, 1), PartitionSpec({PartitionSpec::Entry::None()})});
+      p_->inputs.push_back({"final_norm.bias", WeightValue(bias, -1, 1), vector});
     }
     for (int64_t j = 0; j < (pp_ ? d_.layers_per_stage : c_.layers); ++j) {
       const std::vector<WeightShape> weights = LayerWeights(j);
@@ -401,8 +404,8 @@ class ModelBuilder {
   // The activation's gradient: swiglu (dh1 for the gate x w1, dh3 for the up projection x w3) or gelu (dh1).
   // `p` prefixes the step names.
   std::pair<std::string, std::string> ActivationBackward(const std::string& p, const std::string& da,
-                                                         const LayerValues& lv, const std::string& h1,
-                                                         const std::string& h3, const std::string& s1) {
+                                                         const std::string& h1, const std::string& h3,
+                                                         const std::string& s1) {
     if (c_.activation != Activation::kSwiglu) return {b_.Op(p + "dh", "gelu_grad", {h1, da}), ""};
     const std::string dh3 = Mul(p + "d_up", da, s1);
     const std::string sg = b_.Op(p + "sigmoid", "sigmoid", {h1});
@@ -417,7 +420,7 @@ class ModelBuilder {
     const std::string DY = b_.GatherSeq(pre + "mlp/dy", dy);
     const std::string da = b_.Einsum(pre + "mlp/d_act", "bsd,fd->bsf", {DY, W(j, "mlp.w2")});
     Accumulate(gk + "mlp.w2", b_.Einsum(pre + "mlp/dw2_local", "bsf,bsd->fd", {lv.a, DY}));
-    const auto [dh1, dh3] = ActivationBackward(pre + "mlp/", da, lv, lv.h1, lv.h3, lv.s1);
+    const auto [dh1, dh3] = ActivationBackward(pre + "mlp/", da, lv.h1, lv.h3, lv.s1);
     Accumulate(gk + "mlp.w1", b_.Einsum(pre + "mlp/dw1_local", "bsd,bsf->df", {lv.X2, dh1}));
     std::string dxp = b_.Einsum(pre + "mlp/dx_gate", "bsf,df->bsd", {dh1, W(j, "mlp.w1")});
     if (!dh3.empty()) {
@@ -482,7 +485,7 @@ class ModelBuilder {
     const std::string doe = ExpertAllToAll(pre + "d_combine", dob, true);
     const std::string da = b_.Einsum(pre + "d_act", "ebsd,efd->ebsf", {doe, W(j, "moe.w2")});
     Accumulate(gk + "moe.w2", b_.Einsum(pre + "dw2_local", "ebsf,ebsd->efd", {lv.a, doe}));
-    const auto [dh1, dh3] = ActivationBackward(pre, da, lv, lv.h1, lv.h3, lv.s1);
+    const auto [dh1, dh3] = ActivationBackward(pre, da, lv.h1, lv.h3, lv.s1);
     Accumulate(gk + "moe.w1", b_.Einsum(pre + "dw1_local", "ebsd,ebsf->edf", {lv.xr, dh1}));
     std::string dxr = b_.Einsum(pre + "dx_gate", "ebsf,edf->ebsd", {dh1, W(j, "moe.w1")});
     if (!dh3.empty()) {
@@ -496,7 +499,9 @@ class ModelBuilder {
                                       {lv.probs, Mul(pre + "d_router_probs", dgates, lv.mask)}, std::nullopt, 2);
     Accumulate(gk + "moe.router", b_.Einsum(pre + "drouter_local", "bsd,bse->de", {lv.X2, dlogits}));
     std::string dx_router = b_.Einsum(pre + "dx_router", "bse,de->bsd", {dlogits, W(j, "moe.router")});
-    if (d_.tensor > 1) dx_router = b_.Op(pre + "dx_router_share", "mul", {dx_router}, 1.0 / static_cast<double>(d_.tensor));
+    if (d_.tensor > 1) {
+      dx_router = b_.Op(pre + "dx_router_share", "mul", {dx_router}, 1.0 / static_cast<double>(d_.tensor));
+    }
     return b_.ReduceTensor(pre + "dx", Add(pre + "dx_partial", dx_disp, dx_router));
   }
 
