@@ -4,8 +4,10 @@
 //   embedding     vocab-parallel: E [V, d] split on V over tensor_axes; tokens are one-hot rows [b, s, V] split
 //                 the same way, so x0 = onehot @ E is a partial sum reduced over tensor_axes (psum, or
 //                 psum_scatter on seq with SP).
+//                 Learned positions [S, d] are added (split on seq under SP).
 //   layers        pre-norm: x + attn(norm1(x)), then + mlp(norm2(.)); attention column/row parallel over heads
-//                 (KV heads split, GQA groups kept whole), MLP over d_ff; causal mask.
+//                 (KV heads split, GQA groups kept whole), rotary embeddings on q and k (rope), causal mask; MLP
+//                 over d_ff.
 //   head          final norm, logits = h @ W_out with W_out [d, V] split on V (tied: h @ E^T); vocab-parallel
 //                 cross-entropy (pmax / psum of the softmax statistics over tensor_axes); loss = mean over all
 //                 tokens of the global batch.
@@ -85,6 +87,24 @@ Array OneHot(const std::vector<int64_t>& ids, const Dims& d) {
   std::vector<float> v(static_cast<size_t>(d.B * d.S * d.V), 0.0f);
   for (size_t i = 0; i < ids.size(); ++i) v[i * static_cast<size_t>(d.V) + static_cast<size_t>(ids[i])] = 1.0f;
   return Array::FromVector<float>(v, {d.micro_batches, d.B / d.micro_batches, d.S, d.V});
+}
+
+// Rotary position embedding tables (Su et al. 2021, as Llama / Megatron apply them: the two halves of the head
+// dimension rotated together): angle(s, i) = s * 10000^(-2i / k) for i < k / 2, repeated over both halves,
+// shaped [S, 1 ... 1, k] to broadcast against [b, S, heads..., k].
+Array RopeTable(int64_t seq, int64_t k, int broadcast_dims, bool sine) {
+  std::vector<float> v(static_cast<size_t>(seq * k));
+  for (int64_t pos = 0; pos < seq; ++pos) {
+    for (int64_t i = 0; i < k; ++i) {
+      const double inv_freq = std::pow(10000.0, -2.0 * static_cast<double>(i % (k / 2)) / static_cast<double>(k));
+      const double angle = static_cast<double>(pos) * inv_freq;
+      v[static_cast<size_t>(pos * k + i)] = static_cast<float>(sine ? std::sin(angle) : std::cos(angle));
+    }
+  }
+  std::vector<int64_t> shape = {seq};
+  for (int i = 0; i < broadcast_dims; ++i) shape.push_back(1);
+  shape.push_back(k);
+  return Array::FromVector<float>(v, shape);
 }
 
 Array CausalMask(int64_t s) {
@@ -226,6 +246,12 @@ class ModelBuilder {
     p_->inputs.push_back({"tokens", OneHot(tokens.inputs, d_), onehot});
     p_->inputs.push_back({"targets", OneHot(tokens.targets, d_), onehot});
     p_->inputs.push_back({"causal_mask", CausalMask(d_.S), PartitionSpec()});
+    if (Rope()) {
+      p_->inputs.push_back({"rope_cos_q", RopeTable(d_.S, d_.k, 2, false), PartitionSpec()});
+      p_->inputs.push_back({"rope_sin_q", RopeTable(d_.S, d_.k, 2, true), PartitionSpec()});
+      p_->inputs.push_back({"rope_cos_k", RopeTable(d_.S, d_.k, 1, false), PartitionSpec()});
+      p_->inputs.push_back({"rope_sin_k", RopeTable(d_.S, d_.k, 1, true), PartitionSpec()});
+    }
     if (pp_) {
       p_->inputs.push_back({"stage_ones", Array::Full({d_.stages}, DType::kF32, 1.0),
                             PartitionSpec({EntryOf(c_.parallel.pipeline_axes)})});
@@ -233,6 +259,10 @@ class ModelBuilder {
     const double s_in = 1.0 / std::sqrt(static_cast<double>(d_.d));
     p_->inputs.push_back({"embed", RandomArray({d_.V, d_.d}, DType::kF32, c_.seed * 1000003 + 1, 1.0),
                           PartitionSpec({EntryOf(sh_.tensor_axes), PartitionSpec::Entry::None()})});
+    if (!Rope()) {  // learned positions [S, d], split on seq like the activations under SP
+      p_->inputs.push_back({"positions", RandomArray({d_.S, d_.d}, DType::kF32, c_.seed * 1000003 + 3, 0.5),
+                            PositionsSpec()});
+    }
     if (!c_.tied_embeddings) {
       p_->inputs.push_back({"head", RandomArray({d_.d, d_.V}, DType::kF32, c_.seed * 1000003 + 2, s_in),
                             PartitionSpec({PartitionSpec::Entry::None(), EntryOf(sh_.tensor_axes)})});
@@ -346,6 +376,41 @@ class ModelBuilder {
     return g;
   }
 
+  bool Rope() const { return c_.position == PositionEmbedding::kRope; }
+  PartitionSpec PositionsSpec() const {
+    return PartitionSpec({b_.sequence_parallel() ? EntryOf(sh_.tensor_axes) : PartitionSpec::Entry::None(),
+                          PartitionSpec::Entry::None()});
+  }
+
+  // Rotary embedding of q ([b, S, kv, g, k]) or k ([b, S, kv, k]) on this device: x cos + rotate_half(x) sin,
+  // rotate_half(x) = concat(-x2, x1) over the halves of the last dimension. `transpose`: its adjoint, for the
+  // backward: dy cos + rotate_half^T(dy sin), rotate_half^T(y) = concat(y2, -y1).
+  std::string RopeApply(const std::string& pre, const std::string& x, bool is_q, bool transpose) {
+    std::vector<int64_t> shape = {d_.rows, d_.S, d_.n / d_.tensor};
+    if (is_q) shape.push_back(d_.g);
+    shape.push_back(d_.k);
+    const int last = static_cast<int>(shape.size()) - 1;
+    auto half = [&](const std::string& name, const std::string& v, bool second) {
+      ProgramStep s = Named(name, "slice", {v});
+      s.start.assign(shape.size(), 0);
+      s.limit = shape;
+      if (second) s.start[last] = d_.k / 2;
+      else s.limit[last] = d_.k / 2;
+      return b_.Step(std::move(s));
+    };
+    const std::string suffix = is_q ? "_q" : "_k";
+    const std::string cos = "rope_cos" + suffix, sin = "rope_sin" + suffix;
+    const std::string rotated_in = transpose ? Mul(pre + "times_sin", x, sin) : x;
+    const std::string x1 = half(pre + "first_half", rotated_in, false);
+    const std::string x2 = half(pre + "second_half", rotated_in, true);
+    ProgramStep cat = transpose ? Named(pre + "rotated", "concatenate", {x2, b_.Op(pre + "neg_first", "neg", {x1})})
+                                : Named(pre + "rotated", "concatenate", {b_.Op(pre + "neg_second", "neg", {x2}), x1});
+    cat.axis = last;
+    const std::string rotated = b_.Step(std::move(cat));
+    const std::string straight = Mul(pre + "times_cos", x, cos);
+    return Add(pre + "out", straight, transpose ? rotated : Mul(pre + "rotated_sin", rotated, sin));
+  }
+
   struct LayerValues {
     NormValues n1, n2;
     std::string X, q, k, v, pr, o;  // attention (X: the gathered normalized input)
@@ -360,6 +425,10 @@ class ModelBuilder {
     lv->X = b_.GatherSeq(pre + "attn/x", lv->n1.y);
     lv->q = b_.Einsum(pre + "attn/q", "bsd,dngk->bsngk", {lv->X, W(j, "attn.wq")});
     lv->k = b_.Einsum(pre + "attn/k", "bsd,dnk->bsnk", {lv->X, W(j, "attn.wk")});
+    if (Rope()) {
+      lv->q = RopeApply(pre + "attn/q_rope/", lv->q, true, false);
+      lv->k = RopeApply(pre + "attn/k_rope/", lv->k, false, false);
+    }
     lv->v = b_.Einsum(pre + "attn/v", "bsd,dnk->bsnk", {lv->X, W(j, "attn.wv")});
     const std::string sc = b_.Einsum(pre + "attn/scores", "bqngk,bsnk->bngqs", {lv->q, lv->k});
     const std::string ss = b_.Op(pre + "attn/scaled", "mul", {sc}, 1.0 / std::sqrt(static_cast<double>(d_.k)));
@@ -514,8 +583,12 @@ class ModelBuilder {
     const std::string dv = b_.Einsum(pre + "attn/dv", "bngqs,bqngk->bsnk", {lv.pr, dO});
     const std::string ds = b_.Op(pre + "attn/d_masked", "softmax_grad", {lv.pr, dp}, std::nullopt, 4);
     const std::string dss = b_.Op(pre + "attn/d_scores", "mul", {ds}, 1.0 / std::sqrt(static_cast<double>(d_.k)));
-    const std::string dq = b_.Einsum(pre + "attn/dq", "bngqs,bsnk->bqngk", {dss, lv.k});
-    const std::string dk = b_.Einsum(pre + "attn/dk", "bngqs,bqngk->bsnk", {dss, lv.q});
+    std::string dq = b_.Einsum(pre + "attn/dq", "bngqs,bsnk->bqngk", {dss, lv.k});
+    std::string dk = b_.Einsum(pre + "attn/dk", "bngqs,bqngk->bsnk", {dss, lv.q});
+    if (Rope()) {
+      dq = RopeApply(pre + "attn/dq_rope/", dq, true, true);
+      dk = RopeApply(pre + "attn/dk_rope/", dk, false, true);
+    }
     Accumulate(gk + "attn.wq", b_.Einsum(pre + "attn/dwq_local", "bsd,bsngk->dngk", {lv.X, dq}));
     Accumulate(gk + "attn.wk", b_.Einsum(pre + "attn/dwk_local", "bsd,bsnk->dnk", {lv.X, dk}));
     Accumulate(gk + "attn.wv", b_.Einsum(pre + "attn/dwv_local", "bsd,bsnk->dnk", {lv.X, dv}));
@@ -533,7 +606,9 @@ class ModelBuilder {
   // The embedding of micro-batch m: a partial sum over the vocabulary shards, reduced over tensor_axes.
   std::string Embed(const std::string& pre, int64_t m) {
     const std::string oh = MicroBatch(pre, "tokens", m);
-    return b_.ReduceTensor(pre + "embed", b_.Einsum(pre + "embed_partial", "bsv,vd->bsd", {oh, "embed"}));
+    const std::string partial = b_.Einsum(pre + "embed_partial", "bsv,vd->bsd", {oh, "embed"});
+    const std::string x = b_.ReduceTensor(pre + "embed", partial);
+    return Rope() ? x : Add(pre + "embed_positions", x, "positions");
   }
 
   struct HeadValues {
@@ -595,6 +670,7 @@ class ModelBuilder {
     std::string d = pp_ ? Mul(pre + "embed/dx_first_stage", dx, is_first_) : dx;
     const std::string D = b_.GatherSeq(pre + "embed/dx", d);
     Accumulate("embed", b_.Einsum(pre + "embed/dembed_local", "bsv,bsd->vd", {MicroBatch(pre, "tokens", m), D}));
+    if (!Rope()) Accumulate("positions", Reduce(pre + "embed/dpositions_local", "sum", d, {0}, false));
   }
 
   std::string Ppermute(const std::string& name, const std::string& x, bool forward) {
@@ -689,6 +765,10 @@ class ModelBuilder {
     Output(loss_, PartitionSpec(), {{"loss"}, false});
     Output(ReduceReplicated("grad/embed", grads_.at("embed"), false),
            PartitionSpec({EntryOf(sh_.tensor_axes), PartitionSpec::Entry::None()}), {{"grad/embed"}, false});
+    if (!Rope()) {
+      Output(ReduceReplicated("grad/positions", grads_.at("positions"), false), PositionsSpec(),
+             {{"grad/positions"}, false});
+    }
     if (!c_.tied_embeddings) {
       Output(ReduceReplicated("grad/head", grads_.at("head"), false),
              PartitionSpec({PartitionSpec::Entry::None(), EntryOf(sh_.tensor_axes)}), {{"grad/head"}, false});
@@ -773,6 +853,10 @@ void CheckModelRunsWithData(const ModelConfig& c, const Mesh& mesh) {
     refuse(ErrorCode::kUnimplemented,
            fmt::format("the data run splits the vocabulary over tensor ranks unpadded: vocab = {} must be a multiple "
                        "of the tensor-parallel degree {}", c.vocab, deg.tensor));
+  if (c.position == PositionEmbedding::kRope && c.effective_head_dim() % 2 != 0)
+    refuse(ErrorCode::kInvalidArgument,
+           fmt::format("rotary embeddings rotate the halves of the head dimension: head_dim = {} must be even",
+                       c.effective_head_dim()));
   const ModelAccounting a = AccountModel(c, mesh);
   const double onehot = 6.0 * static_cast<double>(c.global_batch) * c.seq * c.vocab * c.d_model;
   const double flops = a.flops.model + onehot;
