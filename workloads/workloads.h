@@ -416,8 +416,7 @@ WorkloadResult RunPartition(const WorkloadContext& context, const PartitionConfi
 // `steps` stay empty. Not abstract: the training step also runs with data on the Runtime (float32; docs/model.md,
 // "Running with data") and ::check compares its loss and every weight gradient with the same model on one
 // device; wall_seconds is that run's. Throws what ValidateModel throws, and for a data run Error(kUnimplemented)
-// (context parallelism, KV heads or vocab not split evenly over tensor ranks, MoE layers that differ between
-// pipeline stages) or Error(kResourceExhausted) (too large), both suggesting --abstract.
+// (KV heads or vocab not split evenly over tensor ranks, MoE layers that differ between pipeline stages) or Error(kResourceExhausted) (too large), both suggesting --abstract.
 
 WorkloadResult RunModel(const WorkloadContext& context, const ModelConfig& config);
 

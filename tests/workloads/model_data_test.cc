@@ -140,6 +140,29 @@ TEST(ModelData, GptLikeLayoutsEqualOneDevice) {
   ExpectChecked(RunStep(c, Cpu({{"data", 2}, {"pipe", 2}, {"tensor", 2}})), Values(c));
 }
 
+// Context parallelism: the sequence split over the context axis, keys and values all_gathered for attention.
+TEST(ModelData, ContextParallelGradientsEqualOneDevice) {
+  ModelConfig c = Small();
+  c.parallel.context_axes = {"context"};
+  ExpectChecked(RunStep(c, Cpu({{"context", 2}})), Values(c));
+}
+
+TEST(ModelData, ContextTensorSequenceDataParallelEqualOneDevice) {
+  ModelConfig c = Small();
+  c.seq = 16;
+  c.parallel = {.data_axes = {"data"}, .tensor_axes = {"tensor"}, .sequence_parallel = true,
+                .context_axes = {"context"}};
+  ExpectChecked(RunStep(c, Cpu({{"data", 2}, {"context", 2}, {"tensor", 2}})), Values(c));
+}
+
+TEST(ModelData, ContextPipelineLearnedPositionsEqualOneDevice) {
+  ModelConfig c = Small();
+  c.position = PositionEmbedding::kLearned;
+  c.norm = Norm::kLayerNorm;
+  c.parallel = {.context_axes = {"context"}, .pipeline_axes = {"pipe"}};
+  ExpectChecked(RunStep(c, Cpu({{"pipe", 2}, {"context", 2}})), Values(c));
+}
+
 // Mixture of experts: top-2 of 4 experts every second layer, experts split over the expert (data) axis and
 // exchanged with all_to_all.
 ModelConfig SmallMoe() {
@@ -163,6 +186,12 @@ TEST(ModelData, ExpertTensorSequenceParallelEqualOneDevice) {
   c.parallel = {.data_axes = {"data"}, .tensor_axes = {"tensor"}, .sequence_parallel = true,
                 .expert_axes = {"data"}};
   ExpectChecked(RunStep(c, Cpu({{"data", 2}, {"tensor", 2}})), Values(c));
+}
+
+TEST(ModelData, ExpertContextParallelEqualOneDevice) {
+  ModelConfig c = SmallMoe();
+  c.parallel = {.data_axes = {"data"}, .context_axes = {"context"}, .expert_axes = {"data"}};
+  ExpectChecked(RunStep(c, Cpu({{"data", 2}, {"context", 2}})), Values(c));
 }
 
 TEST(ModelData, ExpertPipelineDataParallelEqualOneDevice) {
@@ -294,11 +323,12 @@ TEST(ModelData, RefusesWhatItCannotRunWithData) {
     EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted);
     EXPECT_THAT(e.message(), HasSubstr("--abstract"));
   }
-  ModelConfig context = Small();
-  context.parallel.context_axes = {"context"};
+  ModelConfig mqa = Small();
+  mqa.kv_heads = 1;  // one KV head, replicated over tensor ranks: accounted, not run
+  mqa.parallel.tensor_axes = {"tensor"};
   try {
-    RunStep(context, Cpu({{"context", 2}}));
-    ADD_FAILURE() << "context parallelism ran with data";
+    RunStep(mqa, Cpu({{"tensor", 2}}));
+    ADD_FAILURE() << "replicated KV heads ran with data";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kUnimplemented);
     EXPECT_THAT(e.message(), HasSubstr("--abstract"));

@@ -11,6 +11,8 @@
 //   head          final norm, logits = h @ W_out with W_out [d, V] split on V (tied: h @ E^T); vocab-parallel
 //                 cross-entropy (pmax / psum of the softmax statistics over tensor_axes); loss = mean over all
 //                 tokens of the global batch.
+//   context       the sequence split over context_axes; attention all_gathers the keys and values on seq
+//                 (psum_scatter of their gradients); gradients psum'd over context_axes as over data_axes.
 //   data          the batch split over data_axes, weight gradients psum'd over them (ZeRO-3: layer weights
 //                 all_gathered and their gradients psum_scattered, ProgramBuilder's FSDP).
 //   pipeline      layers split evenly over pipeline_axes, each stage's weights stacked on a leading stage
@@ -62,7 +64,8 @@ struct WeightShape {
 struct Dims {
   int64_t V, d, n, g, k, f, S, B;
   int64_t stages, layers_per_stage, micro_batches, rows;  // rows: sequences per micro-batch on one data rank
-  int64_t tensor, data;
+  int64_t tensor, data, context;
+  int64_t local_seq;  // S / context: the tokens of a sequence on one context rank
 };
 
 // The data of the step: tokens and next tokens of every sequence, uniform over the vocabulary.
@@ -122,7 +125,8 @@ class ModelBuilder {
     d_ = Dims{.V = c.vocab, .d = c.d_model, .n = c.effective_kv_heads(), .g = c.heads / c.effective_kv_heads(),
               .k = c.effective_head_dim(), .f = c.d_ff, .S = c.seq, .B = c.global_batch,
               .stages = deg.pipeline, .layers_per_stage = c.layers / deg.pipeline,
-              .micro_batches = deg.micro_batches, .rows = c.micro_batch, .tensor = deg.tensor, .data = deg.data};
+              .micro_batches = deg.micro_batches, .rows = c.micro_batch, .tensor = deg.tensor, .data = deg.data,
+              .context = deg.context, .local_seq = c.seq / deg.context};
     pp_ = d_.stages > 1;
   }
 
@@ -148,7 +152,9 @@ class ModelBuilder {
  private:
   static LayerSharding Sharding(const ModelConfig& c) {
     LayerSharding sh;
+    // Every axis that splits tokens: the batch over data axes, the sequence over context axes.
     sh.batch_axes = c.parallel.data_axes;
+    sh.batch_axes.insert(sh.batch_axes.end(), c.parallel.context_axes.begin(), c.parallel.context_axes.end());
     if (c.parallel.zero_stage == 3) sh.fsdp_axes = c.parallel.data_axes;
     sh.tensor_axes = c.parallel.tensor_axes;
     sh.sequence_parallel = c.parallel.sequence_parallel;
@@ -239,18 +245,22 @@ class ModelBuilder {
 
   void AddInputs() {
     const TokenData tokens = MakeTokens(c_);
-    const PartitionSpec onehot({PartitionSpec::Entry::None(), EntryOf(sh_.batch_axes), PartitionSpec::Entry::None(),
-                                EntryOf(sh_.tensor_axes)});
+    const PartitionSpec onehot({PartitionSpec::Entry::None(), EntryOf(c_.parallel.data_axes),
+                                EntryOf(c_.parallel.context_axes), EntryOf(sh_.tensor_axes)});
+    const PartitionSpec::Entry seq = EntryOf(c_.parallel.context_axes);
+    const PartitionSpec::Entry none = PartitionSpec::Entry::None();
     CheckFitsHostMemory(fmt::format("model '{}': one-hot tokens and targets", c_.name),
                         2 * ArrayBytes(std::vector<int64_t>{d_.B, d_.S, d_.V}, 4));
     p_->inputs.push_back({"tokens", OneHot(tokens.inputs, d_), onehot});
     p_->inputs.push_back({"targets", OneHot(tokens.targets, d_), onehot});
-    p_->inputs.push_back({"causal_mask", CausalMask(d_.S), PartitionSpec()});
+    // Context ranks hold their query rows of the mask and their positions of the rotary tables.
+    p_->inputs.push_back({"causal_mask", CausalMask(d_.S), PartitionSpec({seq, none})});
     if (Rope()) {
-      p_->inputs.push_back({"rope_cos_q", RopeTable(d_.S, d_.k, 2, false), PartitionSpec()});
-      p_->inputs.push_back({"rope_sin_q", RopeTable(d_.S, d_.k, 2, true), PartitionSpec()});
-      p_->inputs.push_back({"rope_cos_k", RopeTable(d_.S, d_.k, 1, false), PartitionSpec()});
-      p_->inputs.push_back({"rope_sin_k", RopeTable(d_.S, d_.k, 1, true), PartitionSpec()});
+      const PartitionSpec q_spec({seq, none, none, none}), k_spec({seq, none, none});
+      p_->inputs.push_back({"rope_cos_q", RopeTable(d_.S, d_.k, 2, false), q_spec});
+      p_->inputs.push_back({"rope_sin_q", RopeTable(d_.S, d_.k, 2, true), q_spec});
+      p_->inputs.push_back({"rope_cos_k", RopeTable(d_.S, d_.k, 1, false), k_spec});
+      p_->inputs.push_back({"rope_sin_k", RopeTable(d_.S, d_.k, 1, true), k_spec});
     }
     if (pp_) {
       p_->inputs.push_back({"stage_ones", Array::Full({d_.stages}, DType::kF32, 1.0),
@@ -328,7 +338,7 @@ class ModelBuilder {
     if (auto it = micro_cache_.find(key); it != micro_cache_.end()) return it->second;
     ProgramStep s = Named(fmt::format("{}{}_mb{}_slice", pre, which, m), "slice", {which});
     s.start = {m, 0, 0, 0};
-    s.limit = {m + 1, d_.rows, d_.S, d_.V / d_.tensor};
+    s.limit = {m + 1, d_.rows, d_.local_seq, d_.V / d_.tensor};
     const std::string sliced = b_.Step(std::move(s));
     const std::string v = b_.Einsum(fmt::format("{}{}_mb{}", pre, which, m), "mbsv->bsv", {sliced});
     micro_cache_[key] = v;
@@ -377,16 +387,29 @@ class ModelBuilder {
   }
 
   bool Rope() const { return c_.position == PositionEmbedding::kRope; }
+  // Learned positions are split on seq like the activations: over context axes, then tensor axes under SP.
   PartitionSpec PositionsSpec() const {
-    return PartitionSpec({b_.sequence_parallel() ? EntryOf(sh_.tensor_axes) : PartitionSpec::Entry::None(),
-                          PartitionSpec::Entry::None()});
+    std::vector<std::string> axes = c_.parallel.context_axes;
+    if (b_.sequence_parallel()) axes.insert(axes.end(), sh_.tensor_axes.begin(), sh_.tensor_axes.end());
+    return PartitionSpec({EntryOf(axes), PartitionSpec::Entry::None()});
+  }
+
+  // Context parallelism: the whole sequence's keys / values from every context rank (all_gather on seq), and the
+  // adjoint for their gradients (psum_scatter on seq). Identity without context axes.
+  std::string GatherContext(const std::string& name, const std::string& x) {
+    if (c_.parallel.context_axes.empty()) return x;
+    return b_.Collective(name, "all_gather", x, c_.parallel.context_axes, 1);
+  }
+  std::string ScatterContext(const std::string& name, const std::string& x) {
+    if (c_.parallel.context_axes.empty()) return x;
+    return b_.Collective(name, "psum_scatter", x, c_.parallel.context_axes, 1);
   }
 
   // Rotary embedding of q ([b, S, kv, g, k]) or k ([b, S, kv, k]) on this device: x cos + rotate_half(x) sin,
   // rotate_half(x) = concat(-x2, x1) over the halves of the last dimension. `transpose`: its adjoint, for the
   // backward: dy cos + rotate_half^T(dy sin), rotate_half^T(y) = concat(y2, -y1).
   std::string RopeApply(const std::string& pre, const std::string& x, bool is_q, bool transpose) {
-    std::vector<int64_t> shape = {d_.rows, d_.S, d_.n / d_.tensor};
+    std::vector<int64_t> shape = {d_.rows, d_.local_seq, d_.n / d_.tensor};
     if (is_q) shape.push_back(d_.g);
     shape.push_back(d_.k);
     const int last = static_cast<int>(shape.size()) - 1;
@@ -430,6 +453,8 @@ class ModelBuilder {
       lv->k = RopeApply(pre + "attn/k_rope/", lv->k, false, false);
     }
     lv->v = b_.Einsum(pre + "attn/v", "bsd,dnk->bsnk", {lv->X, W(j, "attn.wv")});
+    lv->k = GatherContext(pre + "attn/k_all_gather", lv->k);
+    lv->v = GatherContext(pre + "attn/v_all_gather", lv->v);
     const std::string sc = b_.Einsum(pre + "attn/scores", "bqngk,bsnk->bngqs", {lv->q, lv->k});
     const std::string ss = b_.Op(pre + "attn/scaled", "mul", {sc}, 1.0 / std::sqrt(static_cast<double>(d_.k)));
     const std::string sm = Add(pre + "attn/masked", ss, "causal_mask");
@@ -580,11 +605,13 @@ class ModelBuilder {
     const std::string dO = b_.Einsum(pre + "attn/d_context", "bqd,ngkd->bqngk", {DR, W(j, "attn.wo")});
     Accumulate(gk + "attn.wo", b_.Einsum(pre + "attn/dwo_local", "bqngk,bqd->ngkd", {lv.o, DR}));
     const std::string dp = b_.Einsum(pre + "attn/d_probs", "bqngk,bsnk->bngqs", {dO, lv.v});
-    const std::string dv = b_.Einsum(pre + "attn/dv", "bngqs,bqngk->bsnk", {lv.pr, dO});
+    const std::string dv = ScatterContext(pre + "attn/dv_psum_scatter",
+                                          b_.Einsum(pre + "attn/dv", "bngqs,bqngk->bsnk", {lv.pr, dO}));
     const std::string ds = b_.Op(pre + "attn/d_masked", "softmax_grad", {lv.pr, dp}, std::nullopt, 4);
     const std::string dss = b_.Op(pre + "attn/d_scores", "mul", {ds}, 1.0 / std::sqrt(static_cast<double>(d_.k)));
     std::string dq = b_.Einsum(pre + "attn/dq", "bngqs,bsnk->bqngk", {dss, lv.k});
-    std::string dk = b_.Einsum(pre + "attn/dk", "bngqs,bqngk->bsnk", {dss, lv.q});
+    std::string dk = ScatterContext(pre + "attn/dk_psum_scatter",
+                                    b_.Einsum(pre + "attn/dk", "bngqs,bqngk->bsnk", {dss, lv.q}));
     if (Rope()) {
       dq = RopeApply(pre + "attn/dq_rope/", dq, true, true);
       dk = RopeApply(pre + "attn/dk_rope/", dk, false, true);
@@ -766,8 +793,9 @@ class ModelBuilder {
     Output(ReduceReplicated("grad/embed", grads_.at("embed"), false),
            PartitionSpec({EntryOf(sh_.tensor_axes), PartitionSpec::Entry::None()}), {{"grad/embed"}, false});
     if (!Rope()) {
-      Output(ReduceReplicated("grad/positions", grads_.at("positions"), false), PositionsSpec(),
-             {{"grad/positions"}, false});
+      std::vector<std::string> axes = c_.parallel.data_axes;  // not the context axes: they split the positions
+      axes.insert(axes.end(), c_.parallel.pipeline_axes.begin(), c_.parallel.pipeline_axes.end());
+      Output(Psum("grad/positions", grads_.at("positions"), axes), PositionsSpec(), {{"grad/positions"}, false});
     }
     if (!c_.tied_embeddings) {
       Output(ReduceReplicated("grad/head", grads_.at("head"), false),
@@ -843,7 +871,6 @@ void CheckModelRunsWithData(const ModelConfig& c, const Mesh& mesh) {
            fmt::format("the data run stacks each stage's layers, so every stage needs the same MoE layers: the "
                        "layers per stage ({}) must be a multiple of moe.every = {}", c.layers / deg.pipeline,
                        c.moe.every));
-  if (deg.context > 1) refuse(ErrorCode::kUnimplemented, "context parallelism does not run with data yet");
   if (c.effective_kv_heads() % deg.tensor != 0)
     refuse(ErrorCode::kUnimplemented,
            fmt::format("the data run splits KV heads over tensor ranks: kv_heads = {} must be a multiple of the "
