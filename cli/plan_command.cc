@@ -80,7 +80,7 @@ ExitCode Plan(const PlanFlags& flags) {
   const std::string path = flags.write == "\x01" ? s.name + ".plan.yaml" : flags.write;
   if (!path.empty() && !result.best.empty()) {
     WriteScenario(path, s, topology->ToString(), result.best.front());
-    if (!flags.json) fmt::print("wrote the fastest configuration to {} (spmdsim run {})\n", path, path);
+    if (!flags.json) fmt::print("wrote the fastest configuration to {} (spmdsim run --abstract {})\n", path, path);
   }
   return ExitCode::kOk;
 }

@@ -487,7 +487,8 @@ ModelConfig ParseModel(const YamlContext& ctx, const YamlMap& m, const Scenario&
   c.global_batch = Positive(ctx, m, "global_batch", c.global_batch);
   c.micro_batch = Positive(ctx, m, "micro_batch", c.micro_batch);
   if (m.Has("dtype")) {
-    // Any dtype name (fp8 included: the model is accounted, not run on arrays), then the compute dtypes.
+    // Any dtype name (fp8 included: the prediction prices it; the data run computes in float32), then the compute
+    // dtypes.
     const std::string text = ctx.String(m.Get("dtype"), m.Key("dtype"));
     try {
       c.dtype = ParseDType(text);
@@ -502,6 +503,10 @@ ModelConfig ParseModel(const YamlContext& ctx, const YamlMap& m, const Scenario&
   c.parallel = ParseModelParallelism(ctx, m, s);
   c.recompute = ParseEnum(ctx, m, "recompute", c.recompute,
                           {{"none", Recompute::kNone}, {"selective", Recompute::kSelective}, {"full", Recompute::kFull}});
+  c.seed = static_cast<uint64_t>(NonNegative(ctx, m, "seed", 0, int64_t{1} << 62));
+  c.rtol = Tolerance(ctx, m, "rtol", c.rtol);
+  c.atol = Tolerance(ctx, m, "atol", c.atol);
+  c.check = m.Bool("check", c.check);
   return c;
 }
 
@@ -573,7 +578,7 @@ ScenarioWorkload ParseWorkload(const YamlContext& ctx, const YAML::Node& node, c
     YamlMap m(ctx, node, key,
               WithCommon({"vocab", "d_model", "layers", "heads", "kv_heads", "head_dim", "d_ff", "activation", "norm",
                           "position", "tied_embeddings", "dropout", "flash_attention", "seq", "global_batch",
-                          "micro_batch", "dtype", "moe", "parallel", "recompute"}));
+                          "micro_batch", "dtype", "moe", "parallel", "recompute", "seed", "rtol", "atol", "check"}));
     w.name = m.String("name", default_name());
     ModelConfig c = ParseModel(ctx, m, s);
     c.name = w.name;

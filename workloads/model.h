@@ -5,7 +5,8 @@
 // ANALYTIC accounting of one training step (AccountModel): parameter count, FLOPs per step, per-device memory
 // by category, and the pipeline bubble; and the simulated step (PredictModelStep, docs/model.md): every
 // device's program of forward, backward, recompute, pipeline transfers, gradient reduction and optimizer on
-// compute and communication streams, priced by the cost model. Shapes only: no data runs through it yet.
+// compute and communication streams, priced by the cost model. RunModel (workloads/workloads.h) also runs small
+// models with data (workloads/engines/model_program.h).
 //
 // Example (GPT-3 175B as in Korthikanti et al. 2022, Table 5, on 64 A100s, TP 8 x PP 8 interleaved 3):
 //   ModelConfig c{.vocab = 51200, .d_model = 12288, .layers = 96, .heads = 96, .d_ff = 4 * 12288, .seq = 2048,
@@ -98,6 +99,11 @@ struct ModelConfig {
   MoeConfig moe{};
   ModelParallelism parallel{};
   Recompute recompute = Recompute::kNone;
+  // The data run (non-abstract; docs/model.md, "Running with data"): tokens and weights from `seed`, and the
+  // numpy.isclose tolerance of the loss and every weight gradient against the one-device run.
+  uint64_t seed = 0;
+  double rtol = 1e-4, atol = 1e-6;
+  bool check = true;
 
   int64_t effective_kv_heads() const { return kv_heads > 0 ? kv_heads : heads; }
   int64_t effective_head_dim() const { return head_dim > 0 ? head_dim : d_model / heads; }

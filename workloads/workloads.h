@@ -18,7 +18,8 @@
 //   RunTransformerBlock  Megatron attention + MLP block, forward (+ backward)
 //   RunPartition         parameter shapes and rules -> specs and per-device memory (no Runtime run)
 //   RunModel             a decoder-only LM training step: analytic accounting (parameters, FLOPs, memory per
-//                        device by category) and the predicted step time (PredictModelStep; workloads/model.h).
+//                        device by category) and the predicted step time (PredictModelStep; workloads/model.h);
+//                        not abstract, also run with data and checked against one device.
 //
 // Example (8 CPU devices, tensor-parallel MLP, checked and costed):
 //   auto topo = std::make_shared<const Topology>(Topology::Parse("cpu:8"));
@@ -280,7 +281,7 @@ WorkloadResult RunCollectives(const WorkloadContext& context, const CollectivesC
 //   collectives   psum pmean pmax pmin (axes); all_gather (axes, axis, tiled); psum_scatter (axes, axis =
 //                 scatter dimension, tiled); all_to_all (axes, split_axis, concat_axis, tiled); ppermute (axes,
 //                 pairs); axis_index (axes; no args: an int32 scalar)
-//   binary        add sub mul div max min pow (2 args; or 1 arg and `scalar`)
+//   binary        add sub mul div max min pow, greater_equal (bool) (2 args; or 1 arg and `scalar`)
 //   unary         neg abs exp log sqrt rsqrt tanh sigmoid relu gelu (approximate) silu square
 //                 cast (dtype)
 //   linalg        einsum (equation, >= 1 args), matmul, dot
@@ -410,9 +411,12 @@ struct PartitionConfig {
 WorkloadResult RunPartition(const WorkloadContext& context, const PartitionConfig& config);
 
 // ---------------------------------------------------------------------------------------------------------------
-// 5. model: a decoder-only transformer LM (workloads/model.h). For now the analytic accounting only: fills
-// WorkloadResult::model and ::memory (per position: its pipeline stage's total); steps and totals stay empty
-// (no simulated step time), check.performed is false. Throws what ValidateModel throws.
+// 5. model: a decoder-only transformer LM (workloads/model.h). Fills WorkloadResult::model (the analytic
+// accounting), ::memory (per position: its pipeline stage's total), ::model_step and ::totals (PredictModelStep);
+// `steps` stay empty. Not abstract: the training step also runs with data on the Runtime (float32; docs/model.md,
+// "Running with data") and ::check compares its loss and every weight gradient with the same model on one
+// device; wall_seconds is that run's. Throws what ValidateModel throws, and for a data run Error(kUnimplemented)
+// (KV heads or vocab not split evenly over tensor ranks, MoE layers that differ between pipeline stages) or Error(kResourceExhausted) (too large), both suggesting --abstract.
 
 WorkloadResult RunModel(const WorkloadContext& context, const ModelConfig& config);
 

@@ -23,7 +23,7 @@ TEST(PlanCommand, PrintsTheFastestAndWritesAScenarioThatRuns) {
   EXPECT_THAT(r.out, HasSubstr("   1  "));
   EXPECT_THAT(r.out, HasSubstr("   3  "));
   EXPECT_THAT(r.out, HasSubstr("wrote the fastest configuration to " + out_file));
-  const auto run = RunSpmdsim("run " + out_file);
+  const auto run = RunSpmdsim("run --abstract " + out_file);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("training step (simulated"));
   EXPECT_THAT(run.out, HasSubstr(": fits"));

@@ -98,7 +98,9 @@ TEST(ModelWorkload, RunPrintsTheAnalyticAccountingAndTheSimulatedStep) {
     global_batch: 16
     parallel: {data_axes: [data], tensor_axes: [tensor], sequence_parallel: true, pipeline_axes: [pipe]}
 )y", "t.yaml");
-  std::vector<WorkloadResult> results = RunScenario(s, {});
+  ScenarioRunOptions abstract;
+  abstract.abstract = true;  // 3.9e13 FLOPs per step: too large to run with data
+  std::vector<WorkloadResult> results = RunScenario(s, abstract);
   ASSERT_EQ(results.size(), 1u);
   std::string human = HumanReport(s, results[0]);
   EXPECT_THAT(human, HasSubstr("analytic accounting"));
@@ -119,6 +121,35 @@ TEST(ModelWorkload, RunPrintsTheAnalyticAccountingAndTheSimulatedStep) {
   EXPECT_TRUE(m["fits"].get<bool>());
 }
 
+TEST(ModelWorkload, SmallModelRunsWithDataAndPrintsItsCheck) {
+  Scenario s = ParseScenario(kHeader + R"y(  - kind: model
+    vocab: 64
+    d_model: 32
+    layers: 2
+    heads: 4
+    d_ff: 64
+    seq: 8
+    global_batch: 4
+    seed: 5
+    rtol: 1e-3
+    atol: 1e-5
+    parallel: {data_axes: [data], tensor_axes: [tensor], sequence_parallel: true, pipeline_axes: [pipe]}
+)y", "t.yaml");
+  const auto& c = std::get<ModelConfig>(s.workloads[0].config);
+  EXPECT_EQ(c.seed, 5u);
+  EXPECT_DOUBLE_EQ(c.rtol, 1e-3);
+  EXPECT_DOUBLE_EQ(c.atol, 1e-5);
+  std::vector<WorkloadResult> results = RunScenario(s, {});
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_TRUE(results[0].check.performed);
+  EXPECT_TRUE(results[0].check.passed);
+  const std::string human = HumanReport(s, results[0]);
+  EXPECT_THAT(human, HasSubstr("check: PASSED"));
+  EXPECT_THAT(human, HasSubstr("weight gradients vs the same model on one device"));
+  EXPECT_THAT(human, HasSubstr("training step (simulated"));
+  EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, check: 3}\n"), HasSubstr("workloads[0].check"));
+}
+
 TEST(ModelWorkload, ReportsResourceExhaustedWhenItDoesNotFit) {
   Scenario s = ParseScenario(R"y(topology: {preset: "dgx-h100:1"}
 mesh: {axes: {data: 8}}
@@ -126,7 +157,9 @@ workloads:
   - {kind: model, d_model: 12288, heads: 96, layers: 96, d_ff: 49152, global_batch: 8,
      parallel: {data_axes: [data]}}
 )y", "t.yaml");
-  std::vector<WorkloadResult> results = RunScenario(s, {});
+  ScenarioRunOptions abstract;
+  abstract.abstract = true;
+  std::vector<WorkloadResult> results = RunScenario(s, abstract);
   EXPECT_THAT(HumanReport(s, results[0]), HasSubstr("RESOURCE_EXHAUSTED"));
 }
 

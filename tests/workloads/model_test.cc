@@ -209,6 +209,7 @@ TEST(ModelAccounting, DoesNotFitIsReported) {
   c.global_batch = 8;
   WorkloadContext ctx;
   ctx.mesh = MeshOn("dgx-a100:1", {{"data", 8}});
+  ctx.abstract = true;  // far too large to run with data
   c.parallel.data_axes = {"data"};
   WorkloadResult r = RunModel(ctx, c);
   ASSERT_TRUE(r.model.has_value());

@@ -1,20 +1,25 @@
-// RunModel: the model workload's analytic accounting as a WorkloadResult (workloads/workloads.h).
+// RunModel: the model workload's analytic accounting and predicted step as a WorkloadResult
+// (workloads/workloads.h); in a real (non-abstract) run also the training step run with data and checked
+// against the same model on one device (workloads/engines/model_program.h).
 #include <algorithm>
 #include <cmath>
+#include <map>
 
+#include <fmt/format.h>
+
+#include "ops/ops.h"
+#include "workloads/engines/model_program.h"
+#include "workloads/engines/program.h"
 #include "workloads/model.h"
 #include "workloads/workloads.h"
 
 namespace spmdsim {
+namespace {
 
-WorkloadResult RunModel(const WorkloadContext& context, const ModelConfig& config) {
-  WorkloadResult r;
-  r.name = config.name;
-  r.kind = "model";
-  r.abstract = context.abstract;
+void FillPrediction(const WorkloadContext& context, const ModelConfig& config, WorkloadResult* r) {
   ModelAccounting a = AccountModel(config, context.mesh);
   const Mesh& mesh = context.mesh;
-  MemoryResult& m = r.memory;
+  MemoryResult& m = r->memory;
   m.capacity_bytes = static_cast<int64_t>(a.capacity_bytes);
   m.peak_bytes_per_position.resize(static_cast<size_t>(mesh.size()));
   for (int64_t position = 0; position < mesh.size(); ++position) {
@@ -30,18 +35,86 @@ WorkloadResult RunModel(const WorkloadContext& context, const ModelConfig& confi
       m.min_device = mesh.DeviceAt(position);
     }
   }
-  ModelStepTimes step = PredictModelStep(config, mesh, ModelStepOptions{.roofline = context.cost.roofline, .speed_factors = context.cost.speed_factors,
-                                         .collectives = context.cost.collectives});
-  r.totals.predicted_seconds = step.step_seconds;
-  r.totals.compute_seconds = step.compute_seconds;
+  ModelStepTimes step = PredictModelStep(config, mesh,
+                                         ModelStepOptions{.roofline = context.cost.roofline,
+                                                          .speed_factors = context.cost.speed_factors,
+                                                          .collectives = context.cost.collectives});
+  r->totals.predicted_seconds = step.step_seconds;
+  r->totals.compute_seconds = step.compute_seconds;
   for (const auto& [kind, seconds] : step.comm_by_kind) {
-    r.totals.communication_seconds += seconds;
-    if (seconds > 0) r.totals.communication_seconds_by_axis[kind] = seconds;
+    r->totals.communication_seconds += seconds;
+    if (seconds > 0) r->totals.communication_seconds_by_axis[kind] = seconds;
   }
-  r.totals.flops = step.model_flops;
-  r.check.compared = "the model workload is predicted from shapes only (no data yet)";
-  r.model = std::move(a);
-  r.model_step = std::move(step);
+  r->totals.flops = step.model_flops;
+  r->model = std::move(a);
+  r->model_step = std::move(step);
+}
+
+// Output k of the parallel run against the one-device run's outputs, slice by slice for stage-stacked weights.
+void CompareOutput(const internal::ModelOutputLabel& label, const Array& got,
+                   const std::map<std::string, Array>& want, const ModelConfig& config, NumericCheck* check) {
+  for (size_t s = 0; s < label.names.size(); ++s) {
+    Array g = got;
+    if (label.stacked) {
+      std::vector<int64_t> start(got.shape().size(), 0), limit = got.shape();
+      start[0] = static_cast<int64_t>(s);
+      limit[0] = static_cast<int64_t>(s) + 1;
+      std::vector<int64_t> shape(got.shape().begin() + 1, got.shape().end());
+      g = Reshape(Slice(got, start, limit), shape);
+    }
+    CheckedValue c = internal::CompareArrays(label.names[s], g, want.at(label.names[s]), config.rtol, config.atol);
+    check->passed = check->passed && c.passed;
+    check->max_abs_error = std::max(check->max_abs_error, c.max_abs_error);
+    check->max_rel_error = std::max(check->max_rel_error, c.max_rel_error);
+    check->values.push_back(std::move(c));
+  }
+}
+
+// The step run with data on the mesh, and the same model on one device; fills r->check and r->wall_seconds.
+void RunWithData(const WorkloadContext& context, const ModelConfig& config, WorkloadResult* r) {
+  internal::CheckModelRunsWithData(config, context.mesh);
+  internal::ModelProgram parallel = internal::BuildModelProgram(config, context.mesh);
+  parallel.program.check = false;
+  WorkloadContext run_context = context;
+  run_context.keep_arrays = true;
+  run_context.record_trace = false;
+  WorkloadResult run = internal::RunProgram(run_context, parallel.program, "model");
+  r->wall_seconds = run.wall_seconds;
+
+  NumericCheck& check = r->check;
+  check.rtol = config.rtol;
+  check.atol = config.atol;
+  if (!config.check) {
+    check.compared = "not checked (check: false)";
+    return;
+  }
+  const std::vector<std::string>& axes = context.mesh.axis_names();
+  const Mesh one = Mesh::Iota(std::vector<int64_t>(axes.size(), 1), axes);
+  const internal::ModelProgram reference = internal::BuildModelProgram(internal::OneDeviceModel(config), one);
+  const std::vector<Array> want_values = internal::RunProgramOnOneDevice(reference.program, axes);
+  std::map<std::string, Array> want;
+  for (size_t i = 0; i < want_values.size(); ++i) want.emplace(reference.labels[i].names[0], want_values[i]);
+  check.performed = true;
+  check.compared = fmt::format("loss and {} weight gradients vs the same model on one device (one micro-batch of "
+                               "{} sequences, float32)", want.size() - 1, config.global_batch);
+  for (size_t k = 0; k < run.outputs.size(); ++k) {
+    CompareOutput(parallel.labels[k], run.outputs[k].second, want, config, &check);
+  }
+}
+
+}  // namespace
+
+WorkloadResult RunModel(const WorkloadContext& context, const ModelConfig& config) {
+  WorkloadResult r;
+  r.name = config.name;
+  r.kind = "model";
+  r.abstract = context.abstract;
+  FillPrediction(context, config, &r);
+  if (context.abstract) {
+    r.check.compared = "abstract run: the model is predicted from shapes only";
+    return r;
+  }
+  RunWithData(context, config, &r);
   return r;
 }
 

@@ -77,6 +77,7 @@ const std::vector<ProgramOpEntry>& OpTable() {
       {"exp", kExp, 1, false, UnaryOp<Exp>},
       {"gelu", kGelu, 1, false, [](const OpCall& c) { return Gelu(c.x(), c.s.approximate); }},
       {"gelu_grad", kGeluGrad, 2, false, [](const OpCall& c) { return GeluGrad(c.args[0], c.args[1]); }},
+      {"greater_equal", kGreaterEqual, kTwoOrScalar, false, BinaryOp<GreaterEqual, GreaterEqual>},
       {"log", kLog, 1, false, UnaryOp<Log>},
       {"log_softmax", kLogSoftmax, 1, false, [](const OpCall& c) { return LogSoftmax(c.x(), c.s.axis); }},
       {"matmul", kMatMul, 2, false, [](const OpCall& c) { return MatMul(c.args[0], c.args[1]); }},
@@ -323,7 +324,41 @@ std::vector<std::string> ValueNames(const ShardMapConfig& config) {
   return names;
 }
 
+// Runs `config` (compiled as `program`) on one device whose mesh has `axis_names`, each of size 1; returns its
+// outputs.
+std::vector<Array> RunOnOneDevice(const ShardMapConfig& config, const CompiledProgram& program,
+                                  const std::vector<std::string>& axis_names, const std::vector<ShardMapArg>& args,
+                                  const std::vector<InSpec>& in_specs) {
+  Mesh one = Mesh::Iota(std::vector<int64_t>(axis_names.size(), 1), axis_names);
+  RuntimeOptions one_options;
+  one_options.num_threads = 1;
+  one_options.device_memory_bytes = int64_t{1} << 50;  // the whole problem on one device: do not run out
+  one_options.fiber_stack_bytes = kMinFiberStackBytes;
+  Runtime one_runtime(one, one_options);
+  ShardMapOptions ref_options;
+  ref_options.check_vma = false;
+  ref_options.name = config.name + " (reference)";
+  ref_options.runtime = &one_runtime;
+  std::vector<PartitionSpec> ref_out_specs(config.outputs.size(), PartitionSpec());
+  std::vector<int> step_ids(config.steps.size(), 0);
+  ShardMapped ref = ShardMap(Interpreter(config, program, nullptr, step_ids), one, in_specs, ref_out_specs,
+                             ref_options);
+  return ref(args);
+}
+
 }  // namespace
+
+std::vector<Array> RunProgramOnOneDevice(const ShardMapConfig& config, const std::vector<std::string>& axis_names) {
+  Mesh one = Mesh::Iota(std::vector<int64_t>(axis_names.size(), 1), axis_names);
+  const CompiledProgram program = Compile(config, one, "program");
+  std::vector<ShardMapArg> args;
+  std::vector<InSpec> in_specs;
+  for (const ProgramInput& in : config.inputs) {
+    args.emplace_back(in.value);
+    in_specs.emplace_back(in.spec);
+  }
+  return RunOnOneDevice(config, program, axis_names, args, in_specs);
+}
 
 WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& config, const std::string& kind) {
   const Mesh& mesh = context.mesh;
@@ -392,23 +427,9 @@ WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& 
   check.rtol = config.rtol;
   check.atol = config.atol;
   if (context.abstract || !config.check) return result;
-  // The reference: the same program on one device whose mesh has the same axis names, each of size 1.
-  Mesh one = Mesh::Iota(std::vector<int64_t>(mesh.axis_names().size(), 1), mesh.axis_names());
-  RuntimeOptions one_options;
-  one_options.num_threads = 1;
-  one_options.device_memory_bytes = int64_t{1} << 50;  // the whole problem on one device: do not run out
-  Runtime one_runtime(one, one_options);
-  ShardMapOptions ref_options;
-  ref_options.check_vma = false;
-  ref_options.name = config.name + " (reference)";
-  ref_options.runtime = &one_runtime;
-  std::vector<PartitionSpec> ref_out_specs(config.outputs.size(), PartitionSpec());
-  const ShardMapConfig ref_config = ReferenceProgram(config);
-  ShardMapped ref = ShardMap(Interpreter(ref_config, program, nullptr, step_ids), one, in_specs, ref_out_specs,
-                             ref_options);
   std::vector<Array> want;
   try {
-    want = ref(args);
+    want = RunOnOneDevice(ReferenceProgram(config), program, mesh.axis_names(), args, in_specs);
   } catch (const Error& e) {
     // The sharded run accepted every step; a step the one-device mesh cannot express (an untiled psum_scatter or
     // all_to_all needs the dimension to equal the real group's size) leaves the check not performed.

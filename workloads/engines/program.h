@@ -28,7 +28,7 @@ namespace spmdsim::internal {
 // built (FindProgramOp), and each device then calls the entry's handler.
 enum class ProgramOp {
   kAbs, kAdd, kAllGather, kAllToAll, kAxisIndex, kBroadcastTo, kCast, kConcatenate, kDiv, kDot, kEinsum, kExp,
-  kGelu, kGeluGrad, kLog, kLogSoftmax, kMatMul, kMax, kMaxReduce, kMean, kMin, kMinReduce, kMul, kNeg, kPmax,
+  kGelu, kGeluGrad, kGreaterEqual, kLog, kLogSoftmax, kMatMul, kMax, kMaxReduce, kMean, kMin, kMinReduce, kMul, kNeg, kPmax,
   kPmean, kPmin, kPow, kPpermute, kPsum, kPsumScatter, kRelu, kReluGrad, kReshape, kRsqrt, kSigmoid, kSilu,
   kSlice, kSoftmax, kSoftmaxGrad, kSqrt, kSquare, kSub, kSum, kTanh, kTranspose,
 };
@@ -66,6 +66,10 @@ Array EvaluateStep(DeviceContext& device, const ProgramOpEntry& op, const Progra
 // numpy.isclose-style comparison of two global arrays of the same shape.
 CheckedValue CompareArrays(const std::string& name, const Array& got, const Array& want, double rtol,
                            double atol);
+
+// Runs `config` on one device whose mesh has `axis_names`, each of size 1 (every collective over a group of one),
+// and returns its outputs. Throws what the interpreter throws (an invalid program: Error(kInvalidArgument)).
+std::vector<Array> RunProgramOnOneDevice(const ShardMapConfig& config, const std::vector<std::string>& axis_names);
 
 // Runs `config` as a workload of `kind` ("shard_map", "mlp", "transformer_block").
 WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& config, const std::string& kind);
