@@ -147,38 +147,49 @@ ShardingLayout NamedSharding::Layout(std::span<const int64_t> global_shape) cons
 
 namespace {
 
-// The block `index` of a row-major array of `shape` as a strided view of it: the block's shape, the offset of its
-// first element and the array's strides (elements).
+// The block `index` of a row-major array of `shape` as a strided view of it: the block's shape, the array's
+// strides, the block's own row-major strides and the offset of its first element in the array (elements).
+// Per shard and per device: no heap allocation below rank 9 (DimVector).
 struct BlockView {
-  std::vector<int64_t> shape, strides;
+  DimVector shape, array_strides, block_strides;
   int64_t offset = 0;
 };
 
 BlockView ViewOf(std::span<const int64_t> shape, std::span<const IndexRange> index) {
+  const size_t rank = shape.size();
   BlockView v;
-  v.strides = RowMajorStrides(shape);
-  for (size_t d = 0; d < shape.size(); ++d) {
+  v.shape.resize(rank, boost::container::default_init);  // every element is written below
+  v.array_strides.resize(rank, boost::container::default_init);
+  v.block_strides.resize(rank, boost::container::default_init);
+  int64_t array_stride = 1, block_stride = 1;
+  for (size_t d = rank; d-- > 0;) {
     SPMDSIM_CHECK(index[d].start >= 0 && index[d].start <= index[d].stop && index[d].stop <= shape[d],
                   "index [{}, {}) outside dimension {} of size {}", index[d].start, index[d].stop, d, shape[d]);
-    v.shape.push_back(index[d].size());
-    v.offset += index[d].start * v.strides[d];
+    v.shape[d] = index[d].size();
+    v.array_strides[d] = array_stride;
+    v.block_strides[d] = block_stride;
+    v.offset += index[d].start * array_stride;
+    array_stride *= shape[d];
+    block_stride *= v.shape[d];
   }
   return v;
 }
+
+std::span<const int64_t> Span(const DimVector& v) { return {v.data(), v.size()}; }
 
 }  // namespace
 
 void CopyBlockOut(const std::byte* global, std::span<const int64_t> global_shape, std::span<const IndexRange> index,
                   size_t element_bytes, std::byte* block) {
   const BlockView v = ViewOf(global_shape, index);
-  StridedCopy(global, v.offset, v.strides, block, 0, RowMajorStrides(v.shape), v.shape,
+  StridedCopy(global, v.offset, Span(v.array_strides), block, 0, Span(v.block_strides), Span(v.shape),
               static_cast<int64_t>(element_bytes));
 }
 
 void CopyBlockIn(const std::byte* block, std::span<const int64_t> global_shape, std::span<const IndexRange> index,
                  size_t element_bytes, std::byte* global) {
   const BlockView v = ViewOf(global_shape, index);
-  StridedCopy(block, 0, RowMajorStrides(v.shape), global, v.offset, v.strides, v.shape,
+  StridedCopy(block, 0, Span(v.block_strides), global, v.offset, Span(v.array_strides), Span(v.shape),
               static_cast<int64_t>(element_bytes));
 }
 

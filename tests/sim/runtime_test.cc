@@ -401,12 +401,13 @@ void UseUpTheMappingBudget() {
   for (int64_t i = 0; i < pairs; ++i) mprotect(region + 2 * page * static_cast<size_t>(i), page, PROT_NONE);
 }
 
-// Recursion whose frames are written through (a dense overflow, as from deep recursion of small frames).
-__attribute__((noinline)) int RecurseDensely(int depth) {
+// Recursion whose frames are written through (a dense overflow, as from deep recursion of small frames), down
+// to the first frame below `floor`.
+__attribute__((noinline)) int RecurseDenselyBelow(uintptr_t floor) {
   volatile char frame[512];
-  for (char& c : const_cast<char(&)[512]>(frame)) c = static_cast<char>(depth | 1);
-  if (depth == 0) return frame[0];
-  return RecurseDensely(depth - 1) + frame[7];
+  for (char& c : const_cast<char(&)[512]>(frame)) c = 1;
+  if (reinterpret_cast<uintptr_t>(&frame[0]) < floor) return frame[0];
+  return RecurseDenselyBelow(floor) + frame[7];
 }
 
 // Without guard pages (more stacks than the mapping budget allows guard pages for) the worker checks a canary
@@ -421,7 +422,11 @@ TEST(RuntimeDeathTest, ADeviceThatOverflowsAStackWithoutAGuardPageIsNamedByItsCa
         Runtime runtime(Mesh::Iota({4}, {"x"}), o);
         runtime.Run([](DeviceContext& d) {
           d.Barrier();
-          if (d.position() == 2) RecurseDensely(70);  // ~38 KiB of frames: past the stack, into the page below
+          // 33 KiB below a frame near the top of the 32 KiB stack: past the stack into the 4 KiB canary page
+          // below it, and no further. (Further is the top of position 1's stack: its frames, which the other
+          // worker may be resuming, would be overwritten and it would crash first, with a SIGSEGV.)
+          char top = 0;
+          if (d.position() == 2) RecurseDenselyBelow(reinterpret_cast<uintptr_t>(&top) - 33 * 1024);
           d.Barrier();
         });
       },
