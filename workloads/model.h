@@ -240,9 +240,9 @@ struct ModelStepOptions {
   // cost of its slowest group, so each member of a group starts and ends it at the same time
   // (tests compare both).
   bool reduced = true;
-  // With more micro-batches than m1 + m2 (p pipeline stages, m1 = max(2 p, 4), m2 = m1 + p), simulate m1 and m2
-  // micro-batches and extend the line: after the pipeline has filled, each further group of p micro-batches
-  // adds the same time (tests compare it with the whole simulation). Only when the difference is a multiple of p.
+  // With more micro-batches m than m1 + m2 (p pipeline stages, m1 = max(2 p, 4) plus (m - that) mod p, m2 =
+  // m1 + p), simulate m1 and m2 micro-batches and extend the line: after the pipeline has filled, each further
+  // group of p micro-batches adds the same time (tests compare it with the whole simulation).
   bool extrapolate = true;
   // Fraction of a device's compute lost while its own communication is in flight (NCCL runs one CTA per channel
   // on an SM). < 0: the device's default (docs/model.md); 0: none.

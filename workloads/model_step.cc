@@ -607,10 +607,11 @@ ModelStepTimes PredictModelStep(const ModelConfig& config, const Mesh& mesh, con
   const ParallelDegrees& d = accounting.degrees;
   // Steady state: after the pipeline has filled, every further group of p micro-batches adds the same time
   // (docs/model.md, "Micro-batch extrapolation"); simulate two counts and extend the line.
-  const int64_t p = d.pipeline;
-  const int64_t m1 = std::max<int64_t>(2 * p, 4), m2 = m1 + p;
+  // m1 >= max(2p, 4) is chosen so that m - m1 is a multiple of p (interleaved schedules have m % p == 0 anyway).
+  const int64_t p = d.pipeline, m = d.micro_batches, base = std::max<int64_t>(2 * p, 4);
+  const int64_t m1 = m > base ? base + (m - base) % p : base, m2 = m1 + p;
   ModelStepTimes out;
-  if (options.extrapolate && d.micro_batches > m1 + m2 && (d.micro_batches - m2) % p == 0) {
+  if (options.extrapolate && m > m1 + m2) {
     ModelConfig small = config;
     small.global_batch = m1 * config.micro_batch * d.data;
     const ModelStepTimes a = Simulate(small, mesh, options);
