@@ -650,7 +650,8 @@ TEST_P(Collectives, HighRankResultsMatchTheReference) {
         [&](DeviceContext& d, const Array& x) { return d.PsumScatter(x, axes, dim, false); },
         [&](const std::vector<Nd>& ms, int64_t m) { return RefPsumScatter(ms, m, dim, false); });
   }
-  for (auto [a, b] : {std::pair{3, 8}, std::pair{8, 0}, std::pair{0, 3}}) {  // rank 9 <-> rank 9, untiled and tiled
+  for (auto [split, concat] : {std::pair{3, 8}, std::pair{8, 0}, std::pair{0, 3}}) {  // rank 9 <-> rank 9
+    const int a = split, b = concat;  // lambdas capture variables, not structured bindings (clang < 16)
     std::vector<int64_t> shape = rank9;
     shape[a] = 2;
     for (bool tiled : {false, true}) {
