@@ -116,7 +116,8 @@ TEST(PyRegex, RejectsPythonOnlyConstructsNamingThem) {
       {"(?#open", "unterminated comment"},
       {R"(\x4)", "incomplete escape \\x"},
   };
-  for (const auto& [pattern, what] : rejected) {
+  for (const auto& [text, what] : rejected) {
+    const std::string& pattern = text;  // lambdas capture variables, not structured bindings (clang < 16)
     Error e = CatchError([&] { PyRegex regex(pattern); });
     EXPECT_EQ(e.kind(), "re.error") << pattern;
     EXPECT_THAT(e.message(), HasSubstr(what)) << pattern;
