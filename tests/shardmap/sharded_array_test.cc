@@ -149,14 +149,16 @@ TEST(Reshard, RoundTripsOverRandomShardings) {
     ReshardReport r;
     ShardedArray b = Reshard(a, NamedSharding(mesh, to), &r);
     EXPECT_EQ(b.Gather().ToDoubles(), x.ToDoubles()) << from.ToString() << " -> " << to.ToString();
-    int64_t sent = 0, local = 0;
+    int64_t sent = 0, local = 0, held = 0;
     for (int p = 0; p < 8; ++p) {
       sent += r.bytes_sent[p];
       local += r.bytes_local[p];
+      held += b.shard(p).nbytes();
       // Every device ends with exactly its block: what it had plus what it received.
       EXPECT_EQ(r.bytes_local[p] + r.bytes_received[p], b.shard(p).nbytes());
     }
     EXPECT_EQ(sent, r.total_bytes_moved);
+    EXPECT_EQ(local + sent, held);  // every byte a device ends with was kept or sent to it
   }
 }
 
