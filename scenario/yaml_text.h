@@ -1,4 +1,5 @@
-// Checks on a YAML file's text before it is parsed: UTF-8 throughout and one document only.
+// Checks on a YAML file's text before it is parsed: UTF-8 throughout, one document only, and not starting with a
+// flow entry ',' (on which yaml-cpp 0.7 never returns).
 //
 // yaml-cpp accepts bytes that are not UTF-8 (and the JSON report written later would fail on them) and
 // YAML::Load silently ignores everything after a second document's "---". Every YAML file spmdsim reads
@@ -11,12 +12,18 @@
 #include <string>
 #include <string_view>
 
+#include "common/user_text.h"
+
 namespace spmdsim::scenario {
 
 // Throws at the first byte that is not UTF-8 ("FILE:L:C: byte 0xff is not UTF-8; <what> is UTF-8 text") or at
 // a second document's start marker ("FILE:L:1: a second YAML document starts here; <what> holds one
 // document ..."). `what` names the kind of file ("a scenario file"); `kind` is the error's Python kind.
 void CheckYamlText(std::string_view text, const std::string& file, std::string_view what, std::string_view kind);
+
+// The 1-based line and column of a ',' that is the document's first token (after comments, directives and a
+// "---"), or {0, 0}. yaml-cpp 0.7 loops forever, allocating, on such a document; CheckYamlText refuses it.
+TextPosition LeadingFlowEntry(std::string_view text);
 
 // The 1-based line of the second document's start marker ("---" at column 0; a marker that opens the first
 // document does not count), or 0 when there is none.

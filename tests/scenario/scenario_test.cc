@@ -187,6 +187,15 @@ TEST(Scenario, RejectsASecondDocumentAtItsLine) {
   EXPECT_EQ(ErrorOf("--- # one document with a start marker\n" + kMinimal), "");
 }
 
+// yaml-cpp 0.7 never returns on these (found by the fuzzer: it grew to 9 GB in 20 s on 102 bytes).
+TEST(Scenario, RejectsADocumentThatStartsWithAFlowEntry) {
+  EXPECT_THAT(ErrorOf(", b\n"), HasSubstr("t.yaml:1:1: ',' cannot start a document"));
+  EXPECT_THAT(ErrorOf("# tpu\n    , fsdp: true\n      tensor_axes: [tensor]\n"),
+              HasSubstr("t.yaml:2:5: ',' cannot start a document"));
+  EXPECT_THAT(ErrorOf("%YAML 1.2\n--- , b\n"), HasSubstr("t.yaml:2:5: ',' cannot start"));
+  EXPECT_THAT(ErrorOf("a: x, , b\n"), Not(HasSubstr("cannot start")));  // a comma inside a value is not it
+}
+
 TEST(Scenario, RejectsBytesThatAreNotUtf8AtTheirPosition) {
   EXPECT_THAT(ErrorOf(kMinimal + "name: \"caf\xe9\"\n"), HasSubstr("t.yaml:5:11: byte 0xe9 is not UTF-8"));
   EXPECT_THAT(ErrorOf("# caf\xc3\xa9\n" + kMinimal), Not(HasSubstr("UTF-8")));
