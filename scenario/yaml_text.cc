@@ -28,22 +28,35 @@ int SecondYamlDocumentLine(std::string_view text) {
 }
 
 TextPosition LeadingFlowEntry(std::string_view text) {
-  int line = 0;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t end = text.find('\n', pos);
-    std::string_view l = text.substr(pos, end == std::string_view::npos ? std::string_view::npos : end - pos);
-    ++line;
-    size_t start = 0;
-    if (l.substr(0, 3) == "---" && (l.size() == 3 || std::isspace(static_cast<unsigned char>(l[3])))) start = 3;
-    if (start == 0 && !l.empty() && l[0] == '%') start = l.size();  // a directive
-    while (start < l.size() && std::isspace(static_cast<unsigned char>(l[start]))) ++start;
-    if (start < l.size() && l[start] != '#') {
-      if (l[start] == ',') return {line, static_cast<int>(start) + 1};
-      return {0, 0};
+  int line = 1, depth = 0;
+  bool line_start = true;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+      line_start = true;
+      continue;
     }
-    if (end == std::string_view::npos) break;
-    pos = end + 1;
+    if (line_start && (c == ' ' || c == '\t')) continue;
+    if (line_start && c == '-' && text.substr(i, 3) == "---") {  // a document marker, then content
+      i += 2;
+      continue;
+    }
+    const size_t column = i - (text.rfind('\n', i) == std::string_view::npos ? 0 : text.rfind('\n', i) + 1);
+    if (line_start && c == ',' && depth == 0) return {line, static_cast<int>(column) + 1};
+    line_start = false;
+    if (c == '#' && (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t')) {  // a comment: skip to the line end
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+    } else if (c == '"' || c == '\'') {  // a quoted scalar (newlines inside it are counted)
+      for (++i; i < text.size() && text[i] != c; ++i) {
+        if (c == '"' && text[i] == '\\') ++i;
+        else if (text[i] == '\n') ++line;
+      }
+    } else if (c == '[' || c == '{') {
+      ++depth;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
   }
   return {0, 0};
 }
@@ -60,11 +73,11 @@ void CheckYamlText(std::string_view text, const std::string& file, std::string_v
               "follows, or put it in its own file)",
               file, line, what);
   }
-  // yaml-cpp 0.7 never returns (and grows without bound) on a document whose first token is a flow entry.
+  // yaml-cpp 0.7 never returns (and grows without bound) on a flow entry ',' that starts a line outside [...] / {...}.
   if (TextPosition p = LeadingFlowEntry(text); p.line > 0) {
     ThrowKind(ErrorCode::kInvalidArgument, std::string(kind),
-              "{}:{}:{}: ',' cannot start a document (it separates the entries of a [...] or {{...}} collection); "
-              "{} starts with a key such as 'name:'",
+              "{}:{}:{}: ',' cannot start a line outside a [...] or {{...}} collection (it separates their entries); "
+              "in {} a line starts with a key ('name:') or a list item ('- ')",
               file, p.line, p.column, what);
   }
 }

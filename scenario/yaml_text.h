@@ -1,5 +1,5 @@
 // Checks on a YAML file's text before it is parsed: UTF-8 throughout, one document only, and not starting with a
-// flow entry ',' (on which yaml-cpp 0.7 never returns).
+// line with a flow entry ',' outside a flow collection (on which yaml-cpp 0.7 can loop forever).
 //
 // yaml-cpp accepts bytes that are not UTF-8 (and the JSON report written later would fail on them) and
 // YAML::Load silently ignores everything after a second document's "---". Every YAML file spmdsim reads
@@ -21,8 +21,9 @@ namespace spmdsim::scenario {
 // document ..."). `what` names the kind of file ("a scenario file"); `kind` is the error's Python kind.
 void CheckYamlText(std::string_view text, const std::string& file, std::string_view what, std::string_view kind);
 
-// The 1-based line and column of a ',' that is the document's first token (after comments, directives and a
-// "---"), or {0, 0}. yaml-cpp 0.7 loops forever, allocating, on such a document; CheckYamlText refuses it.
+// The 1-based line and column of the first ',' that starts a line (after indentation or a "---") outside every
+// [...] / {...} collection and quoted scalar, or {0, 0}. yaml-cpp 0.7 loops forever, allocating, on some such
+// documents (found by fuzzing); CheckYamlText refuses them all.
 TextPosition LeadingFlowEntry(std::string_view text);
 
 // The 1-based line of the second document's start marker ("---" at column 0; a marker that opens the first
