@@ -264,6 +264,11 @@ py::tuple RunProgram(const Mesh& mesh, py::list inputs, py::list steps, py::list
   return py::make_tuple(values, JsonToPy(json));
 }
 
+// A scenario from a file path, or from its text (a dict passed as JSON) named "<dict>".
+Scenario ScenarioFrom(const std::string& source, bool is_text) {
+  return is_text ? ParseScenario(source, "<dict>") : LoadScenario(source);
+}
+
 // The report `spmdsim run --json` prints, as the dict json.loads would make of it.
 py::object RunScenarioReport(const std::string& source, bool is_text, bool abstract, int threads) {
   if (threads < 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("threads must be >= 0 (0: one per core), got {}", threads), "ValueError");
@@ -271,7 +276,7 @@ py::object RunScenarioReport(const std::string& source, bool is_text, bool abstr
   {
     py::gil_scoped_release release;
     auto start = std::chrono::steady_clock::now();
-    Scenario s = is_text ? ParseScenario(source, "<dict>") : LoadScenario(source);
+    Scenario s = ScenarioFrom(source, is_text);
     ScenarioRunOptions options{.abstract = abstract, .num_threads = threads};
     std::vector<WorkloadResult> results = RunScenario(s, options);
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -287,7 +292,7 @@ py::object PlanScenarioReport(const std::string& source, bool is_text, const std
   nlohmann::json report;
   {
     py::gil_scoped_release release;
-    Scenario s = is_text ? ParseScenario(source, "<dict>") : LoadScenario(source);
+    Scenario s = ScenarioFrom(source, is_text);
     ModelConfig model = FirstModelWorkload(s);
     auto topo = topology.empty() ? s.topology.topology : std::make_shared<const Topology>(Topology::Parse(topology));
     PlanOptions options;

@@ -88,8 +88,8 @@ class StepBuilder {
     sp_ = c.parallel.sequence_parallel && d_.tensor > 1;
     // fp8 training (Transformer Engine) runs the matmuls in fp8 and keeps activations, attention and
     // communication in bf16.
-    fp8_ = c.dtype == DType::kF8E4M3FN || c.dtype == DType::kF8E5M2;
-    act_dtype_ = fp8_ ? DType::kBF16 : c.dtype;
+    const bool fp8 = c.dtype == DType::kF8E4M3FN || c.dtype == DType::kF8E5M2;
+    act_dtype_ = fp8 ? DType::kBF16 : c.dtype;
     size_ = static_cast<double>(DTypeSize(act_dtype_));
     tokens_ = c.micro_batch * c.seq / d_.context;
     norm_tokens_ = sp_ ? static_cast<double>(tokens_) / d_.tensor : static_cast<double>(tokens_);
@@ -106,7 +106,6 @@ class StepBuilder {
 
   const ParallelDegrees& degrees() const { return d_; }
   double slowdown() const { return slowdown_; }
-  double MatrixPeak() const { return compute_.MatrixPeak(c_.dtype); }
 
   // The simulated devices: every position, or one per pipeline stage (coordinate 0 on every other axis).
   std::vector<int64_t> SimulatedPositions() const {
@@ -214,9 +213,8 @@ class StepBuilder {
   double Act() const { return static_cast<double>(tokens_) * c_.d_model; }  // [T, h] elements
 
   // Entering the tensor-parallel region: SP all-gathers the norm output (forward).
-  void EnterTp(Category cat) {
+  void EnterTp() {
     if (sp_) Collective(tensor_, CollectiveOp::kAllGather, Act() * size_, kTensorComm);
-    (void)cat;
   }
   // Leaving it: all-reduce (or SP reduce-scatter) of the row-parallel output.
   void LeaveTp() {
@@ -346,7 +344,7 @@ class StepBuilder {
     const double T = static_cast<double>(tokens_);
     GatherLayerWeights(moe);
     NormForward(cat);
-    EnterTp(cat);
+    EnterTp();
     Matmul(T, c_.d_model, Qkv(), cat);
     if (c_.position == PositionEmbedding::kRope) Elementwise(2 * T * Qkv() * 2 / 3, cat);  // q and k rotated
     AttentionCoreForward(cat);
@@ -354,7 +352,7 @@ class StepBuilder {
     LeaveTp();
     ResidualForward(cat);
     NormForward(cat);
-    EnterTp(cat);
+    EnterTp();
     MlpForward(moe, cat);
     LeaveTp();
     ResidualForward(cat);
@@ -395,7 +393,7 @@ class StepBuilder {
   void LossForward() {
     const double T = static_cast<double>(tokens_), V = VocabLocal();
     NormForward(kHead);
-    EnterTp(kHead);
+    EnterTp();
     Matmul(T, c_.d_model, V, kHead);
     Elementwise(T * V, kHead, 5 * 4 * T * V);  // cast to fp32, max, exp, sum, normalise: ~5 fp32 passes
     if (d_.tensor > 1) {
@@ -463,21 +461,20 @@ class StepBuilder {
       const bool moe = c_.is_moe_layer(vstage * per_chunk + i);
       LayerBackward(moe);
       // ZeRO-2/3 keep only their shard of the gradients: reduce-scatter after every micro-batch.
-      if (last_micro_batch || c_.parallel.zero_stage >= 2) StartGradientReduction(LayerParamsPerDevice(c_, d_, moe), moe);
+      if (last_micro_batch || c_.parallel.zero_stage >= 2) StartGradientReduction(LayerParamsPerDevice(c_, d_, moe));
     }
     if (vstage > 0) ops_->push_back(TimelineOp::Send(prev_, Tag(false, task.micro_batch, vstage - 1),
                                                      PipelineSendSeconds(), kPipelineComm));
     else EmbeddingBackward();
     if (last_micro_batch && (vstage == 0 || vstage == last))
-      StartGradientReduction(VocabParamsPerDevice(c_, d_), false);
+      StartGradientReduction(VocabParamsPerDevice(c_, d_));
   }
 
   // Data-parallel gradient reduction of one layer's gradients, started as soon as the last micro-batch's
   // backward produced them (Megatron's overlap_grad_reduce), in fp32 (Megatron accumulates and reduces main
   // gradients in fp32 with bf16 training): all-reduce, or reduce-scatter with ZeRO >= 1 (distributed optimizer).
   // Dense gradients reduce over data and context ranks.
-  void StartGradientReduction(double params, bool moe) {
-    (void)moe;
+  void StartGradientReduction(double params) {
     const Role& role = dp_and_cp_;
     if (role.size <= 1) return;
     const CollectiveOp op = c_.parallel.zero_stage >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
@@ -530,7 +527,7 @@ class StepBuilder {
   ComputeModel compute_;
   CollectiveModel collectives_;
   Role tensor_, data_, context_, pipeline_, expert_, dp_and_cp_;
-  bool sp_ = false, reduced_ = true, fp8_ = false;
+  bool sp_ = false, reduced_ = true;
   DType act_dtype_ = DType::kBF16;
   double size_ = 2, slowdown_ = 0, norm_tokens_ = 0, speed_ = 1;
   std::map<int, double> speed_factors_;
