@@ -13,6 +13,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -35,6 +36,21 @@
 
 namespace spmdsim::python {
 namespace {
+
+// A report's keys as Python strings, made once: reports repeat a small vocabulary of keys for every workload and
+// device, and a reused string also keeps its hash (dict insertion then skips hashing). The GIL guards the cache.
+// Bounded: past kMaxKeys (user-chosen names also appear as keys) a key is made per call.
+py::object KeyString(const std::string& key) {
+  static constexpr size_t kMaxKeys = 4096;
+  // Never destroyed: the interpreter may be gone when static destructors run.
+  static auto* cache = new std::unordered_map<std::string, py::object>();
+  if (auto it = cache->find(key); it != cache->end()) return it->second;
+  py::object k = py::reinterpret_steal<py::object>(
+      PyUnicode_DecodeUTF8(key.data(), static_cast<Py_ssize_t>(key.size()), "strict"));
+  if (!k) throw py::error_already_set();
+  if (cache->size() < kMaxKeys) cache->emplace(key, k);
+  return k;
+}
 
 // The Python value json.loads(j.dump()) gives, built without the text: objects -> dicts (keys in j's order),
 // arrays -> lists, NaN and infinities -> None (dump writes them as null).
@@ -74,11 +90,8 @@ py::object JsonToPy(const nlohmann::json& j) {
     }
     case Type::object: {
       py::dict dict;
-      for (const auto& [key, value] : j.items()) {
-        py::object k = py::reinterpret_steal<py::object>(
-            PyUnicode_DecodeUTF8(key.data(), static_cast<Py_ssize_t>(key.size()), "strict"));
-        if (!k) throw py::error_already_set();
-        if (PyDict_SetItem(dict.ptr(), k.ptr(), JsonToPy(value).ptr()) != 0) throw py::error_already_set();
+      for (const auto& [key, value] : j.get_ref<const nlohmann::json::object_t&>()) {
+        if (PyDict_SetItem(dict.ptr(), KeyString(key).ptr(), JsonToPy(value).ptr()) != 0) throw py::error_already_set();
       }
       return dict;
     }

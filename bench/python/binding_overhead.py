@@ -13,14 +13,22 @@ run(), which hands the simulation to a worker thread (Python: time.process_time;
 time). --rounds rounds (default 5) alternate the two sides (one C++ benchmark run, then one timeit repeat of each
 Python call), so that a change of load hits both; the table gives the medians over the rounds.
 Target (issue 14): overhead < 2 us per call.
+
+run() takes ~2 ms, and on a shared 2-core machine its time moves by more than any binding cost, so
+--instructions also counts the instructions each side executes per run() (all threads), under
+`valgrind --tool=callgrind`: each side runs twice with a different number of calls, and the difference in
+instructions over the difference in calls (both counted as calls of spmdsim::LoadScenario) is the per-call count,
+free of start-up costs and of the machine's load. It takes about a minute.
 """
 import argparse
 import json
 import os
 import pathlib
+import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import timeit
 
@@ -42,10 +50,55 @@ def cpp_us(binary):
     return runs
 
 
+def callgrind_per_call(command_for, counts):
+    """Instructions per call of `command_for(n)` (a command making about n calls), from two callgrind runs."""
+    totals = []
+    for n in counts:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = pathlib.Path(tmp) / "callgrind.out"
+            subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *command_for(n)],
+                           check=True, capture_output=True)
+            totals.append(callgrind_totals(out.read_text()))
+    (i0, c0), (i1, c1) = totals
+    return (i1 - i0) / (c1 - c0)
+
+
+def callgrind_totals(text):
+    """(instructions executed, calls of spmdsim::LoadScenario) from a callgrind output file."""
+    names, calls, instructions = {}, 0, 0
+    current_cfn, summary = None, re.search(r"^(?:summary|totals): (\d+)", text, re.M)
+    instructions = int(summary.group(1))
+    for line in text.splitlines():
+        m = re.match(r"c?fn=\((\d+)\)(?: (.*))?", line)
+        if m:
+            if m.group(2):
+                names[m.group(1)] = m.group(2)
+            if line.startswith("cfn="):
+                current_cfn = names.get(m.group(1), "")
+            continue
+        if line.startswith("calls=") and current_cfn and current_cfn.startswith("spmdsim::LoadScenario("):
+            calls += int(line.split("=")[1].split()[0])
+    return instructions, calls
+
+
+def instruction_counts(build, binary, scenario):
+    """Per-call instructions of run(scenario, abstract=True, threads=1) from Python and of BM_RunAbstract."""
+    loop = ("import sys; sys.path.insert(0, sys.argv[1]); import spmdsim\n"
+            "for _ in range(int(sys.argv[3])): spmdsim.run(sys.argv[2], abstract=True, threads=1)")
+    py = callgrind_per_call(lambda n: [sys.executable, "-c", loop, str(build / "python"), str(scenario), str(n)],
+                            (10, 30))
+    cpp = callgrind_per_call(lambda t: [str(binary), "--benchmark_filter=BM_RunAbstract", f"--benchmark_min_time={t}"],
+                             (0.5, 3))
+    print(f"run(cpu8-quick, abstract=True), instructions per call (callgrind, all threads): Python {py / 1e6:.3f} M, "
+          f"C++ {cpp / 1e6:.3f} M, overhead {(py - cpp) / 1e3:+.1f} k ({(py - cpp) / cpp:+.2%})")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default=str(ROOT / "build" / "bench"))
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count run()'s instructions per call on both sides (callgrind)")
     args = parser.parse_args()
     build = pathlib.Path(args.build)
     sys.path.insert(0, str(build / "python"))
@@ -97,6 +150,8 @@ def main():
     if not cpp_runs:
         print(f"(no C++ figures: {binary} not built)")
     print(f"(medians of {args.rounds} alternating rounds)")
+    if args.instructions and binary.exists():
+        instruction_counts(build, binary, scenario)
 
 
 if __name__ == "__main__":
