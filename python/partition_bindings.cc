@@ -3,9 +3,13 @@
 // with tuples and hash; NamedSharding's devices_indices_map as tuples of slices (keys are device ids here, where
 // JAX uses Device objects).
 #include <cstdint>
+#include <functional>
+#include <iterator>
+#include <list>
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -57,7 +61,7 @@ py::object MakeSlice(std::optional<std::pair<int64_t, int64_t>> range) {
 
 // The (slice, ...) tuple of every block of an evenly split array, by shard_id: a function of the global shape and
 // the tiling alone. Tuples and slices are immutable, so one tuple serves every device holding the block, in this
-// call and the next ones with the same shape and tiling (JAX caches the whole map per sharding and shape).
+// call and the next ones with the same shape and tiling; IndicesMapCache below keeps whole maps.
 class BlockTuples {
  public:
   // The tuples for `layout`, made on first use. Shared, so that a call re-entering through Python (a finalizer run
@@ -122,9 +126,90 @@ class BlockTuples {
   std::vector<py::object> tuples_;
 };
 
+// devices_indices_map's dicts by (mesh, spec, shape), as JAX keeps them (jax/_src/sharding_impls.py,
+// common_devices_indices_map: a cache of 4096 entries by sharding and shape): a repeated call returns the same
+// dict object, so a caller must not mutate it (as in JAX). Bounded by entries and by the devices they hold.
+// REQUIRES: the GIL (which guards the cache).
+class IndicesMapCache {
+ public:
+  static IndicesMapCache& Get() {
+    static auto* cache = new IndicesMapCache();  // never destroyed: it holds Python objects
+    return *cache;
+  }
+
+  // The cached dict, or a null object.
+  py::object Find(const NamedSharding& sharding, const std::vector<int64_t>& shape) {
+    auto range = index_.equal_range(Hash(sharding, shape));
+    for (auto it = range.first; it != range.second; ++it) {
+      Entry& entry = *it->second;
+      if (entry.shape == shape && entry.sharding.spec() == sharding.spec() && entry.sharding.mesh() == sharding.mesh()) {
+        lru_.splice(lru_.begin(), lru_, it->second);
+        return entry.dict;
+      }
+    }
+    return py::object();
+  }
+
+  void Clear() {
+    index_.clear();
+    lru_.clear();
+    devices_ = 0;
+  }
+
+  void Insert(const NamedSharding& sharding, const std::vector<int64_t>& shape, py::object dict) {
+    const size_t devices = sharding.mesh().device_ids().size();
+    if (devices > kMaxDevices) return;
+    while (!lru_.empty() && (lru_.size() >= kMaxEntries || devices_ + devices > kMaxDevices)) Evict();
+    lru_.push_front(Entry{sharding, shape, std::move(dict), Hash(sharding, shape)});
+    index_.emplace(lru_.front().hash, lru_.begin());
+    devices_ += devices;
+  }
+
+ private:
+  struct Entry {
+    NamedSharding sharding;
+    std::vector<int64_t> shape;
+    py::object dict;
+    size_t hash;
+  };
+  static constexpr size_t kMaxEntries = 4096;
+  static constexpr size_t kMaxDevices = size_t{1} << 20;
+
+  static size_t Hash(const NamedSharding& sharding, const std::vector<int64_t>& shape) {
+    size_t h = std::hash<std::string>()(sharding.spec().ToString());
+    auto mix = [&h](size_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
+    for (int64_t d : shape) mix(std::hash<int64_t>()(d));
+    for (const std::string& name : sharding.mesh().axis_names()) mix(std::hash<std::string>()(name));
+    for (int64_t d : sharding.mesh().shape()) mix(std::hash<int64_t>()(d));
+    for (int id : sharding.mesh().device_ids()) mix(std::hash<int>()(id));
+    return h;
+  }
+
+  void Evict() {
+    auto last = std::prev(lru_.end());
+    auto range = index_.equal_range(last->hash);
+    for (auto it = range.first; it != range.second; ++it) {
+      if (it->second == last) {
+        index_.erase(it);
+        break;
+      }
+    }
+    devices_ -= last->sharding.mesh().device_ids().size();
+    lru_.pop_back();
+  }
+
+  std::list<Entry> lru_;  // most recently used first
+  std::unordered_multimap<size_t, std::list<Entry>::iterator> index_;
+  size_t devices_ = 0;
+};
+
 // {device: (slice, ...)} in mesh order, the devices of host `process_index` only when given.
 py::dict IndicesMap(const NamedSharding& sharding, py::handle shape_obj, std::optional<int> process_index) {
-  ShardingLayout layout = sharding.Layout(ShapeFromPy(shape_obj));
+  const std::vector<int64_t> shape = ShapeFromPy(shape_obj);
+  if (!process_index) {
+    if (py::object cached = IndicesMapCache::Get().Find(sharding, shape)) return py::reinterpret_borrow<py::dict>(cached);
+  }
+  ShardingLayout layout = sharding.Layout(shape);
   const std::shared_ptr<const BlockTuples> tuples = BlockTuples::For(layout);
   PyObject* out = _PyDict_NewPresized(process_index ? 0 : static_cast<Py_ssize_t>(layout.shards.size()));
   if (out == nullptr) throw py::error_already_set();
@@ -137,6 +222,7 @@ py::dict IndicesMap(const NamedSharding& sharding, py::handle shape_obj, std::op
     Py_DECREF(key);
     if (rc != 0) throw py::error_already_set();
   }
+  if (!process_index) IndicesMapCache::Get().Insert(sharding, shape, result);
   return result;
 }
 
@@ -395,6 +481,8 @@ void BindPartition(py::module_& m) {
         return py::hash(py::make_tuple(py::cast(s.mesh()).attr("__hash__")(), py::cast(s.spec()).attr("__hash__")()));
       });
 
+  m.def("clear_caches", [] { IndicesMapCache::Get().Clear(); },
+        "Drops the cached devices_indices_map dicts (JAX: jax.clear_caches()).");
   m.def("_get_corrected_named_sharding", [](py::handle shape, py::handle spec, const Mesh& mesh) {
     if (mesh.empty()) {
       throw Error(ErrorCode::kInvalidArgument,

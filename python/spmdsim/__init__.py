@@ -37,6 +37,7 @@ from spmdsim._spmdsim import (  # noqa: F401  (re-exported)
     NamedSharding,
     PartitionAxis,
     logical_to_mesh_axes,
+    clear_caches,
     get_logical_axis_rules,
     set_logical_axis_rules,
     composite_rules,
@@ -58,6 +59,7 @@ __all__ = [
     "get_corrected_named_sharding", "get_current_partition_manager", "match_partition_rules",
     "analyze_sharding_strategy", "DynamicShardingAxes",
     "ShapeDtypeStruct", "Program", "Value", "ShardMap", "shard_map", "ShardMapResult", "run", "plan",
+    "clear_caches",
 ]
 
 # ---------------------------------------------------------------------------------------------------------------

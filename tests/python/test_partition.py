@@ -112,6 +112,26 @@ def test_devices_indices_map_stays_right_as_shapes_and_tilings_alternate(mesh42)
     assert m[0] is m[1] and m[0] is not m[2]
 
 
+def test_devices_indices_map_is_cached_per_sharding_and_shape_as_in_jax(mesh42):
+    # JAX keeps the map per (sharding, shape) (common_devices_indices_map) and returns the same dict object.
+    first = NamedSharding(mesh42, P("x")).devices_indices_map((8, 3))
+    assert NamedSharding(mesh42, P("x")).devices_indices_map([8, 3]) is first  # an equal sharding, a list shape
+    assert NamedSharding(mesh42, P("y")).devices_indices_map((8, 3)) is not first
+    assert NamedSharding(mesh42, P("x")).devices_indices_map((16, 3)) is not first
+    other = Mesh(np.arange(8)[::-1].reshape(4, 2), ("x", "y"))  # same names and shape, other devices
+    reordered = NamedSharding(other, P("x")).devices_indices_map((8, 3))
+    assert reordered is not first and reordered[7] == first[0]
+    renamed = Mesh(np.arange(8).reshape(4, 2), ("a", "y"))
+    assert NamedSharding(renamed, P("a")).devices_indices_map((8, 3)) is not first
+    spmdsim.clear_caches()
+    again = NamedSharding(mesh42, P("x")).devices_indices_map((8, 3))
+    assert again is not first and again == first
+    with pytest.raises(ValueError):  # errors are not cached
+        NamedSharding(mesh42, P("x")).devices_indices_map((7, 3))
+    with pytest.raises(ValueError):
+        NamedSharding(mesh42, P("x")).devices_indices_map((7, 3))
+
+
 def test_addressable_devices_indices_map_is_per_host():
     topo = spmdsim.Topology("tpu-v4:2x2x4")  # 4 hosts of 4 chips
     mesh = Mesh(spmdsim.create_device_mesh((16,), topo.devices), ("x",))
