@@ -202,12 +202,16 @@ class StepBuilder {
 
   // --- one transformer layer ---
 
-  double Qkv() const {
-    const double hd = static_cast<double>(c_.effective_head_dim());
-    const double kv_local = c_.effective_kv_heads() >= d_.tensor ? 1.0 * c_.effective_kv_heads() / d_.tensor : 1.0;
-    return (1.0 * c_.heads / d_.tensor + 2 * kv_local) * hd;
-  }
+  // Widths per tensor rank (Megatron's query_projection_size / kv_projection_size over TP): the queries, and
+  // one of K or V (kv_heads of them: MHA heads, GQA groups, MQA 1; fewer than the ranks: one replicated).
   double AttnWidth() const { return 1.0 * c_.heads / d_.tensor * c_.effective_head_dim(); }
+  double KvWidth() const {
+    const double kv_local = c_.effective_kv_heads() >= d_.tensor ? 1.0 * c_.effective_kv_heads() / d_.tensor : 1.0;
+    return kv_local * static_cast<double>(c_.effective_head_dim());
+  }
+  double Qkv() const { return AttnWidth() + 2 * KvWidth(); }  // the fused QKV projection's output width
+  // Rotary embedding of q and k (read, write): the queries' and the keys' widths, not V's.
+  double RopeElements() const { return 2.0 * static_cast<double>(tokens_) * (AttnWidth() + KvWidth()); }
   double Ff(bool moe) const { return 1.0 * (moe ? c_.expert_d_ff() : c_.d_ff) / d_.tensor; }
   double FfIn(bool moe) const { return (c_.activation == Activation::kSwiglu ? 2 : 1) * Ff(moe); }
   double Act() const { return static_cast<double>(tokens_) * c_.d_model; }  // [T, h] elements
@@ -236,7 +240,7 @@ class StepBuilder {
     const double hd = static_cast<double>(c_.effective_head_dim());
     int64_t ring = -1;
     if (d_.context > 1) {  // ring attention: K and V of the other context ranks stream in under the compute
-      const double kv_bytes = 2.0 * tokens_ * Qkv() / 3 * size_;
+      const double kv_bytes = 2.0 * tokens_ * KvWidth() * size_;
       ring = Start(context_, CollectiveOp::kAllGather, kv_bytes * d_.context, kContextComm, 1);
     }
     if (c_.flash_attention) {
@@ -256,7 +260,7 @@ class StepBuilder {
     const double hd = static_cast<double>(c_.effective_head_dim());
     int64_t ring = -1;
     if (d_.context > 1) {  // dK, dV travel back around the ring
-      const double kv_bytes = 2.0 * tokens_ * Qkv() / 3 * size_;
+      const double kv_bytes = 2.0 * tokens_ * KvWidth() * size_;
       ring = Start(context_, CollectiveOp::kReduceScatter, kv_bytes * d_.context, kContextComm, 1);
     }
     if (c_.flash_attention) {
@@ -346,7 +350,7 @@ class StepBuilder {
     NormForward(cat);
     EnterTp();
     Matmul(T, c_.d_model, Qkv(), cat);
-    if (c_.position == PositionEmbedding::kRope) Elementwise(2 * T * Qkv() * 2 / 3, cat);  // q and k rotated
+    if (c_.position == PositionEmbedding::kRope) Elementwise(RopeElements(), cat);
     AttentionCoreForward(cat);
     Matmul(T, AttnWidth(), c_.d_model, cat);
     LeaveTp();
@@ -372,7 +376,7 @@ class StepBuilder {
     Matmul(AttnWidth(), T, c_.d_model, kBackward);             // wgrad
     if (c_.recompute == Recompute::kSelective && !c_.flash_attention) AttentionCoreForward(kRecompute);
     AttentionCoreBackward();
-    if (c_.position == PositionEmbedding::kRope) Elementwise(2 * T * Qkv() * 2 / 3, kBackward);
+    if (c_.position == PositionEmbedding::kRope) Elementwise(RopeElements(), kBackward);
     ColumnParallelBackward(T, Qkv());
     NormBackward();
   }

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "cost/compute_model.h"
 #include "cost/timeline.h"
 #include "mesh/mesh_utils.h"
 #include "mesh/topology.h"
@@ -247,6 +248,46 @@ TEST(ModelStep, RecomputeAndSlowdownCostTimeAndMoreMicroBatchesShrinkTheBubble) 
   c.global_batch = 128;
   const ModelStepTimes more = PredictModelStep(c, mesh);
   EXPECT_LT(more.bubble_seconds / more.step_seconds, none.bubble_seconds / none.step_seconds);
+}
+
+// GQA / MQA: context parallelism moves only the kv_heads' keys and values (Megatron's kv_projection_size), so an
+// 8-group model moves what an 8-head MHA model of the same head size does, whatever its query heads.
+TEST(ModelStep, ContextParallelismMovesTheKeyAndValueHeadsOnly) {
+  const Mesh mesh = MeshOn("dgx-h100:2", {{"context", 2}, {"tensor", 8}});
+  auto context_comm = [&](int64_t heads, int64_t kv_heads) {
+    ModelConfig c = Small();
+    c.heads = heads;
+    c.kv_heads = kv_heads;
+    c.head_dim = 128;
+    c.parallel = {.tensor_axes = {"tensor"}, .sequence_parallel = true, .context_axes = {"context"}};
+    return PredictModelStep(c, mesh).comm_by_kind.at("context");
+  };
+  const double mha = context_comm(8, 8);
+  EXPECT_GT(mha, 0);
+  EXPECT_NEAR(context_comm(32, 8), mha, 1e-12 * mha);
+  EXPECT_NEAR(context_comm(64, 8), mha, 1e-12 * mha);
+  // MQA: its one K / V head is replicated over the 8 tensor ranks: one per rank, as MHA-8 has.
+  EXPECT_NEAR(context_comm(32, 1), mha, 1e-12 * mha);
+  EXPECT_GT(context_comm(32, 16), mha);  // two K / V heads per rank
+}
+
+// Rotary embedding rotates q (heads) and k (kv_heads), not v: its forward cost per layer and micro-batch is
+// one memory-bound pass over T x (q + k) elements, read and written.
+TEST(ModelStep, RotaryEmbeddingRotatesTheQueryAndKeyHeads) {
+  const Mesh mesh = MeshOn("dgx-h100:1", {{"data", 8}});
+  ModelConfig c = Small();  // GQA 16 heads / 4 KV heads of 128
+  c.parallel = {.data_axes = {"data"}};
+  const ModelStepOptions options{.comm_slowdown = 0};
+  c.position = PositionEmbedding::kRope;
+  const ModelStepTimes rope = PredictModelStep(c, mesh, options);
+  c.position = PositionEmbedding::kLearned;
+  const ModelStepTimes learned = PredictModelStep(c, mesh, options);
+  const double tokens = static_cast<double>(c.micro_batch * c.seq);
+  const double elements = 2 * tokens * (c.heads + c.kv_heads) * c.effective_head_dim();
+  const double one = ComputeModel(*mesh.topology()).Cost(elements, elements * 2, ContractionDims{}, c.dtype).seconds;
+  const double micro_batches = static_cast<double>(c.global_batch / (c.micro_batch * 8));
+  const double expected = one * static_cast<double>(c.layers) * micro_batches;
+  EXPECT_NEAR(rope.compute_by_phase.at("forward") - learned.compute_by_phase.at("forward"), expected, 1e-9 * expected);
 }
 
 // docs/model-validation.md is the table this computes, and every enforced row is within its tolerance.
