@@ -166,11 +166,17 @@ class StepBuilder {
   void Matmul(double m, double k, double n, Category category, double batch = 1,
               std::optional<DType> dtype = std::nullopt) {
     const auto im = static_cast<int64_t>(m), ik = static_cast<int64_t>(k), in = static_cast<int64_t>(n);
-    const double flops = 2.0 * batch * m * k * n;
-    const double bytes = batch * (m * k + k * n + m * n) * size_;
-    Compute(compute_.Cost(flops, bytes, ContractionDims{static_cast<int64_t>(batch), im, in, ik},
-                          dtype.value_or(c_.dtype)),
-            category);
+    const auto ib = static_cast<int64_t>(batch);
+    const DType type = dtype.value_or(c_.dtype);
+    // A step repeats a few shapes many times: price each once (the tile search is the costly part).
+    const auto key = std::make_tuple(ib, im, in, ik, type);
+    auto it = matmul_cache_.find(key);
+    if (it == matmul_cache_.end()) {
+      const double flops = 2.0 * batch * m * k * n;
+      const double bytes = batch * (m * k + k * n + m * n) * size_;
+      it = matmul_cache_.emplace(key, compute_.Cost(flops, bytes, ContractionDims{ib, im, in, ik}, type)).first;
+    }
+    Compute(it->second, category);
   }
   // A memory-bound op moving `elements_moved` elements of the compute dtype (+ `extra_bytes`).
   void Elementwise(double elements_moved, Category category, double extra_bytes = 0) {
@@ -540,6 +546,7 @@ class StepBuilder {
   std::unique_ptr<StepTimeline> timeline_;
   std::map<const Role*, std::vector<int32_t>> group_ids_;
   std::map<std::tuple<const Role*, CollectiveOp, double>, double> collective_cache_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, DType>, LocalOpCost> matmul_cache_;
   std::optional<double> pipe_seconds_;
   std::vector<TimelineOp>* ops_ = nullptr;
   int64_t device_ = 0, next_handle_ = 0, prev_ = 0, next_ = 0;
