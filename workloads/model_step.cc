@@ -96,6 +96,7 @@ class StepBuilder {
     slowdown_ = options.comm_slowdown >= 0 ? options.comm_slowdown
                                            : DefaultCommSlowdown(compute_.spec(), *mesh.topology());
     reduced_ = options.reduced && options.speed_factors.empty();
+    blocking_p2p_ = options.blocking_p2p;
     speed_factors_ = options.speed_factors;
     for (const auto& [id, factor] : speed_factors_) {
       if (!(factor > 0) || !std::isfinite(factor))
@@ -449,23 +450,55 @@ class StepBuilder {
            virtual_stage;
   }
 
-  void RunTask(const PipelineTask& task, int64_t stage) {
+  // Pipeline transfers. Blocking (Megatron 2022): the receiver acknowledges each message (a 0 s send back) and
+  // the sender waits for the acknowledgements at its next exchange, after the receives that open its next task:
+  // Megatron batches a step's sends with the next receives in one batch_isend_irecv and waits for all
+  // (1F1B: send_forward_recv_backward, send_backward_recv_forward). The interleaved schedule's steady state runs
+  // a forward and a backward, then exchanges once for the next pair
+  // (send_forward_backward_recv_forward_backward): the pair's backward receives with its forward (RunTask's
+  // `paired`). The sender resumes when the receiver has the data.
+  void SendActivations(int64_t peer, int64_t tag) {
+    ops_->push_back(TimelineOp::Send(peer, tag, PipelineSendSeconds(), kPipelineComm));
+    if (blocking_p2p_) unacknowledged_.emplace_back(peer, tag);
+  }
+  void ReceiveActivations(int64_t peer, int64_t tag) {
+    ops_->push_back(TimelineOp::Recv(peer, tag, kPipelineComm));
+    if (blocking_p2p_) ops_->push_back(TimelineOp::Send(peer, AckTag(tag), 0, kPipelineComm));
+  }
+  void AwaitAcknowledgements() {
+    for (const auto& [peer, tag] : unacknowledged_)
+      ops_->push_back(TimelineOp::Recv(peer, AckTag(tag), kPipelineComm));
+    unacknowledged_.clear();
+  }
+  static int64_t AckTag(int64_t tag) { return -1 - tag; }
+
+  // `paired`: in blocking mode with virtual stages, the backward task that follows this forward one in the
+  // schedule's steady state: its receive joins this task's exchange (see SendActivations).
+  void RunTask(const PipelineTask& task, int64_t stage, const PipelineTask* paired = nullptr) {
     const int64_t p = d_.pipeline, v = c_.parallel.virtual_stages;
     const int64_t vstage = task.chunk * p + stage, last = p * v - 1;
     const int64_t per_chunk = c_.layers / (p * v);
     if (task.forward) {
-      if (vstage > 0) ops_->push_back(TimelineOp::Recv(prev_, Tag(true, task.micro_batch, vstage),
-                                                       kPipelineComm));
-      else EmbeddingForward();
+      if (vstage > 0) ReceiveActivations(prev_, Tag(true, task.micro_batch, vstage));
+      if (paired != nullptr) {
+        const int64_t paired_vstage = paired->chunk * p + stage;
+        if (paired_vstage < last) ReceiveActivations(next_, Tag(false, paired->micro_batch, paired_vstage));
+        received_paired_ = true;
+      }
+      AwaitAcknowledgements();
+      if (vstage == 0) EmbeddingForward();
       for (int64_t i = 0; i < per_chunk; ++i) LayerForward(c_.is_moe_layer(vstage * per_chunk + i), kForward);
-      if (vstage < last) ops_->push_back(TimelineOp::Send(next_, Tag(true, task.micro_batch, vstage + 1),
-                                                          PipelineSendSeconds(), kPipelineComm));
+      if (vstage < last) SendActivations(next_, Tag(true, task.micro_batch, vstage + 1));
       else LossForward();
       return;
     }
-    if (vstage < last) ops_->push_back(TimelineOp::Recv(next_, Tag(false, task.micro_batch, vstage),
-                                                        kPipelineComm));
-    else LossBackward();
+    if (received_paired_) {
+      received_paired_ = false;  // received at the forward's exchange
+    } else {
+      if (vstage < last) ReceiveActivations(next_, Tag(false, task.micro_batch, vstage));
+      AwaitAcknowledgements();
+    }
+    if (vstage == last) LossBackward();
     const bool last_micro_batch = task.micro_batch == d_.micro_batches - 1;
     for (int64_t i = per_chunk - 1; i >= 0; --i) {
       const bool moe = c_.is_moe_layer(vstage * per_chunk + i);
@@ -473,8 +506,7 @@ class StepBuilder {
       // ZeRO-2/3 keep only their shard of the gradients: reduce-scatter after every micro-batch.
       if (last_micro_batch || c_.parallel.zero_stage >= 2) StartGradientReduction(LayerParamsPerDevice(c_, d_, moe));
     }
-    if (vstage > 0) ops_->push_back(TimelineOp::Send(prev_, Tag(false, task.micro_batch, vstage - 1),
-                                                     PipelineSendSeconds(), kPipelineComm));
+    if (vstage > 0) SendActivations(prev_, Tag(false, task.micro_batch, vstage - 1));
     else EmbeddingBackward();
     if (last_micro_batch && (vstage == 0 || vstage == last))
       StartGradientReduction(VocabParamsPerDevice(c_, d_));
@@ -492,6 +524,7 @@ class StepBuilder {
   }
 
   void Optimizer(int64_t stage) {
+    AwaitAcknowledgements();
     Wait(prefetched_gather_, kDataComm);
     prefetched_gather_ = -1;
     for (int64_t h : pending_grads_) Wait(h, kDataComm);
@@ -519,14 +552,19 @@ class StepBuilder {
     next_handle_ = 0;
     prefetched_gather_ = -1;
     pending_grads_.clear();
+    unacknowledged_.clear();
+    received_paired_ = false;
     const auto factor = speed_factors_.find(mesh_.DeviceAt(simulated_[static_cast<size_t>(device)]));
     speed_ = factor == speed_factors_.end() ? 1.0 : factor->second;
     prev_ = Neighbour(device, -1);
     next_ = Neighbour(device, +1);
     const int64_t stage = mesh_.IndexInGroup(simulated_[static_cast<size_t>(device)], c_.parallel.pipeline_axes);
-    for (const PipelineTask& task :
-         PipelineOrder(c_.parallel.schedule, d_.pipeline, stage, d_.micro_batches, c_.parallel.virtual_stages)) {
-      RunTask(task, stage);
+    const std::vector<PipelineTask> order =
+        PipelineOrder(c_.parallel.schedule, d_.pipeline, stage, d_.micro_batches, c_.parallel.virtual_stages);
+    const bool pairs = blocking_p2p_ && c_.parallel.virtual_stages > 1;
+    for (size_t i = 0; i < order.size(); ++i) {
+      const bool paired = pairs && order[i].forward && i + 1 < order.size() && !order[i + 1].forward;
+      RunTask(order[i], stage, paired ? &order[i + 1] : nullptr);
     }
     Optimizer(stage);
   }
@@ -537,7 +575,9 @@ class StepBuilder {
   ComputeModel compute_;
   CollectiveModel collectives_;
   Role tensor_, data_, context_, pipeline_, expert_, dp_and_cp_;
-  bool sp_ = false, reduced_ = true;
+  bool sp_ = false, reduced_ = true, blocking_p2p_ = false;
+  std::vector<std::pair<int64_t, int64_t>> unacknowledged_;  // blocking p2p: (peer, tag) of sends not yet awaited
+  bool received_paired_ = false;  // the next backward's receive was done at the forward's exchange
   DType act_dtype_ = DType::kBF16;
   double size_ = 2, slowdown_ = 0, norm_tokens_ = 0, speed_ = 1;
   std::map<int, double> speed_factors_;

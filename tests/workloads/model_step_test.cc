@@ -251,6 +251,36 @@ TEST(ModelStep, RecomputeAndSlowdownCostTimeAndMoreMicroBatchesShrinkTheBubble) 
   EXPECT_LT(more.bubble_seconds / more.step_seconds, none.bubble_seconds / none.step_seconds);
 }
 
+// Megatron 2022's blocking pipeline transfers: every schedule still finishes, the step is never faster than with
+// eager sends, the reduced simulation and the micro-batch extrapolation stay exact.
+TEST(ModelStep, BlockingPipelineTransfersCostTimeAndKeepTheSimulationExact) {
+  for (const Layout& l : Layouts()) {
+    if (l.config.parallel.pipeline_axes.empty()) continue;
+    for (int64_t global_batch : {32, 256}) {
+      ModelConfig c = l.config;
+      c.global_batch = global_batch;
+      const Mesh mesh = MeshOn("dgx-h100:8", l.axes);
+      const std::string what = fmt::format("{}, global batch {}", l.name, global_batch);
+      const ModelStepTimes eager = PredictModelStep(c, mesh);
+      const ModelStepTimes blocking = PredictModelStep(c, mesh, {.blocking_p2p = true});
+      EXPECT_GE(blocking.step_seconds, eager.step_seconds - 1e-12) << what;
+      // The same work; no longer slowed by sends in flight under it.
+      EXPECT_LE(blocking.compute_seconds, eager.compute_seconds + 1e-12) << what;
+      EXPECT_GT(blocking.compute_seconds, 0.95 * eager.compute_seconds) << what;
+      const ModelStepTimes full = PredictModelStep(c, mesh, {.reduced = false, .blocking_p2p = true});
+      EXPECT_NEAR(full.step_seconds, blocking.step_seconds, 1e-12 * full.step_seconds) << what;
+      const ModelStepTimes whole = PredictModelStep(c, mesh, {.extrapolate = false, .blocking_p2p = true});
+      EXPECT_NEAR(whole.step_seconds, blocking.step_seconds, 1e-9 * whole.step_seconds) << what;
+    }
+  }
+  // A pipeline whose transfers cross nodes: blocking exposes them.
+  ModelConfig c = Small();
+  c.global_batch = 64;
+  c.parallel = {.tensor_axes = {"tensor"}, .sequence_parallel = true, .pipeline_axes = {"pipe"}};
+  const Mesh mesh = MeshOn("dgx-h100:4", {{"pipe", 4}, {"tensor", 8}});
+  EXPECT_GT(PredictModelStep(c, mesh, {.blocking_p2p = true}).step_seconds, PredictModelStep(c, mesh).step_seconds);
+}
+
 // GQA / MQA: context parallelism moves only the kv_heads' keys and values (Megatron's kv_projection_size), so an
 // 8-group model moves what an 8-head MHA model of the same head size does, whatever its query heads.
 TEST(ModelStep, ContextParallelismMovesTheKeyAndValueHeadsOnly) {
