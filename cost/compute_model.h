@@ -1,24 +1,35 @@
 // Local compute time of one op on one device: the roofline per op, with a matmul's efficiency from its
 // dimensions (docs/cost-model.md, "Compute model").
 //
-//   contraction [batch, m, k] x [k, n]:
-//     tiles   = batch * ceil(m / tile_m) * ceil(n / tile_n)         (tile quantisation: partial tiles cost whole)
-//     waves   = ceil(tiles / compute_units)                         (wave quantisation: SMs / MXUs idle in the
-//                                                                     last wave)
-//     compute = waves * compute_units * 2 * tile_m * tile_n * ceil(k / tile_k) * tile_k / (peak[dtype] * matmul_fraction)
+//   contraction [batch, m, k] x [k, n], for each output tile t = tile_m x tile_n the device's library offers:
+//     tiles_t   = batch * ceil(m / tile_m) * ceil(n / tile_n)      (tile quantisation: partial tiles cost whole)
+//     waves_t   = ceil(tiles_t / compute_units)                    (wave quantisation: SMs / MXUs idle in the
+//                                                                   last wave)
+//     feed_t    = min(1, I_t * l2_bandwidth / rate),  I_t = 2 tile_m tile_n / ((tile_m + tile_n) * dtype size)
+//                 (a tile's FLOPs per operand byte loaded; smaller tiles reuse less and can starve on L2)
+//     time_t    = waves_t * compute_units * 2 * tile_m * tile_n * ceil(k / tile_k) * tile_k
+//                 / (rate * feed_t / max_t' feed_t')                (the best-fed tile runs at the best measured rate)
+//     rate      = peak[dtype] * matmul_fraction
+//   The tile: as cuBLAS's heuristic is described (larger tiles are more efficient, but too few of them leave SMs
+//   idle), tiles come in classes of decreasing efficiency; c* is the first class with a tile that fills at
+//   least one wave (tiles_t >= compute_units), else the last; compute = min of time_t over the classes <= c*.
 //   any other op: compute = flops / vector_peak (GPU CUDA cores; the dtype's peak where none is given)
 //   every op:     memory  = bytes / hbm_bandwidth
 //                 seconds = (max(compute / compute_efficiency, memory / memory_efficiency) + launch) / speed
-// (NVIDIA, "Matrix Multiplication Background User's Guide": tile and wave quantisation; Williams et al.,
-// "Roofline", CACM 2009.) Peak FLOP/s (bf16/f16/f32) and HBM bandwidth come from the topology preset
-// (mesh/topology.h); the figures a preset lacks (SM / MXU count and tile, fp8 and vector peaks, launch
-// overhead) come from DeviceComputeSpec, looked up by the device kind. A device kind without a spec (cpu) is a
-// plain roofline: no quantisation, no launch overhead.
+// (NVIDIA, "Matrix Multiplication Background User's Guide": cuBLAS's tiles in order of efficiency, tile and
+// wave quantisation, larger tiles reuse more data; Williams et al., "Roofline", CACM 2009.) Peak FLOP/s
+// (bf16/f16/f32) and HBM bandwidth come from the topology preset (mesh/topology.h); the figures a preset lacks
+// (SM / MXU count and tiles, L2 bandwidth, fp8 and vector peaks, launch overhead) come from DeviceComputeSpec,
+// looked up by the device kind. A device kind without a spec (cpu) is a plain roofline: no quantisation, no
+// launch overhead.
 //
-// Example: H100 (132 SMs, 128x256x64 tiles, 989e12 bf16 of which 792.1e12 measured at best), bf16
-// [4096, 4096] x [4096, 4096]: tiles = 32 * 16 = 512, waves = ceil(512 / 132) = 4 ->
-//   4 * 132 * 2 * 128 * 256 * 4096 / 792.1e12 = 179 us; ideal 2 * 4096^3 / 989e12 = 139 us; efficiency
-//   0.78 = 0.97 (the 4th wave uses 116 of 132 SMs) x 0.80 (the best measured rate).
+// Example: H100 (132 SMs, 792.1e12 of 989e12 bf16 measured at best, L2 8.986e12 B/s), bf16
+// [4096, 4096] x [4096, 4096]: the 256x128 tiles (I = 85.3 FLOP/B, feed 0.97, the best fed) make 16 * 32 = 512
+// tiles in ceil(512 / 132) = 4 waves -> 4 * 132 * 2 * 256 * 128 * 4096 / 792.1e12 = 179 us. Ideal
+// 2 * 4096^3 / 989e12 = 139 us; efficiency 0.78 = 0.97 (the 4th wave uses 116 of 132 SMs) x 0.80. A [256, 4096]
+// x [4096, 4096] matmul makes only 32 tiles of 256x128 (a quarter of the SMs); the first class to fill a wave is
+// 64x64 (256 tiles), and the fastest of the classes up to it is 128x64: 128 tiles in one wave, fed 0.5 as well
+// as 256x128 (I = 42.7) -> 2 * 128 * 64 * 4096 / (792.1e12 / 132 * 0.5) = 22.4 us, efficiency 0.39.
 //
 // Thread safety: const member functions are safe to call concurrently.
 #ifndef SPMDSIM_COST_COMPUTE_MODEL_H_
@@ -26,7 +37,9 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string_view>
+#include <vector>
 
 #include "common/dtype.h"
 #include "cost/roofline.h"
@@ -34,18 +47,27 @@
 
 namespace spmdsim {
 
+// An output tile one compute unit produces at a time: tile_m x tile_n (GPU: one CTA; TPU: rows x MXU width).
+struct MatmulTile {
+  int64_t m = 1, n = 1;
+  int efficiency_class = 0;  // 0 the most efficient; the library prefers lower classes
+};
+
 // Per-device figures of one device kind that the topology presets do not carry. Each has its source in
 // docs/cost-model.md ("Compute model") and in `source`.
 struct DeviceComputeSpec {
   std::string_view device_kind;   // JAX's device_kind ("NVIDIA H100 80GB HBM3", "TPU v5 lite")
   int compute_units = 1;          // SMs (GPU) or MXUs (TPU) of one JAX device
-  int64_t tile_m = 1, tile_n = 1, tile_k = 1;  // the output tile one unit computes at a time, and its k step
+  std::span<const MatmulTile> tiles;  // the tiles the matmul library picks from (non-empty)
+  int64_t tile_k = 1;             // the k step of every tile
   double fp8_flops = 0;           // FLOP/s, dense fp8 tensor peak (0: no fp8 units; fp8 runs at the bf16 peak)
   double vector_flops = 0;        // FLOP/s of the non-matrix units (0: use the dtype's peak)
   double kernel_launch_seconds = 0;  // added per op (GPUs: one kernel per op; 0 on TPUs: one XLA program)
   // The best fraction of the matrix peak a measured matmul reaches on the device (its "maximum achievable
   // matmul FLOPS" over the peak: clocks under load, scheduling); 1 where no measurement is documented.
   double matmul_fraction = 1.0;
+  // B/s from L2 to the SMs that feeds the tiles' operands (0: unlimited, every tile at matmul_fraction).
+  double l2_bandwidth_Bps = 0;
   std::string_view source;
 };
 
@@ -68,9 +90,11 @@ class ComputeModel {
   // bf16 peak. Throws as Roofline::Cost.
   LocalOpCost Cost(double flops, double bytes, ContractionDims dims, DType dtype, double speed_factor = 1.0) const;
 
-  // Fraction of the peak a [batch, m, k] x [k, n] contraction reaches: quantisation x matmul_fraction (1 without
-  // a spec). REQUIRES: all > 0.
-  double MatmulEfficiency(int64_t batch, int64_t m, int64_t n, int64_t k) const;
+  // Fraction of the peak a [batch, m, k] x [k, n] contraction reaches: the best tile's quantisation and feed x
+  // matmul_fraction (1 without a spec). REQUIRES: all > 0.
+  double MatmulEfficiency(int64_t batch, int64_t m, int64_t n, int64_t k, DType dtype = DType::kBF16) const;
+  // The tile the model picks for that contraction (nullptr without a spec). REQUIRES: all > 0.
+  const MatmulTile* ChosenTile(int64_t batch, int64_t m, int64_t n, int64_t k, DType dtype = DType::kBF16) const;
 
   // Flash attention (Dao et al. 2022) of `batch * heads` independent heads: Q [q_len, head_dim] against K/V
   // [kv_len, head_dim] (kv_heads of them), never writing the q_len x kv_len scores to HBM.
@@ -86,7 +110,13 @@ class ComputeModel {
   double MatrixPeak(DType dtype) const;
 
  private:
-  double ContractionSeconds(int64_t batch, int64_t m, int64_t n, int64_t k, double peak) const;
+  // The fastest tile's time (and which tile) for a contraction in `dtype`.
+  double ContractionSeconds(int64_t batch, int64_t m, int64_t n, int64_t k, DType dtype,
+                            const MatmulTile** chosen = nullptr) const;
+  double TileFeed(const MatmulTile& tile, double rate, double size) const;
+  double FindMatrixPeak(DType dtype) const;  // 0 when the topology has no peak for it
+  // Per-unit FLOP/s of each of spec_->tiles in `dtype` (rate / units x relative feed).
+  std::vector<double> TileRates(DType dtype) const;
   LocalOpCost Combine(double compute, double memory, double speed_factor) const;
 
   Roofline roofline_;  // validates numbers and dtypes; the plain model for ops without a spec
@@ -94,6 +124,8 @@ class ComputeModel {
   std::map<DType, double> peak_flops_;
   double memory_bandwidth_Bps_;
   RooflineOptions options_;
+  // TileRates of every dtype whose peak the device has, indexed by the DType's value (empty: none).
+  std::vector<std::vector<double>> tile_rates_;
 };
 
 }  // namespace spmdsim

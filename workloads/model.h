@@ -252,6 +252,11 @@ struct ModelStepOptions {
   // interchangeable: every device is simulated (`reduced` is ignored).
   std::map<int, double> speed_factors{};
   CollectiveOptions collectives{};
+  // Pipeline transfers as Megatron-LM of 2022 ran them: every send and receive waits for its transfer
+  // (batch_isend_irecv, wait, torch.cuda.synchronize), a send and the next receive as one exchange; the sender
+  // resumes when the receiver has the data. false: eager sends, overlapped with the sender's compute (Megatron
+  // core's overlapped p2p). docs/model.md, "Blocking pipeline transfers".
+  bool blocking_p2p = false;
 };
 
 // The predicted step. Times are those of the device that finishes last (the first such in mesh order).

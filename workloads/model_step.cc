@@ -96,6 +96,7 @@ class StepBuilder {
     slowdown_ = options.comm_slowdown >= 0 ? options.comm_slowdown
                                            : DefaultCommSlowdown(compute_.spec(), *mesh.topology());
     reduced_ = options.reduced && options.speed_factors.empty();
+    blocking_p2p_ = options.blocking_p2p;
     speed_factors_ = options.speed_factors;
     for (const auto& [id, factor] : speed_factors_) {
       if (!(factor > 0) || !std::isfinite(factor))
@@ -166,11 +167,17 @@ class StepBuilder {
   void Matmul(double m, double k, double n, Category category, double batch = 1,
               std::optional<DType> dtype = std::nullopt) {
     const auto im = static_cast<int64_t>(m), ik = static_cast<int64_t>(k), in = static_cast<int64_t>(n);
-    const double flops = 2.0 * batch * m * k * n;
-    const double bytes = batch * (m * k + k * n + m * n) * size_;
-    Compute(compute_.Cost(flops, bytes, ContractionDims{static_cast<int64_t>(batch), im, in, ik},
-                          dtype.value_or(c_.dtype)),
-            category);
+    const auto ib = static_cast<int64_t>(batch);
+    const DType type = dtype.value_or(c_.dtype);
+    // A step repeats a few shapes many times: price each once (the tile search is the costly part).
+    const auto key = std::make_tuple(ib, im, in, ik, type);
+    auto it = matmul_cache_.find(key);
+    if (it == matmul_cache_.end()) {
+      const double flops = 2.0 * batch * m * k * n;
+      const double bytes = batch * (m * k + k * n + m * n) * size_;
+      it = matmul_cache_.emplace(key, compute_.Cost(flops, bytes, ContractionDims{ib, im, in, ik}, type)).first;
+    }
+    Compute(it->second, category);
   }
   // A memory-bound op moving `elements_moved` elements of the compute dtype (+ `extra_bytes`).
   void Elementwise(double elements_moved, Category category, double extra_bytes = 0) {
@@ -202,12 +209,16 @@ class StepBuilder {
 
   // --- one transformer layer ---
 
-  double Qkv() const {
-    const double hd = static_cast<double>(c_.effective_head_dim());
-    const double kv_local = c_.effective_kv_heads() >= d_.tensor ? 1.0 * c_.effective_kv_heads() / d_.tensor : 1.0;
-    return (1.0 * c_.heads / d_.tensor + 2 * kv_local) * hd;
-  }
+  // Widths per tensor rank (Megatron's query_projection_size / kv_projection_size over TP): the queries, and
+  // one of K or V (kv_heads of them: MHA heads, GQA groups, MQA 1; fewer than the ranks: one replicated).
   double AttnWidth() const { return 1.0 * c_.heads / d_.tensor * c_.effective_head_dim(); }
+  double KvWidth() const {
+    const double kv_local = c_.effective_kv_heads() >= d_.tensor ? 1.0 * c_.effective_kv_heads() / d_.tensor : 1.0;
+    return kv_local * static_cast<double>(c_.effective_head_dim());
+  }
+  double Qkv() const { return AttnWidth() + 2 * KvWidth(); }  // the fused QKV projection's output width
+  // Rotary embedding of q and k (read, write): the queries' and the keys' widths, not V's.
+  double RopeElements() const { return 2.0 * static_cast<double>(tokens_) * (AttnWidth() + KvWidth()); }
   double Ff(bool moe) const { return 1.0 * (moe ? c_.expert_d_ff() : c_.d_ff) / d_.tensor; }
   double FfIn(bool moe) const { return (c_.activation == Activation::kSwiglu ? 2 : 1) * Ff(moe); }
   double Act() const { return static_cast<double>(tokens_) * c_.d_model; }  // [T, h] elements
@@ -236,7 +247,7 @@ class StepBuilder {
     const double hd = static_cast<double>(c_.effective_head_dim());
     int64_t ring = -1;
     if (d_.context > 1) {  // ring attention: K and V of the other context ranks stream in under the compute
-      const double kv_bytes = 2.0 * tokens_ * Qkv() / 3 * size_;
+      const double kv_bytes = 2.0 * tokens_ * KvWidth() * size_;
       ring = Start(context_, CollectiveOp::kAllGather, kv_bytes * d_.context, kContextComm, 1);
     }
     if (c_.flash_attention) {
@@ -256,7 +267,7 @@ class StepBuilder {
     const double hd = static_cast<double>(c_.effective_head_dim());
     int64_t ring = -1;
     if (d_.context > 1) {  // dK, dV travel back around the ring
-      const double kv_bytes = 2.0 * tokens_ * Qkv() / 3 * size_;
+      const double kv_bytes = 2.0 * tokens_ * KvWidth() * size_;
       ring = Start(context_, CollectiveOp::kReduceScatter, kv_bytes * d_.context, kContextComm, 1);
     }
     if (c_.flash_attention) {
@@ -346,7 +357,7 @@ class StepBuilder {
     NormForward(cat);
     EnterTp();
     Matmul(T, c_.d_model, Qkv(), cat);
-    if (c_.position == PositionEmbedding::kRope) Elementwise(2 * T * Qkv() * 2 / 3, cat);  // q and k rotated
+    if (c_.position == PositionEmbedding::kRope) Elementwise(RopeElements(), cat);
     AttentionCoreForward(cat);
     Matmul(T, AttnWidth(), c_.d_model, cat);
     LeaveTp();
@@ -372,7 +383,7 @@ class StepBuilder {
     Matmul(AttnWidth(), T, c_.d_model, kBackward);             // wgrad
     if (c_.recompute == Recompute::kSelective && !c_.flash_attention) AttentionCoreForward(kRecompute);
     AttentionCoreBackward();
-    if (c_.position == PositionEmbedding::kRope) Elementwise(2 * T * Qkv() * 2 / 3, kBackward);
+    if (c_.position == PositionEmbedding::kRope) Elementwise(RopeElements(), kBackward);
     ColumnParallelBackward(T, Qkv());
     NormBackward();
   }
@@ -439,23 +450,55 @@ class StepBuilder {
            virtual_stage;
   }
 
-  void RunTask(const PipelineTask& task, int64_t stage) {
+  // Pipeline transfers. Blocking (Megatron 2022): the receiver acknowledges each message (a 0 s send back) and
+  // the sender waits for the acknowledgements at its next exchange, after the receives that open its next task:
+  // Megatron batches a step's sends with the next receives in one batch_isend_irecv and waits for all
+  // (1F1B: send_forward_recv_backward, send_backward_recv_forward). The interleaved schedule's steady state runs
+  // a forward and a backward, then exchanges once for the next pair
+  // (send_forward_backward_recv_forward_backward): the pair's backward receives with its forward (RunTask's
+  // `paired`). The sender resumes when the receiver has the data.
+  void SendActivations(int64_t peer, int64_t tag) {
+    ops_->push_back(TimelineOp::Send(peer, tag, PipelineSendSeconds(), kPipelineComm));
+    if (blocking_p2p_) unacknowledged_.emplace_back(peer, tag);
+  }
+  void ReceiveActivations(int64_t peer, int64_t tag) {
+    ops_->push_back(TimelineOp::Recv(peer, tag, kPipelineComm));
+    if (blocking_p2p_) ops_->push_back(TimelineOp::Send(peer, AckTag(tag), 0, kPipelineComm));
+  }
+  void AwaitAcknowledgements() {
+    for (const auto& [peer, tag] : unacknowledged_)
+      ops_->push_back(TimelineOp::Recv(peer, AckTag(tag), kPipelineComm));
+    unacknowledged_.clear();
+  }
+  static int64_t AckTag(int64_t tag) { return -1 - tag; }
+
+  // `paired`: in blocking mode with virtual stages, the backward task that follows this forward one in the
+  // schedule's steady state: its receive joins this task's exchange (see SendActivations).
+  void RunTask(const PipelineTask& task, int64_t stage, const PipelineTask* paired = nullptr) {
     const int64_t p = d_.pipeline, v = c_.parallel.virtual_stages;
     const int64_t vstage = task.chunk * p + stage, last = p * v - 1;
     const int64_t per_chunk = c_.layers / (p * v);
     if (task.forward) {
-      if (vstage > 0) ops_->push_back(TimelineOp::Recv(prev_, Tag(true, task.micro_batch, vstage),
-                                                       kPipelineComm));
-      else EmbeddingForward();
+      if (vstage > 0) ReceiveActivations(prev_, Tag(true, task.micro_batch, vstage));
+      if (paired != nullptr) {
+        const int64_t paired_vstage = paired->chunk * p + stage;
+        if (paired_vstage < last) ReceiveActivations(next_, Tag(false, paired->micro_batch, paired_vstage));
+        received_paired_ = true;
+      }
+      AwaitAcknowledgements();
+      if (vstage == 0) EmbeddingForward();
       for (int64_t i = 0; i < per_chunk; ++i) LayerForward(c_.is_moe_layer(vstage * per_chunk + i), kForward);
-      if (vstage < last) ops_->push_back(TimelineOp::Send(next_, Tag(true, task.micro_batch, vstage + 1),
-                                                          PipelineSendSeconds(), kPipelineComm));
+      if (vstage < last) SendActivations(next_, Tag(true, task.micro_batch, vstage + 1));
       else LossForward();
       return;
     }
-    if (vstage < last) ops_->push_back(TimelineOp::Recv(next_, Tag(false, task.micro_batch, vstage),
-                                                        kPipelineComm));
-    else LossBackward();
+    if (received_paired_) {
+      received_paired_ = false;  // received at the forward's exchange
+    } else {
+      if (vstage < last) ReceiveActivations(next_, Tag(false, task.micro_batch, vstage));
+      AwaitAcknowledgements();
+    }
+    if (vstage == last) LossBackward();
     const bool last_micro_batch = task.micro_batch == d_.micro_batches - 1;
     for (int64_t i = per_chunk - 1; i >= 0; --i) {
       const bool moe = c_.is_moe_layer(vstage * per_chunk + i);
@@ -463,8 +506,7 @@ class StepBuilder {
       // ZeRO-2/3 keep only their shard of the gradients: reduce-scatter after every micro-batch.
       if (last_micro_batch || c_.parallel.zero_stage >= 2) StartGradientReduction(LayerParamsPerDevice(c_, d_, moe));
     }
-    if (vstage > 0) ops_->push_back(TimelineOp::Send(prev_, Tag(false, task.micro_batch, vstage - 1),
-                                                     PipelineSendSeconds(), kPipelineComm));
+    if (vstage > 0) SendActivations(prev_, Tag(false, task.micro_batch, vstage - 1));
     else EmbeddingBackward();
     if (last_micro_batch && (vstage == 0 || vstage == last))
       StartGradientReduction(VocabParamsPerDevice(c_, d_));
@@ -482,6 +524,7 @@ class StepBuilder {
   }
 
   void Optimizer(int64_t stage) {
+    AwaitAcknowledgements();
     Wait(prefetched_gather_, kDataComm);
     prefetched_gather_ = -1;
     for (int64_t h : pending_grads_) Wait(h, kDataComm);
@@ -509,14 +552,19 @@ class StepBuilder {
     next_handle_ = 0;
     prefetched_gather_ = -1;
     pending_grads_.clear();
+    unacknowledged_.clear();
+    received_paired_ = false;
     const auto factor = speed_factors_.find(mesh_.DeviceAt(simulated_[static_cast<size_t>(device)]));
     speed_ = factor == speed_factors_.end() ? 1.0 : factor->second;
     prev_ = Neighbour(device, -1);
     next_ = Neighbour(device, +1);
     const int64_t stage = mesh_.IndexInGroup(simulated_[static_cast<size_t>(device)], c_.parallel.pipeline_axes);
-    for (const PipelineTask& task :
-         PipelineOrder(c_.parallel.schedule, d_.pipeline, stage, d_.micro_batches, c_.parallel.virtual_stages)) {
-      RunTask(task, stage);
+    const std::vector<PipelineTask> order =
+        PipelineOrder(c_.parallel.schedule, d_.pipeline, stage, d_.micro_batches, c_.parallel.virtual_stages);
+    const bool pairs = blocking_p2p_ && c_.parallel.virtual_stages > 1;
+    for (size_t i = 0; i < order.size(); ++i) {
+      const bool paired = pairs && order[i].forward && i + 1 < order.size() && !order[i + 1].forward;
+      RunTask(order[i], stage, paired ? &order[i + 1] : nullptr);
     }
     Optimizer(stage);
   }
@@ -527,7 +575,9 @@ class StepBuilder {
   ComputeModel compute_;
   CollectiveModel collectives_;
   Role tensor_, data_, context_, pipeline_, expert_, dp_and_cp_;
-  bool sp_ = false, reduced_ = true;
+  bool sp_ = false, reduced_ = true, blocking_p2p_ = false;
+  std::vector<std::pair<int64_t, int64_t>> unacknowledged_;  // blocking p2p: (peer, tag) of sends not yet awaited
+  bool received_paired_ = false;  // the next backward's receive was done at the forward's exchange
   DType act_dtype_ = DType::kBF16;
   double size_ = 2, slowdown_ = 0, norm_tokens_ = 0, speed_ = 1;
   std::map<int, double> speed_factors_;
@@ -536,6 +586,7 @@ class StepBuilder {
   std::unique_ptr<StepTimeline> timeline_;
   std::map<const Role*, std::vector<int32_t>> group_ids_;
   std::map<std::tuple<const Role*, CollectiveOp, double>, double> collective_cache_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, DType>, LocalOpCost> matmul_cache_;
   std::optional<double> pipe_seconds_;
   std::vector<TimelineOp>* ops_ = nullptr;
   int64_t device_ = 0, next_handle_ = 0, prev_ = 0, next_ = 0;

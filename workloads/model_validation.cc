@@ -49,7 +49,9 @@ void AddKorthikanti(std::vector<ModelValidationRow>* rows) {
         c.parallel.schedule = p.v > 1 ? PipelineSchedule::kInterleaved1F1B : PipelineSchedule::k1F1B;
         c.parallel.virtual_stages = p.v;
       }
-      const ModelStepTimes t = PredictModelStep(c, MeshOn(fmt::format("dgx-a100:{}", p.gpus / 8), axes));
+      // Megatron-LM of 2022: blocking pipeline transfers (docs/model.md, "Blocking pipeline transfers").
+      const ModelStepTimes t =
+          PredictModelStep(c, MeshOn(fmt::format("dgx-a100:{}", p.gpus / 8), axes), {.blocking_p2p = true});
       ModelValidationRow row;
       row.name = fmt::format("GPT {} on {} A100 (TP 8, PP {}{}), {}", p.name, p.gpus, p.pp,
                              p.v > 1 ? fmt::format(" x {} virtual", p.v) : "",

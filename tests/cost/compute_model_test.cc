@@ -19,7 +19,10 @@ TEST(DeviceComputeSpec, KnownDevicesHaveDocumentedFigures) {
   const DeviceComputeSpec* v5e = FindDeviceComputeSpec(Topology::Parse("tpu-v5e:2x2").device_kind());
   ASSERT_NE(v5e, nullptr);
   EXPECT_EQ(v5e->compute_units, 4);
-  EXPECT_EQ(v5e->tile_n, 128);
+  ASSERT_EQ(v5e->tiles.size(), 1u);
+  EXPECT_EQ(v5e->tiles[0].n, 128);   // the MXU's width
+  EXPECT_EQ(h100->tiles.size(), 8u);  // cuBLAS's tiles, 256x128 down to 64x64 (NVIDIA's matmul guide)
+  EXPECT_EQ(a100->l2_bandwidth_Bps, 5120 * 1.41e9);
   for (const char* preset : {"tpu-v4:2x2x1", "tpu-v5p:2x2x1", "tpu-v6e:2x2"})
     EXPECT_NE(FindDeviceComputeSpec(Topology::Parse(preset).device_kind()), nullptr) << preset;
   EXPECT_EQ(FindDeviceComputeSpec("cpu"), nullptr);
@@ -30,36 +33,72 @@ TEST(ComputeModel, HeaderExampleOnH100) {
   const int64_t n = 4096;
   const double flops = 2.0 * n * n * n, bytes = 3.0 * n * n * 2;
   LocalOpCost cost = model.Cost(flops, bytes, {1, n, n, n}, DType::kBF16);
-  // 512 tiles in 4 waves of 132 SMs: 528 tile-times of 2*128*256*4096 FLOPs, at the best measured matmul rate
-  // (792.1 of 989 TFLOPS).
+  // 256x128 tiles: 512 tiles in 4 waves of 132 SMs: 528 tile-times of 2*256*128*4096 FLOPs, at the best
+  // measured matmul rate (792.1 of 989 TFLOPS).
   const double best = 792.1e12;
   EXPECT_NEAR(model.spec()->matmul_fraction * 989e12, best, 1e3);
   EXPECT_NEAR(cost.compute_seconds, 528 * 2.0 * 128 * 256 * 4096 / best, 1e-12);
   EXPECT_NEAR(cost.compute_seconds * 1e6, 178.9, 0.1);
   EXPECT_NEAR(model.MatmulEfficiency(1, n, n, n), 512.0 / 528.0 * best / 989e12, 1e-12);
+  const MatmulTile* tile = model.ChosenTile(1, n, n, n);
+  ASSERT_NE(tile, nullptr);
+  EXPECT_EQ(tile->m * tile->n, 256 * 128);
   EXPECT_TRUE(cost.compute_bound);
   EXPECT_NEAR(cost.seconds, cost.compute_seconds + 1e-6, 1e-15);  // plus one kernel launch
 }
 
 TEST(ComputeModel, TileQuantisationChargesPartialTilesInFull) {
   ComputeModel model(Topology::Parse("dgx-a100:1"));
-  // n = 257 needs two 256-wide tiles: efficiency about 257/512 of the n = 256 case.
   const double best = model.spec()->matmul_fraction;  // 267.9 / 312
-  const double full = model.MatmulEfficiency(1, 128 * 108, 256, 1024);
-  const double ragged = model.MatmulEfficiency(1, 128 * 108, 257, 1024);
-  EXPECT_NEAR(full, best, 1e-12);
   EXPECT_NEAR(best, 267.9 / 312, 1e-12);
-  EXPECT_NEAR(ragged, best * 257.0 / 512.0, 1e-12);
+  // 108 matmuls of one 256x128 tile each: one full wave.
+  EXPECT_NEAR(model.MatmulEfficiency(108, 256, 128, 1024), best, 1e-12);
+  // n = 129: two 256x128 tiles per matmul (216: two waves), 129 of their 256 columns used.
+  EXPECT_NEAR(model.MatmulEfficiency(108, 256, 129, 1024), best * 129.0 / 256.0, 1e-12);
 }
 
 TEST(ComputeModel, WaveQuantisationIdlesSmsInTheLastWave) {
   ComputeModel model(Topology::Parse("dgx-a100:1"));
-  // 109 tiles on 108 SMs: two waves for 109 tiles' work (the matmul guide's example of a tail wave).
   const double best = model.spec()->matmul_fraction;
-  EXPECT_NEAR(model.MatmulEfficiency(1, 128 * 109, 256, 4096), best * 109.0 / 216.0, 1e-12);
-  EXPECT_NEAR(model.MatmulEfficiency(1, 128 * 216, 256, 4096), best, 1e-12);
+  // 109 tiles of 256x128 on 108 SMs: two waves for 109 tiles' work (the matmul guide's example of a tail wave;
+  // the large tiles fill a wave, so the library keeps them).
+  EXPECT_NEAR(model.MatmulEfficiency(1, 256 * 109, 128, 4096), best * 109.0 / 216.0, 1e-12);
+  EXPECT_NEAR(model.MatmulEfficiency(1, 256 * 216, 128, 4096), best, 1e-12);
   // Batched: 108 matmuls of one tile each fill one wave exactly.
   EXPECT_NEAR(model.MatmulEfficiency(108, 128, 256, 64), best, 1e-12);
+}
+
+TEST(ComputeModel, AMatmulTooSmallForAWaveOfLargeTilesUsesSmallerOnes) {
+  ComputeModel model(Topology::Parse("dgx-a100:1"));
+  // [256, 54 * 128]: 54 tiles of 256x128 would leave half of the 108 SMs idle; 108 tiles of 128x128 fill them.
+  EXPECT_NEAR(model.MatmulEfficiency(1, 256, 54 * 128, 4096), model.spec()->matmul_fraction, 1e-12);
+  const MatmulTile* tile = model.ChosenTile(1, 256, 54 * 128, 4096);
+  ASSERT_NE(tile, nullptr);
+  EXPECT_EQ(tile->m, 128);
+  EXPECT_EQ(tile->n, 128);
+  // The header's example on H100: 128x64 tiles, one wave, fed half as well as 256x128.
+  ComputeModel h100(Topology::Parse("dgx-h100:1"));
+  const double seconds = h100.Cost(2.0 * 256 * 4096 * 4096, 0, {1, 256, 4096, 4096}, DType::kBF16).compute_seconds;
+  EXPECT_NEAR(seconds, 2.0 * 128 * 64 * 4096 / (792.1e12 / 132 * 0.5), 1e-12);
+  EXPECT_NEAR(seconds * 1e6, 22.4, 0.05);
+}
+
+// A tile loads (tile_m + tile_n) x tile_k operands per 2 tile_m tile_n tile_k FLOPs; on H100 (792 TFLOPS
+// measured, 8986 GB/s of L2) a 128x128 tile is fed 64 / 85.3 = 0.75 as well as a 256x128 one, on A100 (268
+// TFLOPS, 7219 GB/s) both are fully fed.
+TEST(ComputeModel, SmallerTilesReuseLessAndStarveOnL2WhereTheMathIsFast) {
+  ComputeModel h100(Topology::Parse("dgx-h100:1"));
+  ComputeModel a100(Topology::Parse("dgx-a100:1"));
+  // Half a wave of [128, 128] outputs: a 256x128 tile would waste half of itself, a 128x128 one runs at 0.75 of
+  // the best rate on H100 and at the full rate on A100; half of the SMs are idle either way.
+  EXPECT_NEAR(h100.MatmulEfficiency(66, 128, 128, 4096), h100.spec()->matmul_fraction * 0.75 * 0.5, 1e-12);
+  EXPECT_NEAR(a100.MatmulEfficiency(54, 128, 128, 4096), a100.spec()->matmul_fraction * 0.5, 1e-12);
+  // 64x64 tiles (32 FLOP/B) starve on A100 too: 32 x 7219e9 / 267.9e12 = 0.862 of the best rate (a quarter wave).
+  EXPECT_NEAR(a100.MatmulEfficiency(27, 64, 64, 4096),
+              a100.spec()->matmul_fraction * 32 * 5120 * 1.41e9 / 267.9e12 * 0.25, 1e-12);
+  // fp8 halves the bytes per operand and doubles the rate: the same feed.
+  EXPECT_NEAR(h100.MatmulEfficiency(66, 128, 128, 4096, DType::kF8E4M3FN),
+              h100.spec()->matmul_fraction * 0.75 * 0.5, 1e-12);
 }
 
 TEST(ComputeModel, TpuPadsToTheMxu) {
