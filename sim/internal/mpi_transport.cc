@@ -60,31 +60,14 @@ class MpiTransport final : public Transport {
     MutexLock lock(mu_);
     AbandonLocked();
     batch_ = &batch;
-    pending_.assign(batch.size(), 0);
-    for (size_t i = 0; i < batch.size(); ++i) {
-      Transfer& t = batch[i];
-      t.received = 0;
-      t.done = false;
-      // Pieces of at most kMaxPieceBytes; a receive posts as many pieces as its capacity needs, and the sender
-      // the same number for the same size (both sides know every message's size in advance, except the
-      // status records, which are small).
-      size_t offset = 0;
-      do {
-        const size_t piece = std::min(kMaxPieceBytes, t.bytes - offset);
-        MPI_Request request = MPI_REQUEST_NULL;
-        char* at = static_cast<char*>(t.data) + offset;
-        if (t.send) {
-          Check(MPI_Isend(at, static_cast<int>(piece), MPI_BYTE, t.peer, t.tag, comm_, &request), "MPI_Isend");
-        } else {
-          Check(MPI_Irecv(at, static_cast<int>(piece), MPI_BYTE, t.peer, t.tag, comm_, &request), "MPI_Irecv");
-        }
-        requests_.push_back(request);
-        owner_.push_back(i);
-        sends_.push_back(t.send);
-        ++pending_[i];
-        offset += piece;
-      } while (offset < t.bytes);
-    }
+    pending_.clear();
+    PostNewLocked();
+  }
+
+  void Extend() override {
+    MutexLock lock(mu_);
+    SPMDSIM_CHECK(batch_ != nullptr, "Transport::Extend without a batch");
+    PostNewLocked();
   }
 
   bool Test() override {
@@ -108,10 +91,9 @@ class MpiTransport final : public Transport {
       if (--pending_[owner_[k]] == 0) t.done = true;
     }
     if (!all) return false;
-    requests_.clear();
+    requests_.clear();  // every request is complete: the next Test starts from the transfers posted after
     owner_.clear();
     sends_.clear();
-    batch_ = nullptr;
     return true;
   }
 
@@ -121,6 +103,37 @@ class MpiTransport final : public Transport {
   }
 
  private:
+  // Posts the batch's transfers from pending_.size() on.
+  void PostNewLocked() SPMDSIM_REQUIRES(mu_) {
+    std::vector<Transfer>& batch = *batch_;
+    for (size_t i = pending_.size(); i < batch.size(); ++i) {
+      Transfer& t = batch[i];
+      t.received = 0;
+      t.done = false;
+      pending_.push_back(0);
+      if (t.send) CountSent(t.bytes);
+      // Pieces of at most kMaxPieceBytes; a receive posts as many pieces as its capacity needs, and the sender
+      // the same number for the same size (both sides know every message's size in advance, except the
+      // status records, which are small).
+      size_t offset = 0;
+      do {
+        const size_t piece = std::min(kMaxPieceBytes, t.bytes - offset);
+        MPI_Request request = MPI_REQUEST_NULL;
+        char* at = static_cast<char*>(t.data) + offset;
+        if (t.send) {
+          Check(MPI_Isend(at, static_cast<int>(piece), MPI_BYTE, t.peer, t.tag, comm_, &request), "MPI_Isend");
+        } else {
+          Check(MPI_Irecv(at, static_cast<int>(piece), MPI_BYTE, t.peer, t.tag, comm_, &request), "MPI_Irecv");
+        }
+        requests_.push_back(request);
+        owner_.push_back(i);
+        sends_.push_back(t.send);
+        ++pending_[i];
+        offset += piece;
+      } while (offset < t.bytes);
+    }
+  }
+
   void AbandonLocked() SPMDSIM_REQUIRES(mu_) {
     for (size_t k = 0; k < requests_.size(); ++k) {
       if (requests_[k] == MPI_REQUEST_NULL) continue;
@@ -130,6 +143,7 @@ class MpiTransport final : public Transport {
     requests_.clear();
     owner_.clear();
     sends_.clear();
+    pending_.clear();
     batch_ = nullptr;
   }
 

@@ -276,8 +276,7 @@ class Worker {
     }
     try {
       if (groups != nullptr && run_.cross != nullptr) {
-        if (!run_.cross->FetchInputs(run_, *ref, *groups, run_.calls)) return;
-        run_.plan.Build(mesh_, *groups, run_.calls, ref, &run_.cross->local());
+        if (!BuildAcrossRanks(*ref, *groups)) return;
       } else if (groups != nullptr) {
         run_.plan.Build(mesh_, *groups, run_.calls);
       } else {
@@ -313,6 +312,22 @@ class Worker {
     ++run_.sequence;
     run_.plan_parallel = run_.num_shares > 1 && run_.plan.num_units() > 1 && run_.plan.bytes_written() >= kParallelBytes;
     if (!run_.plan_parallel) run_.plan.Execute(0, run_.plan.num_units());
+  }
+
+  // Several processes: the Plan of the local positions' results. A reduction over groups that span ranks
+  // computes those groups by a chain of partial folds (CrossRank::ChainReduce) and the others with the Plan;
+  // other collectives first fetch the remote inputs they read. False: the Run's abort is set.
+  bool BuildAcrossRanks(const CollectiveCall& ref, const GroupInfo& groups) {
+    CrossRank& cross = *run_.cross;
+    const bool reduction = ref.op == OpKind::kPsum || ref.op == OpKind::kPmean || ref.op == OpKind::kPmax ||
+                           ref.op == OpKind::kPmin || ref.op == OpKind::kPsumScatter;
+    if (!reduction) {
+      if (!cross.FetchInputs(run_, ref, groups, run_.calls)) return false;
+      run_.plan.Build(mesh_, groups, run_.calls, &ref, &cross.local());
+      return true;
+    }
+    run_.plan.Build(mesh_, groups, run_.calls, &ref, &cross.local(), &cross.SpanningGroups(groups));
+    return cross.ChainReduce(run_, ref, groups, run_.calls, run_.plan);
   }
 
   void ReportEarlyReturn() {
