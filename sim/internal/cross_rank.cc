@@ -20,12 +20,12 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kStatusBytes = 4096;
 constexpr size_t kHeaderBytes = 2;  // kind, code
 
-std::string Encode(char kind, ErrorCode code, const std::string& text) {
-  std::string out;
-  out.push_back(kind);
-  out.push_back(static_cast<char>(code));
-  out.append(text, 0, std::min(text.size(), kStatusBytes - kHeaderBytes));
-  return out;
+// Into `out` (reused: an episode allocates nothing in the usual case).
+void Encode(char kind, ErrorCode code, const std::string& text, std::string* out) {
+  out->clear();
+  out->push_back(kind);
+  out->push_back(static_cast<char>(code));
+  out->append(text, 0, std::min(text.size(), kStatusBytes - kHeaderBytes));
 }
 
 }  // namespace
@@ -54,25 +54,31 @@ CrossRank::CrossRank(Transport& transport, const Mesh& mesh, const std::vector<i
 
 namespace {
 
+// How a rank waits for the others between two polls of MPI, by the time it has waited: spin ~2 us (an
+// exchange between ranks that both run takes well under that), then yield the core (on an over-subscribed
+// host another rank's leader, or this rank's worker, may be waiting for it), and after 2 ms sleep 50 us
+// steps (a rank computing for long). False once `deadline` has passed.
+bool PauseBeforePoll(Clock::duration waited, Clock::duration deadline) {
+  if (waited < std::chrono::microseconds(2)) return true;
+  if (waited > deadline) return false;
+  if (waited < std::chrono::milliseconds(2)) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  return true;
+}
+
 bool PollBatch(Transport& transport, std::vector<Transfer>& batch, Clock::duration deadline) {
   transport.Start(batch);
   const Clock::time_point start = Clock::now();
-  // Spin ~50 us first (the peer is usually there within a barrier's time), then yield, then sleep in short
-  // steps (as the workers' barrier, worker.cc).
-  for (;;) {
-    if (transport.Test()) return true;
-    const auto waited = Clock::now() - start;
-    if (waited < std::chrono::microseconds(50)) continue;
-    if (waited > deadline) {
+  while (!transport.Test()) {
+    if (!PauseBeforePoll(Clock::now() - start, deadline)) {
       transport.Abandon();
       return false;
     }
-    if (waited < std::chrono::milliseconds(2)) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
   }
+  return true;
 }
 
 }  // namespace
@@ -91,7 +97,7 @@ bool CrossRank::WaitBatch(std::vector<Transfer>& batch) { return CompleteBatch(t
 bool CrossRank::Exchange(const Status& mine, std::vector<Status>* all, std::vector<int>* missing) {
   const int k = transport_.size(), me = transport_.rank();
   ++episode_;
-  status_out_ = Encode(mine.kind, mine.code, mine.text);
+  Encode(mine.kind, mine.code, mine.text, &status_out_);
   if (status_in_.empty()) status_in_.assign(static_cast<size_t>(k), std::string(kStatusBytes, '\0'));
   std::vector<Transfer>& batch = status_batch_;  // reused: an episode allocates nothing in the usual case
   batch.clear();
@@ -139,11 +145,13 @@ std::string CrossRank::MissingMessage(const std::vector<int>& missing) const {
 }
 
 CrossRank::Verdict CrossRank::Agree(RunState& run, const CollectiveCall* ref) {
-  Status mine;
+  Status& mine = mine_;  // members: reused by every episode
   mine.kind = ref == nullptr ? 'F' : 'C';
+  mine.code = ErrorCode::kAborted;
+  mine.text.clear();
   if (ref != nullptr) mine.text = DescribeCall(mesh_, *ref);
-  std::vector<Status> all;
-  std::vector<int> missing;
+  std::vector<Status>& all = all_;
+  std::vector<int>& missing = missing_;
   if (!Exchange(mine, &all, &missing)) {
     settled_ = true;
     run.SetAbort(AbortReason::kDeadline, ErrorCode::kDeadlineExceeded, MissingMessage(missing));
@@ -205,16 +213,9 @@ bool CrossRank::AwaitTransfer(std::vector<Transfer>& batch, size_t index) {
     for (;;) {
       const bool all = transport_.Test();
       if (index == kAll ? all : batch[index].done) return true;
-      const auto waited = Clock::now() - start;
-      if (waited < std::chrono::microseconds(50)) continue;  // as PollBatch
-      if (waited > deadline_) {
+      if (!PauseBeforePoll(Clock::now() - start, deadline_)) {
         transport_.Abandon();
         return false;
-      }
-      if (waited < std::chrono::milliseconds(2)) {
-        std::this_thread::yield();
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
     }
   } catch (const Error&) {  // MPI reported an error (e.g. a peer's process is gone)

@@ -31,7 +31,7 @@ namespace spmdsim::internal {
 
 struct RunState;
 
-// Posts `batch` and polls it (spinning ~50 us, then yielding, then sleeping in short steps) until it completes
+// Posts `batch` and polls it (spinning ~2 us, then yielding, then sleeping in short steps) until it completes
 // (true) or `deadline` passes (false: the batch is abandoned; Transfer::done tells which completed).
 bool CompleteBatch(Transport& transport, std::vector<Transfer>& batch, std::chrono::steady_clock::duration deadline);
 
@@ -106,6 +106,9 @@ class CrossRank {
   std::chrono::steady_clock::duration deadline_;  // how long an exchange waits for a silent rank
   uint64_t episode_ = 0;
   bool settled_ = false;
+  Status mine_;                          // Agree's, reused by every episode
+  std::vector<Status> all_;
+  std::vector<int> missing_;
   std::vector<std::string> status_in_;   // receive buffers of the current exchange
   std::string status_out_;
   std::vector<Transfer> status_batch_;

@@ -72,25 +72,27 @@ class MpiTransport final : public Transport {
 
   bool Test() override {
     MutexLock lock(mu_);
-    bool all = true;
-    for (size_t k = 0; k < requests_.size(); ++k) {
-      if (requests_[k] == MPI_REQUEST_NULL) continue;
-      int flag = 0;
-      MPI_Status status;
-      Check(MPI_Test(&requests_[k], &flag, &status), "MPI_Test");
-      if (flag == 0) {
-        all = false;
-        continue;
-      }
+    if (live_ == 0) return true;
+    // One MPI_Testsome per poll: MPI makes progress once, not once per request.
+    indices_.resize(requests_.size());
+    statuses_.resize(requests_.size());
+    int completed = 0;
+    Check(MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &completed, indices_.data(),
+                       statuses_.data()),
+          "MPI_Testsome");
+    if (completed == MPI_UNDEFINED) completed = 0;
+    for (int i = 0; i < completed; ++i) {
+      const size_t k = static_cast<size_t>(indices_[i]);
       Transfer& t = (*batch_)[owner_[k]];
       if (!t.send) {
         int count = 0;
-        MPI_Get_count(&status, MPI_BYTE, &count);
+        MPI_Get_count(&statuses_[i], MPI_BYTE, &count);
         t.received += static_cast<size_t>(count);
       }
       if (--pending_[owner_[k]] == 0) t.done = true;
+      --live_;
     }
-    if (!all) return false;
+    if (live_ > 0) return false;
     requests_.clear();  // every request is complete: the next Test starts from the transfers posted after
     owner_.clear();
     sends_.clear();
@@ -126,6 +128,7 @@ class MpiTransport final : public Transport {
           Check(MPI_Irecv(at, static_cast<int>(piece), MPI_BYTE, t.peer, t.tag, comm_, &request), "MPI_Irecv");
         }
         requests_.push_back(request);
+        ++live_;
         owner_.push_back(i);
         sends_.push_back(t.send);
         ++pending_[i];
@@ -144,6 +147,7 @@ class MpiTransport final : public Transport {
     owner_.clear();
     sends_.clear();
     pending_.clear();
+    live_ = 0;
     batch_ = nullptr;
   }
 
@@ -157,6 +161,9 @@ class MpiTransport final : public Transport {
   std::vector<size_t> owner_ SPMDSIM_GUARDED_BY(mu_);  // the transfer of each request
   std::vector<bool> sends_ SPMDSIM_GUARDED_BY(mu_);    // whether each request is a send
   std::vector<int> pending_ SPMDSIM_GUARDED_BY(mu_);   // requests not yet complete, by transfer
+  size_t live_ SPMDSIM_GUARDED_BY(mu_) = 0;            // requests not yet complete
+  std::vector<int> indices_ SPMDSIM_GUARDED_BY(mu_);   // Test's scratch
+  std::vector<MPI_Status> statuses_ SPMDSIM_GUARDED_BY(mu_);
 };
 
 bool LaunchedByMpi() {

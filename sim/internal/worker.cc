@@ -16,6 +16,9 @@
 namespace spmdsim::internal {
 namespace {
 
+// How long a waiting worker spins before it yields in a Run across ranks (the spin of one process is ~50 us).
+constexpr std::chrono::microseconds kCrossRankSpin{2};
+
 // Below this many bytes of output a collective's results are computed by the leader alone.
 constexpr int64_t kParallelBytes = 64 * 1024;
 
@@ -198,7 +201,9 @@ class Worker {
       const Clock::time_point now = Clock::now();
       if (spin == 64) start = now;
       const auto waited = now - start;
-      if (waited < std::chrono::microseconds(50)) continue;
+      // Across ranks, the leader's episode waits for the other ranks: a worker that only waits gives its core
+      // to them (and to the leader) after a short spin instead of spinning ~50 us.
+      if (waited < (run_.cross != nullptr ? kCrossRankSpin : std::chrono::microseconds(50))) continue;
       // A share no thread has claimed yet (oneTBB did not give us all the threads we asked for) is taken
       // over here, so the Run completes with any number of threads.
       if (lead && run_.next_share.load(std::memory_order_relaxed) < run_.num_shares) {
