@@ -54,12 +54,11 @@ CrossRank::CrossRank(Transport& transport, const Mesh& mesh, const std::vector<i
 
 namespace {
 
-// How a rank waits for the others between two polls of MPI, by the time it has waited: spin ~2 us (an
-// exchange between ranks that both run takes well under that), then yield the core (on an over-subscribed
-// host another rank's leader, or this rank's worker, may be waiting for it), and after 2 ms sleep 50 us
-// steps (a rank computing for long). False once `deadline` has passed.
-bool PauseBeforePoll(Clock::duration waited, Clock::duration deadline) {
-  if (waited < std::chrono::microseconds(2)) return true;
+// How a rank waits for the others between two polls of MPI, by the time it has waited: spin up to `spin`,
+// then yield the core (on an over-subscribed host another rank's leader, or this rank's worker, may be waiting
+// for it), and after 2 ms sleep 50 us steps (a rank computing for long). False once `deadline` has passed.
+bool PauseBeforePoll(Clock::duration waited, Clock::duration deadline, Clock::duration spin) {
+  if (waited < spin) return true;
   if (waited > deadline) return false;
   if (waited < std::chrono::milliseconds(2)) {
     std::this_thread::yield();
@@ -69,30 +68,39 @@ bool PauseBeforePoll(Clock::duration waited, Clock::duration deadline) {
   return true;
 }
 
-bool PollBatch(Transport& transport, std::vector<Transfer>& batch, Clock::duration deadline) {
+// The spin adapts to where the other ranks run (status exchanges): a wait that ended within the spin (the
+// peers have cores of their own: an exchange takes well under a microsecond) doubles it up to kMaxSpin, so a
+// short wait never gives the core away to another process; one that did not (the peer needed this core, or
+// was busy) halves it down to kMinSpin, so ranks sharing a core hand it over quickly.
+constexpr Clock::duration kMaxSpin = std::chrono::microseconds(20);
+constexpr Clock::duration kMinSpin = std::chrono::microseconds(1);
+
+bool PollBatch(Transport& transport, std::vector<Transfer>& batch, Clock::duration deadline, Clock::duration* spin) {
   transport.Start(batch);
   const Clock::time_point start = Clock::now();
+  const Clock::duration limit = spin != nullptr ? *spin : kMaxSpin;
   while (!transport.Test()) {
-    if (!PauseBeforePoll(Clock::now() - start, deadline)) {
+    if (!PauseBeforePoll(Clock::now() - start, deadline, limit)) {
       transport.Abandon();
       return false;
     }
   }
+  if (spin != nullptr) *spin = Clock::now() - start <= limit ? std::min(2 * limit, kMaxSpin) : std::max(limit / 2, kMinSpin);
   return true;
 }
 
 }  // namespace
 
-bool CompleteBatch(Transport& transport, std::vector<Transfer>& batch, Clock::duration deadline) {
+bool CompleteBatch(Transport& transport, std::vector<Transfer>& batch, Clock::duration deadline, Clock::duration* spin) {
   try {
-    return PollBatch(transport, batch, deadline);
+    return PollBatch(transport, batch, deadline, spin);
   } catch (const Error&) {  // MPI reported an error (e.g. a peer's process is gone): the batch failed
     transport.Abandon();
     return false;
   }
 }
 
-bool CrossRank::WaitBatch(std::vector<Transfer>& batch) { return CompleteBatch(transport_, batch, deadline_); }
+bool CrossRank::WaitBatch(std::vector<Transfer>& batch) { return CompleteBatch(transport_, batch, deadline_, &spin_); }
 
 bool CrossRank::Exchange(const Status& mine, std::vector<Status>* all, std::vector<int>* missing) {
   const int k = transport_.size(), me = transport_.rank();
@@ -213,7 +221,7 @@ bool CrossRank::AwaitTransfer(std::vector<Transfer>& batch, size_t index) {
     for (;;) {
       const bool all = transport_.Test();
       if (index == kAll ? all : batch[index].done) return true;
-      if (!PauseBeforePoll(Clock::now() - start, deadline_)) {
+      if (!PauseBeforePoll(Clock::now() - start, deadline_, kMaxSpin)) {
         transport_.Abandon();
         return false;
       }

@@ -31,9 +31,11 @@ namespace spmdsim::internal {
 
 struct RunState;
 
-// Posts `batch` and polls it (spinning ~2 us, then yielding, then sleeping in short steps) until it completes
-// (true) or `deadline` passes (false: the batch is abandoned; Transfer::done tells which completed).
-bool CompleteBatch(Transport& transport, std::vector<Transfer>& batch, std::chrono::steady_clock::duration deadline);
+// Posts `batch` and polls it (spinning up to 20 us, or `*spin` which it then adapts, then yielding, then sleeping
+// in short steps) until it completes (true) or `deadline` passes (false: the batch is abandoned;
+// Transfer::done tells which completed).
+bool CompleteBatch(Transport& transport, std::vector<Transfer>& batch, std::chrono::steady_clock::duration deadline,
+                   std::chrono::steady_clock::duration* spin = nullptr);
 
 class CrossRank {
  public:
@@ -104,6 +106,7 @@ class CrossRank {
   int data_tag_ = 0;
   std::chrono::milliseconds timeout_;
   std::chrono::steady_clock::duration deadline_;  // how long an exchange waits for a silent rank
+  std::chrono::steady_clock::duration spin_ = std::chrono::microseconds(20);  // status exchanges' (CompleteBatch)
   uint64_t episode_ = 0;
   bool settled_ = false;
   Status mine_;                          // Agree's, reused by every episode
