@@ -79,7 +79,8 @@ bool PollBatch(Transport& transport, std::vector<Transfer>& batch, Clock::durati
   transport.Start(batch);
   const Clock::time_point start = Clock::now();
   const Clock::duration limit = spin != nullptr ? *spin : kMaxSpin;
-  while (!transport.Test()) {
+  for (uint32_t polls = 1; !transport.Test(); ++polls) {
+    if (polls % 8 != 0) continue;  // the clock every 8 polls (a poll is ~0.1 us; reading the clock costs a few)
     if (!PauseBeforePoll(Clock::now() - start, deadline, limit)) {
       transport.Abandon();
       return false;
