@@ -23,8 +23,9 @@ struct MemberRun {
   int64_t end = 0;
 };
 
-// The runs of consecutive members on one rank, in member order: {0,1 | 2,3} on 2 ranks for Iota({4}); a group
-// interleaved over ranks, e.g. axis "y" of a (2, 4) mesh placed by rows on... has one run per change of rank.
+// The runs of consecutive members on one rank, in member order: members 0-1 | 2-3 for Iota({4}) on 2 ranks; the
+// axes ('y', 'x') of a (4, 2) mesh on 2 ranks (positions 0-3 | 4-7): members 0-1 | 2-3 | 4-5 | 6-7 on ranks
+// 0, 1, 0, 1.
 std::vector<MemberRun> RunsOf(const std::vector<int64_t>& members, const std::vector<int>& owner) {
   std::vector<MemberRun> runs;
   for (int64_t k = 0; k < static_cast<int64_t>(members.size()); ++k) {
@@ -48,6 +49,7 @@ bool CrossRank::ChainReduce(RunState& run, const CollectiveCall& ref, const Grou
   const int64_t acc_size = DTypeSize(FoldDType(op, in_dtype));
   const int64_t out_size = DTypeSize(ref.out_dtype);
   const bool acc_is_out = !scatter && FoldDType(op, in_dtype) == ref.out_dtype;
+  SPMDSIM_CHECK(!scatter || acc_size == out_size, "psum_scatter's fold and result types differ");
   const int64_t elements = ref.input->size();
   const int64_t n = ref.group_size;
   const int64_t chunk = std::max<int64_t>(1, kChainChunkBytes / acc_size);
