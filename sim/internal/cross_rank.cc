@@ -86,13 +86,16 @@ bool PollBatch(Transport& transport, std::vector<Transfer>& batch, Clock::durati
       return false;
     }
   }
-  if (spin != nullptr) *spin = Clock::now() - start <= limit ? std::min(2 * limit, kMaxSpin) : std::max(limit / 2, kMinSpin);
+  if (spin != nullptr) {
+    *spin = Clock::now() - start <= limit ? std::min(2 * limit, kMaxSpin) : std::max(limit / 2, kMinSpin);
+  }
   return true;
 }
 
 }  // namespace
 
-bool CompleteBatch(Transport& transport, std::vector<Transfer>& batch, Clock::duration deadline, Clock::duration* spin) {
+bool CompleteBatch(Transport& transport, std::vector<Transfer>& batch, Clock::duration deadline,
+                   Clock::duration* spin) {
   try {
     return PollBatch(transport, batch, deadline, spin);
   } catch (const Error&) {  // MPI reported an error (e.g. a peer's process is gone): the batch failed

@@ -2,8 +2,9 @@
 // only file of spmdsim that includes mpi.h). Not for users; docs/multiprocess.md has the design.
 //
 // Thread safety: every method may be called from any thread; calls are serialised by the transport's mutex.
-// One batch of transfers (which may grow, Extend) is under way at a time per Run (the cross-rank protocol, cross_rank.h, guarantees it:
-// either a Run's leader worker or, after a local failure, the Run's own thread drives it).
+// One batch of transfers (which may grow, Extend) is under way at a time per Run (the cross-rank protocol,
+// cross_rank.h, guarantees it: either a Run's leader worker or, after a local failure, the Run's own thread
+// drives it).
 #ifndef SPMDSIM_SIM_INTERNAL_TRANSPORT_H_
 #define SPMDSIM_SIM_INTERNAL_TRANSPORT_H_
 
