@@ -430,6 +430,28 @@ struct ReduceShape {
 // per member over a handful of elements.
 constexpr int64_t kShortRow = 16;
 
+// out[i] = op(...op(op(out[i], members[from][offset + i]), members[from + 1][...])..., members[n - 1][...]): the
+// running values in `out` folded on with members [from, n), up to three per pass over `out`.
+template <typename In, typename Acc, typename Op>
+void FoldMore(const void* const* members, int64_t from, int64_t n, int64_t offset, int64_t count, Acc* out, Op op) {
+  const auto input = [&](int64_t k) { return static_cast<const In*>(members[k]) + offset; };
+  const auto at = [](const In* in, int64_t i) { return static_cast<Acc>(in[i]); };
+  for (int64_t k = from; k < n;) {
+    const int64_t take = std::min<int64_t>(n - k, 3);
+    const In* b = input(k);
+    if (take == 1) {
+      for (int64_t i = 0; i < count; ++i) out[i] = op(out[i], at(b, i));
+    } else if (take == 2) {
+      const In* c = input(k + 1);
+      for (int64_t i = 0; i < count; ++i) out[i] = op(op(out[i], at(b, i)), at(c, i));
+    } else {
+      const In *c = input(k + 1), *d = input(k + 2);
+      for (int64_t i = 0; i < count; ++i) out[i] = op(op(op(out[i], at(b, i)), at(c, i)), at(d, i));
+    }
+    k += take;
+  }
+}
+
 // out[i] = op over members k (in order) of members[k][offset + i], for i in [0, count): a chunk that stays in
 // L1. Members are folded in up to four per pass over `out`, left to right, so each element is
 // op(...op(op(in0, in1), in2)..., in[n-1]) exactly as one member at a time would compute it, with fewer passes
@@ -460,21 +482,7 @@ void FoldChunk(const void* const* members, int64_t n, int64_t offset, int64_t co
       break;
     }
   }
-  // Further passes: out and up to three more members.
-  for (int64_t k = 1 + first; k < n;) {
-    const int64_t take = std::min<int64_t>(n - k, 3);
-    const In* b = input(k);
-    if (take == 1) {
-      for (int64_t i = 0; i < count; ++i) out[i] = op(out[i], at(b, i));
-    } else if (take == 2) {
-      const In* c = input(k + 1);
-      for (int64_t i = 0; i < count; ++i) out[i] = op(op(out[i], at(b, i)), at(c, i));
-    } else {
-      const In *c = input(k + 1), *d = input(k + 2);
-      for (int64_t i = 0; i < count; ++i) out[i] = op(op(op(out[i], at(b, i)), at(c, i)), at(d, i));
-    }
-    k += take;
-  }
+  FoldMore<In, Acc>(members, 1 + first, n, offset, count, out, op);  // further passes
 }
 
 // In is the stored type, Acc the result type (bool -> int32 for sums).
@@ -500,67 +508,77 @@ void ReduceRange(const void* const* members, int64_t num_members, const ReduceSh
   }
 }
 
-// Reduces the members' elements at `shape` into out (of out_dtype) for op.
-void ReduceInto(OpKind op, DType in_dtype, const void* const* members, int64_t num_members,
-                const ReduceShape& shape, void* out, int64_t group_size) {
-  const int64_t count = shape.size();
-  if (in_dtype == DType::kBool && (op == OpKind::kPsum || op == OpKind::kPsumScatter || op == OpKind::kPmean)) {
-    // Sum bools as int32.
-    int32_t* acc = op == OpKind::kPmean ? nullptr : static_cast<int32_t*>(out);
-    std::vector<int32_t> tmp;
-    if (acc == nullptr) {
-      tmp.resize(count);
-      acc = tmp.data();
-    }
-    const auto add = [](int32_t a, int32_t b) { return Add(a, b); };
-    ReduceRange<bool, int32_t>(members, num_members, shape, acc, add);
-    if (op == OpKind::kPmean) {
-      float* o = static_cast<float*>(out);
-      for (int64_t i = 0; i < count; ++i) o[i] = static_cast<float>(acc[i]) / static_cast<float>(group_size);
-    }
+// Calls f(In{}, Acc{}, fn) with the stored type In, the type Acc of the running value, and the binary op of a
+// reduction `op` over `in_dtype` (pmean: the sum; its division is FinishMean's).
+template <typename F>
+void VisitFold(OpKind op, DType in_dtype, F&& f) {
+  const bool sum = op == OpKind::kPsum || op == OpKind::kPsumScatter || op == OpKind::kPmean;
+  if (in_dtype == DType::kBool && sum) {  // bools sum as int32
+    f(bool{}, int32_t{}, [](int32_t a, int32_t b) { return Add(a, b); });
     return;
   }
   VisitDType(in_dtype, [&](auto zero) {
     using T = decltype(zero);
-    if (op == OpKind::kPmax || op == OpKind::kPmin) {
-      if constexpr (std::is_same_v<T, bool>) {
-        if (op == OpKind::kPmax) {
-          ReduceRange<bool, bool>(members, num_members, shape, static_cast<bool*>(out),
-                                  [](bool a, bool b) { return a || b; });
-        } else {
-          ReduceRange<bool, bool>(members, num_members, shape, static_cast<bool*>(out),
-                                  [](bool a, bool b) { return a && b; });
-        }
-      } else if (op == OpKind::kPmax) {
-        ReduceRange<T, T>(members, num_members, shape, static_cast<T*>(out), [](T a, T b) { return Max(a, b); });
+    if constexpr (std::is_same_v<T, bool>) {
+      if (op == OpKind::kPmax) {
+        f(bool{}, bool{}, [](bool a, bool b) { return a || b; });
       } else {
-        ReduceRange<T, T>(members, num_members, shape, static_cast<T*>(out), [](T a, T b) { return Min(a, b); });
+        f(bool{}, bool{}, [](bool a, bool b) { return a && b; });
       }
-      return;
+    } else if (op == OpKind::kPmax) {
+      f(T{}, T{}, [](T a, T b) { return Max(a, b); });
+    } else if (op == OpKind::kPmin) {
+      f(T{}, T{}, [](T a, T b) { return Min(a, b); });
+    } else {
+      f(T{}, T{}, [](T a, T b) { return Add(a, b); });
     }
-    if constexpr (!std::is_same_v<T, bool>) {
-      const auto add = [](T a, T b) { return Add(a, b); };
-      if (op != OpKind::kPmean) {
-        ReduceRange<T, T>(members, num_members, shape, static_cast<T*>(out), add);
+  });
+}
+
+// pmean's division of the group's sums (of the fold's type) into out: JAX's psum(x) / n, in the input's float
+// type, or float32 (bool, int32) / float64 (int64) for the others.
+void FinishMean(DType in_dtype, const void* sums, int64_t count, void* out, int64_t group_size) {
+  if (in_dtype == DType::kBool) {
+    const int32_t* acc = static_cast<const int32_t*>(sums);
+    float* o = static_cast<float*>(out);
+    for (int64_t i = 0; i < count; ++i) o[i] = static_cast<float>(acc[i]) / static_cast<float>(group_size);
+    return;
+  }
+  VisitDType(in_dtype, [&](auto zero) {
+    using T = decltype(zero);
+    const T* acc = static_cast<const T*>(sums);
+    if constexpr (kIsSmallFloat<T>) {
+      T* o = static_cast<T*>(out);
+      for (int64_t i = 0; i < count; ++i) o[i] = T(static_cast<float>(acc[i]) / static_cast<float>(group_size));
+    } else if constexpr (std::is_floating_point_v<T>) {
+      T* o = static_cast<T*>(out);
+      for (int64_t i = 0; i < count; ++i) o[i] = acc[i] / static_cast<T>(group_size);
+    } else if constexpr (!std::is_same_v<T, bool>) {
+      using F = std::conditional_t<std::is_same_v<T, int64_t>, double, float>;
+      F* o = static_cast<F*>(out);
+      for (int64_t i = 0; i < count; ++i) o[i] = static_cast<F>(acc[i]) / static_cast<F>(group_size);
+    }
+  });
+}
+
+// Reduces the members' elements at `shape` into out (of out_dtype) for op.
+void ReduceInto(OpKind op, DType in_dtype, const void* const* members, int64_t num_members,
+                const ReduceShape& shape, void* out, int64_t group_size) {
+  const int64_t count = shape.size();
+  VisitFold(op, in_dtype, [&](auto in, auto acc_zero, auto fn) {
+    using In = decltype(in);
+    using Acc = decltype(acc_zero);
+    if constexpr (std::is_integral_v<Acc> && !std::is_same_v<Acc, bool>) {
+      if (op == OpKind::kPmean) {  // integer sums, then a float result
+        std::vector<Acc> sums(static_cast<size_t>(count));
+        ReduceRange<In, Acc>(members, num_members, shape, sums.data(), fn);
+        FinishMean(in_dtype, sums.data(), count, out, group_size);
         return;
       }
-      // pmean: the sum in T, then true division (JAX: psum(x) / n).
-      if constexpr (std::is_floating_point_v<T> || kIsSmallFloat<T>) {
-        T* o = static_cast<T*>(out);
-        ReduceRange<T, T>(members, num_members, shape, o, add);
-        if constexpr (kIsSmallFloat<T>) {
-          for (int64_t i = 0; i < count; ++i) o[i] = T(static_cast<float>(o[i]) / static_cast<float>(group_size));
-        } else {
-          for (int64_t i = 0; i < count; ++i) o[i] = o[i] / static_cast<T>(group_size);
-        }
-      } else {
-        std::vector<T> sums(static_cast<size_t>(count));
-        ReduceRange<T, T>(members, num_members, shape, sums.data(), add);
-        using F = std::conditional_t<std::is_same_v<T, int64_t>, double, float>;
-        F* o = static_cast<F*>(out);
-        for (int64_t i = 0; i < count; ++i) o[i] = static_cast<F>(sums[i]) / static_cast<F>(group_size);
-      }
     }
+    // The fold has the result's type: in place (pmean of floats: divided in place).
+    ReduceRange<In, Acc>(members, num_members, shape, static_cast<Acc*>(out), fn);
+    if (op == OpKind::kPmean) FinishMean(in_dtype, out, count, out, group_size);
   });
 }
 
@@ -573,6 +591,70 @@ constexpr int64_t kGatherUnitBytes = 64 << 10;  // output bytes per unit of a ro
 constexpr int64_t kShortScatterBlockBytes = 64;
 
 }  // namespace
+
+DType FoldDType(OpKind op, DType in_dtype) {
+  const bool sum = op == OpKind::kPsum || op == OpKind::kPsumScatter || op == OpKind::kPmean;
+  return in_dtype == DType::kBool && sum ? DType::kI32 : in_dtype;
+}
+
+void FoldInto(OpKind op, DType in_dtype, const void* const* members, int64_t num_members, int64_t offset,
+              int64_t count, void* acc, bool continue_acc) {
+  VisitFold(op, in_dtype, [&](auto in, auto acc_zero, auto fn) {
+    using In = decltype(in);
+    using Acc = decltype(acc_zero);
+    Acc* out = static_cast<Acc*>(acc);
+    for (int64_t begin = 0; begin < count; begin += kChunkElements) {  // chunks that stay in the caches
+      const int64_t n = std::min(count - begin, kChunkElements);
+      if (continue_acc) {
+        FoldMore<In, Acc>(members, 0, num_members, offset + begin, n, out + begin, fn);
+      } else {
+        FoldChunk<In, Acc>(members, num_members, offset + begin, n, out + begin, fn);
+      }
+    }
+  });
+}
+
+void FinishFold(OpKind op, DType in_dtype, const void* acc, int64_t count, void* out, int64_t group_size) {
+  if (op == OpKind::kPmean) {
+    FinishMean(in_dtype, acc, count, out, group_size);
+  } else if (acc != out) {
+    std::memcpy(out, acc, static_cast<size_t>(count * DTypeSize(FoldDType(op, in_dtype))));
+  }
+}
+
+void MakeAllToAllGeometry(const CollectiveCall& ref, AllToAllGeometry* geometry) {
+  // One unit per receiver m: from every member k, the block of k's input at index [m*c, (m+1)*c) of the
+  // split axis a goes to m's output at index [k*s[b], (k+1)*s[b]) of the concat axis b (a != b), or at
+  // [k*c, (k+1)*c) of a (a == b), c = s[a] / n. Untiled all_to_all is the tiled one on x with a size-1
+  // dimension inserted at concat_axis, then that dimension squeezed (lax/parallel.py); size-1 dimensions
+  // do not change the row-major layout.
+  const std::vector<int64_t>& s = ref.input->shape();
+  const int64_t n = ref.group_size;
+  const int64_t in_size = DTypeSize(ref.input->dtype());
+  std::vector<int64_t>& shape = geometry->shape;
+  shape.assign(s.begin(), s.end());
+  int64_t a = ref.p0, b = ref.p1;
+  if (!ref.tiled && a != b) {
+    if (a < b) {
+      b += 1;
+    } else {
+      a += 1;
+    }
+    shape.insert(shape.begin() + b, 1);
+  }
+  const int64_t c = shape[a] / n;
+  const std::vector<int64_t>& src_strides = RowMajorStrides(shape, &geometry->src_strides);
+  geometry->src_step = c * src_strides[a] * in_size;
+  const int64_t concat_block = a == b ? c : shape[b];  // the extent of one member's block along b
+  if (a != b) {  // the output's shape (a == b: the input's)
+    shape[b] *= n;
+    shape[a] = c;
+  }
+  const std::vector<int64_t>& dst_strides = RowMajorStrides(shape, &geometry->dst_strides);
+  geometry->dst_step = concat_block * dst_strides[b] * in_size;
+  shape[b] = concat_block;  // the block: the input's shape with c at a
+  shape[a] = c;
+}
 
 void Plan::Clear() {
   inputs_.clear();
@@ -587,7 +669,8 @@ void Plan::Clear() {
 }
 
 void Plan::Build(const Mesh& mesh, const GroupInfo& groups, const std::vector<const CollectiveCall*>& calls,
-                 const CollectiveCall* ref_call, const std::vector<uint8_t>* local) {
+                 const CollectiveCall* ref_call, const std::vector<uint8_t>* local,
+                 const std::vector<uint8_t>* elsewhere) {
   Clear();
   const CollectiveCall& ref = ref_call != nullptr ? *ref_call : *calls[0];
   ref_ = &ref;
@@ -697,35 +780,11 @@ void Plan::Build(const Mesh& mesh, const GroupInfo& groups, const std::vector<co
       }
       break;
     case OpKind::kAllToAll: {
-      // One unit per receiver m: from every member k, the block of k's input at index [m*c, (m+1)*c) of the
-      // split axis a goes to m's output at index [k*s[b], (k+1)*s[b]) of the concat axis b (a != b), or at
-      // [k*c, (k+1)*c) of a (a == b), c = s[a] / n. Untiled all_to_all is the tiled one on x with a size-1
-      // dimension inserted at concat_axis, then that dimension squeezed (lax/parallel.py); size-1 dimensions
-      // do not change the row-major layout.
-      std::vector<int64_t>& shape = scratch_shape_;
-      shape.assign(s.begin(), s.end());
-      int64_t a = ref.p0, b = ref.p1;
-      if (!ref.tiled && a != b) {
-        if (a < b) {
-          b += 1;
-        } else {
-          a += 1;
-        }
-        shape.insert(shape.begin() + b, 1);
-      }
-      const int64_t c = shape[a] / n;
-      const std::vector<int64_t>& src_strides = RowMajorStrides(shape, &scratch_src_);
-      src_step_ = c * src_strides[a] * in_size;
-      const int64_t concat_block = a == b ? c : shape[b];  // the extent of one member's block along b
-      if (a != b) {  // the output's shape (a == b: the input's)
-        shape[b] *= n;
-        shape[a] = c;
-      }
-      const std::vector<int64_t>& dst_strides = RowMajorStrides(shape, &scratch_dst_);
-      dst_step_ = concat_block * dst_strides[b] * in_size;
-      shape[b] = concat_block;  // the block: the input's shape with c at a
-      shape[a] = c;
-      copy_.Init(shape, src_strides, dst_strides, in_size);
+      AllToAllGeometry& g = scratch_geometry_;
+      MakeAllToAllGeometry(ref, &g);
+      src_step_ = g.src_step;
+      dst_step_ = g.dst_step;
+      copy_.Init(g.shape, g.src_strides, g.dst_strides, in_size);
       break;
     }
     case OpKind::kBarrier:
@@ -735,11 +794,13 @@ void Plan::Build(const Mesh& mesh, const GroupInfo& groups, const std::vector<co
   if (local != nullptr) {
     for (int64_t t = 0; t < unit_targets; ++t) {
       bool wanted = false;
-      if (per_group_output_ || (op_ == OpKind::kPsumScatter && rows_per_unit_ > 0)) {  // a target is a group
+      const bool group_target = per_group_output_ || (op_ == OpKind::kPsumScatter && rows_per_unit_ > 0);
+      if (group_target) {
         for (int64_t p : groups.groups[t]) wanted = wanted || (*local)[p] != 0;
       } else {
         wanted = (*local)[t] != 0;
       }
+      if (elsewhere != nullptr) wanted = wanted && (*elsewhere)[group_target ? t : groups.group_of[t]] == 0;
       if (wanted) active_targets_.push_back(t);
     }
     unit_targets = static_cast<int64_t>(active_targets_.size());

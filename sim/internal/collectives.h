@@ -121,6 +121,30 @@ struct GroupInfo {
 };
 GroupInfo MakeGroupInfo(const Mesh& mesh, const AxesKey& key);
 
+// A reduction's left-to-right fold in pieces (several processes: a chain of ranks, each folding its run of the
+// group's members into the running value it received, cross_rank.h). The running value has FoldDType:
+// the input's dtype, except int32 for sums of bools. Folding members [0, a) and then [a, n) gives bitwise the
+// one-process result (the same operations in the same order).
+DType FoldDType(OpKind op, DType in_dtype);
+// acc[i] = op(...op(acc[i], members[0][offset + i])..., members[n - 1][offset + i]) for i in [0, count), or,
+// when !continue_acc, the fold of the members alone (acc[i] = members[0][...] op members[1][...] ...).
+// REQUIRES: op a reduction (psum, pmean, pmax, pmin, psum_scatter); members[k] of in_dtype.
+void FoldInto(OpKind op, DType in_dtype, const void* const* members, int64_t num_members, int64_t offset,
+              int64_t count, void* acc, bool continue_acc);
+// The result from the group's whole fold: pmean's division (into its result dtype), else a copy (none when
+// acc == out). `acc` may equal `out` for every op whose result dtype is FoldDType.
+void FinishFold(OpKind op, DType in_dtype, const void* acc, int64_t count, void* out, int64_t group_size);
+
+// all_to_all's blocks (tiled or not): member k's block for receiver m is `shape` at k's input + m * src_step
+// bytes (strides src_strides) and goes to m's output + k * dst_step bytes (strides dst_strides); strides in
+// elements. Writes into the caller's vectors (kept to reuse their memory).
+struct AllToAllGeometry {
+  std::vector<int64_t> shape, src_strides, dst_strides;
+  int64_t src_step = 0;
+  int64_t dst_step = 0;
+};
+void MakeAllToAllGeometry(const CollectiveCall& call, AllToAllGeometry* geometry);
+
 // What the workers compute for one collective. Units are disjoint pieces of work (e.g. a group and a range
 // of elements); any partition of [0, num_units) among workers gives bitwise the same results.
 class Plan {
@@ -129,8 +153,11 @@ class Plan {
   // Several processes (cross_rank.h): `local` (by position) marks the positions whose results this process
   // computes; calls[p] is nullptr for positions none of them reads, and `ref` is a full call (calls[0] may
   // hold only an input). Results of the other positions are not computed (ResultBuffer is null there).
+  // `elsewhere` (by group, reductions only): groups whose local results the caller computes into
+  // ResultBuffer (a chain across ranks); their buffers are allocated, no unit computes them.
   void Build(const Mesh& mesh, const GroupInfo& groups, const std::vector<const CollectiveCall*>& calls,
-             const CollectiveCall* ref = nullptr, const std::vector<uint8_t>* local = nullptr);
+             const CollectiveCall* ref = nullptr, const std::vector<uint8_t>* local = nullptr,
+             const std::vector<uint8_t>* elsewhere = nullptr);
   int64_t num_units() const { return num_units_; }
   int64_t bytes_written() const { return bytes_written_; }
   void Execute(int64_t unit_begin, int64_t unit_end) const;
@@ -163,7 +190,7 @@ class Plan {
   BlockCopy copy_;
   int64_t src_step_ = 0;
   int64_t dst_step_ = 0;
-  std::vector<int64_t> scratch_shape_, scratch_src_, scratch_dst_;  // Build's, kept to reuse their memory
+  AllToAllGeometry scratch_geometry_;  // Build's, kept to reuse its memory
   std::vector<std::shared_ptr<Buffer>> outputs_;  // by group or by position
   std::vector<int64_t> result_source_;  // ppermute: source position or -1
   std::shared_ptr<Buffer> zeros_;

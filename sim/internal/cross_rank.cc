@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "common/shape.h"
 #include "sim/internal/buffer.h"
 #include "sim/internal/core.h"
 
@@ -19,12 +20,12 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kStatusBytes = 4096;
 constexpr size_t kHeaderBytes = 2;  // kind, code
 
-std::string Encode(char kind, ErrorCode code, const std::string& text) {
-  std::string out;
-  out.push_back(kind);
-  out.push_back(static_cast<char>(code));
-  out.append(text, 0, std::min(text.size(), kStatusBytes - kHeaderBytes));
-  return out;
+// Into `out` (reused: an episode allocates nothing in the usual case).
+void Encode(char kind, ErrorCode code, const std::string& text, std::string* out) {
+  out->clear();
+  out->push_back(kind);
+  out->push_back(static_cast<char>(code));
+  out->append(text, 0, std::min(text.size(), kStatusBytes - kHeaderBytes));
 }
 
 }  // namespace
@@ -53,44 +54,62 @@ CrossRank::CrossRank(Transport& transport, const Mesh& mesh, const std::vector<i
 
 namespace {
 
-bool PollBatch(Transport& transport, std::vector<Transfer>& batch, Clock::duration deadline) {
+// How a rank waits for the others between two polls of MPI, by the time it has waited: spin up to `spin`,
+// then yield the core (on an over-subscribed host another rank's leader, or this rank's worker, may be waiting
+// for it), and after 2 ms sleep 50 us steps (a rank computing for long). False once `deadline` has passed.
+bool PauseBeforePoll(Clock::duration waited, Clock::duration deadline, Clock::duration spin) {
+  if (waited < spin) return true;
+  if (waited > deadline) return false;
+  if (waited < std::chrono::milliseconds(2)) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  return true;
+}
+
+// The spin adapts to where the other ranks run (status exchanges): a wait that ended within the spin (the
+// peers have cores of their own: an exchange takes well under a microsecond) doubles it up to kMaxSpin, so a
+// short wait never gives the core away to another process; one that did not (the peer needed this core, or
+// was busy) halves it down to kMinSpin, so ranks sharing a core hand it over quickly.
+constexpr Clock::duration kMaxSpin = std::chrono::microseconds(20);
+constexpr Clock::duration kMinSpin = std::chrono::microseconds(1);
+
+bool PollBatch(Transport& transport, std::vector<Transfer>& batch, Clock::duration deadline, Clock::duration* spin) {
   transport.Start(batch);
   const Clock::time_point start = Clock::now();
-  // Spin ~50 us first (the peer is usually there within a barrier's time), then yield, then sleep in short
-  // steps (as the workers' barrier, worker.cc).
-  for (;;) {
-    if (transport.Test()) return true;
-    const auto waited = Clock::now() - start;
-    if (waited < std::chrono::microseconds(50)) continue;
-    if (waited > deadline) {
+  const Clock::duration limit = spin != nullptr ? *spin : kMaxSpin;
+  for (uint32_t polls = 1; !transport.Test(); ++polls) {
+    if (polls % 8 != 0) continue;  // the clock every 8 polls (a poll is ~0.1 us; reading the clock costs a few)
+    if (!PauseBeforePoll(Clock::now() - start, deadline, limit)) {
       transport.Abandon();
       return false;
     }
-    if (waited < std::chrono::milliseconds(2)) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
   }
+  if (spin != nullptr) {
+    *spin = Clock::now() - start <= limit ? std::min(2 * limit, kMaxSpin) : std::max(limit / 2, kMinSpin);
+  }
+  return true;
 }
 
 }  // namespace
 
-bool CompleteBatch(Transport& transport, std::vector<Transfer>& batch, Clock::duration deadline) {
+bool CompleteBatch(Transport& transport, std::vector<Transfer>& batch, Clock::duration deadline,
+                   Clock::duration* spin) {
   try {
-    return PollBatch(transport, batch, deadline);
+    return PollBatch(transport, batch, deadline, spin);
   } catch (const Error&) {  // MPI reported an error (e.g. a peer's process is gone): the batch failed
     transport.Abandon();
     return false;
   }
 }
 
-bool CrossRank::WaitBatch(std::vector<Transfer>& batch) { return CompleteBatch(transport_, batch, deadline_); }
+bool CrossRank::WaitBatch(std::vector<Transfer>& batch) { return CompleteBatch(transport_, batch, deadline_, &spin_); }
 
 bool CrossRank::Exchange(const Status& mine, std::vector<Status>* all, std::vector<int>* missing) {
   const int k = transport_.size(), me = transport_.rank();
   ++episode_;
-  status_out_ = Encode(mine.kind, mine.code, mine.text);
+  Encode(mine.kind, mine.code, mine.text, &status_out_);
   if (status_in_.empty()) status_in_.assign(static_cast<size_t>(k), std::string(kStatusBytes, '\0'));
   std::vector<Transfer>& batch = status_batch_;  // reused: an episode allocates nothing in the usual case
   batch.clear();
@@ -138,11 +157,13 @@ std::string CrossRank::MissingMessage(const std::vector<int>& missing) const {
 }
 
 CrossRank::Verdict CrossRank::Agree(RunState& run, const CollectiveCall* ref) {
-  Status mine;
+  Status& mine = mine_;  // members: reused by every episode
   mine.kind = ref == nullptr ? 'F' : 'C';
+  mine.code = ErrorCode::kAborted;
+  mine.text.clear();
   if (ref != nullptr) mine.text = DescribeCall(mesh_, *ref);
-  std::vector<Status> all;
-  std::vector<int> missing;
+  std::vector<Status>& all = all_;
+  std::vector<int>& missing = missing_;
   if (!Exchange(mine, &all, &missing)) {
     settled_ = true;
     run.SetAbort(AbortReason::kDeadline, ErrorCode::kDeadlineExceeded, MissingMessage(missing));
@@ -198,6 +219,50 @@ CrossRank::Verdict CrossRank::Agree(RunState& run, const CollectiveCall* ref) {
   return Verdict::kProceed;
 }
 
+bool CrossRank::AwaitTransfer(std::vector<Transfer>& batch, size_t index) {
+  const Clock::time_point start = Clock::now();
+  try {
+    for (;;) {
+      const bool all = transport_.Test();
+      if (index == kAll ? all : batch[index].done) return true;
+      if (!PauseBeforePoll(Clock::now() - start, deadline_, kMaxSpin)) {
+        transport_.Abandon();
+        return false;
+      }
+    }
+  } catch (const Error&) {  // MPI reported an error (e.g. a peer's process is gone)
+    transport_.Abandon();
+    return false;
+  }
+}
+
+void CrossRank::AbortDataDeadline(RunState& run, const CollectiveCall& ref, const std::vector<Transfer>& batch) {
+  std::vector<int> silent;
+  for (const Transfer& t : batch) {
+    if (!t.send && !t.done) silent.push_back(t.peer);
+  }
+  std::sort(silent.begin(), silent.end());
+  silent.erase(std::unique(silent.begin(), silent.end()), silent.end());
+  settled_ = true;
+  run.SetAbort(AbortReason::kDeadline, ErrorCode::kDeadlineExceeded,
+               fmt::format("the data of {} did not arrive from ranks {} within {} ms (a rank died or hangs)",
+                           DescribeCall(mesh_, ref), fmt::join(silent, ", "),
+                           std::chrono::duration_cast<std::chrono::milliseconds>(deadline_).count()));
+}
+
+const std::vector<uint8_t>& CrossRank::SpanningGroups(const GroupInfo& groups) {
+  auto [it, added] = spanning_.try_emplace(&groups);
+  if (!added) return it->second;
+  std::vector<uint8_t>& spanning = it->second;
+  spanning.reserve(groups.groups.size());
+  for (const auto& members : groups.groups) {
+    bool several = false;
+    for (int64_t p : members) several = several || owner_[p] != owner_[members[0]];
+    spanning.push_back(several ? 1 : 0);
+  }
+  return spanning;
+}
+
 bool CrossRank::FetchInputs(RunState& run, const CollectiveCall& ref, const GroupInfo& groups,
                             std::vector<const CollectiveCall*>& calls) {
   remote_calls_.clear();
@@ -227,24 +292,77 @@ bool CrossRank::FetchInputs(RunState& run, const CollectiveCall& ref, const Grou
     }
   }
   const Array& like = *ref.input;
-  const bool abstract = like.is_abstract();
+  if (like.is_abstract()) {  // nothing moves: the remote inputs are abstract arrays of the same shape
+    for (int64_t p = 0; p < n; ++p) {
+      if (owner_[p] == me || std::find(receivers[p].begin(), receivers[p].end(), me) == receivers[p].end()) continue;
+      remote_arrays_.push_back(ArrayAccess::Make(like.dtype(), like.shape(), nullptr, nullptr));
+      CollectiveCall& call = remote_calls_.emplace_back();
+      call.op = ref.op;
+      call.input = &remote_arrays_.back();
+      calls[p] = &call;
+    }
+    return true;
+  }
+  // all_to_all moves only the blocks addressed to the receiving rank's positions (member order), packed.
+  const bool blocks = ref.op == OpKind::kAllToAll;
+  AllToAllGeometry geometry;
+  std::vector<int64_t> packed_strides;
+  int64_t block_elements = 0;
+  const int64_t element_bytes = DTypeSize(like.dtype());
+  if (blocks) {
+    MakeAllToAllGeometry(ref, &geometry);
+    RowMajorStrides(geometry.shape, &packed_strides);
+    block_elements = NumElements(geometry.shape);
+  }
+  // The members m of p's group held by rank r (all_to_all).
+  const auto members_on = [&](int64_t p, int r) {
+    std::vector<int64_t> ms;
+    const auto& members = groups.groups[groups.group_of[p]];
+    for (int64_t m = 0; m < static_cast<int64_t>(members.size()); ++m) {
+      if (owner_[members[m]] == r) ms.push_back(m);
+    }
+    return ms;
+  };
   const size_t bytes = static_cast<size_t>(like.nbytes());
   std::vector<Transfer> batch;
-  std::vector<std::string> peers;
+  struct Unpack {
+    const std::shared_ptr<Buffer>* packed;
+    Buffer* input;
+    std::vector<int64_t> ms;
+  };
+  std::vector<Unpack> unpacks;
+  std::deque<std::shared_ptr<Buffer>> packed_in;
   for (int64_t p = 0; p < n; ++p) {
     if (receivers[p].empty()) continue;
     if (owner_[p] == me) {
-      if (abstract) continue;
       const auto& buffer = ArrayAccess::buffer(*calls[p]->input);
-      sent_.push_back(buffer);
       for (int r : receivers[p]) {
-        batch.push_back({.send = true, .peer = r, .tag = data_tag_, .data = buffer->data(), .bytes = bytes});
+        if (!blocks) {
+          sent_.push_back(buffer);
+          batch.push_back({.send = true, .peer = r, .tag = data_tag_, .data = buffer->data(), .bytes = bytes});
+          continue;
+        }
+        const std::vector<int64_t> ms = members_on(p, r);
+        auto packed = Buffer::Allocate(static_cast<int64_t>(ms.size()) * block_elements * element_bytes);
+        for (size_t i = 0; i < ms.size(); ++i) {
+          StridedCopy(buffer->data(), ms[i] * geometry.src_step / element_bytes, geometry.src_strides, packed->data(),
+                      static_cast<int64_t>(i) * block_elements, packed_strides, geometry.shape, element_bytes);
+        }
+        batch.push_back({.send = true, .peer = r, .tag = data_tag_, .data = packed->data(),
+                         .bytes = static_cast<size_t>(packed->bytes())});
+        sent_.push_back(std::move(packed));
       }
     } else if (std::find(receivers[p].begin(), receivers[p].end(), me) != receivers[p].end()) {
-      std::shared_ptr<Buffer> buffer;
-      if (!abstract) {
-        buffer = Buffer::Allocate(static_cast<int64_t>(bytes));
+      std::shared_ptr<Buffer> buffer = Buffer::Allocate(static_cast<int64_t>(bytes));
+      if (!blocks) {
         batch.push_back({.send = false, .peer = owner_[p], .tag = data_tag_, .data = buffer->data(), .bytes = bytes});
+      } else {
+        std::vector<int64_t> ms = members_on(p, me);
+        auto& packed = packed_in.emplace_back(
+            Buffer::Allocate(static_cast<int64_t>(ms.size()) * block_elements * element_bytes));
+        batch.push_back({.send = false, .peer = owner_[p], .tag = data_tag_, .data = packed->data(),
+                         .bytes = static_cast<size_t>(packed->bytes())});
+        unpacks.push_back({&packed, buffer.get(), std::move(ms)});
       }
       remote_arrays_.push_back(ArrayAccess::Make(like.dtype(), like.shape(), std::move(buffer), nullptr));
       CollectiveCall& call = remote_calls_.emplace_back();
@@ -253,23 +371,23 @@ bool CrossRank::FetchInputs(RunState& run, const CollectiveCall& ref, const Grou
       calls[p] = &call;
     }
   }
-  const bool complete = batch.empty() || WaitBatch(batch);
-  if (complete) {
-    sent_.clear();
-    return true;
+  if (!batch.empty()) {
+    transport_.Start(batch);
+    if (!AwaitTransfer(batch, kAll)) {
+      for (auto& packed : packed_in) sent_.push_back(std::move(packed));  // receives may still write them
+      AbortDataDeadline(run, ref, batch);
+      return false;
+    }
   }
-  std::vector<int> silent;
-  for (const Transfer& t : batch) {
-    if (!t.send && !t.done) silent.push_back(t.peer);
+  sent_.clear();
+  // all_to_all: each received block where the Plan reads it (member k's input at m's block).
+  for (const Unpack& u : unpacks) {
+    for (size_t i = 0; i < u.ms.size(); ++i) {
+      StridedCopy((*u.packed)->data(), static_cast<int64_t>(i) * block_elements, packed_strides, u.input->data(),
+                  u.ms[i] * geometry.src_step / element_bytes, geometry.src_strides, geometry.shape, element_bytes);
+    }
   }
-  std::sort(silent.begin(), silent.end());
-  silent.erase(std::unique(silent.begin(), silent.end()), silent.end());
-  settled_ = true;
-  run.SetAbort(AbortReason::kDeadline, ErrorCode::kDeadlineExceeded,
-               fmt::format("the inputs of {} did not arrive from ranks {} within {} ms (a rank died or hangs)",
-                           DescribeCall(mesh_, ref), fmt::join(silent, ", "),
-                           std::chrono::duration_cast<std::chrono::milliseconds>(deadline_).count()));
-  return false;
+  return true;
 }
 
 CrossRank::Failure CrossRank::SettleLocalFailure(ErrorCode code, const std::string& kind, const std::string& message) {

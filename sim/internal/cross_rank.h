@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,9 +31,11 @@ namespace spmdsim::internal {
 
 struct RunState;
 
-// Posts `batch` and polls it (spinning ~50 us, then yielding, then sleeping in short steps) until it completes
-// (true) or `deadline` passes (false: the batch is abandoned; Transfer::done tells which completed).
-bool CompleteBatch(Transport& transport, std::vector<Transfer>& batch, std::chrono::steady_clock::duration deadline);
+// Posts `batch` and polls it (spinning up to 20 us, or `*spin` which it then adapts, then yielding, then sleeping
+// in short steps) until it completes (true) or `deadline` passes (false: the batch is abandoned;
+// Transfer::done tells which completed).
+bool CompleteBatch(Transport& transport, std::vector<Transfer>& batch, std::chrono::steady_clock::duration deadline,
+                   std::chrono::steady_clock::duration* spin = nullptr);
 
 class CrossRank {
  public:
@@ -51,11 +54,24 @@ class CrossRank {
   // The leader, when every local device waits at `ref` (nullptr: every local device returned). kAbort: the
   // Run's abort is set (with the message every rank reports).
   Verdict Agree(RunState& run, const CollectiveCall* ref);
-  // The leader, after kProceed on a collective with data: receives the inputs of the other ranks' positions
-  // that this rank's results need (and sends the ones others need), and points calls[p] at them. The Plan is
-  // then built for the local positions (`local`). False: the Run's abort is set.
+  // The leader, after kProceed on all_gather, all_to_all or ppermute: receives what this rank's results need
+  // of the other ranks' inputs (all_gather: the inputs of its groups' members; all_to_all: only the blocks
+  // addressed to its positions, placed where the Plan reads them; ppermute: the sources of its receivers), sends
+  // what the others need, and points calls[p] at the received inputs. The Plan is then built for the local
+  // positions (`local`). False: the Run's abort is set.
   bool FetchInputs(RunState& run, const CollectiveCall& ref, const GroupInfo& groups,
                    std::vector<const CollectiveCall*>& calls);
+  // By group: whether its members live on more than one rank (cached per GroupInfo for the Run).
+  const std::vector<uint8_t>& SpanningGroups(const GroupInfo& groups);
+  // The leader, after kProceed on a reduction (psum, pmean, pmax, pmin, psum_scatter) with data, once `plan` is
+  // built with the spanning groups `elsewhere`: computes those groups' local results into the plan's result
+  // buffers by a chain over the ranks in member order (docs/multiprocess.md): the rank of each run of
+  // consecutive members receives the running fold of the members before it, folds its own on, and passes it
+  // to the next run's rank, in pipelined chunks; the last rank finishes the fold and sends the result (or,
+  // psum_scatter, each block) to the ranks that hold the group's members. Bitwise the one-process result.
+  // False: the Run's abort is set.
+  bool ChainReduce(RunState& run, const CollectiveCall& ref, const GroupInfo& groups,
+                   const std::vector<const CollectiveCall*>& calls, const Plan& plan);
   // The Run's thread, after a failure on this rank that no episode has reported: tells the other ranks and
   // returns the failure every rank reports (the lowest failing rank's, "rank R: ...").
   Failure SettleLocalFailure(ErrorCode code, const std::string& kind, const std::string& message);
@@ -72,6 +88,11 @@ class CrossRank {
   // One episode's exchange: false when some rank sent nothing before the deadline (`missing` lists them).
   bool Exchange(const Status& mine, std::vector<Status>* all, std::vector<int>* missing);
   bool WaitBatch(std::vector<Transfer>& batch);
+  // Polls the batch under way until transfer `index` (or, kAll, every transfer posted) completed; false when
+  // deadline_ passed or MPI failed (the batch is then abandoned).
+  static constexpr size_t kAll = static_cast<size_t>(-1);
+  bool AwaitTransfer(std::vector<Transfer>& batch, size_t index);
+  void AbortDataDeadline(RunState& run, const CollectiveCall& ref, const std::vector<Transfer>& batch);
   static Failure Decode(const Status& status, bool mine);
   std::string RankDevices(int rank) const;  // "rank 1 (positions 4-7)"
   std::string MissingMessage(const std::vector<int>& missing) const;
@@ -85,14 +106,19 @@ class CrossRank {
   int data_tag_ = 0;
   std::chrono::milliseconds timeout_;
   std::chrono::steady_clock::duration deadline_;  // how long an exchange waits for a silent rank
+  std::chrono::steady_clock::duration spin_ = std::chrono::microseconds(20);  // status exchanges' (CompleteBatch)
   uint64_t episode_ = 0;
   bool settled_ = false;
+  Status mine_;                          // Agree's, reused by every episode
+  std::vector<Status> all_;
+  std::vector<int> missing_;
   std::vector<std::string> status_in_;   // receive buffers of the current exchange
   std::string status_out_;
   std::vector<Transfer> status_batch_;
   std::deque<CollectiveCall> remote_calls_;  // the other ranks' inputs of the current collective
   std::deque<Array> remote_arrays_;
-  std::vector<std::shared_ptr<Buffer>> sent_;  // kept alive while a send may still read them
+  std::vector<std::shared_ptr<Buffer>> sent_;  // kept alive while a transfer may still use them
+  std::map<const GroupInfo*, std::vector<uint8_t>> spanning_;  // SpanningGroups' cache
 };
 
 }  // namespace spmdsim::internal

@@ -60,11 +60,60 @@ class MpiTransport final : public Transport {
     MutexLock lock(mu_);
     AbandonLocked();
     batch_ = &batch;
-    pending_.assign(batch.size(), 0);
-    for (size_t i = 0; i < batch.size(); ++i) {
+    pending_.clear();
+    PostNewLocked();
+  }
+
+  void Extend() override {
+    MutexLock lock(mu_);
+    SPMDSIM_CHECK(batch_ != nullptr, "Transport::Extend without a batch");
+    PostNewLocked();
+  }
+
+  bool Test() override {
+    MutexLock lock(mu_);
+    if (live_ == 0) return true;
+    // One MPI_Testsome per poll: MPI makes progress once, not once per request.
+    indices_.resize(requests_.size());
+    statuses_.resize(requests_.size());
+    int completed = 0;
+    Check(MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &completed, indices_.data(),
+                       statuses_.data()),
+          "MPI_Testsome");
+    if (completed == MPI_UNDEFINED) completed = 0;
+    for (int i = 0; i < completed; ++i) {
+      const size_t k = static_cast<size_t>(indices_[i]);
+      Transfer& t = (*batch_)[owner_[k]];
+      if (!t.send) {
+        int count = 0;
+        MPI_Get_count(&statuses_[i], MPI_BYTE, &count);
+        t.received += static_cast<size_t>(count);
+      }
+      if (--pending_[owner_[k]] == 0) t.done = true;
+      --live_;
+    }
+    if (live_ > 0) return false;
+    requests_.clear();  // every request is complete: the next Test starts from the transfers posted after
+    owner_.clear();
+    sends_.clear();
+    return true;
+  }
+
+  void Abandon() override {
+    MutexLock lock(mu_);
+    AbandonLocked();
+  }
+
+ private:
+  // Posts the batch's transfers from pending_.size() on.
+  void PostNewLocked() SPMDSIM_REQUIRES(mu_) {
+    std::vector<Transfer>& batch = *batch_;
+    for (size_t i = pending_.size(); i < batch.size(); ++i) {
       Transfer& t = batch[i];
       t.received = 0;
       t.done = false;
+      pending_.push_back(0);
+      if (t.send) CountSent(t.bytes);
       // Pieces of at most kMaxPieceBytes; a receive posts as many pieces as its capacity needs, and the sender
       // the same number for the same size (both sides know every message's size in advance, except the
       // status records, which are small).
@@ -79,6 +128,7 @@ class MpiTransport final : public Transport {
           Check(MPI_Irecv(at, static_cast<int>(piece), MPI_BYTE, t.peer, t.tag, comm_, &request), "MPI_Irecv");
         }
         requests_.push_back(request);
+        ++live_;
         owner_.push_back(i);
         sends_.push_back(t.send);
         ++pending_[i];
@@ -87,40 +137,6 @@ class MpiTransport final : public Transport {
     }
   }
 
-  bool Test() override {
-    MutexLock lock(mu_);
-    bool all = true;
-    for (size_t k = 0; k < requests_.size(); ++k) {
-      if (requests_[k] == MPI_REQUEST_NULL) continue;
-      int flag = 0;
-      MPI_Status status;
-      Check(MPI_Test(&requests_[k], &flag, &status), "MPI_Test");
-      if (flag == 0) {
-        all = false;
-        continue;
-      }
-      Transfer& t = (*batch_)[owner_[k]];
-      if (!t.send) {
-        int count = 0;
-        MPI_Get_count(&status, MPI_BYTE, &count);
-        t.received += static_cast<size_t>(count);
-      }
-      if (--pending_[owner_[k]] == 0) t.done = true;
-    }
-    if (!all) return false;
-    requests_.clear();
-    owner_.clear();
-    sends_.clear();
-    batch_ = nullptr;
-    return true;
-  }
-
-  void Abandon() override {
-    MutexLock lock(mu_);
-    AbandonLocked();
-  }
-
- private:
   void AbandonLocked() SPMDSIM_REQUIRES(mu_) {
     for (size_t k = 0; k < requests_.size(); ++k) {
       if (requests_[k] == MPI_REQUEST_NULL) continue;
@@ -130,6 +146,8 @@ class MpiTransport final : public Transport {
     requests_.clear();
     owner_.clear();
     sends_.clear();
+    pending_.clear();
+    live_ = 0;
     batch_ = nullptr;
   }
 
@@ -143,6 +161,9 @@ class MpiTransport final : public Transport {
   std::vector<size_t> owner_ SPMDSIM_GUARDED_BY(mu_);  // the transfer of each request
   std::vector<bool> sends_ SPMDSIM_GUARDED_BY(mu_);    // whether each request is a send
   std::vector<int> pending_ SPMDSIM_GUARDED_BY(mu_);   // requests not yet complete, by transfer
+  size_t live_ SPMDSIM_GUARDED_BY(mu_) = 0;            // requests not yet complete
+  std::vector<int> indices_ SPMDSIM_GUARDED_BY(mu_);   // Test's scratch
+  std::vector<MPI_Status> statuses_ SPMDSIM_GUARDED_BY(mu_);
 };
 
 bool LaunchedByMpi() {

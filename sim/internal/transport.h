@@ -2,8 +2,9 @@
 // only file of spmdsim that includes mpi.h). Not for users; docs/multiprocess.md has the design.
 //
 // Thread safety: every method may be called from any thread; calls are serialised by the transport's mutex.
-// One batch of transfers is under way at a time per Run (the cross-rank protocol, cross_rank.h, guarantees it:
-// either a Run's leader worker or, after a local failure, the Run's own thread drives it).
+// One batch of transfers (which may grow, Extend) is under way at a time per Run (the cross-rank protocol,
+// cross_rank.h, guarantees it: either a Run's leader worker or, after a local failure, the Run's own thread
+// drives it).
 #ifndef SPMDSIM_SIM_INTERNAL_TRANSPORT_H_
 #define SPMDSIM_SIM_INTERNAL_TRANSPORT_H_
 
@@ -35,16 +36,26 @@ class Transport {
   virtual int max_tag() const = 0;
   // Posts every transfer (in order: messages between two ranks with the same tag arrive in posting order).
   virtual void Start(std::vector<Transfer>& batch) = 0;
-  // Makes progress; true once every transfer of the batch completed (receives' `received` filled).
+  // Posts the transfers appended to the batch under way since Start or the last Extend (same rules), so a
+  // pipeline can send what it has computed while its receives are still pending.
+  virtual void Extend() = 0;
+  // Makes progress; true once every transfer posted so far completed. Each completed transfer has `done`
+  // set (receives: `received` filled), so a caller may use some while others are under way.
   virtual bool Test() = 0;
   // Gives up on the batch: cancels its receives and lets its sends finish on their own.
   virtual void Abandon() = 0;
   // Numbers the Runs over this transport (every rank runs the same Runs in the same order), so that a
   // message an aborted Run left behind never matches a later Run's (the Run's number is in the tags).
   uint64_t NextRunIndex() { return runs_.fetch_add(1, std::memory_order_relaxed); }
+  // Bytes of the sends posted so far (what this rank put on the wire; for tests and benchmarks).
+  int64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
+
+ protected:
+  void CountSent(size_t bytes) { bytes_sent_.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed); }
 
  private:
   std::atomic<uint64_t> runs_{0};
+  std::atomic<int64_t> bytes_sent_{0};
 };
 
 }  // namespace spmdsim::internal

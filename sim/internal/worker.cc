@@ -16,6 +16,9 @@
 namespace spmdsim::internal {
 namespace {
 
+// How long a waiting worker spins before it yields in a Run across ranks (the spin of one process is ~50 us).
+constexpr std::chrono::microseconds kCrossRankSpin{2};
+
 // Below this many bytes of output a collective's results are computed by the leader alone.
 constexpr int64_t kParallelBytes = 64 * 1024;
 
@@ -198,7 +201,9 @@ class Worker {
       const Clock::time_point now = Clock::now();
       if (spin == 64) start = now;
       const auto waited = now - start;
-      if (waited < std::chrono::microseconds(50)) continue;
+      // Across ranks, the leader's episode waits for the other ranks: a worker that only waits gives its core
+      // to them (and to the leader) after a short spin instead of spinning ~50 us.
+      if (waited < (run_.cross != nullptr ? kCrossRankSpin : std::chrono::microseconds(50))) continue;
       // A share no thread has claimed yet (oneTBB did not give us all the threads we asked for) is taken
       // over here, so the Run completes with any number of threads.
       if (lead && run_.next_share.load(std::memory_order_relaxed) < run_.num_shares) {
@@ -276,8 +281,7 @@ class Worker {
     }
     try {
       if (groups != nullptr && run_.cross != nullptr) {
-        if (!run_.cross->FetchInputs(run_, *ref, *groups, run_.calls)) return;
-        run_.plan.Build(mesh_, *groups, run_.calls, ref, &run_.cross->local());
+        if (!BuildAcrossRanks(*ref, *groups)) return;
       } else if (groups != nullptr) {
         run_.plan.Build(mesh_, *groups, run_.calls);
       } else {
@@ -313,6 +317,22 @@ class Worker {
     ++run_.sequence;
     run_.plan_parallel = run_.num_shares > 1 && run_.plan.num_units() > 1 && run_.plan.bytes_written() >= kParallelBytes;
     if (!run_.plan_parallel) run_.plan.Execute(0, run_.plan.num_units());
+  }
+
+  // Several processes: the Plan of the local positions' results. A reduction over groups that span ranks
+  // computes those groups by a chain of partial folds (CrossRank::ChainReduce) and the others with the Plan;
+  // other collectives first fetch the remote inputs they read. False: the Run's abort is set.
+  bool BuildAcrossRanks(const CollectiveCall& ref, const GroupInfo& groups) {
+    CrossRank& cross = *run_.cross;
+    const bool reduction = ref.op == OpKind::kPsum || ref.op == OpKind::kPmean || ref.op == OpKind::kPmax ||
+                           ref.op == OpKind::kPmin || ref.op == OpKind::kPsumScatter;
+    if (!reduction) {
+      if (!cross.FetchInputs(run_, ref, groups, run_.calls)) return false;
+      run_.plan.Build(mesh_, groups, run_.calls, &ref, &cross.local());
+      return true;
+    }
+    run_.plan.Build(mesh_, groups, run_.calls, &ref, &cross.local(), &cross.SpanningGroups(groups));
+    return cross.ChainReduce(run_, ref, groups, run_.calls, run_.plan);
   }
 
   void ReportEarlyReturn() {

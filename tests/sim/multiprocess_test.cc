@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -18,6 +19,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "sim/internal/transport.h"  // white-box: the bytes a rank sends
 #include "sim/runtime.h"
 
 namespace spmdsim {
@@ -195,7 +197,140 @@ TEST_P(EveryCollective, AStepProgramOverALargerMeshMatches) {
       GetParam());
 }
 
+// Reductions large enough for several pipeline chunks of the chain across ranks (1 MiB each, the last one
+// partial), in the dtypes whose running fold differs from the result (bool sums in int32, pmean of int32 into
+// float32) or rounds at every step (bfloat16).
+Program LargeReductions(DType dtype, int64_t elements) {
+  return [=](DeviceContext& d) {
+    const Array x = RandomArray({elements}, dtype, 2000 + d.position());
+    std::vector<Array> out;
+    for (const Axes& axes : {Axes("x"), Axes({"y", "x"})}) {
+      out.push_back(d.Psum(x, axes));
+      out.push_back(d.Pmax(x, axes));
+      out.push_back(d.Pmin(x, axes));
+      if (dtype != DType::kBool) out.push_back(d.Pmean(x, axes));
+      out.push_back(d.PsumScatter(x, axes, 0, true));
+    }
+    return out;
+  };
+}
+
+TEST_P(EveryCollective, ReductionsOverSeveralChunksMatch) {
+  const Mesh mesh = Mesh::Iota({4, 2}, {"x", "y"});
+  ExpectSameAsOneProcess(mesh, LargeReductions(DType::kF32, 600'000), GetParam());
+  ExpectSameAsOneProcess(mesh, LargeReductions(DType::kBF16, 700'000), GetParam());
+  ExpectSameAsOneProcess(mesh, LargeReductions(DType::kI32, 300'008), GetParam());
+  ExpectSameAsOneProcess(mesh, LargeReductions(DType::kBool, 300'008), GetParam());
+}
+
+// Placement by host on a mesh whose device ids are the transpose of its positions: host h holds column y = h,
+// so a rank's positions are not contiguous, groups over "x" stay on one rank, and groups over "y" (not the
+// outermost axis) and over ("y", "x") (member order unlike position order) run across ranks, interleaved.
+TEST_P(EveryCollective, GroupsInterleavedOverRanksMatch) {
+  std::vector<int> ids(16);
+  for (int x = 0; x < 4; ++x) {
+    for (int y = 0; y < 4; ++y) ids[x * 4 + y] = y * 4 + x;
+  }
+  const Mesh mesh(DeviceArray({4, 4}, ids), {"x", "y"}, std::make_shared<const Topology>(Topology::Parse("gpu:4x4")));
+  const Program program = [](DeviceContext& d) {
+    const Array x = RandomArray({16, 48}, DType::kF32, 3000 + d.position());
+    std::vector<Array> out;
+    for (const Axes& axes : {Axes("x"), Axes("y"), Axes({"x", "y"}), Axes({"y", "x"})}) {
+      out.push_back(d.Psum(x, axes));
+      out.push_back(d.Pmean(x, axes));
+      out.push_back(d.Pmax(x, axes));
+      out.push_back(d.Pmin(x, axes));
+      out.push_back(d.PsumScatter(x, axes, 0, true));
+      out.push_back(d.AllToAll(x, axes, 1, 0, true));
+      out.push_back(d.AllGather(x, axes, 1, true));
+    }
+    return out;
+  };
+  ExpectSameAsOneProcess(mesh, program, GetParam());
+}
+
+// all_to_all in every layout: tiled and untiled, split before, after and at the concat axis.
+TEST_P(EveryCollective, AllToAllInEveryLayoutMatches) {
+  const Mesh mesh = Mesh::Iota({4, 2}, {"x", "y"});
+  const Program program = [](DeviceContext& d) {
+    std::vector<Array> out;
+    const Array x = RandomArray({4, 8, 6}, DType::kF32, 4000 + d.position());
+    for (const Axes& axes : {Axes("x"), Axes({"y", "x"})}) {
+      const int64_t n = axes.names().size() == 2 ? 8 : 4;
+      out.push_back(d.AllToAll(x, axes, 1, 1, true));
+      out.push_back(d.AllToAll(x, axes, 1, 2, true));
+      out.push_back(d.AllToAll(x, axes, 1, 0, true));
+      const Array u = RandomArray({3, n, 5}, DType::kI32, 5000 + d.position());
+      out.push_back(d.AllToAll(u, axes, 1, 0, false));
+      out.push_back(d.AllToAll(u, axes, 1, 2, false));
+    }
+    return out;
+  };
+  ExpectSameAsOneProcess(mesh, program, GetParam());
+}
+
 INSTANTIATE_TEST_SUITE_P(Threads, EveryCollective, ::testing::Values(1, 3));
+
+// --- What moves between ranks ---------------------------------------------------------------------------------
+
+// Bytes this rank sends during one Run of `fn` across the ranks (8 devices, axis "x").
+int64_t BytesSentByRun(const std::function<void(DeviceContext&)>& fn) {
+  RuntimeOptions options;
+  options.num_threads = 2;
+  options.process_group = NewGroup();
+  Runtime runtime(Mesh::Iota({8}, {"x"}), options);
+  const int64_t before = options.process_group->transport().bytes_sent();
+  runtime.Run(fn);
+  return options.process_group->transport().bytes_sent() - before;
+}
+
+class DataVolume : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (WorldSize() < 2) GTEST_SKIP() << "needs mpirun -np 2 or more";
+  }
+  // Status records: at most 4 KiB to each other rank per episode (3 episodes: start, the collective, the end).
+  int64_t status_bytes_ = 3 * 4096 * (WorldSize() - 1);
+  static constexpr int64_t kBytes = 1 << 20;  // each device's input
+};
+
+// A psum moves one running sum along the chain and the result back: the first rank sends kBytes, a middle
+// rank kBytes, the last rank the result to every other rank; never every member's input.
+TEST_F(DataVolume, APsumMovesPartialSumsNotInputs) {
+  const int k = WorldSize(), me = WorldRank();
+  const int64_t sent = BytesSentByRun([](DeviceContext& d) {
+    d.Psum(Array::Full({kBytes / 4}, DType::kF32, 1.0 + d.position()), "x");
+  });
+  const int64_t data = me == k - 1 ? (k - 1) * kBytes : kBytes;
+  EXPECT_GE(sent, data);
+  EXPECT_LE(sent, data + status_bytes_);
+}
+
+// psum_scatter: the running sum along the chain, then each block only to its owner.
+TEST_F(DataVolume, APsumScatterSendsEachBlockToItsOwner) {
+  const int k = WorldSize(), me = WorldRank();
+  const int64_t sent = BytesSentByRun([](DeviceContext& d) {
+    d.PsumScatter(Array::Full({kBytes / 4}, DType::kF32, 1.0 + d.position()), "x", 0, true);
+  });
+  const std::vector<int> owner = PlaceDevices(Mesh::Iota({8}, {"x"}), k);
+  const int64_t remote_blocks = std::count_if(owner.begin(), owner.end(), [&](int r) { return r != k - 1; });
+  const int64_t data = me == k - 1 ? remote_blocks * kBytes / 8 : kBytes;
+  EXPECT_GE(sent, data);
+  EXPECT_LE(sent, data + status_bytes_);
+}
+
+// all_to_all: each rank receives only the blocks addressed to its devices.
+TEST_F(DataVolume, AnAllToAllSendsOnlyTheBlocksAddressedToEachRank) {
+  const int k = WorldSize(), me = WorldRank();
+  const int64_t sent = BytesSentByRun([](DeviceContext& d) {
+    d.AllToAll(Array::Full({kBytes / 4}, DType::kF32, 1.0 + d.position()), "x", 0, 0, true);
+  });
+  const std::vector<int> owner = PlaceDevices(Mesh::Iota({8}, {"x"}), k);
+  const int64_t mine = std::count(owner.begin(), owner.end(), me);
+  const int64_t data = mine * (8 - mine) * kBytes / 8;  // each local member's blocks for the other ranks' members
+  EXPECT_GE(sent, data);
+  EXPECT_LE(sent, data + status_bytes_);
+}
 
 TEST(PlaceDevices, SplitsByHostWhenTheRanksDivideTheHosts) {
   // 4 hosts of 4 GPUs; ids in row-major order, so host h holds positions 4h .. 4h+3.
