@@ -2,7 +2,7 @@
 // docs/multiprocess.md quote its output), with 1 and with 2 workers per rank:
 //  - psum of 16 MiB (float32) over 8 devices, 4 per rank, vs MPI_Allreduce of the same 16 MiB between the 2
 //    ranks plus the in-rank reduction (psum over 4 devices in one process) measured alone;
-//  - a barrier of 8 devices across the 2 ranks vs MPI_Barrier.
+//  - a barrier of 8 devices across the 2 ranks, and of 2 devices (one per rank), vs MPI_Barrier.
 // Not Google Benchmark: both ranks must run the same number of iterations, which its adaptive iteration counts
 // do not guarantee. Each figure is the median of several timed Runs (psum: 5 of 4 psums, barrier: 41 of 200
 // barriers, the same for MPI's); rank 0 prints.
@@ -57,6 +57,7 @@ double TimeInRun(Runtime& runtime, int count, const std::function<void(DeviceCon
 
 struct Figures {
   double psum, allreduce, in_rank, barrier, mpi_barrier;  // seconds, medians
+  double barrier_one_per_rank, mpi_barrier_beside_it;     // a 2-device mesh, one device per rank
 };
 
 void Psums(MpiSession& mpi, Runtime& across, int threads, std::vector<double>& psum_across,
@@ -84,17 +85,23 @@ void Psums(MpiSession& mpi, Runtime& across, int threads, std::vector<double>& p
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// Seconds per MPI_Barrier between the ranks: `kBarriers` of them, timed.
+double TimeMpiBarriers() {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto start = Clock::now();
+  for (int i = 0; i < kBarriers; ++i) MPI_Barrier(MPI_COMM_WORLD);
+  return std::chrono::duration<double>(Clock::now() - start).count() / kBarriers;
+}
+
+// Barriers of `across`'s devices and MPI_Barrier, alternating timings (a change of load hits both), many short
+// ones (a preemption by another process on the shared host spoils one timing, not the median).
 void Barriers(Runtime& across, std::vector<double>& barrier_across, std::vector<double>& mpi_barrier) {
   const auto barrier = [](DeviceContext& d, const Array&) { d.Barrier(); };
   barrier_across.clear();
   mpi_barrier.clear();
-  // Barriers: many short timings (a preemption by another process on the shared host spoils one, not the median).
-  for (int r = 0; r < kBarrierRepeats; ++r) barrier_across.push_back(TimeInRun(across, kBarriers, barrier, 1));
   for (int r = 0; r < kBarrierRepeats; ++r) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    const auto start = Clock::now();
-    for (int i = 0; i < kBarriers; ++i) MPI_Barrier(MPI_COMM_WORLD);
-    mpi_barrier.push_back(std::chrono::duration<double>(Clock::now() - start).count() / kBarriers);
+    barrier_across.push_back(TimeInRun(across, kBarriers, barrier, 1));
+    mpi_barrier.push_back(TimeMpiBarriers());
   }
 }
 
@@ -112,9 +119,33 @@ Figures Measure(MpiSession& mpi, int threads) {
   const bool do_psum = only == nullptr || std::string(only) == "psum";
   const bool do_barrier = only == nullptr || std::string(only) == "barrier";
   if (do_psum) Psums(mpi, across, threads, psum_across, allreduce, in_rank);
-  if (do_barrier) Barriers(across, barrier_across, mpi_barrier);
+  std::vector<double> barrier_pair{0}, mpi_barrier_pair{0};
+  if (do_barrier) {
+    Barriers(across, barrier_across, mpi_barrier);
+    // One device per rank: the runtime's cross-rank step alone, as MPI_Barrier has one participant per rank.
+    Runtime pair(Mesh::Iota({2}, {"x"}), options);
+    Barriers(pair, barrier_pair, mpi_barrier_pair);
+  }
   if (mpi.rank() != 0) return {};
-  return {Median(psum_across), Median(allreduce), Median(in_rank), Median(barrier_across), Median(mpi_barrier)};
+  return {Median(psum_across),    Median(allreduce),   Median(in_rank), Median(barrier_across), Median(mpi_barrier),
+          Median(barrier_pair), Median(mpi_barrier_pair)};
+}
+
+void PrintPsum(const Figures& f) {
+  fmt::print("  psum 16 MiB, 8 devices on 2 ranks : {:8.2f} ms\n", f.psum * 1e3);
+  fmt::print("    MPI_Allreduce 16 MiB, 2 ranks    : {:8.2f} ms\n", f.allreduce * 1e3);
+  fmt::print("    in-rank psum, 4 devices alone    : {:8.2f} ms\n", f.in_rank * 1e3);
+  fmt::print("    ratio psum / (allreduce + local) : {:8.2f} (target <= 1.5)\n", f.psum / (f.allreduce + f.in_rank));
+}
+
+void PrintBarriers(const Figures& f) {
+  fmt::print("  barrier, 8 devices on 2 ranks     : {:8.2f} us\n", f.barrier * 1e6);
+  fmt::print("    MPI_Barrier, 2 ranks             : {:8.2f} us\n", f.mpi_barrier * 1e6);
+  fmt::print("    ratio                            : {:8.2f} (target <= 2)\n", f.barrier / f.mpi_barrier);
+  fmt::print("  barrier, 2 devices on 2 ranks     : {:8.2f} us\n", f.barrier_one_per_rank * 1e6);
+  fmt::print("    MPI_Barrier, 2 ranks             : {:8.2f} us\n", f.mpi_barrier_beside_it * 1e6);
+  fmt::print("    ratio                            : {:8.2f} (target <= 2)\n",
+             f.barrier_one_per_rank / f.mpi_barrier_beside_it);
 }
 
 int Main(MpiSession& mpi) {
@@ -130,13 +161,8 @@ int Main(MpiSession& mpi) {
     const Figures f = Measure(mpi, threads);
     if (mpi.rank() != 0) continue;
     fmt::print("workers per rank: {}\n", threads);
-    fmt::print("  psum 16 MiB, 8 devices on 2 ranks : {:8.2f} ms\n", f.psum * 1e3);
-    fmt::print("    MPI_Allreduce 16 MiB, 2 ranks    : {:8.2f} ms\n", f.allreduce * 1e3);
-    fmt::print("    in-rank psum, 4 devices alone    : {:8.2f} ms\n", f.in_rank * 1e3);
-    fmt::print("    ratio psum / (allreduce + local) : {:8.2f} (target <= 1.5)\n", f.psum / (f.allreduce + f.in_rank));
-    fmt::print("  barrier, 8 devices on 2 ranks     : {:8.2f} us\n", f.barrier * 1e6);
-    fmt::print("    MPI_Barrier, 2 ranks             : {:8.2f} us\n", f.mpi_barrier * 1e6);
-    fmt::print("    ratio                            : {:8.2f} (target <= 2)\n", f.barrier / f.mpi_barrier);
+    if (f.psum > 0) PrintPsum(f);
+    if (f.barrier > 0) PrintBarriers(f);
     std::fflush(stdout);
   }
   return 0;
