@@ -17,6 +17,12 @@ namespace {
 // it, 8 rows (a sublane group) at a time.
 constexpr MatmulTile kCublasTiles[] = {{256, 128, 0}, {128, 256, 0}, {128, 128, 1}, {256, 64, 2},
                                        {64, 256, 2},  {128, 64, 3},  {64, 128, 3},  {64, 64, 4}};
+// H100: cuDNN flash attention (Transformer Engine's first choice on sm90), forward + backward, causal, head_dim
+// 128, bf16, measured by NVIDIA on an "NVIDIA H100 80GB HBM3" (TransformerEngine
+// docs/examples/attention/attention.ipynb, section 1.3): b 2, 16 heads, s 2048 in 0.3664 ms (120.3 GFLOP:
+// 328 TFLOPS) and b 2, 32 heads (4 KV groups), s 8192 in 7.4875 ms (3848 GFLOP: 514 TFLOPS), of 989 TFLOPS.
+constexpr AttentionRate kH100CudnnAttention[] = {{2048, 120.259084288e9 / 0.3664e-3 / 989e12},
+                                                 {8192, 3848.290697216e9 / 7.4875e-3 / 989e12}};
 constexpr MatmulTile kMxu128[] = {{8, 128, 0}};
 constexpr MatmulTile kMxu256[] = {{8, 256, 0}};
 
@@ -25,19 +31,24 @@ constexpr DeviceComputeSpec kSpecs[] = {
      "H100 SXM datasheet / Hopper whitepaper: 132 SMs, 1979 TFLOPS fp8 dense, 67 TFLOPS fp32 (CUDA cores); "
      "cuBLAS tiles of NVIDIA's matmul guide; launch ~1 us per back-to-back kernel (NVIDIA blog 'Getting Started "
      "with CUDA Graphs'); best measured bf16 matmul 792.1 TFLOPS (stas00/ml-engineering, MAMF table); L2 "
-     "8986 GB/s (5120 B/clk at 1755 MHz: Ultrasonics Sonochemistry 99 (2023) 106546, Table 3)"},
+     "8986 GB/s (5120 B/clk at 1755 MHz: Ultrasonics Sonochemistry 99 (2023) 106546, Table 3); fp8 matmul "
+     "1382.2 TFLOPS and BabelStream triad 2.97 TB/s (Azure/AI-benchmarking-guide, ND H100 v5 results); cuDNN "
+     "flash attention (TransformerEngine attention.ipynb)",
+     1382.2 / 1979, 2.97e12 / 3.35e12, kH100CudnnAttention},
     {"NVIDIA A100-SXM4-80GB", 108, kCublasTiles, 64, 0, 19.5e12, 1e-6, 267.9 / 312, 5120 * 1.41e9,
      "A100 whitepaper: 108 SMs, no fp8, 19.5 TFLOPS fp32 (CUDA cores), L2 5120 B/clk (7219 GB/s at 1410 MHz); "
      "cuBLAS tiles of NVIDIA's matmul guide; launch ~1 us per back-to-back kernel (NVIDIA blog 'Getting Started "
-     "with CUDA Graphs'); best measured bf16 matmul 267.9 TFLOPS (stas00/ml-engineering, MAMF table)"},
-    {"TPU v2", 1, kMxu128, 128, 0, 0, 0, 1, 0, "Cloud TPU system architecture: one 128x128 MXU per v2 TensorCore"},
-    {"TPU v3", 2, kMxu128, 128, 0, 0, 0, 1, 0, "Cloud TPU system architecture: two 128x128 MXUs per v3 TensorCore"},
+     "with CUDA Graphs'); best measured bf16 matmul 267.9 TFLOPS (stas00/ml-engineering, MAMF table); "
+     "BabelStream triad 1.70 TB/s (Azure/AI-benchmarking-guide, ND A100 v4 results)",
+     0, 1.70e12 / 2.039e12, {}},
+    {"TPU v2", 1, kMxu128, 128, 0, 0, 0, 1, 0, "Cloud TPU system architecture: one 128x128 MXU per v2 TensorCore", 0, 1, {}},
+    {"TPU v3", 2, kMxu128, 128, 0, 0, 0, 1, 0, "Cloud TPU system architecture: two 128x128 MXUs per v3 TensorCore", 0, 1, {}},
     {"TPU v4", 8, kMxu128, 128, 0, 0, 0, 1, 0,
-     "Cloud TPU v4 / TPU v4 paper (Jouppi et al. 2023): 2 TensorCores per chip, 4 MXUs of 128x128 each"},
-    {"TPU v5 lite", 4, kMxu128, 128, 0, 0, 0, 1, 0, "Cloud TPU v5e: one TensorCore per chip, 4 MXUs of 128x128"},
-    {"TPU v5", 8, kMxu128, 128, 0, 0, 0, 1, 0, "Cloud TPU v5p: 2 TensorCores per chip, 4 MXUs of 128x128 each"},
+     "Cloud TPU v4 / TPU v4 paper (Jouppi et al. 2023): 2 TensorCores per chip, 4 MXUs of 128x128 each", 0, 1, {}},
+    {"TPU v5 lite", 4, kMxu128, 128, 0, 0, 0, 1, 0, "Cloud TPU v5e: one TensorCore per chip, 4 MXUs of 128x128", 0, 1, {}},
+    {"TPU v5", 8, kMxu128, 128, 0, 0, 0, 1, 0, "Cloud TPU v5p: 2 TensorCores per chip, 4 MXUs of 128x128 each", 0, 1, {}},
     {"TPU v6 lite", 2, kMxu256, 256, 0, 0, 0, 1, 0,
-     "Cloud TPU v6e (Trillium): one TensorCore per chip, 2 MXUs of 256x256"},
+     "Cloud TPU v6e (Trillium): one TensorCore per chip, 2 MXUs of 256x256", 0, 1, {}},
 };
 
 constexpr size_t kMaxTiles = 16;
@@ -61,6 +72,7 @@ ComputeModel::ComputeModel(const Topology& topology, RooflineOptions options)
       memory_bandwidth_Bps_(topology.memory_bandwidth_Bps()),
       options_(options) {
   if (spec_ == nullptr) return;
+  memory_bandwidth_Bps_ *= spec_->memory_fraction;
   SPMDSIM_CHECK(!spec_->tiles.empty() && spec_->tiles.size() <= kMaxTiles, "a spec has 1 to {} tiles", kMaxTiles);
   tile_rates_.resize(AllDTypes().size());
   for (DType dtype : AllDTypes()) {
@@ -69,7 +81,10 @@ ComputeModel::ComputeModel(const Topology& topology, RooflineOptions options)
 }
 
 std::vector<double> ComputeModel::TileRates(DType dtype) const {
-  const double rate = MatrixPeak(dtype) * spec_->matmul_fraction;  // the best tile's rate on the whole device
+  const bool fp8_units = IsFp8(dtype) && spec_->fp8_flops > 0;
+  const double fraction =
+      fp8_units && spec_->fp8_matmul_fraction > 0 ? spec_->fp8_matmul_fraction : spec_->matmul_fraction;
+  const double rate = MatrixPeak(dtype) * fraction;  // the best tile's rate on the whole device
   const double size = static_cast<double>(DTypeSize(dtype));
   double best_feed = 0;
   for (const MatmulTile& tile : spec_->tiles) best_feed = std::max(best_feed, TileFeed(tile, rate, size));
@@ -173,7 +188,12 @@ LocalOpCost ComputeModel::FlashAttention(int64_t batch, int64_t heads, int64_t k
                 "flash attention dims must be positive");
   const double size = static_cast<double>(DTypeSize(dtype));
   // Two matmuls (Q K^T, P V) per head; causal masking skips about half of the blocks.
-  double compute = 2 * ContractionSeconds(batch * heads, q_len, kv_len, head_dim, dtype);
+  double compute = 0;
+  if (const double fraction = AttentionFraction(kv_len); fraction > 0) {
+    compute = 4.0 * batch * heads * q_len * kv_len * head_dim / (MatrixPeak(dtype) * fraction);
+  } else {
+    compute = 2 * ContractionSeconds(batch * heads, q_len, kv_len, head_dim, dtype);
+  }
   double bytes = 2.0 * batch * head_dim * (heads * q_len + kv_heads * kv_len) * size;
   if (causal) compute /= 2;
   if (backward) {
@@ -181,6 +201,18 @@ LocalOpCost ComputeModel::FlashAttention(int64_t batch, int64_t heads, int64_t k
     bytes *= 2;
   }
   return Combine(compute, bytes / memory_bandwidth_Bps_, 1.0);
+}
+
+double ComputeModel::AttentionFraction(int64_t kv_len) const {
+  if (spec_ == nullptr || spec_->attention_rates.empty()) return 0;
+  const std::span<const AttentionRate> rates = spec_->attention_rates;
+  if (kv_len <= rates.front().seq) return rates.front().fraction;
+  if (kv_len >= rates.back().seq) return rates.back().fraction;
+  size_t i = 1;
+  while (rates[i].seq < kv_len) ++i;
+  const double x = std::log2(static_cast<double>(kv_len)), x0 = std::log2(static_cast<double>(rates[i - 1].seq)),
+               x1 = std::log2(static_cast<double>(rates[i].seq));
+  return rates[i - 1].fraction + (rates[i].fraction - rates[i - 1].fraction) * (x - x0) / (x1 - x0);
 }
 
 }  // namespace spmdsim

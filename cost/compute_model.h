@@ -9,12 +9,12 @@
 //                 (a tile's FLOPs per operand byte loaded; smaller tiles reuse less and can starve on L2)
 //     time_t    = waves_t * compute_units * 2 * tile_m * tile_n * ceil(k / tile_k) * tile_k
 //                 / (rate * feed_t / max_t' feed_t')                (the best-fed tile runs at the best measured rate)
-//     rate      = peak[dtype] * matmul_fraction
+//     rate      = peak[dtype] * matmul_fraction      (fp8: fp8_matmul_fraction where measured)
 //   The tile: as cuBLAS's heuristic is described (larger tiles are more efficient, but too few of them leave SMs
 //   idle), tiles come in classes of decreasing efficiency; c* is the first class with a tile that fills at
 //   least one wave (tiles_t >= compute_units), else the last; compute = min of time_t over the classes <= c*.
 //   any other op: compute = flops / vector_peak (GPU CUDA cores; the dtype's peak where none is given)
-//   every op:     memory  = bytes / hbm_bandwidth
+//   every op:     memory  = bytes / (hbm_bandwidth * memory_fraction)   (measured streaming bandwidth)
 //                 seconds = (max(compute / compute_efficiency, memory / memory_efficiency) + launch) / speed
 // (NVIDIA, "Matrix Multiplication Background User's Guide": cuBLAS's tiles in order of efficiency, tile and
 // wave quantisation, larger tiles reuse more data; Williams et al., "Roofline", CACM 2009.) Peak FLOP/s
@@ -53,6 +53,14 @@ struct MatmulTile {
   int efficiency_class = 0;  // 0 the most efficient; the library prefers lower classes
 };
 
+// A measured flash-attention rate: forward + backward of causal attention with head_dim 128 over `seq` keys
+// reached `fraction` of the device's bf16/fp16 peak (FLOPs counted as FlashAttention's benchmarks count them:
+// 4 b h s^2 d / 2 forward, 2.5x that backward).
+struct AttentionRate {
+  int64_t seq = 0;
+  double fraction = 0;
+};
+
 // Per-device figures of one device kind that the topology presets do not carry. Each has its source in
 // docs/cost-model.md ("Compute model") and in `source`.
 struct DeviceComputeSpec {
@@ -69,6 +77,14 @@ struct DeviceComputeSpec {
   // B/s from L2 to the SMs that feeds the tiles' operands (0: unlimited, every tile at matmul_fraction).
   double l2_bandwidth_Bps = 0;
   std::string_view source;
+  // The best measured fp8 matmul rate over the fp8 peak (0: matmul_fraction applies to fp8 too).
+  double fp8_matmul_fraction = 0;
+  // Measured streaming bandwidth (STREAM triad: two reads, one write) over the datasheet HBM bandwidth: the
+  // rate memory-bound kernels reach; 1 where no measurement is documented.
+  double memory_fraction = 1.0;
+  // The flash-attention kernel the device's training stack runs, measured at these key lengths (ascending);
+  // empty: flash attention's matmuls are priced as contractions at the matmul rate.
+  std::span<const AttentionRate> attention_rates;
 };
 
 // A contraction's dimensions: [batch, m, k] x [k, n] (sim/op_cost.h's OpCost carries them for dot_general).
@@ -101,9 +117,14 @@ class ComputeModel {
   //   forward  flops = 4 * batch * heads * q_len * kv_len * head_dim (halved when causal)
   //            bytes = (Q + O) + (K + V) read/written once = 2 * batch * head_dim * (heads*q_len + kv_heads*kv_len) * size
   //   backward flops = 2.5 x forward (5 matmuls instead of 2), bytes = 2 x forward (reads Q K V O dO, writes dQ dK dV)
-  // The matmuls are priced with the tile model as batch*heads contractions [q_len, head_dim] x [head_dim, kv_len].
+  // With the spec's measured attention_rates, compute = flops / (peak x AttentionFraction(kv_len)); without,
+  // the matmuls are priced with the tile model as batch*heads contractions [q_len, head_dim] x [head_dim, kv_len].
   LocalOpCost FlashAttention(int64_t batch, int64_t heads, int64_t kv_heads, int64_t q_len, int64_t kv_len,
                              int64_t head_dim, bool causal, bool backward, DType dtype) const;
+
+  // Fraction of the bf16/fp16 peak flash attention reaches over `kv_len` keys: the measured rates interpolated
+  // linearly in log2(kv_len), the end points' outside them; 0 when the device has no measurement.
+  double AttentionFraction(int64_t kv_len) const;
 
   const DeviceComputeSpec* spec() const { return spec_; }
   // The peak FLOP/s the model uses for a contraction in `dtype` (fp8 as above).

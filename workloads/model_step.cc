@@ -255,7 +255,9 @@ class StepBuilder {
     } else {
       const double scores = Heads() * s_q * s_kv;
       Matmul(s_q, hd, s_kv, cat, Heads(), act_dtype_);           // Q K^T
-      Elementwise(2 * scores, cat);                              // fused scale-mask-softmax: read, write
+      // Megatron's causal fused softmax (scaled_upper_triang_masked_softmax) reads only the unmasked lower
+      // triangle (about half) and writes every score.
+      Elementwise(1.5 * scores, cat);
       if (c_.dropout) Elementwise(2 * scores, cat, scores);     // dropout: read, write, 1-byte mask
       Matmul(s_q, s_kv, hd, cat, Heads(), act_dtype_);           // P V
     }
@@ -277,7 +279,7 @@ class StepBuilder {
       Matmul(s_q, hd, s_kv, kBackward, Heads(), act_dtype_);                 // dP = dO V^T
       Matmul(s_kv, s_q, hd, kBackward, Heads(), act_dtype_);                 // dV = P^T dO
       if (c_.dropout) Elementwise(2 * scores, kBackward, scores);
-      Elementwise(3 * scores, kBackward);                        // softmax backward: read P, dP, write dS
+      Elementwise(2 * scores, kBackward);  // softmax backward: read P and dP in the lower triangle, write dS
       Matmul(s_q, s_kv, hd, kBackward, Heads(), act_dtype_);                 // dQ = dS K
       Matmul(s_kv, s_q, hd, kBackward, Heads(), act_dtype_);                 // dK = dS^T Q
     }

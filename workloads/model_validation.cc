@@ -106,8 +106,7 @@ void AddNvidiaH100(std::vector<ModelValidationRow>* rows) {
                            t.compute_seconds, t.exposed_comm_seconds, t.bubble_seconds);
     if (p.dtype != DType::kBF16) {
       row.enforced = false;
-      row.note += "; not enforced: no documented achievable fp8 matmul rate (the bf16 fraction is used), and "
-                  "Transformer Engine's cast / amax kernels are not modelled";
+      row.note += "; not enforced: Transformer Engine's fp8 cast / transpose / amax kernels are not modelled";
     }
     rows->push_back(std::move(row));
   }

@@ -321,6 +321,33 @@ TEST(ModelStep, RotaryEmbeddingRotatesTheQueryAndKeyHeads) {
   EXPECT_NEAR(rope.compute_by_phase.at("forward") - learned.compute_by_phase.at("forward"), expected, 1e-9 * expected);
 }
 
+// Without flash attention the core is Q K^T, Megatron's causal fused softmax and P V. The softmax kernel
+// (scaled_upper_triang_masked_softmax) reads only the unmasked lower triangle of the scores and writes all of
+// them: 1.5 passes over the scores forward.
+TEST(ModelStep, NonFlashAttentionIsTwoMatmulsAndACausalSoftmax) {
+  const Mesh mesh = MeshOn("dgx-h100:1", {{"data", 8}});
+  ModelConfig c = Small();  // 16 heads of 128, seq 2048, no dropout
+  c.parallel = {.data_axes = {"data"}};
+  const ModelStepOptions options{.comm_slowdown = 0};
+  const ModelStepTimes flash = PredictModelStep(c, mesh, options);
+  c.flash_attention = false;
+  const ModelStepTimes plain = PredictModelStep(c, mesh, options);
+  const ComputeModel model(*mesh.topology());
+  const int64_t b = c.micro_batch * c.heads, s = c.seq, d = c.effective_head_dim();
+  const double size = 2, bd = static_cast<double>(b), sd = static_cast<double>(s), dd = static_cast<double>(d);
+  const double qk = model.Cost(2 * bd * sd * dd * sd, bd * (sd * dd + dd * sd + sd * sd) * size, {b, s, s, d},
+                               c.dtype).seconds;
+  const double pv = model.Cost(2 * bd * sd * sd * dd, bd * (sd * sd + sd * dd + sd * dd) * size, {b, s, d, s},
+                               c.dtype).seconds;
+  const double scores = bd * sd * sd;
+  const double softmax = model.Cost(1.5 * scores, 1.5 * scores * size, {}, c.dtype).seconds;
+  const double fused = model.FlashAttention(c.micro_batch, c.heads, c.kv_heads, s, s, d, true, false, c.dtype).seconds;
+  const double micro_batches = static_cast<double>(c.global_batch / (c.micro_batch * 8));
+  const double expected = (qk + softmax + pv - fused) * static_cast<double>(c.layers) * micro_batches;
+  EXPECT_NEAR(plain.compute_by_phase.at("forward") - flash.compute_by_phase.at("forward"), expected,
+              1e-9 * std::fabs(expected));
+}
+
 // docs/model-validation.md is the table this computes, and every enforced row is within its tolerance.
 TEST(ModelValidation, EveryEnforcedRowIsWithinItsToleranceAndDocumented) {
   const std::vector<ModelValidationRow> rows = ComputeModelValidationRows();
