@@ -796,6 +796,141 @@ Array MakeScenarioArray(const ScenarioArray& a, bool abstract) {
   return Array();
 }
 
+namespace {
+
+// Where one block's elements lie in the flat global array: runs of the last dimension, in increasing order.
+struct BlockRuns {
+  std::vector<int64_t> starts;  // flat index of each run's first element
+  int64_t length = 1;           // elements per run
+  size_t next = 0;              // the run being filled
+  int64_t offset = 0;           // elements of that run filled
+  std::vector<double> values;   // the block's elements, row-major
+};
+
+BlockRuns RunsOf(std::span<const int64_t> shape, std::span<const IndexRange> index) {
+  BlockRuns b;
+  const int rank = static_cast<int>(shape.size());
+  b.length = rank == 0 ? 1 : index[rank - 1].size();
+  std::vector<int64_t> strides(static_cast<size_t>(rank), 1);
+  for (int d = rank - 2; d >= 0; --d) strides[d] = strides[d + 1] * shape[d + 1];
+  int64_t count = 1;
+  for (int d = 0; d < rank; ++d) count *= index[d].size();
+  b.values.resize(static_cast<size_t>(count));
+  if (count == 0) return b;
+  std::vector<int64_t> at(static_cast<size_t>(std::max(rank - 1, 0)));  // odometer over the outer dimensions
+  for (int d = 0; d + 1 < rank; ++d) at[d] = index[d].start;
+  while (true) {
+    int64_t flat = rank == 0 ? 0 : index[rank - 1].start;
+    for (int d = 0; d + 1 < rank; ++d) flat += at[d] * strides[d];
+    b.starts.push_back(flat);
+    int d = rank - 2;
+    for (; d >= 0; --d) {
+      if (++at[d] < index[d].stop) break;
+      at[d] = index[d].start;
+    }
+    if (d < 0) break;
+  }
+  return b;
+}
+
+// Copies the elements of `chunk` (flat elements [first, first + size)) that `b` holds. Chunks come in order.
+void Keep(BlockRuns& b, int64_t first, std::span<const double> chunk, size_t& filled) {
+  const int64_t end = first + static_cast<int64_t>(chunk.size());
+  while (b.next < b.starts.size()) {
+    const int64_t start = b.starts[b.next] + b.offset;
+    if (start >= end) return;
+    const int64_t take = std::min(b.starts[b.next] + b.length, end) - start;
+    std::copy_n(chunk.begin() + (start - first), take, b.values.begin() + static_cast<std::ptrdiff_t>(filled));
+    filled += static_cast<size_t>(take);
+    b.offset += take;
+    if (b.offset == b.length) {
+      ++b.next;
+      b.offset = 0;
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<Array> MakeScenarioArrayBlocks(const ScenarioArray& a, const std::vector<std::vector<IndexRange>>& blocks) {
+  std::vector<Array> out;
+  std::vector<std::vector<int64_t>> shapes;
+  int64_t bytes = 0;
+  for (const auto& index : blocks) {
+    SPMDSIM_CHECK(index.size() == a.shape.size(), "block of rank {} for array of rank {}", index.size(), a.shape.size());
+    std::vector<int64_t> shape;
+    for (size_t d = 0; d < index.size(); ++d) {
+      SPMDSIM_CHECK(index[d].start >= 0 && index[d].start <= index[d].stop && index[d].stop <= a.shape[d],
+                    "block outside the array");
+      shape.push_back(index[d].size());
+    }
+    bytes += ArrayBytes(shape, DTypeSize(a.dtype));
+    shapes.push_back(std::move(shape));
+  }
+  CheckFitsHostMemory(fmt::format("{} block(s) of array '{}' ({} {})", blocks.size(), a.name, DTypeName(a.dtype),
+                                  PyTuple(a.shape)),
+                      bytes);
+  if (a.init.kind == ArrayInit::Kind::kZeros || a.init.kind == ArrayInit::Kind::kOnes) {
+    for (const auto& shape : shapes)
+      out.push_back(a.init.kind == ArrayInit::Kind::kZeros ? Array::Zeros(shape, a.dtype)
+                                                           : Array::Full(shape, a.dtype, 1.0));
+    return out;
+  }
+  std::vector<BlockRuns> runs;
+  std::vector<size_t> filled(blocks.size(), 0);
+  int64_t last = 0;  // one past the last flat element any block needs
+  for (const auto& index : blocks) {
+    runs.push_back(RunsOf(a.shape, index));
+    if (!runs.back().starts.empty()) last = std::max(last, runs.back().starts.back() + runs.back().length);
+  }
+  auto keep = [&](int64_t first, std::span<const double> chunk) {
+    for (size_t b = 0; b < runs.size(); ++b) Keep(runs[b], first, chunk, filled[b]);
+    return first + static_cast<int64_t>(chunk.size()) < last;
+  };
+  // The same values, in the same order, as MakeScenarioArray makes them.
+  switch (a.init.kind) {
+    case ArrayInit::Kind::kIota: {
+      std::vector<double> chunk;
+      for (int64_t first = 0; first < last; first += 65536) {
+        chunk.resize(static_cast<size_t>(std::min<int64_t>(65536, last - first)));
+        for (size_t i = 0; i < chunk.size(); ++i) chunk[i] = static_cast<double>(first + static_cast<int64_t>(i));
+        keep(first, chunk);
+      }
+      break;
+    }
+    case ArrayInit::Kind::kRandom:
+      if (a.init.distribution == ArrayInit::Distribution::kNormal) {
+        if (last > 0) RandomNormalValues(NumElements(a.shape), a.init.seed, a.init.scale, keep);
+      } else {
+        std::mt19937_64 rng(a.init.seed);
+        std::uniform_real_distribution<double> uniform(-a.init.scale, a.init.scale);
+        std::vector<double> chunk;
+        for (int64_t first = 0; first < last; first += 65536) {
+          chunk.resize(static_cast<size_t>(std::min<int64_t>(65536, last - first)));
+          for (double& v : chunk) v = uniform(rng);
+          keep(first, chunk);
+        }
+      }
+      break;
+    case ArrayInit::Kind::kNpy: {
+      SPMDSIM_CHECK(a.init.npy.has_value(), "npy array without contents");
+      const std::vector<double> all = NpyToDoubles(*a.init.npy);
+      if (last > 0) keep(0, all);
+      break;
+    }
+    default: SPMDSIM_CHECK(false, "unknown init");
+  }
+  for (size_t b = 0; b < runs.size(); ++b) {
+    SPMDSIM_CHECK(filled[b] == runs[b].values.size(), "block {} of '{}' not filled", b, a.name);
+    if (a.init.kind == ArrayInit::Kind::kRandom && a.init.distribution == ArrayInit::Distribution::kNormal) {
+      out.push_back(RandomArrayOfValues(runs[b].values, shapes[b], a.dtype));  // rounded as RandomArray
+    } else {
+      out.push_back(ArrayFromDoubles(runs[b].values, shapes[b], a.dtype));
+    }
+  }
+  return out;
+}
+
 NpyArray ToNpy(const Array& array) {
   NpyArray out;
   out.dtype = std::string(DTypeName(array.dtype()));

@@ -503,7 +503,7 @@ std::vector<std::vector<Array>> ShardMapped::RunInstances(InputBlocks& inputs) c
     for (size_t k = 0; k < num_args; ++k) held[k] = d.Hold(inputs.blocks[k][i]).WithVaryingAxes(inputs.masks[k]);
     blocks[i] = s.f(d, std::span<const Array>(held));
   });
-  ShareArrays(runtime(), blocks);  // several processes: every rank assembles the global outputs
+  ShareArrays(runtime(), blocks, s.options.share_outputs);  // several processes: the other ranks' blocks
   inputs = InputBlocks{};  // the host copies of the blocks are no longer needed
   return blocks;
 }

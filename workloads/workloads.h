@@ -38,8 +38,10 @@
 #define SPMDSIM_WORKLOADS_WORKLOADS_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,8 +53,10 @@
 #include "partition/logical_axis_rules.h"
 #include "partition/match_rules.h"
 #include "partition/memory_analysis.h"
+#include "partition/named_sharding.h"
 #include "partition/partition_spec.h"
 #include "sim/array.h"
+#include "shardmap/sharded_array.h"
 #include "sim/runtime.h"
 #include "workloads/model.h"
 
@@ -211,6 +215,10 @@ struct PartitionResult {
   std::string largest, smallest;       // parameter names with the most / fewest bytes per device
 };
 
+// Several processes: kept arrays (WorkloadContext::keep_arrays) up to this many bytes are gathered whole to
+// rank 0; larger ones are written shard by shard by their owners (`spmdsim run --dump`, docs/multiprocess.md).
+inline constexpr int64_t kGatherArrayBytes = int64_t{16} << 20;
+
 struct WorkloadResult {
   std::string name;                    // the workload's name (from its config)
   std::string kind;                    // "collectives", "shard_map", "mlp", "transformer_block", "partition"
@@ -225,9 +233,14 @@ struct WorkloadResult {
   std::optional<PartitionResult> partition;  // partition only
   std::optional<ModelAccounting> model;      // model only: the analytic accounting (workloads/model.h)
   std::optional<ModelStepTimes> model_step;  // model only: the simulated training step (workloads/model.h)
-  // Global (unsharded) arrays, when WorkloadContext::keep_arrays and not abstract (for --dump).
+  // Global (unsharded) arrays, when WorkloadContext::keep_arrays and not abstract (for --dump). Across ranks
+  // (shard_map, mlp, transformer_block): arrays of at most kGatherArrayBytes are gathered to rank 0 and appear
+  // there only; larger ones stay on their owners, in sharded_inputs / sharded_outputs.
   std::vector<std::pair<std::string, Array>> inputs;
   std::vector<std::pair<std::string, Array>> outputs;
+  // Across ranks, kept arrays over kGatherArrayBytes: this rank's devices' shards (other shards abstract).
+  std::vector<std::pair<std::string, ShardedArray>> sharded_inputs;
+  std::vector<std::pair<std::string, ShardedArray>> sharded_outputs;
   // Mesh layout of every named value: name -> spec (mlp / transformer_block / shard_map inputs and outputs).
   std::vector<std::pair<std::string, PartitionSpec>> layouts;
 };
@@ -238,6 +251,13 @@ struct WorkloadResult {
 // Normal(0, scale) values (std::mt19937_64 + Box-Muller, computed in double, rounded to dtype). Abstract when
 // `abstract`.
 Array RandomArray(std::vector<int64_t> shape, DType dtype, uint64_t seed, double scale = 1.0, bool abstract = false);
+// RandomArray's values in double, streamed: `chunk(first, values)` gets elements [first, first + values.size())
+// of the flat array, in order, at most 65536 at a time, until `n` elements or until `chunk` returns false. Lets a
+// rank keep only the elements of its own blocks (scenario/scenario.h: MakeScenarioArrayBlocks).
+// RandomArray's array of `values` (some or all of them): float64, rounded to dtype the same way.
+Array RandomArrayOfValues(const std::vector<double>& values, std::vector<int64_t> shape, DType dtype);
+void RandomNormalValues(int64_t n, uint64_t seed, double scale,
+                        const std::function<bool(int64_t first, std::span<const double> values)>& chunk);
 
 // ---------------------------------------------------------------------------------------------------------------
 // 1. collectives: an nccl-tests-like sweep.
@@ -311,8 +331,14 @@ struct ProgramStep {
 
 struct ProgramInput {
   std::string name{};
-  Array value{};                       // the GLOBAL array (abstract allowed; made abstract in abstract mode)
+  Array value{};                       // the GLOBAL array (abstract allowed; made abstract in abstract mode);
+                                       // with make_blocks it may be abstract: then only its shape and dtype count
   PartitionSpec spec{};                // in_spec
+  // Optional: makes blocks of the global array (index ranges per dimension), bitwise the same cut of the whole
+  // array. Across ranks (a process_group of several ranks) the engine makes only the blocks of this rank's
+  // devices, and the whole array only for the one-device reference check; in one process, the whole array
+  // when `value` is abstract. Example: MakeScenarioArrayBlocks (scenario/scenario.h).
+  std::function<std::vector<Array>(const std::vector<std::vector<IndexRange>>& blocks)> make_blocks{};
 };
 
 struct ProgramOutput {

@@ -63,9 +63,12 @@ const ProgramOpEntry* FindProgramOp(std::string_view name);
 Array EvaluateStep(DeviceContext& device, const ProgramOpEntry& op, const ProgramStep& step,
                    std::span<const Array> args, CostRecorder* recorder);
 
-// numpy.isclose-style comparison of two global arrays of the same shape.
+// numpy.isclose-style comparison of two arrays of the same shape. A block of a larger array gives its
+// `index_offset` (its first index per dimension) so that `worst` names the global element; `worst_excess`, when
+// given, receives how far the worst element lies outside the tolerance (<= 0: within).
 CheckedValue CompareArrays(const std::string& name, const Array& got, const Array& want, double rtol,
-                           double atol);
+                           double atol, std::span<const int64_t> index_offset = {},
+                           double* worst_excess = nullptr);
 
 // Runs `config` on one device whose mesh has `axis_names`, each of size 1 (every collective over a group of one),
 // and returns its outputs. Throws what the interpreter throws (an invalid program: Error(kInvalidArgument)).

@@ -1,11 +1,13 @@
 #include "workloads/engines/recorder.h"
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "sim/multiprocess.h"
 
 namespace spmdsim::internal {
 
@@ -285,12 +287,37 @@ void CostRecorder::Finish(WorkloadResult* result) const {
   }
 }
 
+namespace {
+
+// Every position's peak bytes, each from the rank that runs it (every rank must call this).
+std::vector<int64_t> PeaksOfEveryRank(const Runtime& runtime, std::vector<int64_t> peaks) {
+  const std::shared_ptr<ProcessGroup>& group = runtime.options().process_group;
+  if (group == nullptr || group->size() == 1) return peaks;
+  const std::string mine(reinterpret_cast<const char*>(peaks.data()), peaks.size() * sizeof(int64_t));
+  const std::vector<std::string> all = group->AllGatherBytes(mine);
+  for (size_t p = 0; p < peaks.size(); ++p) {
+    const std::string& theirs = all[static_cast<size_t>(runtime.owner(static_cast<int64_t>(p)))];
+    SPMDSIM_CHECK(theirs.size() == mine.size(), "peak memory of {} bytes from a rank, {} expected", theirs.size(),
+                  mine.size());
+    std::memcpy(&peaks[p], theirs.data() + p * sizeof(int64_t), sizeof(int64_t));
+  }
+  return peaks;
+}
+
+}  // namespace
+
 MemoryResult MemoryOf(const Runtime& runtime, const Mesh& mesh) {
   MemoryResult memory;
+  std::vector<int64_t> peaks;
   for (int64_t p = 0; p < mesh.size(); ++p) {
     const MemoryStats stats = runtime.memory_stats(p);
-    memory.peak_bytes_per_position.push_back(stats.peak_bytes);
+    peaks.push_back(stats.peak_bytes);
     memory.capacity_bytes = stats.capacity_bytes;
+  }
+  peaks = PeaksOfEveryRank(runtime, std::move(peaks));
+  for (int64_t p = 0; p < mesh.size(); ++p) {
+    const MemoryStats stats{.peak_bytes = peaks[p]};
+    memory.peak_bytes_per_position.push_back(stats.peak_bytes);
     if (p == 0 || stats.peak_bytes > memory.peak_bytes_max) {
       memory.peak_bytes_max = stats.peak_bytes;
       memory.max_device = mesh.DeviceAt(p);
