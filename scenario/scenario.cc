@@ -15,6 +15,7 @@
 #include "common/file.h"
 #include "common/host_memory.h"
 #include "common/strings.h"
+#include "sim/array_builder.h"
 #include "mesh/mesh_utils.h"
 #include "mesh/t5x_mesh.h"
 #include "partition/named_sharding.h"
@@ -798,13 +799,14 @@ Array MakeScenarioArray(const ScenarioArray& a, bool abstract) {
 
 namespace {
 
-// Where one block's elements lie in the flat global array: runs of the last dimension, in increasing order.
+// Where one block's elements lie in the flat global array (runs of the last dimension, in increasing order),
+// and the block being filled.
 struct BlockRuns {
   std::vector<int64_t> starts;  // flat index of each run's first element
   int64_t length = 1;           // elements per run
   size_t next = 0;              // the run being filled
   int64_t offset = 0;           // elements of that run filled
-  std::vector<double> values;   // the block's elements, row-major
+  int64_t filled = 0;           // elements of the block filled
 };
 
 BlockRuns RunsOf(std::span<const int64_t> shape, std::span<const IndexRange> index) {
@@ -813,10 +815,8 @@ BlockRuns RunsOf(std::span<const int64_t> shape, std::span<const IndexRange> ind
   b.length = rank == 0 ? 1 : index[rank - 1].size();
   std::vector<int64_t> strides(static_cast<size_t>(rank), 1);
   for (int d = rank - 2; d >= 0; --d) strides[d] = strides[d + 1] * shape[d + 1];
-  int64_t count = 1;
-  for (int d = 0; d < rank; ++d) count *= index[d].size();
-  b.values.resize(static_cast<size_t>(count));
-  if (count == 0) return b;
+  for (int d = 0; d < rank; ++d)
+    if (index[d].size() == 0) return b;
   std::vector<int64_t> at(static_cast<size_t>(std::max(rank - 1, 0)));  // odometer over the outer dimensions
   for (int d = 0; d + 1 < rank; ++d) at[d] = index[d].start;
   while (true) {
@@ -833,15 +833,17 @@ BlockRuns RunsOf(std::span<const int64_t> shape, std::span<const IndexRange> ind
   return b;
 }
 
-// Copies the elements of `chunk` (flat elements [first, first + size)) that `b` holds. Chunks come in order.
-void Keep(BlockRuns& b, int64_t first, std::span<const double> chunk, size_t& filled) {
-  const int64_t end = first + static_cast<int64_t>(chunk.size());
+// Copies the elements of `chunk` (flat elements [first, first + count), `element` bytes each) that `b` holds
+// into `block`. Chunks come in order.
+void Keep(BlockRuns& b, int64_t first, int64_t count, const std::byte* chunk, size_t element, std::byte* block) {
+  const int64_t end = first + count;
   while (b.next < b.starts.size()) {
     const int64_t start = b.starts[b.next] + b.offset;
     if (start >= end) return;
     const int64_t take = std::min(b.starts[b.next] + b.length, end) - start;
-    std::copy_n(chunk.begin() + (start - first), take, b.values.begin() + static_cast<std::ptrdiff_t>(filled));
-    filled += static_cast<size_t>(take);
+    std::memcpy(block + static_cast<size_t>(b.filled) * element, chunk + static_cast<size_t>(start - first) * element,
+                static_cast<size_t>(take) * element);
+    b.filled += take;
     b.offset += take;
     if (b.offset == b.length) {
       ++b.next;
@@ -853,7 +855,6 @@ void Keep(BlockRuns& b, int64_t first, std::span<const double> chunk, size_t& fi
 }  // namespace
 
 std::vector<Array> MakeScenarioArrayBlocks(const ScenarioArray& a, const std::vector<std::vector<IndexRange>>& blocks) {
-  std::vector<Array> out;
   std::vector<std::vector<int64_t>> shapes;
   int64_t bytes = 0;
   for (const auto& index : blocks) {
@@ -870,6 +871,7 @@ std::vector<Array> MakeScenarioArrayBlocks(const ScenarioArray& a, const std::ve
   CheckFitsHostMemory(fmt::format("{} block(s) of array '{}' ({} {})", blocks.size(), a.name, DTypeName(a.dtype),
                                   PyTuple(a.shape)),
                       bytes);
+  std::vector<Array> out;
   if (a.init.kind == ArrayInit::Kind::kZeros || a.init.kind == ArrayInit::Kind::kOnes) {
     for (const auto& shape : shapes)
       out.push_back(a.init.kind == ArrayInit::Kind::kZeros ? Array::Zeros(shape, a.dtype)
@@ -877,36 +879,47 @@ std::vector<Array> MakeScenarioArrayBlocks(const ScenarioArray& a, const std::ve
     return out;
   }
   std::vector<BlockRuns> runs;
-  std::vector<size_t> filled(blocks.size(), 0);
+  std::vector<ArrayBuilder> made;
   int64_t last = 0;  // one past the last flat element any block needs
-  for (const auto& index : blocks) {
-    runs.push_back(RunsOf(a.shape, index));
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    runs.push_back(RunsOf(a.shape, blocks[b]));
+    made.emplace_back(a.dtype, shapes[b]);
     if (!runs.back().starts.empty()) last = std::max(last, runs.back().starts.back() + runs.back().length);
   }
+  const bool normal = a.init.kind == ArrayInit::Kind::kRandom && a.init.distribution == ArrayInit::Distribution::kNormal;
+  const size_t element = static_cast<size_t>(DTypeSize(a.dtype));
+  // Each chunk of values is rounded to the dtype as MakeScenarioArray rounds the whole array (element by
+  // element, so chunk by chunk gives the same bits), then copied where the blocks hold it.
   auto keep = [&](int64_t first, std::span<const double> chunk) {
-    for (size_t b = 0; b < runs.size(); ++b) Keep(runs[b], first, chunk, filled[b]);
+    const std::vector<double> values(chunk.begin(), chunk.end());
+    const std::vector<int64_t> shape{static_cast<int64_t>(values.size())};
+    const Array rounded = normal ? RandomArrayOfValues(values, shape, a.dtype) : ArrayFromDoubles(values, shape, a.dtype);
+    for (size_t b = 0; b < runs.size(); ++b) {
+      if (made[b].size() == 0) continue;
+      Keep(runs[b], first, rounded.size(), static_cast<const std::byte*>(rounded.raw_data()), element,
+           static_cast<std::byte*>(made[b].mutable_data()));
+    }
     return first + static_cast<int64_t>(chunk.size()) < last;
   };
   // The same values, in the same order, as MakeScenarioArray makes them.
+  constexpr int64_t kChunk = 65536;
+  std::vector<double> chunk;
   switch (a.init.kind) {
-    case ArrayInit::Kind::kIota: {
-      std::vector<double> chunk;
-      for (int64_t first = 0; first < last; first += 65536) {
-        chunk.resize(static_cast<size_t>(std::min<int64_t>(65536, last - first)));
+    case ArrayInit::Kind::kIota:
+      for (int64_t first = 0; first < last; first += kChunk) {
+        chunk.resize(static_cast<size_t>(std::min(kChunk, last - first)));
         for (size_t i = 0; i < chunk.size(); ++i) chunk[i] = static_cast<double>(first + static_cast<int64_t>(i));
         keep(first, chunk);
       }
       break;
-    }
     case ArrayInit::Kind::kRandom:
-      if (a.init.distribution == ArrayInit::Distribution::kNormal) {
+      if (normal) {
         if (last > 0) RandomNormalValues(NumElements(a.shape), a.init.seed, a.init.scale, keep);
       } else {
         std::mt19937_64 rng(a.init.seed);
         std::uniform_real_distribution<double> uniform(-a.init.scale, a.init.scale);
-        std::vector<double> chunk;
-        for (int64_t first = 0; first < last; first += 65536) {
-          chunk.resize(static_cast<size_t>(std::min<int64_t>(65536, last - first)));
+        for (int64_t first = 0; first < last; first += kChunk) {
+          chunk.resize(static_cast<size_t>(std::min(kChunk, last - first)));
           for (double& v : chunk) v = uniform(rng);
           keep(first, chunk);
         }
@@ -915,18 +928,16 @@ std::vector<Array> MakeScenarioArrayBlocks(const ScenarioArray& a, const std::ve
     case ArrayInit::Kind::kNpy: {
       SPMDSIM_CHECK(a.init.npy.has_value(), "npy array without contents");
       const std::vector<double> all = NpyToDoubles(*a.init.npy);
-      if (last > 0) keep(0, all);
+      for (int64_t first = 0; first < last; first += kChunk)
+        keep(first, std::span<const double>(all).subspan(static_cast<size_t>(first),
+                                                         static_cast<size_t>(std::min(kChunk, last - first))));
       break;
     }
     default: SPMDSIM_CHECK(false, "unknown init");
   }
   for (size_t b = 0; b < runs.size(); ++b) {
-    SPMDSIM_CHECK(filled[b] == runs[b].values.size(), "block {} of '{}' not filled", b, a.name);
-    if (a.init.kind == ArrayInit::Kind::kRandom && a.init.distribution == ArrayInit::Distribution::kNormal) {
-      out.push_back(RandomArrayOfValues(runs[b].values, shapes[b], a.dtype));  // rounded as RandomArray
-    } else {
-      out.push_back(ArrayFromDoubles(runs[b].values, shapes[b], a.dtype));
-    }
+    SPMDSIM_CHECK(runs[b].filled == made[b].size(), "block {} of '{}' not filled", b, a.name);
+    out.push_back(std::move(made[b]).Freeze());
   }
   return out;
 }
