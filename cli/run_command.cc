@@ -161,7 +161,7 @@ ExitCode Run(const RunFlags& flags) {
     results = RunScenario(s, options, on_start, on_done);
   }
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-  if (flags.processes != nullptr && flags.processes->size() > 1) {
+  if (flags.processes != nullptr) {
     // Each rank holds only its devices' buffers: its peak resident memory is the figure that must fit a host.
     struct rusage usage {};
     getrusage(RUSAGE_SELF, &usage);
