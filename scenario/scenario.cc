@@ -15,6 +15,7 @@
 #include "common/file.h"
 #include "common/host_memory.h"
 #include "common/strings.h"
+#include "common/user_text.h"
 #include "sim/array_builder.h"
 #include "mesh/mesh_utils.h"
 #include "mesh/t5x_mesh.h"
@@ -485,7 +486,7 @@ void LoadNpyInit(const YamlContext& ctx, const YamlMap& m, const std::string& ba
   if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
   a->init.path = p.lexically_normal().string();
   try {
-    a->init.npy = ReadNpy(a->init.path);
+    a->init.npy = ReadNpyHeader(a->init.path);
   } catch (const Error& e) {
     ctx.Rethrow(where, m.Key(m.Has("file") ? "file" : "data"), e);
   }
@@ -767,6 +768,91 @@ std::vector<double> NpyToDoubles(const NpyArray& npy) {
   Throw(ErrorCode::kInvalidArgument, "cannot read .npy dtype {}", npy.dtype);
 }
 
+// The flat index of each run of the last dimension in the block `index` of a row-major array of `shape`, in
+// increasing order (none when the block is empty).
+std::vector<int64_t> RunStarts(std::span<const int64_t> shape, std::span<const IndexRange> index) {
+  std::vector<int64_t> starts;
+  const int rank = static_cast<int>(shape.size());
+  std::vector<int64_t> strides(static_cast<size_t>(rank), 1);
+  for (int d = rank - 2; d >= 0; --d) strides[d] = strides[d + 1] * shape[d + 1];
+  for (int d = 0; d < rank; ++d)
+    if (index[d].size() == 0) return starts;
+  std::vector<int64_t> at(static_cast<size_t>(std::max(rank - 1, 0)));  // odometer over the outer dimensions
+  for (int d = 0; d + 1 < rank; ++d) at[d] = index[d].start;
+  while (true) {
+    int64_t flat = rank == 0 ? 0 : index[rank - 1].start;
+    for (int d = 0; d + 1 < rank; ++d) flat += at[d] * strides[d];
+    starts.push_back(flat);
+    int d = rank - 2;
+    for (; d >= 0; --d) {
+      if (++at[d] < index[d].stop) break;
+      at[d] = index[d].start;
+    }
+    if (d < 0) break;
+  }
+  return starts;
+}
+
+// The file's header again (it may have changed since the scenario was loaded). Error(kInvalidArgument) when
+// its dtype or shape no longer match.
+NpyHeader CheckedNpyHeader(const ScenarioArray& a) {
+  SPMDSIM_CHECK(a.init.npy.has_value(), "npy array without a header");
+  NpyHeader now = ReadNpyHeader(a.init.path);
+  if (now.dtype != a.init.npy->dtype || now.shape != a.init.npy->shape)
+    Throw(ErrorCode::kInvalidArgument, "{}: the file changed since the scenario was loaded: it holds {} {}, not {} {}",
+          a.init.path, now.dtype, PyTuple(now.shape), a.init.npy->dtype, PyTuple(a.init.npy->shape));
+  return now;
+}
+
+NpyArray ReadNpyAgain(const ScenarioArray& a) {
+  CheckedNpyHeader(a);
+  return ReadNpy(a.init.path);
+}
+
+// The blocks of an npy-backed array, each read from the file as runs of contiguous elements (a Fortran-order
+// file is read whole and cut).
+std::vector<NpyArray> ReadNpyBlocks(const ScenarioArray& a, const std::vector<std::vector<IndexRange>>& blocks) {
+  const NpyHeader header = CheckedNpyHeader(a);
+  const int64_t itemsize = NpyItemSize(header.dtype);
+  std::vector<NpyArray> out;
+  if (header.fortran_order && header.shape.size() > 1) {
+    const NpyArray whole = ReadNpy(a.init.path);
+    for (const auto& index : blocks) {
+      NpyArray b{header.dtype, {}, {}};
+      for (const IndexRange& r : index) b.shape.push_back(r.size());
+      b.data.resize(static_cast<size_t>(b.num_elements() * itemsize));
+      if (!b.data.empty())
+        CopyBlockOut(reinterpret_cast<const std::byte*>(whole.data.data()), header.shape, index,
+                     static_cast<size_t>(itemsize), reinterpret_cast<std::byte*>(b.data.data()));
+      out.push_back(std::move(b));
+    }
+    return out;
+  }
+  std::ifstream in(a.init.path, std::ios::binary);
+  if (!in) Throw(ErrorCode::kNotFound, "cannot read .npy file {}: cannot open it", QuoteForError(a.init.path));
+  for (const auto& index : blocks) {
+    NpyArray b{header.dtype, {}, {}};
+    for (const IndexRange& r : index) b.shape.push_back(r.size());
+    b.data.resize(static_cast<size_t>(b.num_elements() * itemsize));
+    size_t filled = 0;
+    const std::vector<int64_t> starts = RunStarts(header.shape, index);
+    const int64_t length = index.empty() ? 1 : index.back().size();
+    for (size_t i = 0; i < starts.size();) {
+      size_t j = i + 1;  // merge runs that follow one another in the file
+      while (j < starts.size() && starts[j] == starts[j - 1] + length) ++j;
+      const int64_t bytes = static_cast<int64_t>(j - i) * length * itemsize;
+      in.seekg(header.data_offset + starts[i] * itemsize);
+      in.read(reinterpret_cast<char*>(b.data.data() + filled), bytes);
+      if (in.gcount() != bytes)
+        Throw(ErrorCode::kInvalidArgument, "{}: the file ended while reading a block of the array", a.init.path);
+      filled += static_cast<size_t>(bytes);
+      i = j;
+    }
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
 }  // namespace
 
 Array MakeScenarioArray(const ScenarioArray& a, bool abstract) {
@@ -788,10 +874,7 @@ Array MakeScenarioArray(const ScenarioArray& a, bool abstract) {
         for (double& v : values) v = uniform(rng);
         return ArrayFromDoubles(values, a.shape, dtype);
       }
-    case ArrayInit::Kind::kNpy: {
-      SPMDSIM_CHECK(a.init.npy.has_value(), "npy array without contents");
-      return ArrayFromDoubles(NpyToDoubles(*a.init.npy), a.shape, dtype);
-    }
+    case ArrayInit::Kind::kNpy: return ArrayFromDoubles(NpyToDoubles(ReadNpyAgain(a)), a.shape, dtype);
   }
   SPMDSIM_CHECK(false, "unknown init");
   return Array();
@@ -811,25 +894,8 @@ struct BlockRuns {
 
 BlockRuns RunsOf(std::span<const int64_t> shape, std::span<const IndexRange> index) {
   BlockRuns b;
-  const int rank = static_cast<int>(shape.size());
-  b.length = rank == 0 ? 1 : index[rank - 1].size();
-  std::vector<int64_t> strides(static_cast<size_t>(rank), 1);
-  for (int d = rank - 2; d >= 0; --d) strides[d] = strides[d + 1] * shape[d + 1];
-  for (int d = 0; d < rank; ++d)
-    if (index[d].size() == 0) return b;
-  std::vector<int64_t> at(static_cast<size_t>(std::max(rank - 1, 0)));  // odometer over the outer dimensions
-  for (int d = 0; d + 1 < rank; ++d) at[d] = index[d].start;
-  while (true) {
-    int64_t flat = rank == 0 ? 0 : index[rank - 1].start;
-    for (int d = 0; d + 1 < rank; ++d) flat += at[d] * strides[d];
-    b.starts.push_back(flat);
-    int d = rank - 2;
-    for (; d >= 0; --d) {
-      if (++at[d] < index[d].stop) break;
-      at[d] = index[d].start;
-    }
-    if (d < 0) break;
-  }
+  b.length = shape.empty() ? 1 : index[shape.size() - 1].size();
+  b.starts = RunStarts(shape, index);
   return b;
 }
 
@@ -876,6 +942,11 @@ std::vector<Array> MakeScenarioArrayBlocks(const ScenarioArray& a, const std::ve
     for (const auto& shape : shapes)
       out.push_back(a.init.kind == ArrayInit::Kind::kZeros ? Array::Zeros(shape, a.dtype)
                                                            : Array::Full(shape, a.dtype, 1.0));
+    return out;
+  }
+  if (a.init.kind == ArrayInit::Kind::kNpy) {
+    const std::vector<NpyArray> read = ReadNpyBlocks(a, blocks);
+    for (size_t b = 0; b < blocks.size(); ++b) out.push_back(ArrayFromDoubles(NpyToDoubles(read[b]), shapes[b], a.dtype));
     return out;
   }
   std::vector<BlockRuns> runs;
@@ -925,14 +996,6 @@ std::vector<Array> MakeScenarioArrayBlocks(const ScenarioArray& a, const std::ve
         }
       }
       break;
-    case ArrayInit::Kind::kNpy: {
-      SPMDSIM_CHECK(a.init.npy.has_value(), "npy array without contents");
-      const std::vector<double> all = NpyToDoubles(*a.init.npy);
-      for (int64_t first = 0; first < last; first += kChunk)
-        keep(first, std::span<const double>(all).subspan(static_cast<size_t>(first),
-                                                         static_cast<size_t>(std::min(kChunk, last - first))));
-      break;
-    }
     default: SPMDSIM_CHECK(false, "unknown init");
   }
   for (size_t b = 0; b < runs.size(); ++b) {

@@ -370,6 +370,45 @@ TEST(Scenario, ReadsNpyDataRelativeToTheScenario) {
               HasSubstr("cannot read .npy file"));
 }
 
+// .npy data: each block is read from the file (C order: only its bytes; Fortran order: the whole file, reordered).
+TEST(Scenario, ReadsNpyBlocksBitwiseEqualToTheWholeArrayCutAtTheSameRanges) {
+  const std::string dir = ::testing::TempDir() + "scenario_npy_blocks_test";
+  std::filesystem::create_directories(dir);
+  const int64_t rows = 40, cols = 30;
+  std::vector<uint8_t> c_bytes(static_cast<size_t>(rows * cols * 4)), f_bytes(c_bytes.size());
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) {
+      const float v = static_cast<float>(i * 1000 + j) * 0.25f;
+      std::memcpy(c_bytes.data() + (i * cols + j) * 4, &v, 4);
+      std::memcpy(f_bytes.data() + (j * rows + i) * 4, &v, 4);
+    }
+  }
+  WriteNpy(dir + "/c.npy", {"float32", {rows, cols}, c_bytes});
+  std::string fortran = SerializeNpy({"float32", {rows, cols}, f_bytes});
+  const std::string c_order_text = "'fortran_order': False";
+  fortran.replace(fortran.find(c_order_text), c_order_text.size(), "'fortran_order': True ");
+  std::ofstream(dir + "/f.npy", std::ios::binary) << fortran;
+  Scenario s = ParseScenario(kArraysHead + "arrays:\n  - {name: c, data: c.npy}\n  - {name: f, data: f.npy}\n"
+                                           "  - {name: b, dtype: bfloat16, data: c.npy}\nworkloads: [{kind: collectives}]\n",
+                             dir + "/s.yaml");
+  const std::vector<std::vector<IndexRange>> blocks = {{{0, 40}, {0, 30}}, {{10, 20}, {0, 30}}, {{5, 37}, {7, 8}},
+                                                       {{39, 40}, {29, 30}}};
+  for (const char* name : {"c", "f", "b"}) {
+    const Array whole = MakeScenarioArray(s.array(name), false);
+    const std::vector<Array> made = MakeScenarioArrayBlocks(s.array(name), blocks);
+    for (size_t b = 0; b < blocks.size(); ++b) {
+      std::vector<int64_t> shape;
+      for (const IndexRange& r : blocks[b]) shape.push_back(r.size());
+      std::vector<std::byte> cut(static_cast<size_t>(NumElements(shape) * DTypeSize(whole.dtype())));
+      CopyBlockOut(static_cast<const std::byte*>(whole.raw_data()), whole.shape(), blocks[b],
+                   static_cast<size_t>(DTypeSize(whole.dtype())), cut.data());
+      ASSERT_EQ(made[b].shape(), shape) << name << " block " << b;
+      EXPECT_EQ(std::memcmp(made[b].raw_data(), cut.data(), cut.size()), 0) << name << " block " << b;
+    }
+  }
+  EXPECT_EQ(MakeScenarioArray(s.array("f"), false).ToDoubles(), MakeScenarioArray(s.array("c"), false).ToDoubles());
+}
+
 TEST(Scenario, RejectsArrayKeysThatDoNotApplyToItsData) {
   EXPECT_THAT(ErrorOf(kArraysHead + "arrays:\n  - {name: x, shape: [2], seed: 3}\nworkloads: [{kind: collectives}]\n"),
               HasSubstr("'seed' applies to data: random only (data is zeros)"));
