@@ -16,7 +16,6 @@
 #include "common/host_memory.h"
 #include "common/strings.h"
 #include "common/user_text.h"
-#include "sim/array_builder.h"
 #include "mesh/mesh_utils.h"
 #include "mesh/t5x_mesh.h"
 #include "partition/named_sharding.h"
@@ -768,31 +767,6 @@ std::vector<double> NpyToDoubles(const NpyArray& npy) {
   Throw(ErrorCode::kInvalidArgument, "cannot read .npy dtype {}", npy.dtype);
 }
 
-// The flat index of each run of the last dimension in the block `index` of a row-major array of `shape`, in
-// increasing order (none when the block is empty).
-std::vector<int64_t> RunStarts(std::span<const int64_t> shape, std::span<const IndexRange> index) {
-  std::vector<int64_t> starts;
-  const int rank = static_cast<int>(shape.size());
-  std::vector<int64_t> strides(static_cast<size_t>(rank), 1);
-  for (int d = rank - 2; d >= 0; --d) strides[d] = strides[d + 1] * shape[d + 1];
-  for (int d = 0; d < rank; ++d)
-    if (index[d].size() == 0) return starts;
-  std::vector<int64_t> at(static_cast<size_t>(std::max(rank - 1, 0)));  // odometer over the outer dimensions
-  for (int d = 0; d + 1 < rank; ++d) at[d] = index[d].start;
-  while (true) {
-    int64_t flat = rank == 0 ? 0 : index[rank - 1].start;
-    for (int d = 0; d + 1 < rank; ++d) flat += at[d] * strides[d];
-    starts.push_back(flat);
-    int d = rank - 2;
-    for (; d >= 0; --d) {
-      if (++at[d] < index[d].stop) break;
-      at[d] = index[d].start;
-    }
-    if (d < 0) break;
-  }
-  return starts;
-}
-
 // The file's header again (it may have changed since the scenario was loaded). Error(kInvalidArgument) when
 // its dtype or shape no longer match.
 NpyHeader CheckedNpyHeader(const ScenarioArray& a) {
@@ -835,7 +809,7 @@ std::vector<NpyArray> ReadNpyBlocks(const ScenarioArray& a, const std::vector<st
     for (const IndexRange& r : index) b.shape.push_back(r.size());
     b.data.resize(static_cast<size_t>(b.num_elements() * itemsize));
     size_t filled = 0;
-    const std::vector<int64_t> starts = RunStarts(header.shape, index);
+    const std::vector<int64_t> starts = BlockRunStarts(header.shape, index);
     const int64_t length = index.empty() ? 1 : index.back().size();
     for (size_t i = 0; i < starts.size();) {
       size_t j = i + 1;  // merge runs that follow one another in the file
@@ -880,129 +854,56 @@ Array MakeScenarioArray(const ScenarioArray& a, bool abstract) {
   return Array();
 }
 
-namespace {
-
-// Where one block's elements lie in the flat global array (runs of the last dimension, in increasing order),
-// and the block being filled.
-struct BlockRuns {
-  std::vector<int64_t> starts;  // flat index of each run's first element
-  int64_t length = 1;           // elements per run
-  size_t next = 0;              // the run being filled
-  int64_t offset = 0;           // elements of that run filled
-  int64_t filled = 0;           // elements of the block filled
-};
-
-BlockRuns RunsOf(std::span<const int64_t> shape, std::span<const IndexRange> index) {
-  BlockRuns b;
-  b.length = shape.empty() ? 1 : index[shape.size() - 1].size();
-  b.starts = RunStarts(shape, index);
-  return b;
-}
-
-// Copies the elements of `chunk` (flat elements [first, first + count), `element` bytes each) that `b` holds
-// into `block`. Chunks come in order.
-void Keep(BlockRuns& b, int64_t first, int64_t count, const std::byte* chunk, size_t element, std::byte* block) {
-  const int64_t end = first + count;
-  while (b.next < b.starts.size()) {
-    const int64_t start = b.starts[b.next] + b.offset;
-    if (start >= end) return;
-    const int64_t take = std::min(b.starts[b.next] + b.length, end) - start;
-    std::memcpy(block + static_cast<size_t>(b.filled) * element, chunk + static_cast<size_t>(start - first) * element,
-                static_cast<size_t>(take) * element);
-    b.filled += take;
-    b.offset += take;
-    if (b.offset == b.length) {
-      ++b.next;
-      b.offset = 0;
-    }
-  }
-}
-
-}  // namespace
-
 std::vector<Array> MakeScenarioArrayBlocks(const ScenarioArray& a, const std::vector<std::vector<IndexRange>>& blocks) {
-  std::vector<std::vector<int64_t>> shapes;
   int64_t bytes = 0;
   for (const auto& index : blocks) {
-    SPMDSIM_CHECK(index.size() == a.shape.size(), "block of rank {} for array of rank {}", index.size(), a.shape.size());
     std::vector<int64_t> shape;
-    for (size_t d = 0; d < index.size(); ++d) {
-      SPMDSIM_CHECK(index[d].start >= 0 && index[d].start <= index[d].stop && index[d].stop <= a.shape[d],
-                    "block outside the array");
-      shape.push_back(index[d].size());
-    }
+    for (const IndexRange& r : index) shape.push_back(r.size());
     bytes += ArrayBytes(shape, DTypeSize(a.dtype));
-    shapes.push_back(std::move(shape));
   }
   CheckFitsHostMemory(fmt::format("{} block(s) of array '{}' ({} {})", blocks.size(), a.name, DTypeName(a.dtype),
                                   PyTuple(a.shape)),
                       bytes);
   std::vector<Array> out;
-  if (a.init.kind == ArrayInit::Kind::kZeros || a.init.kind == ArrayInit::Kind::kOnes) {
-    for (const auto& shape : shapes)
-      out.push_back(a.init.kind == ArrayInit::Kind::kZeros ? Array::Zeros(shape, a.dtype)
-                                                           : Array::Full(shape, a.dtype, 1.0));
-    return out;
-  }
-  if (a.init.kind == ArrayInit::Kind::kNpy) {
-    const std::vector<NpyArray> read = ReadNpyBlocks(a, blocks);
-    for (size_t b = 0; b < blocks.size(); ++b) out.push_back(ArrayFromDoubles(NpyToDoubles(read[b]), shapes[b], a.dtype));
-    return out;
-  }
-  std::vector<BlockRuns> runs;
-  std::vector<ArrayBuilder> made;
-  int64_t last = 0;  // one past the last flat element any block needs
-  for (size_t b = 0; b < blocks.size(); ++b) {
-    runs.push_back(RunsOf(a.shape, blocks[b]));
-    made.emplace_back(a.dtype, shapes[b]);
-    if (!runs.back().starts.empty()) last = std::max(last, runs.back().starts.back() + runs.back().length);
-  }
-  const bool normal = a.init.kind == ArrayInit::Kind::kRandom && a.init.distribution == ArrayInit::Distribution::kNormal;
-  const size_t element = static_cast<size_t>(DTypeSize(a.dtype));
-  // Each chunk of values is rounded to the dtype as MakeScenarioArray rounds the whole array (element by
-  // element, so chunk by chunk gives the same bits), then copied where the blocks hold it.
-  auto keep = [&](int64_t first, std::span<const double> chunk) {
-    const std::vector<double> values(chunk.begin(), chunk.end());
-    const std::vector<int64_t> shape{static_cast<int64_t>(values.size())};
-    const Array rounded = normal ? RandomArrayOfValues(values, shape, a.dtype) : ArrayFromDoubles(values, shape, a.dtype);
-    for (size_t b = 0; b < runs.size(); ++b) {
-      if (made[b].size() == 0) continue;
-      Keep(runs[b], first, rounded.size(), static_cast<const std::byte*>(rounded.raw_data()), element,
-           static_cast<std::byte*>(made[b].mutable_data()));
-    }
-    return first + static_cast<int64_t>(chunk.size()) < last;
-  };
-  // The same values, in the same order, as MakeScenarioArray makes them.
-  constexpr int64_t kChunk = 65536;
-  std::vector<double> chunk;
   switch (a.init.kind) {
-    case ArrayInit::Kind::kIota:
-      for (int64_t first = 0; first < last; first += kChunk) {
-        chunk.resize(static_cast<size_t>(std::min(kChunk, last - first)));
-        for (size_t i = 0; i < chunk.size(); ++i) chunk[i] = static_cast<double>(first + static_cast<int64_t>(i));
-        keep(first, chunk);
+    case ArrayInit::Kind::kZeros:
+    case ArrayInit::Kind::kOnes:
+      for (const auto& index : blocks) {
+        std::vector<int64_t> shape;
+        for (const IndexRange& r : index) shape.push_back(r.size());
+        out.push_back(a.init.kind == ArrayInit::Kind::kZeros ? Array::Zeros(shape, a.dtype)
+                                                             : Array::Full(shape, a.dtype, 1.0));
       }
-      break;
+      return out;
+    case ArrayInit::Kind::kNpy: {
+      const std::vector<NpyArray> read = ReadNpyBlocks(a, blocks);
+      for (size_t b = 0; b < blocks.size(); ++b)
+        out.push_back(ArrayFromDoubles(NpyToDoubles(read[b]), read[b].shape, a.dtype));
+      return out;
+    }
     case ArrayInit::Kind::kRandom:
-      if (normal) {
-        if (last > 0) RandomNormalValues(NumElements(a.shape), a.init.seed, a.init.scale, keep);
-      } else {
-        std::mt19937_64 rng(a.init.seed);
-        std::uniform_real_distribution<double> uniform(-a.init.scale, a.init.scale);
-        for (int64_t first = 0; first < last; first += kChunk) {
-          chunk.resize(static_cast<size_t>(std::min(kChunk, last - first)));
-          for (double& v : chunk) v = uniform(rng);
-          keep(first, chunk);
-        }
-      }
+      if (a.init.distribution == ArrayInit::Distribution::kNormal)
+        return RandomArrayBlocks(a.shape, a.dtype, a.init.seed, a.init.scale, blocks);
       break;
-    default: SPMDSIM_CHECK(false, "unknown init");
+    case ArrayInit::Kind::kIota: break;
   }
-  for (size_t b = 0; b < runs.size(); ++b) {
-    SPMDSIM_CHECK(runs[b].filled == made[b].size(), "block {} of '{}' not filled", b, a.name);
-    out.push_back(std::move(made[b]).Freeze());
-  }
-  return out;
+  // The same values, in the same order and rounded the same way (element by element), as MakeScenarioArray.
+  const auto round = [](const std::vector<double>& values, DType dtype) {
+    return ArrayFromDoubles(values, {static_cast<int64_t>(values.size())}, dtype);
+  };
+  const bool iota = a.init.kind == ArrayInit::Kind::kIota;
+  const auto stream = [&](int64_t n, const ValueChunk& chunk) {
+    std::mt19937_64 rng(a.init.seed);
+    std::uniform_real_distribution<double> uniform(-a.init.scale, a.init.scale);
+    std::vector<double> values;
+    for (int64_t first = 0; first < n; first += kValueChunk) {
+      values.resize(static_cast<size_t>(std::min(kValueChunk, n - first)));
+      for (size_t i = 0; i < values.size(); ++i)
+        values[i] = iota ? static_cast<double>(first + static_cast<int64_t>(i)) : uniform(rng);
+      if (!chunk(first, values)) return;
+    }
+  };
+  return BlocksOfValues(a.shape, a.dtype, blocks, stream, round);
 }
 
 NpyArray ToNpy(const Array& array) {

@@ -256,8 +256,28 @@ Array RandomArray(std::vector<int64_t> shape, DType dtype, uint64_t seed, double
 // rank keep only the elements of its own blocks (scenario/scenario.h: MakeScenarioArrayBlocks).
 // RandomArray's array of `values` (some or all of them): float64, rounded to dtype the same way.
 Array RandomArrayOfValues(const std::vector<double>& values, std::vector<int64_t> shape, DType dtype);
-void RandomNormalValues(int64_t n, uint64_t seed, double scale,
-                        const std::function<bool(int64_t first, std::span<const double> values)>& chunk);
+
+// Values streamed in flat order: `chunk(first, values)` gets elements [first, first + values.size()), at most
+// kValueChunk at a time; it returns false when no more are needed.
+inline constexpr int64_t kValueChunk = 65536;
+using ValueChunk = std::function<bool(int64_t first, std::span<const double> values)>;
+void RandomNormalValues(int64_t n, uint64_t seed, double scale, const ValueChunk& chunk);
+
+// Blocks (index ranges per dimension) of an array of `shape` whose flat elements `stream(n, chunk)` produces in
+// order (the first n of them), each chunk rounded to dtype by `round(values, dtype)` (a rounding done element by
+// element, so chunk by chunk gives the bits of the whole array's). Keeps only the blocks' elements: the memory
+// is that of the blocks, the time that of the array up to the last element a block holds.
+// Example: BlocksOfValues({4, 4}, kF32, {{{2, 4}, {0, 4}}}, iota stream, round) -> [[8..11], [12..15]].
+std::vector<Array> BlocksOfValues(
+    std::span<const int64_t> shape, DType dtype, const std::vector<std::vector<IndexRange>>& blocks,
+    const std::function<void(int64_t n, const ValueChunk& chunk)>& stream,
+    const std::function<Array(const std::vector<double>& values, DType dtype)>& round);
+// Blocks of RandomArray(shape, dtype, seed, scale), bitwise.
+std::vector<Array> RandomArrayBlocks(std::span<const int64_t> shape, DType dtype, uint64_t seed, double scale,
+                                     const std::vector<std::vector<IndexRange>>& blocks);
+// The flat index of each run of the last dimension in the block `index` of a row-major array of `shape`, in
+// increasing order (none for an empty block). Example: shape {4, 4}, block rows 1-2, columns 1-3 -> {5, 9}.
+std::vector<int64_t> BlockRunStarts(std::span<const int64_t> shape, std::span<const IndexRange> index);
 
 // ---------------------------------------------------------------------------------------------------------------
 // 1. collectives: an nccl-tests-like sweep.

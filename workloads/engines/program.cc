@@ -355,13 +355,21 @@ std::vector<Array> RunOnOneDevice(const ShardMapConfig& config, const CompiledPr
 
 }  // namespace
 
+// The whole input (for the one-device reference, or one process with make_blocks).
+Array WholeInput(const ProgramInput& in) {
+  if (!in.make_blocks || !in.value.is_abstract()) return in.value;
+  std::vector<IndexRange> all;
+  for (int64_t d : in.value.shape()) all.push_back({0, d});
+  return in.make_blocks({all})[0];
+}
+
 std::vector<Array> RunProgramOnOneDevice(const ShardMapConfig& config, const std::vector<std::string>& axis_names) {
   Mesh one = Mesh::Iota(std::vector<int64_t>(axis_names.size(), 1), axis_names);
   const CompiledProgram program = Compile(config, one, "program");
   std::vector<ShardMapArg> args;
   std::vector<InSpec> in_specs;
   for (const ProgramInput& in : config.inputs) {
-    args.emplace_back(in.value);
+    args.emplace_back(WholeInput(in));
     in_specs.emplace_back(in.spec);
   }
   return RunOnOneDevice(config, program, axis_names, args, in_specs);
@@ -405,14 +413,6 @@ ShardedArray LocalShards(const ProgramInput& in, const Mesh& mesh, const Runtime
                                     : Array::Abstract(layout.shard_shape, in.value.dtype());
   }
   return ShardedArray::FromShards(in.value.shape(), in.value.dtype(), sharding, std::move(shards));
-}
-
-// The whole input (for the one-device reference, or one process with make_blocks).
-Array WholeInput(const ProgramInput& in) {
-  if (!in.make_blocks || !in.value.is_abstract()) return in.value;
-  std::vector<IndexRange> all;
-  for (int64_t d : in.value.shape()) all.push_back({0, d});
-  return in.make_blocks({all})[0];
 }
 
 // Rank 0 gets the global array (other ranks an invalid Array): every distinct block sent by the rank of its

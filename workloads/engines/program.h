@@ -70,6 +70,9 @@ CheckedValue CompareArrays(const std::string& name, const Array& got, const Arra
                            double atol, std::span<const int64_t> index_offset = {},
                            double* worst_excess = nullptr);
 
+// The input's whole array: `value`, or made by make_blocks when `value` is abstract (workloads.h, ProgramInput).
+Array WholeInput(const ProgramInput& in);
+
 // Runs `config` on one device whose mesh has `axis_names`, each of size 1 (every collective over a group of one),
 // and returns its outputs. Throws what the interpreter throws (an invalid program: Error(kInvalidArgument)).
 std::vector<Array> RunProgramOnOneDevice(const ShardMapConfig& config, const std::vector<std::string>& axis_names);
