@@ -161,11 +161,12 @@ ExitCode Run(const RunFlags& flags) {
     results = RunScenario(s, options, on_start, on_done);
   }
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  std::vector<int64_t> rss;  // under mpirun: each rank's peak resident bytes
   if (flags.processes != nullptr) {
     // Each rank holds only its devices' buffers: its peak resident memory is the figure that must fit a host.
     struct rusage usage {};
     getrusage(RUSAGE_SELF, &usage);
-    const std::vector<int64_t> rss = flags.processes->AllGather(int64_t{usage.ru_maxrss} * 1024);
+    rss = flags.processes->AllGather(int64_t{usage.ru_maxrss} * 1024);
     if (human) {
       std::vector<std::string> parts;
       for (size_t r = 0; r < rss.size(); ++r) parts.push_back(fmt::format("rank {} {}", r, HumanBytes(rss[r])));
@@ -174,8 +175,11 @@ ExitCode Run(const RunFlags& flags) {
   }
   const ExitCode code = AllChecksPassed(results) ? ExitCode::kOk : ExitCode::kCheckFailed;
   if (human) fmt::print("{}", HumanSummary(results, wall));
-  if (reporter && !flags.json_path.empty())
-    WriteText(flags.json_path, JsonReport(s, results, flags.abstract, wall, code).dump(2) + "\n");
+  if (reporter && !flags.json_path.empty()) {
+    nlohmann::json report = JsonReport(s, results, flags.abstract, wall, code);
+    if (!rss.empty()) report["peak_rss_bytes_per_rank"] = rss;
+    WriteText(flags.json_path, report.dump(2) + "\n");
+  }
   if (reporter && !flags.trace_path.empty()) WriteText(flags.trace_path, ChromeTrace(s, results).dump() + "\n");
   std::fflush(stdout);
   if (code != ExitCode::kOk) fmt::print(stderr, "spmdsim run: a numeric check failed (exit {})\n", ToInt(code));
