@@ -354,12 +354,15 @@ struct ProgramInput {
   Array value{};                       // the GLOBAL array (abstract allowed; made abstract in abstract mode);
                                        // with make_blocks it may be abstract: then only its shape and dtype count
   PartitionSpec spec{};                // in_spec
-  // Optional: makes blocks of the global array (index ranges per dimension), bitwise the same cut of the whole
-  // array. Across ranks (a process_group of several ranks) the engine makes only the blocks of this rank's
-  // devices, and the whole array only for the one-device reference check; in one process, the whole array
-  // when `value` is abstract. Example: MakeScenarioArrayBlocks (scenario/scenario.h).
+  // Optional, used when `value` is abstract: makes blocks of the global array (index ranges per dimension),
+  // bitwise the same cut of the whole array. Across ranks (a process_group of several ranks) the engine makes
+  // only the blocks of this rank's devices, and the whole array only for the one-device reference check; in one
+  // process the whole array. Example: MakeScenarioArrayBlocks (scenario/scenario.h).
   std::function<std::vector<Array>(const std::vector<std::vector<IndexRange>>& blocks)> make_blocks{};
 };
+
+// The input's whole array: `value`, or made by make_blocks when `value` is abstract.
+Array WholeProgramInput(const ProgramInput& input);
 
 struct ProgramOutput {
   std::string name{};                  // a value of the program
@@ -428,7 +431,9 @@ struct TransformerBlockConfig {
   bool check = true;
 };
 
-// The program each layer runs (for inspection, docs and tests): inputs with their specs, steps, outputs.
+// The program each layer runs (for inspection, docs and tests): inputs with their specs, steps, outputs. Its
+// random inputs are made when the program runs (ProgramInput::make_blocks, `value` abstract): WholeProgramInput
+// gives one whole.
 ShardMapConfig MlpProgram(const MlpConfig& config, const Mesh& mesh, bool abstract);
 ShardMapConfig TransformerBlockProgram(const TransformerBlockConfig& config, const Mesh& mesh, bool abstract);
 

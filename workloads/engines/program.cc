@@ -393,7 +393,7 @@ ShardedArray LocalShards(const ProgramInput& in, const Mesh& mesh, const Runtime
     if (runtime.is_local(p) && slot_of_shard.emplace(d.shard_id, wanted.size()).second) wanted.push_back(d.index);
   }
   std::vector<Array> made;
-  if (in.make_blocks) {
+  if (in.make_blocks && in.value.is_abstract()) {
     made = in.make_blocks(wanted);
   } else {
     const size_t element = static_cast<size_t>(DTypeSize(in.value.dtype()));
@@ -662,6 +662,8 @@ WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& 
 }
 
 }  // namespace internal
+
+Array WholeProgramInput(const ProgramInput& input) { return internal::WholeInput(input); }
 
 WorkloadResult RunShardMapProgram(const WorkloadContext& context, const ShardMapConfig& config) {
   return internal::RunProgram(context, config, "shard_map");
