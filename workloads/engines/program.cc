@@ -539,15 +539,18 @@ std::vector<CheckedValue> CompareAcrossRanks(const ShardMapConfig& config, const
 
 }  // namespace
 
-WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& config, const std::string& kind) {
+WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& config, const std::string& kind,
+                          bool whole_outputs) {
   const Mesh& mesh = context.mesh;
   const CompiledProgram program = Compile(config, mesh, kind);
   WorkloadResult result;
   result.name = config.name;
   result.kind = kind;
   result.abstract = context.abstract;
-  // Across ranks with data: each rank holds only its devices' input and output blocks (docs/multiprocess.md).
+  // Across ranks with data: each rank holds only its devices' input blocks, and output blocks unless the caller
+  // needs the whole outputs on every rank (docs/multiprocess.md).
   const bool spread = AcrossRanks(context) && !context.abstract;
+  const bool local_outputs = spread && !whole_outputs;
 
   internal::CostRecorder recorder(context, mesh);
   std::vector<int> step_ids;
@@ -589,14 +592,14 @@ WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& 
   options.check_vma = config.check_vma;
   options.name = config.name;
   options.runtime = &runtime;
-  if (spread) options.share_outputs = ShareData::kShapesOnly;  // each rank keeps its own blocks
+  if (local_outputs) options.share_outputs = ShareData::kShapesOnly;  // each rank keeps its own blocks
   ShardMapped f = ShardMap(Interpreter(config, program, &recorder, step_ids), mesh, in_specs, out_specs, options);
 
   std::vector<Array> outputs;          // one process: global
   std::vector<ShardedArray> sharded;   // across ranks: this rank's blocks
   {
     const double start = recorder.WallNow();
-    if (spread) {
+    if (local_outputs) {
       sharded = f.CallSharded(args);
     } else {
       outputs = f(args);
@@ -617,7 +620,7 @@ WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& 
       }
     }
     for (size_t i = 0; i < config.outputs.size(); ++i) {
-      if (spread) {
+      if (local_outputs) {
         KeepSharded(config.outputs[i].name, sharded[i], runtime, result.outputs, result.sharded_outputs);
       } else {
         result.outputs.emplace_back(config.outputs[i].name, outputs[i]);
@@ -646,7 +649,7 @@ WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& 
   check.performed = true;
   check.compared = fmt::format("{} vs the same program on one device", fmt::join(ValueNames(config), ", "));
   std::vector<CheckedValue> values;
-  if (spread) {
+  if (local_outputs) {
     values = CompareAcrossRanks(config, sharded, want, runtime);
   } else {
     for (size_t i = 0; i < outputs.size(); ++i)
