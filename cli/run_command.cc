@@ -10,7 +10,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <string>
@@ -26,7 +25,7 @@
 #include "common/exit_code.h"
 #include "common/strings.h"
 #include "common/thread_annotations.h"
-#include "scenario/npy.h"
+#include "scenario/dump.h"
 #include "scenario/report.h"
 #include "scenario/run.h"
 #include "scenario/scenario.h"
@@ -121,23 +120,6 @@ void WriteText(const std::string& path, const std::string& text) {
   if (!out) Throw(ErrorCode::kInvalidArgument, "failed writing '{}'", path);
 }
 
-std::string SafeName(const std::string& name) {
-  std::string out;
-  for (char c : name) out.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_');
-  return out.empty() ? "_" : out;
-}
-
-void Dump(const std::string& dir, const WorkloadResult& r) {
-  namespace fs = std::filesystem;
-  for (const auto& [sub, arrays] : {std::pair{"inputs", &r.inputs}, std::pair{"outputs", &r.outputs}}) {
-    fs::path folder = fs::path(dir) / SafeName(r.name) / sub;
-    std::error_code ec;
-    fs::create_directories(folder, ec);
-    if (ec) Throw(ErrorCode::kInvalidArgument, "cannot create '{}': {}", folder.string(), ec.message());
-    for (const auto& [name, array] : *arrays) WriteNpy((folder / (SafeName(name) + ".npy")).string(), ToNpy(array));
-  }
-}
-
 ExitCode Run(const RunFlags& flags) {
   auto wall_start = std::chrono::steady_clock::now();
   Scenario s = LoadScenario(flags.file);
@@ -150,8 +132,8 @@ ExitCode Run(const RunFlags& flags) {
                              .record_trace = !flags.trace_path.empty(),
                              .keep_arrays = !flags.dump_dir.empty(),
                              .process_group = flags.processes};
-  // Several ranks: rank 0 prints and writes the reports, traces and dumps (every rank holds the global outputs,
-  // docs/multiprocess.md); the others only run their devices.
+  // Several ranks: rank 0 prints and writes the reports and traces (assembled across ranks by the engines,
+  // docs/multiprocess.md); every rank writes its part of --dump.
   const bool reporter = flags.processes == nullptr || flags.processes->rank() == 0;
 
   bool json_on_stdout = flags.json_path == "-";
@@ -164,7 +146,10 @@ ExitCode Run(const RunFlags& flags) {
     Progress progress(reporter && !flags.quiet, s.workloads.size());
     auto on_start = [&](size_t i, const ScenarioWorkload& w) { progress.Set(i, w.name); };
     auto on_done = [&](size_t, const WorkloadResult& result) {
-      if (reporter && !flags.dump_dir.empty()) Dump(flags.dump_dir, result);
+      // Every rank writes what it owns: rank 0 the small arrays (gathered to it), each rank its blocks of the
+      // large ones (scenario/dump.h).
+      if (!flags.dump_dir.empty())
+        DumpWorkload(flags.dump_dir, result, s.mesh.mesh, flags.processes == nullptr ? 0 : flags.processes->rank());
       if (human) {
         std::string report = HumanReport(s, result);
         progress.Print([&] {
@@ -176,11 +161,12 @@ ExitCode Run(const RunFlags& flags) {
     results = RunScenario(s, options, on_start, on_done);
   }
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-  if (flags.processes != nullptr && flags.processes->size() > 1) {
+  std::vector<int64_t> rss;  // under mpirun: each rank's peak resident bytes
+  if (flags.processes != nullptr) {
     // Each rank holds only its devices' buffers: its peak resident memory is the figure that must fit a host.
     struct rusage usage {};
     getrusage(RUSAGE_SELF, &usage);
-    const std::vector<int64_t> rss = flags.processes->AllGather(int64_t{usage.ru_maxrss} * 1024);
+    rss = flags.processes->AllGather(int64_t{usage.ru_maxrss} * 1024);
     if (human) {
       std::vector<std::string> parts;
       for (size_t r = 0; r < rss.size(); ++r) parts.push_back(fmt::format("rank {} {}", r, HumanBytes(rss[r])));
@@ -189,8 +175,11 @@ ExitCode Run(const RunFlags& flags) {
   }
   const ExitCode code = AllChecksPassed(results) ? ExitCode::kOk : ExitCode::kCheckFailed;
   if (human) fmt::print("{}", HumanSummary(results, wall));
-  if (reporter && !flags.json_path.empty())
-    WriteText(flags.json_path, JsonReport(s, results, flags.abstract, wall, code).dump(2) + "\n");
+  if (reporter && !flags.json_path.empty()) {
+    nlohmann::json report = JsonReport(s, results, flags.abstract, wall, code);
+    if (!rss.empty()) report["peak_rss_bytes_per_rank"] = rss;
+    WriteText(flags.json_path, report.dump(2) + "\n");
+  }
   if (reporter && !flags.trace_path.empty()) WriteText(flags.trace_path, ChromeTrace(s, results).dump() + "\n");
   std::fflush(stdout);
   if (code != ExitCode::kOk) fmt::print(stderr, "spmdsim run: a numeric check failed (exit {})\n", ToInt(code));
@@ -209,7 +198,7 @@ void AddRunCommand(CLI::App& app, ExitCode& exit_code, std::shared_ptr<ProcessGr
   cmd->add_option("--json", flags->json_path, "write the report as JSON to this file ('-': stdout, no human report)");
   cmd->add_option("--trace", flags->trace_path,
                   "write a Chrome/Perfetto trace (one track per device; simulated and wall clocks)");
-  cmd->add_option("--dump", flags->dump_dir, "write every workload's global inputs and outputs as .npy files here");
+  cmd->add_option("--dump", flags->dump_dir, "write every workload's global inputs and outputs as .npy files here (large ones as blocks, scenario/dump.h)");
   cmd->add_flag("--abstract", flags->abstract,
                 "shapes and dtypes only: cost model and memory without arithmetic (no checks)");
   cmd->add_option("--threads", flags->threads, "worker threads of the simulator (0: one per core)")

@@ -1,5 +1,6 @@
 #include "common/file.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
@@ -23,7 +24,10 @@ std::string_view FileTypeName(std::filesystem::file_type type) {
 
 }  // namespace
 
-std::string ReadFileBounded(const std::string& path, int64_t max_bytes, std::string_view what) {
+namespace {
+
+// Checks `path` as ReadFileBounded does and returns its size.
+int64_t CheckedFileSize(const std::string& path, int64_t max_bytes, std::string_view what) {
   namespace fs = std::filesystem;
   const std::string quoted = QuoteForError(path);
   std::error_code ec;
@@ -38,6 +42,14 @@ std::string ReadFileBounded(const std::string& path, int64_t max_bytes, std::str
   if (size > static_cast<uintmax_t>(max_bytes))
     Throw(ErrorCode::kInvalidArgument, "cannot read {} {}: it is {} bytes, more than the limit of {} bytes", what,
           quoted, size, max_bytes);
+  return static_cast<int64_t>(size);
+}
+
+}  // namespace
+
+std::string ReadFileBounded(const std::string& path, int64_t max_bytes, std::string_view what) {
+  const int64_t size = CheckedFileSize(path, max_bytes, what);
+  const std::string quoted = QuoteForError(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) Throw(ErrorCode::kNotFound, "cannot read {} {}: cannot open it", what, quoted);
   // Read at most max_bytes + 1 even if the file grew since it was measured.
@@ -47,6 +59,18 @@ std::string ReadFileBounded(const std::string& path, int64_t max_bytes, std::str
   if (in.peek() != std::char_traits<char>::eof())
     Throw(ErrorCode::kInvalidArgument, "cannot read {} {}: it grew while being read", what, quoted);
   return text;
+}
+
+std::string ReadFileHead(const std::string& path, int64_t max_bytes, int64_t head_bytes, std::string_view what,
+                         int64_t* file_size) {
+  const int64_t size = CheckedFileSize(path, max_bytes, what);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) Throw(ErrorCode::kNotFound, "cannot read {} {}: cannot open it", what, QuoteForError(path));
+  std::string head(static_cast<size_t>(std::min(size, head_bytes)), '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  *file_size = size;
+  return head;
 }
 
 }  // namespace spmdsim

@@ -28,6 +28,11 @@ inline constexpr int64_t kMaxNpyFileBytes = int64_t{4} << 30;
 // Thread-safe (no shared state).
 std::string ReadFileBounded(const std::string& path, int64_t max_bytes, std::string_view what);
 
+// The same checks as ReadFileBounded, but only the first `head_bytes` bytes (fewer when the file is shorter) are
+// read; the file's size goes to `*file_size`. For a format whose header says where the data lies (.npy).
+std::string ReadFileHead(const std::string& path, int64_t max_bytes, int64_t head_bytes, std::string_view what,
+                         int64_t* file_size);
+
 }  // namespace spmdsim
 
 #endif  // SPMDSIM_COMMON_FILE_H_

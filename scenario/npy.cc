@@ -211,7 +211,10 @@ int64_t NpyItemSize(std::string_view dtype) {
   return info->itemsize;
 }
 
-NpyArray ParseNpy(std::string_view bytes, std::string_view what) {
+namespace {
+
+// The header at the start of `bytes`, for a file of `file_size` bytes (bytes may be only its head).
+NpyHeader ParseHeader(std::string_view bytes, int64_t file_size, std::string_view what) {
   if (bytes.size() < kMagicSize + 2 || std::memcmp(bytes.data(), kMagic, kMagicSize) != 0)
     Throw(ErrorCode::kInvalidArgument, "{}: not a .npy file (it does not start with \\x93NUMPY)", what);
   int major = static_cast<uint8_t>(bytes[6]);
@@ -223,14 +226,16 @@ NpyArray ParseNpy(std::string_view bytes, std::string_view what) {
   size_t prefix = kMagicSize + 2 + width;
   if (bytes.size() < prefix) Throw(ErrorCode::kInvalidArgument, "{}: truncated .npy header", what);
   uint64_t header_len = ReadLe(bytes, kMagicSize + 2, width);
-  if (header_len > bytes.size() - prefix)
+  if (header_len > static_cast<uint64_t>(file_size) - prefix)
     Throw(ErrorCode::kInvalidArgument, "{}: the .npy header says {} bytes but the file has only {} after it",
-          what, header_len, bytes.size() - prefix);
+          what, header_len, static_cast<uint64_t>(file_size) - prefix);
+  if (header_len > bytes.size() - prefix)
+    Throw(ErrorCode::kInvalidArgument, "{}: the .npy header of {} bytes is longer than the {} bytes read", what,
+          header_len, bytes.size() - prefix);
   std::string_view header = bytes.substr(prefix, header_len);
   std::string descr;
-  bool fortran = false;
-  std::vector<int64_t> shape;
-  HeaderParser(header, what).Parse(&descr, &fortran, &shape);
+  NpyHeader out;
+  HeaderParser(header, what).Parse(&descr, &out.fortran_order, &out.shape);
 
   std::optional<std::string_view> name = NameFromDescr(descr);
   if (!name) {
@@ -240,18 +245,30 @@ NpyArray ParseNpy(std::string_view bytes, std::string_view what) {
           "'<i8' int64, '|b1' bool",
           what, descr, why);
   }
-  NpyArray out;
   out.dtype = std::string(*name);
-  out.shape = shape;
+  out.data_offset = static_cast<int64_t>(prefix + header_len);
   int64_t itemsize = NpyItemSize(out.dtype);
-  std::optional<int64_t> nbytes = CheckedProduct(shape, itemsize);
-  std::string_view data = bytes.substr(prefix + header_len);
-  if (!nbytes || static_cast<uint64_t>(*nbytes) != data.size())
+  std::optional<int64_t> nbytes = CheckedProduct(out.shape, itemsize);
+  const int64_t data = file_size - out.data_offset;
+  if (!nbytes || *nbytes != data)
     Throw(ErrorCode::kInvalidArgument, "{}: shape {} of {} needs {} bytes of data but the file has {}", what,
-          PyTuple(shape), out.dtype, nbytes ? fmt::format("{}", *nbytes) : std::string("more than 2^63"),
-          data.size());
+          PyTuple(out.shape), out.dtype, nbytes ? fmt::format("{}", *nbytes) : std::string("more than 2^63"), data);
+  out.data_bytes = *nbytes;
+  return out;
+}
+
+}  // namespace
+
+NpyArray ParseNpy(std::string_view bytes, std::string_view what) {
+  const NpyHeader header = ParseHeader(bytes, static_cast<int64_t>(bytes.size()), what);
+  NpyArray out;
+  out.dtype = header.dtype;
+  out.shape = header.shape;
+  const std::vector<int64_t>& shape = out.shape;
+  const int64_t itemsize = NpyItemSize(out.dtype);
+  std::string_view data = bytes.substr(static_cast<size_t>(header.data_offset));
   out.data.assign(data.begin(), data.end());
-  if (fortran && shape.size() > 1) {
+  if (header.fortran_order && shape.size() > 1) {
     // Element with C index (i0..in-1) is at Fortran offset sum(i_k * prod(d_0..d_{k-1})).
     std::vector<int64_t> fortran_strides(shape.size());
     int64_t stride = 1;
@@ -264,6 +281,12 @@ NpyArray ParseNpy(std::string_view bytes, std::string_view what) {
     out.data = std::move(c_order);
   }
   return out;
+}
+
+NpyHeader ReadNpyHeader(const std::string& path) {
+  int64_t size = 0;
+  const std::string head = ReadFileHead(path, kMaxNpyFileBytes, int64_t{1} << 20, ".npy file", &size);
+  return ParseHeader(head, size, path);
 }
 
 NpyArray ReadNpy(const std::string& path) {

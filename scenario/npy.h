@@ -39,6 +39,15 @@ struct NpyArray {
   int64_t num_elements() const;
 };
 
+// What a .npy file's header says, and where its data lies (C or Fortran order, little-endian).
+struct NpyHeader {
+  std::string dtype;            // as NpyArray::dtype
+  std::vector<int64_t> shape;
+  bool fortran_order = false;
+  int64_t data_offset = 0;      // bytes before the first element
+  int64_t data_bytes = 0;       // product(shape) * itemsize
+};
+
 // The dtype names NpyArray accepts, for error messages.
 const std::vector<std::string>& NpyDTypeNames();
 // Bytes per element of a supported dtype name; throws Error(kInvalidArgument) listing NpyDTypeNames().
@@ -48,6 +57,9 @@ int64_t NpyItemSize(std::string_view dtype);
 NpyArray ParseNpy(std::string_view bytes, std::string_view what);
 // Reads a regular file of at most kMaxNpyFileBytes (common/file.h) and parses it.
 NpyArray ReadNpy(const std::string& path);
+// Reads and checks only the header of such a file (at most its first 1 MiB), and that the file holds exactly the
+// shape's data after it: the same errors as ReadNpy, without reading the data (a rank reads its blocks later).
+NpyHeader ReadNpyHeader(const std::string& path);
 
 // The bytes of a version 1.0 file (2.0 when the header does not fit in 65535 bytes).
 // REQUIRES: a supported dtype and data.size() == num_elements * itemsize (Error(kInvalidArgument) otherwise).

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/error_context.h"
+#include "sim/multiprocess.h"
 
 namespace spmdsim {
 namespace {
@@ -20,8 +21,22 @@ struct Dispatch {
   WorkloadResult operator()(const CollectivesConfig& c) const { return RunCollectives(context, c); }
   WorkloadResult operator()(const ShardMapConfig& config) const {
     ShardMapConfig c = config;
-    for (const ShardMapInputRef& ref : workload.shard_map_inputs)
-      c.inputs.push_back({ref.array, MakeScenarioArray(scenario.array(ref.array), context.abstract), ref.spec});
+    // Across ranks, an input is made block by block (each rank its own devices' blocks, docs/multiprocess.md);
+    // in one process whole.
+    const bool across_ranks = context.runtime.process_group != nullptr && context.runtime.process_group->size() > 1;
+    for (const ShardMapInputRef& ref : workload.shard_map_inputs) {
+      const ScenarioArray& a = scenario.array(ref.array);
+      ProgramInput in{ref.array, {}, ref.spec};
+      if (across_ranks || context.abstract) {
+        in.value = Array::Abstract(a.shape, a.dtype);
+        in.make_blocks = [&a](const std::vector<std::vector<IndexRange>>& blocks) {
+          return MakeScenarioArrayBlocks(a, blocks);
+        };
+      } else {
+        in.value = MakeScenarioArray(a, false);
+      }
+      c.inputs.push_back(std::move(in));
+    }
     return RunShardMapProgram(context, c);
   }
   WorkloadResult operator()(const MlpConfig& c) const { return RunMlp(context, c); }

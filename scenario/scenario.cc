@@ -15,6 +15,7 @@
 #include "common/file.h"
 #include "common/host_memory.h"
 #include "common/strings.h"
+#include "common/user_text.h"
 #include "mesh/mesh_utils.h"
 #include "mesh/t5x_mesh.h"
 #include "partition/named_sharding.h"
@@ -484,7 +485,7 @@ void LoadNpyInit(const YamlContext& ctx, const YamlMap& m, const std::string& ba
   if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
   a->init.path = p.lexically_normal().string();
   try {
-    a->init.npy = ReadNpy(a->init.path);
+    a->init.npy = ReadNpyHeader(a->init.path);
   } catch (const Error& e) {
     ctx.Rethrow(where, m.Key(m.Has("file") ? "file" : "data"), e);
   }
@@ -766,6 +767,66 @@ std::vector<double> NpyToDoubles(const NpyArray& npy) {
   Throw(ErrorCode::kInvalidArgument, "cannot read .npy dtype {}", npy.dtype);
 }
 
+// The file's header again (it may have changed since the scenario was loaded). Error(kInvalidArgument) when
+// its dtype or shape no longer match.
+NpyHeader CheckedNpyHeader(const ScenarioArray& a) {
+  SPMDSIM_CHECK(a.init.npy.has_value(), "npy array without a header");
+  NpyHeader now = ReadNpyHeader(a.init.path);
+  if (now.dtype != a.init.npy->dtype || now.shape != a.init.npy->shape)
+    Throw(ErrorCode::kInvalidArgument, "{}: the file changed since the scenario was loaded: it holds {} {}, not {} {}",
+          a.init.path, now.dtype, PyTuple(now.shape), a.init.npy->dtype, PyTuple(a.init.npy->shape));
+  return now;
+}
+
+NpyArray ReadNpyAgain(const ScenarioArray& a) {
+  CheckedNpyHeader(a);
+  return ReadNpy(a.init.path);
+}
+
+// The blocks of an npy-backed array, each read from the file as runs of contiguous elements (a Fortran-order
+// file is read whole and cut).
+std::vector<NpyArray> ReadNpyBlocks(const ScenarioArray& a, const std::vector<std::vector<IndexRange>>& blocks) {
+  const NpyHeader header = CheckedNpyHeader(a);
+  const int64_t itemsize = NpyItemSize(header.dtype);
+  std::vector<NpyArray> out;
+  if (header.fortran_order && header.shape.size() > 1) {
+    const NpyArray whole = ReadNpy(a.init.path);
+    for (const auto& index : blocks) {
+      NpyArray b{header.dtype, {}, {}};
+      for (const IndexRange& r : index) b.shape.push_back(r.size());
+      b.data.resize(static_cast<size_t>(b.num_elements() * itemsize));
+      if (!b.data.empty())
+        CopyBlockOut(reinterpret_cast<const std::byte*>(whole.data.data()), header.shape, index,
+                     static_cast<size_t>(itemsize), reinterpret_cast<std::byte*>(b.data.data()));
+      out.push_back(std::move(b));
+    }
+    return out;
+  }
+  std::ifstream in(a.init.path, std::ios::binary);
+  if (!in) Throw(ErrorCode::kNotFound, "cannot read .npy file {}: cannot open it", QuoteForError(a.init.path));
+  for (const auto& index : blocks) {
+    NpyArray b{header.dtype, {}, {}};
+    for (const IndexRange& r : index) b.shape.push_back(r.size());
+    b.data.resize(static_cast<size_t>(b.num_elements() * itemsize));
+    size_t filled = 0;
+    const std::vector<int64_t> starts = BlockRunStarts(header.shape, index);
+    const int64_t length = index.empty() ? 1 : index.back().size();
+    for (size_t i = 0; i < starts.size();) {
+      size_t j = i + 1;  // merge runs that follow one another in the file
+      while (j < starts.size() && starts[j] == starts[j - 1] + length) ++j;
+      const int64_t bytes = static_cast<int64_t>(j - i) * length * itemsize;
+      in.seekg(header.data_offset + starts[i] * itemsize);
+      in.read(reinterpret_cast<char*>(b.data.data() + filled), bytes);
+      if (in.gcount() != bytes)
+        Throw(ErrorCode::kInvalidArgument, "{}: the file ended while reading a block of the array", a.init.path);
+      filled += static_cast<size_t>(bytes);
+      i = j;
+    }
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
 }  // namespace
 
 Array MakeScenarioArray(const ScenarioArray& a, bool abstract) {
@@ -787,13 +848,62 @@ Array MakeScenarioArray(const ScenarioArray& a, bool abstract) {
         for (double& v : values) v = uniform(rng);
         return ArrayFromDoubles(values, a.shape, dtype);
       }
-    case ArrayInit::Kind::kNpy: {
-      SPMDSIM_CHECK(a.init.npy.has_value(), "npy array without contents");
-      return ArrayFromDoubles(NpyToDoubles(*a.init.npy), a.shape, dtype);
-    }
+    case ArrayInit::Kind::kNpy: return ArrayFromDoubles(NpyToDoubles(ReadNpyAgain(a)), a.shape, dtype);
   }
   SPMDSIM_CHECK(false, "unknown init");
   return Array();
+}
+
+std::vector<Array> MakeScenarioArrayBlocks(const ScenarioArray& a, const std::vector<std::vector<IndexRange>>& blocks) {
+  int64_t bytes = 0;
+  for (const auto& index : blocks) {
+    std::vector<int64_t> shape;
+    for (const IndexRange& r : index) shape.push_back(r.size());
+    bytes += ArrayBytes(shape, DTypeSize(a.dtype));
+  }
+  CheckFitsHostMemory(fmt::format("{} block(s) of array '{}' ({} {})", blocks.size(), a.name, DTypeName(a.dtype),
+                                  PyTuple(a.shape)),
+                      bytes);
+  std::vector<Array> out;
+  switch (a.init.kind) {
+    case ArrayInit::Kind::kZeros:
+    case ArrayInit::Kind::kOnes:
+      for (const auto& index : blocks) {
+        std::vector<int64_t> shape;
+        for (const IndexRange& r : index) shape.push_back(r.size());
+        out.push_back(a.init.kind == ArrayInit::Kind::kZeros ? Array::Zeros(shape, a.dtype)
+                                                             : Array::Full(shape, a.dtype, 1.0));
+      }
+      return out;
+    case ArrayInit::Kind::kNpy: {
+      const std::vector<NpyArray> read = ReadNpyBlocks(a, blocks);
+      for (size_t b = 0; b < blocks.size(); ++b)
+        out.push_back(ArrayFromDoubles(NpyToDoubles(read[b]), read[b].shape, a.dtype));
+      return out;
+    }
+    case ArrayInit::Kind::kRandom:
+      if (a.init.distribution == ArrayInit::Distribution::kNormal)
+        return RandomArrayBlocks(a.shape, a.dtype, a.init.seed, a.init.scale, blocks);
+      break;
+    case ArrayInit::Kind::kIota: break;
+  }
+  // The same values, in the same order and rounded the same way (element by element), as MakeScenarioArray.
+  const auto round = [](const std::vector<double>& values, DType dtype) {
+    return ArrayFromDoubles(values, {static_cast<int64_t>(values.size())}, dtype);
+  };
+  const bool iota = a.init.kind == ArrayInit::Kind::kIota;
+  const auto stream = [&](int64_t n, const ValueChunk& chunk) {
+    std::mt19937_64 rng(a.init.seed);
+    std::uniform_real_distribution<double> uniform(-a.init.scale, a.init.scale);
+    std::vector<double> values;
+    for (int64_t first = 0; first < n; first += kValueChunk) {
+      values.resize(static_cast<size_t>(std::min(kValueChunk, n - first)));
+      for (size_t i = 0; i < values.size(); ++i)
+        values[i] = iota ? static_cast<double>(first + static_cast<int64_t>(i)) : uniform(rng);
+      if (!chunk(first, values)) return;
+    }
+  };
+  return BlocksOfValues(a.shape, a.dtype, blocks, stream, round);
 }
 
 NpyArray ToNpy(const Array& array) {

@@ -33,6 +33,7 @@
 #include "mesh/topology.h"
 #include "partition/logical_axis_rules.h"
 #include "partition/match_rules.h"
+#include "partition/named_sharding.h"
 #include "partition/partition_axis.h"
 #include "partition/partition_spec.h"
 #include "scenario/npy.h"
@@ -81,7 +82,8 @@ struct ArrayInit {
   Distribution distribution = Distribution::kNormal;  // kRandom: N(0, scale^2) or U[-scale, scale)
   double scale = 1.0;                               // kRandom
   std::string path;                                 // kNpy: resolved against the scenario's folder
-  std::optional<NpyArray> npy;                      // kNpy: the file's contents (read at load time)
+  std::optional<NpyHeader> npy;                     // kNpy: the file's header (read at load time; the data
+                                                    // when the array or its blocks are made)
 };
 std::string_view ArrayInitKindName(ArrayInit::Kind kind);  // "zeros", "ones", "iota", "random", "npy"
 
@@ -139,8 +141,17 @@ struct Scenario {
 };
 
 // The array's global value: its init made concrete (abstract: shape and dtype only, no data; an npy file is
-// then not copied). Random data: normal as RandomArray (workloads/workloads.h), uniform from std::mt19937_64.
+// then not read). Random data: normal as RandomArray (workloads/workloads.h), uniform from std::mt19937_64.
 Array MakeScenarioArray(const ScenarioArray& array, bool abstract);
+
+// Blocks of the array's global value (each the index ranges of one block, per dimension), bitwise those of
+// MakeScenarioArray(array, false) cut at the same ranges, made without the whole array: zeros and ones
+// directly, iota and random values streamed once in flat order and kept where a block holds them (the time is
+// that of the whole array up to the last element kept; the memory that of the blocks), npy data read block by
+// block from the file (only the blocks' bytes; a Fortran-order file whole). Across ranks each
+// rank makes only its own devices' blocks (docs/multiprocess.md). REQUIRES: ranges within the shape.
+std::vector<Array> MakeScenarioArrayBlocks(const ScenarioArray& array,
+                                           const std::vector<std::vector<IndexRange>>& blocks);
 
 // An array's bytes as a .npy value (bfloat16 is widened to float32 when written). Throws
 // Error(kFailedPrecondition) for an abstract array.

@@ -1,6 +1,7 @@
 #include "shardmap/shard_map.h"
 
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <utility>
 
@@ -232,8 +233,11 @@ struct BlockDifference {
 };
 
 // The first device (in mesh order) whose block of output k differs from the block at index 0 of an omitted axis.
+// Across ranks without shared outputs, `digests` ([instance][output], every rank's blocks) replaces the bytes.
+using Digests = std::vector<std::vector<uint64_t>>;
+
 std::optional<BlockDifference> FindDifference(const Blocks& blocks, size_t k, const Mesh& imesh,
-                                              const std::vector<std::string>& omitted) {
+                                              const std::vector<std::string>& omitted, const Digests* digests) {
   for (int64_t i = 0; i < imesh.size(); ++i) {
     const std::vector<int64_t> coords = imesh.CoordsOfPosition(i);
     for (const auto& a : omitted) {
@@ -242,6 +246,13 @@ std::optional<BlockDifference> FindDifference(const Blocks& blocks, size_t k, co
       std::vector<int64_t> base = coords;
       base[dim] = 0;
       const int64_t j = imesh.PositionOf(base);
+      if (digests != nullptr) {
+        if ((*digests)[j][k] == (*digests)[i][k]) continue;
+        return BlockDifference{a, j, i,
+                               fmt::format("the blocks of {} and {} differ along mesh axis {} (compared by digest: "
+                                           "the ranks holding them keep their blocks)",
+                                           DeviceText(imesh, j), DeviceText(imesh, i), PyRepr(a))};
+      }
       if (SameBlock(blocks[j][k], blocks[i][k])) continue;
       return BlockDifference{a, j, i,
                              fmt::format("the blocks of {} and {} differ along mesh axis {} ({})", DeviceText(imesh, j),
@@ -276,7 +287,7 @@ std::string StaticReplicationItem(size_t k, const PartitionSpec& spec, const Mes
 // check_vma: the static rule (JAX's), with the blocks compared as evidence, then the dynamic comparison of the
 // blocks along every omitted axis (docs/shardmap.md).
 void CheckReplication(const Blocks& blocks, const std::vector<PartitionSpec>& out_specs, const Mesh& mesh,
-                      const Mesh& imesh, const std::string& name) {
+                      const Mesh& imesh, const std::string& name, const Digests* digests) {
   std::vector<std::string> static_msgs;
   std::vector<std::string> evidence;
   for (size_t k = 0; k < out_specs.size(); ++k) {
@@ -288,7 +299,7 @@ void CheckReplication(const Blocks& blocks, const std::vector<PartitionSpec>& ou
     uint64_t varying = 0;
     for (const auto& instance : blocks) varying |= instance[k].varying_axes();
     const uint64_t bad = varying & MaskOf(imesh, omitted);
-    const std::optional<BlockDifference> differ = FindDifference(blocks, k, imesh, omitted);
+    const std::optional<BlockDifference> differ = FindDifference(blocks, k, imesh, omitted, digests);
     if (bad != 0) {
       static_msgs.push_back(StaticReplicationItem(k, spec, mesh, imesh, varying));
       evidence.push_back(differ ? fmt::format("out_specs[{}]: {}.", k, differ->text)
@@ -312,6 +323,46 @@ void CheckReplication(const Blocks& blocks, const std::vector<PartitionSpec>& ou
               "blocks: {}",
               name, MeshText(mesh), JoinItems(static_msgs), fmt::join(evidence, " "));
   }
+}
+
+// FNV-1a over an array's dtype, shape and bytes (abstract arrays: dtype and shape).
+uint64_t Digest(const Array& a) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](const void* data, size_t n) {
+    const auto* bytes = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  };
+  const int64_t dtype = static_cast<int64_t>(a.dtype());
+  mix(&dtype, sizeof(dtype));
+  for (int64_t d : a.shape()) mix(&d, sizeof(d));
+  if (!a.is_abstract() && a.nbytes() > 0) mix(a.raw_data(), static_cast<size_t>(a.nbytes()));
+  return h;
+}
+
+// Across ranks whose outputs stay with their owners: every block's digest, from the rank that holds it (every
+// rank must call this), so that every rank reaches the same replication verdict.
+Digests DigestsOfEveryRank(const Blocks& blocks, const Runtime& runtime) {
+  const size_t num_out = blocks.empty() ? 0 : blocks[0].size();
+  std::string mine;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (!runtime.is_local(static_cast<int64_t>(i))) continue;
+    for (const Array& a : blocks[i]) {
+      const uint64_t h = Digest(a);
+      mine.append(reinterpret_cast<const char*>(&h), sizeof(h));
+    }
+  }
+  const std::vector<std::string> all = runtime.options().process_group->AllGatherBytes(mine);
+  Digests digests(blocks.size(), std::vector<uint64_t>(num_out));
+  std::vector<size_t> at(all.size(), 0);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const int r = runtime.owner(static_cast<int64_t>(i));
+    for (size_t k = 0; k < num_out; ++k) {
+      SPMDSIM_CHECK(at[r] + sizeof(uint64_t) <= all[r].size(), "rank {} sent too few digests", r);
+      std::memcpy(&digests[i][k], all[r].data() + at[r], sizeof(uint64_t));
+      at[r] += sizeof(uint64_t);
+    }
+  }
+  return digests;
 }
 
 // The global shape of every output: dimension d of the blocks times the size of the axes out_specs[k][d] names.
@@ -455,7 +506,15 @@ ShardMapped::Outputs ShardMapped::Run(std::vector<ShardMapArg>& args) const {
   Outputs out;
   out.blocks = RunInstances(inputs);
   CheckOutputs(out.blocks, s.out_specs, s.instance_mesh, s.options.name);
-  if (s.options.check_vma) CheckReplication(out.blocks, s.out_specs, s.mesh, s.instance_mesh, s.options.name);
+  if (s.options.check_vma) {
+    // Across ranks whose outputs stay with their owners, blocks on other ranks are compared by digest.
+    const Runtime& rt = runtime();
+    const bool by_digest = s.options.share_outputs != ShareData::kEveryRank && rt.options().process_group != nullptr &&
+                           rt.options().process_group->size() > 1;
+    const Digests digests = by_digest ? DigestsOfEveryRank(out.blocks, rt) : Digests{};
+    CheckReplication(out.blocks, s.out_specs, s.mesh, s.instance_mesh, s.options.name,
+                     by_digest ? &digests : nullptr);
+  }
   out.global_shapes = GlobalShapes(out.blocks, s.out_specs, s.instance_mesh);
   return out;
 }
@@ -503,7 +562,7 @@ std::vector<std::vector<Array>> ShardMapped::RunInstances(InputBlocks& inputs) c
     for (size_t k = 0; k < num_args; ++k) held[k] = d.Hold(inputs.blocks[k][i]).WithVaryingAxes(inputs.masks[k]);
     blocks[i] = s.f(d, std::span<const Array>(held));
   });
-  ShareArrays(runtime(), blocks);  // several processes: every rank assembles the global outputs
+  ShareArrays(runtime(), blocks, s.options.share_outputs);  // several processes: the other ranks' blocks
   inputs = InputBlocks{};  // the host copies of the blocks are no longer needed
   return blocks;
 }

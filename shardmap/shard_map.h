@@ -55,6 +55,7 @@
 #include "shardmap/sharded_array.h"
 #include "sim/array.h"
 #include "sim/device_context.h"
+#include "sim/multiprocess.h"
 #include "sim/runtime.h"
 
 namespace spmdsim {
@@ -88,6 +89,11 @@ struct ShardMapOptions {
   // first call with runtime_options and keeps it for later calls.
   Runtime* runtime = nullptr;
   RuntimeOptions runtime_options;
+  // Several processes (RuntimeOptions::process_group): which ranks receive the output blocks of other ranks'
+  // devices (sim/multiprocess.h). Default kEveryRank: every rank returns the whole outputs. kShapesOnly: each
+  // rank keeps its own devices' blocks and abstract stand-ins for the others, so CallSharded returns this
+  // rank's shards (the others abstract) and operator() an abstract global array; nothing is gathered.
+  ShareData share_outputs = ShareData::kEveryRank;
 };
 
 // What f receives and returns: its blocks (in argument order) and one Array per out_spec.

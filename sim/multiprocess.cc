@@ -38,6 +38,31 @@ std::vector<int64_t> ProcessGroup::AllGather(int64_t value, std::chrono::millise
   return values;
 }
 
+std::vector<std::string> ProcessGroup::AllGatherBytes(const std::string& bytes,
+                                                      std::chrono::milliseconds timeout) const {
+  internal::Transport& transport = *transport_;
+  const int me = transport.rank(), k = transport.size();
+  const std::vector<int64_t> sizes = AllGather(static_cast<int64_t>(bytes.size()), timeout);
+  const uint64_t runs = static_cast<uint64_t>(std::max(1, transport.max_tag() / 2));
+  const int tag = static_cast<int>(2 * (transport.NextRunIndex() % runs));
+  std::vector<std::string> values(static_cast<size_t>(k));
+  values[me] = bytes;
+  std::vector<internal::Transfer> batch;
+  for (int r = 0; r < k; ++r) {
+    if (r == me) continue;
+    values[r].resize(static_cast<size_t>(sizes[r]));
+    if (sizes[r] > 0)
+      batch.push_back({.send = false, .peer = r, .tag = tag, .data = values[r].data(), .bytes = values[r].size()});
+    if (!bytes.empty())
+      batch.push_back({.send = true, .peer = r, .tag = tag, .data = const_cast<char*>(bytes.data()),
+                       .bytes = bytes.size()});
+  }
+  if (!internal::CompleteBatch(transport, batch, timeout))
+    Throw(ErrorCode::kDeadlineExceeded, "ProcessGroup::AllGatherBytes: a rank sent nothing within {} ms",
+          timeout.count());
+  return values;
+}
+
 std::vector<int> PlaceDevices(const Mesh& mesh, int num_ranks) {
   const int64_t n = mesh.size();
   if (num_ranks < 1 || num_ranks > n)
@@ -77,7 +102,7 @@ void CompleteOrThrow(internal::Transport& transport, std::vector<internal::Trans
 
 }  // namespace
 
-void ShareArrays(const Runtime& runtime, std::vector<std::vector<Array>>& by_position) {
+void ShareArrays(const Runtime& runtime, std::vector<std::vector<Array>>& by_position, ShareData data) {
   const std::shared_ptr<ProcessGroup>& group = runtime.options().process_group;
   if (group == nullptr) return;
   internal::Transport& transport = group->transport();
@@ -125,8 +150,9 @@ void ShareArrays(const Runtime& runtime, std::vector<std::vector<Array>>& by_pos
   CompleteOrThrow(transport, batch, timeout, "the result shapes");
 
   // 2. The elements, position by position in ascending order on both sides.
+  const bool i_receive = data == ShareData::kEveryRank || (data == ShareData::kRankZero && me == 0);
   batch.clear();
-  for (int r = 0; r < k; ++r) {  // receives: make the arrays
+  for (int r = 0; r < k; ++r) {  // receives: make the arrays (abstract stand-ins when no elements come)
     if (r == me) continue;
     const std::vector<int64_t>& m = meta[r];
     for (size_t i = 0; i < m.size();) {
@@ -145,20 +171,23 @@ void ShareArrays(const Runtime& runtime, std::vector<std::vector<Array>>& by_pos
         i += static_cast<size_t>(dims);
         const int64_t bytes = NumElements(shape) * DTypeSize(dtype);
         std::shared_ptr<internal::Buffer> buffer;
-        if (!abstract) {
+        const bool stand_in = !abstract && !i_receive;
+        if (!abstract && i_receive) {
           buffer = internal::Buffer::Allocate(bytes);
           if (bytes > 0) {
             batch.push_back({.send = false, .peer = r, .tag = tag + 1, .data = buffer->data(),
                              .bytes = static_cast<size_t>(bytes)});
           }
         }
-        arrays.push_back(internal::ArrayAccess::Make(dtype, std::move(shape), std::move(buffer), nullptr)
-                             .WithVaryingAxes(varying));
+        arrays.push_back(stand_in ? Array::Abstract(std::move(shape), dtype).WithVaryingAxes(varying)
+                                  : internal::ArrayAccess::Make(dtype, std::move(shape), std::move(buffer), nullptr)
+                                        .WithVaryingAxes(varying));
       }
     }
   }
   for (int r = 0; r < k; ++r) {  // sends
     if (r == me) continue;
+    if (data == ShareData::kShapesOnly || (data == ShareData::kRankZero && r != 0)) continue;
     for (int64_t p = 0; p < n; ++p) {
       if (!runtime.is_local(p)) continue;
       for (const Array& a : by_position[p]) {

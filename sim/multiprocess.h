@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "mesh/mesh.h"
@@ -43,6 +44,9 @@ class ProcessGroup {
   // Every rank's `value`, by rank (e.g. peak memory for a report). Every rank must call it. Throws
   // Error(kDeadlineExceeded) when a rank sends nothing within `timeout`.
   std::vector<int64_t> AllGather(int64_t value, std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
+  // Every rank's `bytes` (any length, e.g. a serialised record), by rank. Every rank must call it; same errors.
+  std::vector<std::string> AllGatherBytes(const std::string& bytes,
+                                          std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
   internal::Transport& transport() const { return *transport_; }
 
  private:
@@ -80,14 +84,22 @@ class MpiSession {
   std::shared_ptr<ProcessGroup> world_;
 };
 
+// Where ShareArrays sends the elements (the shapes always go to every rank).
+enum class ShareData {
+  kEveryRank,   // every rank holds every position's arrays
+  kRankZero,    // rank 0 holds every position's arrays; other ranks hold abstract stand-ins for remote ones
+  kShapesOnly,  // every rank holds abstract stand-ins (dtype, shape, varying axes; no elements) for remote ones
+};
+
 // After a Run across ranks: fills every other rank's positions of `by_position` (indexed by mesh position,
-// each entry the arrays that position's device produced; this rank's entries filled) with the arrays their
-// owners hold, so that every rank holds every position's arrays (dtype, shape, elements and varying axes).
-// Everything is copied to every rank: for results a program gathers anyway (ShardMapped's global outputs), not
-// for the devices' working set. A no-op for a one-process runtime. Every rank must call it at the same point.
+// each entry the arrays that position's device produced; this rank's entries filled, possibly empty) with the
+// arrays their owners hold: their dtype, shape and varying axes always, their elements as `data` says.
+// kEveryRank copies everything to every rank: only for results a program gathers anyway, not for the devices'
+// working set. A no-op for a one-process runtime. Every rank must call it at the same point with the same `data`.
 // Throws Error(kDeadlineExceeded) when a rank sends nothing within 2x collective_timeout.
 class Runtime;
-void ShareArrays(const Runtime& runtime, std::vector<std::vector<Array>>& by_position);
+void ShareArrays(const Runtime& runtime, std::vector<std::vector<Array>>& by_position,
+                 ShareData data = ShareData::kEveryRank);
 
 // The rank that runs each mesh position when `num_ranks` ranks share the mesh: by the topology's hosts
 // (Device::process_index) when num_ranks divides the number of hosts (rank r takes hosts

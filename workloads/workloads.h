@@ -38,8 +38,10 @@
 #define SPMDSIM_WORKLOADS_WORKLOADS_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,8 +53,10 @@
 #include "partition/logical_axis_rules.h"
 #include "partition/match_rules.h"
 #include "partition/memory_analysis.h"
+#include "partition/named_sharding.h"
 #include "partition/partition_spec.h"
 #include "sim/array.h"
+#include "shardmap/sharded_array.h"
 #include "sim/runtime.h"
 #include "workloads/model.h"
 
@@ -211,6 +215,10 @@ struct PartitionResult {
   std::string largest, smallest;       // parameter names with the most / fewest bytes per device
 };
 
+// Several processes: kept arrays (WorkloadContext::keep_arrays) up to this many bytes are gathered whole to
+// rank 0; larger ones are written shard by shard by their owners (`spmdsim run --dump`, docs/multiprocess.md).
+inline constexpr int64_t kGatherArrayBytes = int64_t{16} << 20;
+
 struct WorkloadResult {
   std::string name;                    // the workload's name (from its config)
   std::string kind;                    // "collectives", "shard_map", "mlp", "transformer_block", "partition"
@@ -225,9 +233,14 @@ struct WorkloadResult {
   std::optional<PartitionResult> partition;  // partition only
   std::optional<ModelAccounting> model;      // model only: the analytic accounting (workloads/model.h)
   std::optional<ModelStepTimes> model_step;  // model only: the simulated training step (workloads/model.h)
-  // Global (unsharded) arrays, when WorkloadContext::keep_arrays and not abstract (for --dump).
+  // Global (unsharded) arrays, when WorkloadContext::keep_arrays and not abstract (for --dump). Across ranks
+  // (shard_map, mlp, transformer_block): arrays of at most kGatherArrayBytes are gathered to rank 0 and appear
+  // there only; larger ones stay on their owners, in sharded_inputs / sharded_outputs.
   std::vector<std::pair<std::string, Array>> inputs;
   std::vector<std::pair<std::string, Array>> outputs;
+  // Across ranks, kept arrays over kGatherArrayBytes: this rank's devices' shards (other shards abstract).
+  std::vector<std::pair<std::string, ShardedArray>> sharded_inputs;
+  std::vector<std::pair<std::string, ShardedArray>> sharded_outputs;
   // Mesh layout of every named value: name -> spec (mlp / transformer_block / shard_map inputs and outputs).
   std::vector<std::pair<std::string, PartitionSpec>> layouts;
 };
@@ -238,6 +251,33 @@ struct WorkloadResult {
 // Normal(0, scale) values (std::mt19937_64 + Box-Muller, computed in double, rounded to dtype). Abstract when
 // `abstract`.
 Array RandomArray(std::vector<int64_t> shape, DType dtype, uint64_t seed, double scale = 1.0, bool abstract = false);
+// RandomArray's values in double, streamed: `chunk(first, values)` gets elements [first, first + values.size())
+// of the flat array, in order, at most 65536 at a time, until `n` elements or until `chunk` returns false. Lets a
+// rank keep only the elements of its own blocks (scenario/scenario.h: MakeScenarioArrayBlocks).
+// RandomArray's array of `values` (some or all of them): float64, rounded to dtype the same way.
+Array RandomArrayOfValues(const std::vector<double>& values, std::vector<int64_t> shape, DType dtype);
+
+// Values streamed in flat order: `chunk(first, values)` gets elements [first, first + values.size()), at most
+// kValueChunk at a time; it returns false when no more are needed.
+inline constexpr int64_t kValueChunk = 65536;
+using ValueChunk = std::function<bool(int64_t first, std::span<const double> values)>;
+void RandomNormalValues(int64_t n, uint64_t seed, double scale, const ValueChunk& chunk);
+
+// Blocks (index ranges per dimension) of an array of `shape` whose flat elements `stream(n, chunk)` produces in
+// order (the first n of them), each chunk rounded to dtype by `round(values, dtype)` (a rounding done element by
+// element, so chunk by chunk gives the bits of the whole array's). Keeps only the blocks' elements: the memory
+// is that of the blocks, the time that of the array up to the last element a block holds.
+// Example: BlocksOfValues({4, 4}, kF32, {{{2, 4}, {0, 4}}}, iota stream, round) -> [[8..11], [12..15]].
+std::vector<Array> BlocksOfValues(
+    std::span<const int64_t> shape, DType dtype, const std::vector<std::vector<IndexRange>>& blocks,
+    const std::function<void(int64_t n, const ValueChunk& chunk)>& stream,
+    const std::function<Array(const std::vector<double>& values, DType dtype)>& round);
+// Blocks of RandomArray(shape, dtype, seed, scale), bitwise.
+std::vector<Array> RandomArrayBlocks(std::span<const int64_t> shape, DType dtype, uint64_t seed, double scale,
+                                     const std::vector<std::vector<IndexRange>>& blocks);
+// The flat index of each run of the last dimension in the block `index` of a row-major array of `shape`, in
+// increasing order (none for an empty block). Example: shape {4, 4}, block rows 1-2, columns 1-3 -> {5, 9}.
+std::vector<int64_t> BlockRunStarts(std::span<const int64_t> shape, std::span<const IndexRange> index);
 
 // ---------------------------------------------------------------------------------------------------------------
 // 1. collectives: an nccl-tests-like sweep.
@@ -311,9 +351,18 @@ struct ProgramStep {
 
 struct ProgramInput {
   std::string name{};
-  Array value{};                       // the GLOBAL array (abstract allowed; made abstract in abstract mode)
+  Array value{};                       // the GLOBAL array (abstract allowed; made abstract in abstract mode);
+                                       // with make_blocks it may be abstract: then only its shape and dtype count
   PartitionSpec spec{};                // in_spec
+  // Optional, used when `value` is abstract: makes blocks of the global array (index ranges per dimension),
+  // bitwise the same cut of the whole array. Across ranks (a process_group of several ranks) the engine makes
+  // only the blocks of this rank's devices, and the whole array only for the one-device reference check; in one
+  // process the whole array. Example: MakeScenarioArrayBlocks (scenario/scenario.h).
+  std::function<std::vector<Array>(const std::vector<std::vector<IndexRange>>& blocks)> make_blocks{};
 };
+
+// The input's whole array: `value`, or made by make_blocks when `value` is abstract.
+Array WholeProgramInput(const ProgramInput& input);
 
 struct ProgramOutput {
   std::string name{};                  // a value of the program
@@ -382,7 +431,9 @@ struct TransformerBlockConfig {
   bool check = true;
 };
 
-// The program each layer runs (for inspection, docs and tests): inputs with their specs, steps, outputs.
+// The program each layer runs (for inspection, docs and tests): inputs with their specs, steps, outputs. Its
+// random inputs are made when the program runs (ProgramInput::make_blocks, `value` abstract): WholeProgramInput
+// gives one whole.
 ShardMapConfig MlpProgram(const MlpConfig& config, const Mesh& mesh, bool abstract);
 ShardMapConfig TransformerBlockProgram(const TransformerBlockConfig& config, const Mesh& mesh, bool abstract);
 

@@ -4,6 +4,7 @@
 #include "scenario/scenario.h"
 
 #include <cmath>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "partition/named_sharding.h"
 #include "partition/partition_spec.h"
 #include "scenario/internal/scenario_yaml.h"  // ParseByteSize, DidYouMean
 #include "tests/scenario/parse_error.h"
@@ -311,6 +313,40 @@ workloads: [{kind: collectives}]
   EXPECT_EQ(a.shape(), (std::vector<int64_t>{4, 4}));
 }
 
+// Each rank makes only its own blocks (docs/multiprocess.md): every block must be bitwise the same cut of the
+// whole array, for every kind of data and dtype, including blocks that split the last dimension and chunks of
+// the streamed values (65536 elements) that straddle blocks.
+TEST(Scenario, MakesBlocksBitwiseEqualToTheWholeArrayCutAtTheSameRanges) {
+  Scenario s = ParseScenario(kArraysHead + R"y(arrays:
+  - {name: n, shape: [96, 1500], data: random, seed: 11, scale: 0.3}
+  - {name: nb, shape: [96, 1500], dtype: bfloat16, data: random, seed: 2}
+  - {name: u, shape: [96, 1500], dtype: float16, data: random, distribution: uniform, seed: 5}
+  - {name: i, shape: [96, 1500], dtype: int32, data: iota}
+  - {name: ib, shape: [96, 1500], dtype: bfloat16, data: iota}
+  - {name: o, shape: [96, 1500], dtype: float64, data: ones}
+  - {name: z, shape: [96, 1500], data: zeros}
+workloads: [{kind: collectives}]
+)y", "t.yaml");
+  const std::vector<std::vector<IndexRange>> blocks = {
+      {{0, 96}, {0, 1500}}, {{0, 24}, {0, 1500}}, {{72, 96}, {750, 1500}}, {{10, 11}, {3, 4}}, {{40, 90}, {100, 1400}}};
+  for (const char* name : {"n", "nb", "u", "i", "ib", "o", "z"}) {
+    const ScenarioArray& a = s.array(name);
+    const Array whole = MakeScenarioArray(a, false);
+    const std::vector<Array> made = MakeScenarioArrayBlocks(a, blocks);
+    ASSERT_EQ(made.size(), blocks.size());
+    for (size_t b = 0; b < blocks.size(); ++b) {
+      std::vector<int64_t> shape;
+      for (const IndexRange& r : blocks[b]) shape.push_back(r.size());
+      std::vector<std::byte> cut(static_cast<size_t>(whole.nbytes() / whole.size() * NumElements(shape)));
+      CopyBlockOut(static_cast<const std::byte*>(whole.raw_data()), whole.shape(), blocks[b],
+                   static_cast<size_t>(DTypeSize(whole.dtype())), cut.data());
+      ASSERT_EQ(made[b].shape(), shape) << name << " block " << b;
+      ASSERT_EQ(made[b].dtype(), whole.dtype());
+      EXPECT_EQ(std::memcmp(made[b].raw_data(), cut.data(), cut.size()), 0) << name << " block " << b;
+    }
+  }
+}
+
 TEST(Scenario, ReadsNpyDataRelativeToTheScenario) {
   std::string dir = ::testing::TempDir() + "scenario_npy_test";
   std::filesystem::create_directories(dir + "/data");
@@ -332,6 +368,45 @@ TEST(Scenario, ReadsNpyDataRelativeToTheScenario) {
   }
   EXPECT_THAT(ErrorOf(kArraysHead + "arrays:\n  - {name: x, data: missing.npy}\nworkloads: [{kind: collectives}]\n"),
               HasSubstr("cannot read .npy file"));
+}
+
+// .npy data: each block is read from the file (C order: only its bytes; Fortran order: the whole file, reordered).
+TEST(Scenario, ReadsNpyBlocksBitwiseEqualToTheWholeArrayCutAtTheSameRanges) {
+  const std::string dir = ::testing::TempDir() + "scenario_npy_blocks_test";
+  std::filesystem::create_directories(dir);
+  const int64_t rows = 40, cols = 30;
+  std::vector<uint8_t> c_bytes(static_cast<size_t>(rows * cols * 4)), f_bytes(c_bytes.size());
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) {
+      const float v = static_cast<float>(i * 1000 + j) * 0.25f;
+      std::memcpy(c_bytes.data() + (i * cols + j) * 4, &v, 4);
+      std::memcpy(f_bytes.data() + (j * rows + i) * 4, &v, 4);
+    }
+  }
+  WriteNpy(dir + "/c.npy", {"float32", {rows, cols}, c_bytes});
+  std::string fortran = SerializeNpy({"float32", {rows, cols}, f_bytes});
+  const std::string c_order_text = "'fortran_order': False";
+  fortran.replace(fortran.find(c_order_text), c_order_text.size(), "'fortran_order': True ");
+  std::ofstream(dir + "/f.npy", std::ios::binary) << fortran;
+  Scenario s = ParseScenario(kArraysHead + "arrays:\n  - {name: c, data: c.npy}\n  - {name: f, data: f.npy}\n"
+                                           "  - {name: b, dtype: bfloat16, data: c.npy}\nworkloads: [{kind: collectives}]\n",
+                             dir + "/s.yaml");
+  const std::vector<std::vector<IndexRange>> blocks = {{{0, 40}, {0, 30}}, {{10, 20}, {0, 30}}, {{5, 37}, {7, 8}},
+                                                       {{39, 40}, {29, 30}}};
+  for (const char* name : {"c", "f", "b"}) {
+    const Array whole = MakeScenarioArray(s.array(name), false);
+    const std::vector<Array> made = MakeScenarioArrayBlocks(s.array(name), blocks);
+    for (size_t b = 0; b < blocks.size(); ++b) {
+      std::vector<int64_t> shape;
+      for (const IndexRange& r : blocks[b]) shape.push_back(r.size());
+      std::vector<std::byte> cut(static_cast<size_t>(NumElements(shape) * DTypeSize(whole.dtype())));
+      CopyBlockOut(static_cast<const std::byte*>(whole.raw_data()), whole.shape(), blocks[b],
+                   static_cast<size_t>(DTypeSize(whole.dtype())), cut.data());
+      ASSERT_EQ(made[b].shape(), shape) << name << " block " << b;
+      EXPECT_EQ(std::memcmp(made[b].raw_data(), cut.data(), cut.size()), 0) << name << " block " << b;
+    }
+  }
+  EXPECT_EQ(MakeScenarioArray(s.array("f"), false).ToDoubles(), MakeScenarioArray(s.array("c"), false).ToDoubles());
 }
 
 TEST(Scenario, RejectsArrayKeysThatDoNotApplyToItsData) {

@@ -346,6 +346,51 @@ TEST(PlaceDevices, SplitsContiguousBlocksOtherwise) {
   EXPECT_THROW(PlaceDevices(Mesh::Iota({2}, {"x"}), 3), Error);
 }
 
+TEST(ProcessGroup, AllGatherBytesGivesEveryRankEveryRanksRecordOfAnyLength) {
+  const std::shared_ptr<ProcessGroup> group = NewGroup();
+  if (group == nullptr) GTEST_SKIP() << "needs mpirun";
+  const int me = group->rank();
+  const std::string mine(static_cast<size_t>(me * 3), static_cast<char>('a' + me));  // rank 0 sends nothing
+  const std::vector<std::string> all = group->AllGatherBytes(mine);
+  ASSERT_EQ(static_cast<int>(all.size()), group->size());
+  for (int r = 0; r < group->size(); ++r) EXPECT_EQ(all[r], std::string(static_cast<size_t>(r * 3), static_cast<char>('a' + r)));
+}
+
+// Each position's device returns [position, position + 1] as float32[2] (varying over x).
+std::vector<std::vector<Array>> BlocksOfEveryLocalDevice(Runtime& runtime) {
+  std::vector<std::vector<Array>> by_position(static_cast<size_t>(runtime.num_devices()));
+  runtime.Run([&](DeviceContext& d) {
+    const double p = static_cast<double>(d.position());
+    by_position[d.position()] = {Array::FromVector<float>({static_cast<float>(p), static_cast<float>(p + 1)}, {2})
+                                     .WithVaryingAxes(1)};
+  });
+  return by_position;
+}
+
+TEST(ShareArrays, ShapesOnlyGivesAbstractStandInsAndRankZeroAloneReceivesTheElements) {
+  RuntimeOptions options;
+  options.num_threads = 2;
+  options.process_group = NewGroup();
+  Runtime runtime(Mesh::Iota({8}, {"x"}), options);
+  for (ShareData data : {ShareData::kShapesOnly, ShareData::kRankZero, ShareData::kEveryRank}) {
+    std::vector<std::vector<Array>> by_position = BlocksOfEveryLocalDevice(runtime);
+    ShareArrays(runtime, by_position, data);
+    const bool receives = data == ShareData::kEveryRank || (data == ShareData::kRankZero && runtime.rank() == 0);
+    for (int64_t p = 0; p < 8; ++p) {
+      ASSERT_EQ(by_position[p].size(), 1u) << p;
+      const Array& a = by_position[p][0];
+      EXPECT_EQ(a.shape(), (std::vector<int64_t>{2}));
+      EXPECT_EQ(a.varying_axes(), 1u);
+      if (runtime.is_local(p) || receives) {
+        ASSERT_FALSE(a.is_abstract()) << p;
+        EXPECT_EQ(a.ToDoubles(), (std::vector<double>{static_cast<double>(p), static_cast<double>(p + 1)}));
+      } else {
+        EXPECT_TRUE(a.is_abstract()) << p;
+      }
+    }
+  }
+}
+
 // --- Faults across ranks ----------------------------------------------------------------------------------
 
 // Runs `fn` across the ranks (timeout `timeout_ms`) and returns the error every rank must report.

@@ -6,6 +6,7 @@
 //   v(p, i) = ((7 p + 3 i) mod 17) - 8          (small integers: every sum is exact in float32)
 // and every result is compared with the value the op must give from the group's members (in-group order).
 #include <algorithm>
+#include <cstring>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "common/error.h"
 #include "common/host_memory.h"
 #include "ops/elementwise.h"
+#include "sim/multiprocess.h"
 #include "workloads/engines/recorder.h"
 #include "workloads/workloads.h"
 #include "sim/runtime.h"
@@ -248,6 +250,20 @@ RowRun RunRow(const Row& row, const WorkloadContext& context, const CollectivesC
   }
   run.check_passed = std::all_of(ok.begin(), ok.end(), [](char c) { return c != 0; });
   run.max_abs_error = *std::max_element(max_error.begin(), max_error.end());
+  const std::shared_ptr<ProcessGroup>& group = runtime.options().process_group;
+  if (check && group != nullptr && group->size() > 1) {
+    // Each rank checked its own devices (the others kept their defaults): merge, so every rank reports all.
+    std::string mine(sizeof(double) + 1, '\0');
+    std::memcpy(mine.data(), &run.max_abs_error, sizeof(double));
+    mine[sizeof(double)] = run.check_passed ? 1 : 0;
+    for (const std::string& theirs : group->AllGatherBytes(mine)) {
+      SPMDSIM_CHECK(theirs.size() == mine.size(), "a rank's check record has {} bytes", theirs.size());
+      double error = 0;
+      std::memcpy(&error, theirs.data(), sizeof(double));
+      run.max_abs_error = std::max(run.max_abs_error, error);
+      run.check_passed = run.check_passed && theirs[sizeof(double)] != 0;
+    }
+  }
   return run;
 }
 

@@ -78,7 +78,8 @@ void RunWithData(const WorkloadContext& context, const ModelConfig& config, Work
   WorkloadContext run_context = context;
   run_context.keep_arrays = true;
   run_context.record_trace = false;
-  WorkloadResult run = internal::RunProgram(run_context, parallel.program, "model");
+  // The check below reads the whole outputs: across ranks every rank receives them (docs/multiprocess.md).
+  WorkloadResult run = internal::RunProgram(run_context, parallel.program, "model", /*whole_outputs=*/true);
   r->wall_seconds = run.wall_seconds;
 
   NumericCheck& check = r->check;

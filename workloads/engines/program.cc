@@ -3,14 +3,19 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <numbers>
 
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/host_memory.h"
 #include "ops/ops.h"
 #include "shardmap/shard_map.h"
+#include "sim/array_builder.h"
+#include "sim/multiprocess.h"
 
 namespace spmdsim {
 
@@ -153,7 +158,7 @@ const std::vector<std::string>& ProgramOpNames() {
 namespace internal {
 
 CheckedValue CompareArrays(const std::string& name, const Array& got, const Array& want, double rtol,
-                           double atol) {
+                           double atol, std::span<const int64_t> index_offset, double* worst_excess_out) {
   CheckedValue c;
   c.name = name;
   if (got.shape() != want.shape()) {
@@ -180,12 +185,14 @@ CheckedValue CompareArrays(const std::string& name, const Array& got, const Arra
     }
   }
   c.passed = g.empty() || worst_excess <= 0;
+  if (worst_excess_out != nullptr) *worst_excess_out = worst_excess;
   if (!g.empty()) {
     std::vector<int64_t> index(got.shape().size());
     size_t rest = worst_index;
     for (int k = static_cast<int>(index.size()) - 1; k >= 0; --k) {
       index[k] = static_cast<int64_t>(rest % static_cast<size_t>(got.shape()[k]));
       rest /= static_cast<size_t>(got.shape()[k]);
+      if (static_cast<size_t>(k) < index_offset.size()) index[k] += index_offset[k];
     }
     c.worst = fmt::format("{}[{}]: got {}, want {}", name, fmt::join(index, ","), g[worst_index], w[worst_index]);
   }
@@ -348,42 +355,202 @@ std::vector<Array> RunOnOneDevice(const ShardMapConfig& config, const CompiledPr
 
 }  // namespace
 
+// The whole input (for the one-device reference, or one process with make_blocks).
+Array WholeInput(const ProgramInput& in) {
+  if (!in.make_blocks || !in.value.is_abstract()) return in.value;
+  std::vector<IndexRange> all;
+  for (int64_t d : in.value.shape()) all.push_back({0, d});
+  return in.make_blocks({all})[0];
+}
+
 std::vector<Array> RunProgramOnOneDevice(const ShardMapConfig& config, const std::vector<std::string>& axis_names) {
   Mesh one = Mesh::Iota(std::vector<int64_t>(axis_names.size(), 1), axis_names);
   const CompiledProgram program = Compile(config, one, "program");
   std::vector<ShardMapArg> args;
   std::vector<InSpec> in_specs;
   for (const ProgramInput& in : config.inputs) {
-    args.emplace_back(in.value);
+    args.emplace_back(WholeInput(in));
     in_specs.emplace_back(in.spec);
   }
   return RunOnOneDevice(config, program, axis_names, args, in_specs);
 }
 
-WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& config, const std::string& kind) {
+namespace {
+
+bool AcrossRanks(const WorkloadContext& context) {
+  return context.runtime.process_group != nullptr && context.runtime.process_group->size() > 1;
+}
+
+// The input as this rank's shards under its in_spec: made by make_blocks (only the distinct blocks of local
+// devices) or cut from the global value; other ranks' positions hold abstract stand-ins.
+ShardedArray LocalShards(const ProgramInput& in, const Mesh& mesh, const Runtime& runtime) {
+  NamedSharding sharding(mesh, in.spec);
+  const ShardingLayout layout = sharding.Layout(in.value.shape());
+  std::map<int64_t, size_t> slot_of_shard;  // shard id -> index in `wanted`
+  std::vector<std::vector<IndexRange>> wanted;
+  for (int64_t p = 0; p < mesh.size(); ++p) {
+    const DeviceShard& d = layout.shards[p];
+    if (runtime.is_local(p) && slot_of_shard.emplace(d.shard_id, wanted.size()).second) wanted.push_back(d.index);
+  }
+  std::vector<Array> made;
+  if (in.make_blocks && in.value.is_abstract()) {
+    made = in.make_blocks(wanted);
+  } else {
+    const size_t element = static_cast<size_t>(DTypeSize(in.value.dtype()));
+    for (const auto& index : wanted) {
+      std::vector<int64_t> shape;
+      for (const IndexRange& r : index) shape.push_back(r.size());
+      ArrayBuilder block(in.value.dtype(), shape);
+      if (block.size() > 0)
+        CopyBlockOut(static_cast<const std::byte*>(in.value.raw_data()), in.value.shape(), index, element,
+                     static_cast<std::byte*>(block.mutable_data()));
+      made.push_back(std::move(block).Freeze());
+    }
+  }
+  std::vector<Array> shards(static_cast<size_t>(mesh.size()));
+  for (int64_t p = 0; p < mesh.size(); ++p) {
+    shards[p] = runtime.is_local(p) ? made[slot_of_shard.at(layout.shards[p].shard_id)]
+                                    : Array::Abstract(layout.shard_shape, in.value.dtype());
+  }
+  return ShardedArray::FromShards(in.value.shape(), in.value.dtype(), sharding, std::move(shards));
+}
+
+// Rank 0 gets the global array (other ranks an invalid Array): every distinct block sent by the rank of its
+// first holder. Every rank must call it.
+Array GatherToRankZero(const ShardedArray& x, const Runtime& runtime) {
+  const ShardingLayout& layout = x.layout();
+  const int64_t n = runtime.num_devices();
+  std::vector<std::vector<Array>> by_position(static_cast<size_t>(n));
+  for (int64_t sid = 0; sid < layout.num_shards; ++sid) {
+    const int64_t p = layout.positions_of_shard[sid][0];
+    if (runtime.is_local(p)) by_position[p] = {x.shard(p)};
+  }
+  ShareArrays(runtime, by_position, ShareData::kRankZero);
+  if (runtime.rank() != 0) return Array();
+  ArrayBuilder global(x.dtype(), x.shape());
+  const size_t element = static_cast<size_t>(DTypeSize(x.dtype()));
+  for (int64_t sid = 0; sid < layout.num_shards && global.size() > 0; ++sid) {
+    const int64_t p = layout.positions_of_shard[sid][0];
+    const Array& block = by_position[p].at(0);
+    if (block.size() == 0) continue;
+    CopyBlockIn(static_cast<const std::byte*>(block.raw_data()), x.shape(), layout.shards[p].index, element,
+                static_cast<std::byte*>(global.mutable_data()));
+  }
+  return std::move(global).Freeze();
+}
+
+// Keeps a sharded value for --dump: small ones whole on rank 0, larger ones as this rank's shards.
+void KeepSharded(const std::string& name, const ShardedArray& x, const Runtime& runtime,
+                 std::vector<std::pair<std::string, Array>>& whole,
+                 std::vector<std::pair<std::string, ShardedArray>>& sharded) {
+  if (ArrayBytes(x.shape(), DTypeSize(x.dtype())) > kGatherArrayBytes) {
+    sharded.emplace_back(name, x);
+    return;
+  }
+  Array global = GatherToRankZero(x, runtime);
+  if (global.valid()) whole.emplace_back(name, std::move(global));
+}
+
+// One value's check as a record another rank can read: passed, errors and the worst element's excess in
+// hexadecimal floats, then the worst element's text.
+std::string SerializeCheck(const CheckedValue& c, double excess) {
+  return fmt::format("{:d} {:a} {:a} {:a} {}", c.passed ? 1 : 0, c.max_abs_error, c.max_rel_error, excess, c.worst);
+}
+
+void ParseCheck(const std::string& record, CheckedValue& c, double& excess) {
+  int passed = 1;
+  int used = 0;
+  char abs_text[64], rel_text[64], excess_text[64];
+  SPMDSIM_CHECK(std::sscanf(record.c_str(), "%d %63s %63s %63s %n", &passed, abs_text, rel_text, excess_text,
+                            &used) == 4,
+                "bad check record '{}'", record);
+  c.passed = passed != 0;
+  c.max_abs_error = std::strtod(abs_text, nullptr);
+  c.max_rel_error = std::strtod(rel_text, nullptr);
+  excess = std::strtod(excess_text, nullptr);
+  c.worst = record.substr(static_cast<size_t>(used));
+}
+
+// Across ranks: each rank compares the distinct blocks its devices hold with the same blocks of the reference
+// `want`; the per-value results of every rank are merged (on every rank, so every rank exits alike).
+std::vector<CheckedValue> CompareAcrossRanks(const ShardMapConfig& config, const std::vector<ShardedArray>& got,
+                                             const std::vector<Array>& want, const Runtime& runtime) {
+  const size_t num = got.size();
+  std::string mine;
+  for (size_t k = 0; k < num; ++k) {
+    const ShardingLayout& layout = got[k].layout();
+    CheckedValue merged;
+    merged.name = config.outputs[k].name;
+    double worst_excess = -INFINITY;
+    if (got[k].shape() != want[k].shape()) {
+      merged = CompareArrays(merged.name, Array::Abstract(got[k].shape(), got[k].dtype()), want[k], config.rtol,
+                             config.atol);
+      worst_excess = INFINITY;
+    } else {
+      for (int64_t sid = 0; sid < layout.num_shards; ++sid) {
+        const int64_t p = layout.positions_of_shard[sid][0];
+        if (!runtime.is_local(p)) continue;
+        const std::vector<IndexRange>& index = layout.shards[p].index;
+        ArrayBuilder block(want[k].dtype(), layout.shard_shape);
+        if (block.size() > 0)
+          CopyBlockOut(static_cast<const std::byte*>(want[k].raw_data()), want[k].shape(), index,
+                       static_cast<size_t>(DTypeSize(want[k].dtype())), static_cast<std::byte*>(block.mutable_data()));
+        std::vector<int64_t> offset;
+        for (const IndexRange& r : index) offset.push_back(r.start);
+        double excess = -INFINITY;
+        CheckedValue c = CompareArrays(merged.name, got[k].shard(p), std::move(block).Freeze(), config.rtol,
+                                       config.atol, offset, &excess);
+        merged.passed = merged.passed && c.passed;
+        merged.max_abs_error = std::max(merged.max_abs_error, c.max_abs_error);
+        merged.max_rel_error = std::max(merged.max_rel_error, c.max_rel_error);
+        if (excess > worst_excess) {
+          worst_excess = excess;
+          merged.worst = c.worst;
+        }
+      }
+    }
+    mine += SerializeCheck(merged, worst_excess);
+    mine.push_back('\0');
+  }
+  const std::vector<std::string> all = runtime.options().process_group->AllGatherBytes(mine);
+  std::vector<CheckedValue> out(num);
+  std::vector<double> worst(num, -INFINITY);
+  for (size_t k = 0; k < num; ++k) out[k].name = config.outputs[k].name;
+  for (const std::string& records : all) {  // rank order: the first rank with the worst element wins ties
+    size_t at = 0;
+    for (size_t k = 0; k < num; ++k) {
+      const size_t end = records.find('\0', at);
+      SPMDSIM_CHECK(end != std::string::npos, "check record of {} values is short", num);
+      CheckedValue c;
+      double excess = -INFINITY;
+      ParseCheck(records.substr(at, end - at), c, excess);
+      at = end + 1;
+      out[k].passed = out[k].passed && c.passed;
+      out[k].max_abs_error = std::max(out[k].max_abs_error, c.max_abs_error);
+      out[k].max_rel_error = std::max(out[k].max_rel_error, c.max_rel_error);
+      if (excess > worst[k]) {
+        worst[k] = excess;
+        out[k].worst = c.worst;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& config, const std::string& kind,
+                          bool whole_outputs) {
   const Mesh& mesh = context.mesh;
   const CompiledProgram program = Compile(config, mesh, kind);
   WorkloadResult result;
   result.name = config.name;
   result.kind = kind;
   result.abstract = context.abstract;
-
-  std::vector<ShardMapArg> args;
-  std::vector<InSpec> in_specs;
-  std::vector<Array> inputs;
-  for (const ProgramInput& in : config.inputs) {
-    Array v = context.abstract && !in.value.is_abstract() ? Array::Abstract(in.value.shape(), in.value.dtype())
-                                                          : in.value;
-    inputs.push_back(v);
-    args.emplace_back(v);
-    in_specs.emplace_back(in.spec);
-    result.layouts.emplace_back(in.name, in.spec);
-  }
-  std::vector<PartitionSpec> out_specs;
-  for (const ProgramOutput& out : config.outputs) {
-    out_specs.push_back(out.spec);
-    result.layouts.emplace_back(out.name, out.spec);
-  }
+  // Across ranks with data: each rank holds only its devices' input blocks, and output blocks unless the caller
+  // needs the whole outputs on every rank (docs/multiprocess.md).
+  const bool spread = AcrossRanks(context) && !context.abstract;
+  const bool local_outputs = spread && !whole_outputs;
 
   internal::CostRecorder recorder(context, mesh);
   std::vector<int> step_ids;
@@ -401,16 +568,42 @@ WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& 
   runtime_options.observer = &recorder;
   runtime_options.op_cost_sink = &recorder;
   Runtime runtime(mesh, runtime_options);
+
+  std::vector<ShardMapArg> args;
+  std::vector<InSpec> in_specs;
+  for (const ProgramInput& in : config.inputs) {
+    if (context.abstract) {
+      args.emplace_back(in.value.is_abstract() ? in.value : Array::Abstract(in.value.shape(), in.value.dtype()));
+    } else if (spread) {
+      args.emplace_back(LocalShards(in, mesh, runtime));
+    } else {
+      args.emplace_back(WholeInput(in));
+    }
+    in_specs.emplace_back(in.spec);
+    result.layouts.emplace_back(in.name, in.spec);
+  }
+  std::vector<PartitionSpec> out_specs;
+  for (const ProgramOutput& out : config.outputs) {
+    out_specs.push_back(out.spec);
+    result.layouts.emplace_back(out.name, out.spec);
+  }
+
   ShardMapOptions options;
   options.check_vma = config.check_vma;
   options.name = config.name;
   options.runtime = &runtime;
+  if (local_outputs) options.share_outputs = ShareData::kShapesOnly;  // each rank keeps its own blocks
   ShardMapped f = ShardMap(Interpreter(config, program, &recorder, step_ids), mesh, in_specs, out_specs, options);
 
-  std::vector<Array> outputs;
+  std::vector<Array> outputs;          // one process: global
+  std::vector<ShardedArray> sharded;   // across ranks: this rank's blocks
   {
     const double start = recorder.WallNow();
-    outputs = f(args);
+    if (local_outputs) {
+      sharded = f.CallSharded(args);
+    } else {
+      outputs = f(args);
+    }
     result.wall_seconds = recorder.WallNow() - start;
   }
   recorder.RethrowIfFailed();
@@ -419,8 +612,20 @@ WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& 
   result.memory = internal::MemoryOf(runtime, mesh);
 
   if (context.keep_arrays && !context.abstract) {
-    for (size_t i = 0; i < inputs.size(); ++i) result.inputs.emplace_back(config.inputs[i].name, inputs[i]);
-    for (size_t i = 0; i < outputs.size(); ++i) result.outputs.emplace_back(config.outputs[i].name, outputs[i]);
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (spread) {
+        KeepSharded(config.inputs[i].name, args[i].sharded(), runtime, result.inputs, result.sharded_inputs);
+      } else {
+        result.inputs.emplace_back(config.inputs[i].name, args[i].array());
+      }
+    }
+    for (size_t i = 0; i < config.outputs.size(); ++i) {
+      if (local_outputs) {
+        KeepSharded(config.outputs[i].name, sharded[i], runtime, result.outputs, result.sharded_outputs);
+      } else {
+        result.outputs.emplace_back(config.outputs[i].name, outputs[i]);
+      }
+    }
   }
 
   NumericCheck& check = result.check;
@@ -429,7 +634,12 @@ WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& 
   if (context.abstract || !config.check) return result;
   std::vector<Array> want;
   try {
-    want = RunOnOneDevice(ReferenceProgram(config), program, mesh.axis_names(), args, in_specs);
+    // The one-device reference runs on the whole arrays; across ranks every rank makes them (for this check
+    // only) and compares its own blocks. A program too large for one process turns it off with `check: false`.
+    std::vector<ShardMapArg> whole;
+    for (size_t i = 0; i < config.inputs.size(); ++i)
+      whole.emplace_back(spread ? WholeInput(config.inputs[i]) : args[i].array());
+    want = RunOnOneDevice(ReferenceProgram(config), program, mesh.axis_names(), whole, in_specs);
   } catch (const Error& e) {
     // The sharded run accepted every step; a step the one-device mesh cannot express (an untiled psum_scatter or
     // all_to_all needs the dimension to equal the real group's size) leaves the check not performed.
@@ -438,8 +648,14 @@ WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& 
   }
   check.performed = true;
   check.compared = fmt::format("{} vs the same program on one device", fmt::join(ValueNames(config), ", "));
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    CheckedValue c = CompareArrays(config.outputs[i].name, outputs[i], want[i], config.rtol, config.atol);
+  std::vector<CheckedValue> values;
+  if (local_outputs) {
+    values = CompareAcrossRanks(config, sharded, want, runtime);
+  } else {
+    for (size_t i = 0; i < outputs.size(); ++i)
+      values.push_back(CompareArrays(config.outputs[i].name, outputs[i], want[i], config.rtol, config.atol));
+  }
+  for (CheckedValue& c : values) {
     check.passed = check.passed && c.passed;
     check.max_abs_error = std::max(check.max_abs_error, c.max_abs_error);
     check.max_rel_error = std::max(check.max_rel_error, c.max_rel_error);
@@ -449,6 +665,8 @@ WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& 
 }
 
 }  // namespace internal
+
+Array WholeProgramInput(const ProgramInput& input) { return internal::WholeInput(input); }
 
 WorkloadResult RunShardMapProgram(const WorkloadContext& context, const ShardMapConfig& config) {
   return internal::RunProgram(context, config, "shard_map");

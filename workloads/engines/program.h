@@ -63,16 +63,25 @@ const ProgramOpEntry* FindProgramOp(std::string_view name);
 Array EvaluateStep(DeviceContext& device, const ProgramOpEntry& op, const ProgramStep& step,
                    std::span<const Array> args, CostRecorder* recorder);
 
-// numpy.isclose-style comparison of two global arrays of the same shape.
+// numpy.isclose-style comparison of two arrays of the same shape. A block of a larger array gives its
+// `index_offset` (its first index per dimension) so that `worst` names the global element; `worst_excess`, when
+// given, receives how far the worst element lies outside the tolerance (<= 0: within).
 CheckedValue CompareArrays(const std::string& name, const Array& got, const Array& want, double rtol,
-                           double atol);
+                           double atol, std::span<const int64_t> index_offset = {},
+                           double* worst_excess = nullptr);
+
+// The input's whole array: `value`, or made by make_blocks when `value` is abstract (workloads.h, ProgramInput).
+Array WholeInput(const ProgramInput& in);
 
 // Runs `config` on one device whose mesh has `axis_names`, each of size 1 (every collective over a group of one),
 // and returns its outputs. Throws what the interpreter throws (an invalid program: Error(kInvalidArgument)).
 std::vector<Array> RunProgramOnOneDevice(const ShardMapConfig& config, const std::vector<std::string>& axis_names);
 
-// Runs `config` as a workload of `kind` ("shard_map", "mlp", "transformer_block").
-WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& config, const std::string& kind);
+// Runs `config` as a workload of `kind` ("shard_map", "mlp", "transformer_block", "model"). Across ranks each rank
+// keeps only its devices' output blocks (WorkloadResult::outputs then as WorkloadResult's comment says) unless
+// `whole_outputs`: then every rank receives the whole outputs (kept in WorkloadResult::outputs on every rank).
+WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& config, const std::string& kind,
+                          bool whole_outputs = false);
 
 }  // namespace spmdsim::internal
 

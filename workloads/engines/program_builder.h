@@ -109,12 +109,24 @@ class ProgramBuilder {
   bool sp_;
 };
 
+// An input of N(0, scale) values (RandomArray), made when the engine needs it: whole in one process, only the
+// rank's blocks across ranks (ProgramInput::make_blocks). Abstract in abstract mode.
 inline void AddInput(ShardMapConfig* p, const std::string& name, std::vector<int64_t> shape, DType dtype, uint64_t seed,
               double scale, PartitionSpec spec, bool abstract) {
-  if (!abstract)
-    CheckFitsHostMemory(fmt::format("input '{}' ({} {})", name, DTypeName(dtype), PyTuple(shape)),
-                        ArrayBytes(shape, DTypeSize(dtype)));
-  p->inputs.push_back({name, RandomArray(std::move(shape), dtype, seed, scale, abstract), std::move(spec)});
+  ProgramInput in{name, Array::Abstract(shape, dtype), std::move(spec)};
+  if (!abstract) {
+    in.make_blocks = [name, shape, dtype, seed, scale](const std::vector<std::vector<IndexRange>>& blocks) {
+      int64_t bytes = 0;
+      for (const auto& index : blocks) {
+        std::vector<int64_t> block;
+        for (const IndexRange& r : index) block.push_back(r.size());
+        bytes += ArrayBytes(block, DTypeSize(dtype));
+      }
+      CheckFitsHostMemory(fmt::format("input '{}' ({} {})", name, DTypeName(dtype), PyTuple(shape)), bytes);
+      return RandomArrayBlocks(shape, dtype, seed, scale, blocks);
+    };
+  }
+  p->inputs.push_back(std::move(in));
 }
 
 }  // namespace spmdsim::internal

@@ -1,11 +1,13 @@
 #include "workloads/engines/recorder.h"
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "sim/multiprocess.h"
 
 namespace spmdsim::internal {
 
@@ -55,7 +57,8 @@ CostRecorder::CostRecorder(const WorkloadContext& context, const Mesh& mesh)
       model_(mesh, context.cost.collectives),
       clocks_(mesh.size()),
       devices_(static_cast<size_t>(mesh.size())),
-      wall_origin_(std::chrono::steady_clock::now()) {
+      wall_origin_(std::chrono::steady_clock::now()),
+      fresh_clocks_(mesh.size()) {
   clocks_.set_keep_steps(false);  // Finish reads the recorder's own events, never clocks_.steps()
   for (const auto& [device_id, factor] : context.cost.speed_factors) {
     if (!(factor > 0) || !std::isfinite(factor)) {
@@ -63,6 +66,14 @@ CostRecorder::CostRecorder(const WorkloadContext& context, const Mesh& mesh)
             "got {}", device_id, factor);
     }
     clocks_.SetSpeedFactor(mesh.PositionOfDevice(device_id), factor);
+  }
+  fresh_clocks_ = clocks_;
+  const std::shared_ptr<ProcessGroup>& group = context.runtime.process_group;
+  if (group != nullptr && group->size() > 1) {
+    group_ = group;
+    owner_ = PlaceDevices(mesh, group->size());  // as the Runtime places them
+    charges_.resize(devices_.size());
+    fold_ = false;
   }
 }
 
@@ -144,22 +155,37 @@ void CostRecorder::StepSums::Add(const Event& e) {
 
 void CostRecorder::FoldFinished(DeviceState& d) const {
   // Every event before `flushed` is final: only the last one still receives costs and its end.
-  if (record_trace_ || d.flushed == 0) return;
+  if (record_trace_ || !fold_ || d.flushed == 0) return;
   if (d.folded.size() < steps_.size()) d.folded.resize(steps_.size());
   for (size_t i = 0; i < d.flushed; ++i) d.folded[d.events[i].step].Add(d.events[i]);
   d.events.erase(d.events.begin(), d.events.begin() + static_cast<std::ptrdiff_t>(d.flushed));
   d.flushed = 0;
 }
 
+void CostRecorder::AdvanceCollective(const std::string& name, const std::vector<std::vector<int64_t>>& groups,
+                                     const std::vector<CollectiveCost>& costs) {
+  const std::vector<double> before = clocks_.clocks();
+  clocks_.AdvanceCollective(name, groups, costs);
+  for (size_t p = 0; p < devices_.size(); ++p) {
+    if (devices_[p].events.empty()) continue;
+    Event& e = devices_[p].events.back();
+    if (e.sim_start < 0) e.sim_start = before[p];
+    e.sim_end = clocks_.now(static_cast<int64_t>(p));
+  }
+}
+
 void CostRecorder::OnCollective(const CollectiveEvent& event) {
   if (!charging_ || event.op == CollectiveKind::kBarrier) return;
   try {
-    FlushLocal();
+    if (group_ == nullptr) {
+      FlushLocal();
+    } else {
+      LogFlush();
+    }
     const CollectiveOp op = ModelOp(event.op);
     const double bytes = static_cast<double>(op == CollectiveOp::kAllGather ? event.output_bytes_per_device
                                                                              : event.input_bytes_per_device);
     std::vector<std::string> axes(event.axes.begin(), event.axes.end());
-    const int64_t first = event.groups.empty() || event.groups[0].empty() ? 0 : event.groups[0][0];
     std::vector<std::pair<int, int>> pairs;
     for (const auto& [src, dst] : event.permutation) pairs.emplace_back(static_cast<int>(src), static_cast<int>(dst));
     std::string key = fmt::format("{}|{}|{}|", static_cast<int>(op), fmt::join(axes, ","), bytes);
@@ -170,14 +196,19 @@ void CostRecorder::OnCollective(const CollectiveEvent& event) {
     std::vector<std::vector<int64_t>> groups(event.groups.begin(), event.groups.end());
     SPMDSIM_CHECK(groups.size() == costs.size(), "collective has {} groups, the model {}", groups.size(),
                   costs.size());
-    const std::vector<double> before = clocks_.clocks();
-    const int step = devices_[first].events.empty() ? -1 : devices_[first].events.back().step;
-    clocks_.AdvanceCollective(step >= 0 ? steps_[step].name : std::string(CollectiveName(event.op)), groups, costs);
-    for (size_t p = 0; p < devices_.size(); ++p) {
-      if (devices_[p].events.empty()) continue;
-      Event& e = devices_[p].events.back();
-      if (e.sim_start < 0) e.sim_start = before[p];
-      e.sim_end = clocks_.now(static_cast<int64_t>(p));
+    // The step every device is in (they all wait at this collective): that of the first device with events
+    // (across ranks, the first local one).
+    int step = -1;
+    for (const DeviceState& d : devices_) {
+      if (d.events.empty()) continue;
+      step = d.events.back().step;
+      break;
+    }
+    const std::string name = step >= 0 ? steps_[step].name : std::string(CollectiveName(event.op));
+    if (group_ == nullptr) {
+      AdvanceCollective(name, groups, costs);
+    } else {
+      collectives_.push_back({flushes_ - 1, name, std::move(groups), &costs});
     }
     if (step >= 0) {
       const CollectiveCost* slowest = &costs[0];
@@ -200,9 +231,107 @@ void CostRecorder::OnCollective(const CollectiveEvent& event) {
   }
 }
 
+void CostRecorder::LogFlush() {
+  for (size_t p = 0; p < devices_.size(); ++p) {
+    DeviceState& d = devices_[p];
+    for (size_t i = d.flushed; i < d.events.size(); ++i) {
+      Event& e = d.events[i];
+      charges_[p].push_back({flushes_, static_cast<int64_t>(i), e.pending_nominal, e.pending_flops, e.pending_bytes});
+      e.pending_nominal = e.pending_flops = e.pending_bytes = 0;
+    }
+    if (!d.events.empty()) d.flushed = d.events.size() - 1;
+  }
+  ++flushes_;
+}
+
+namespace {
+
+template <typename T>
+void Put(std::string& out, const T& value) {
+  out.append(reinterpret_cast<const char*>(&value), sizeof(T));
+}
+
+template <typename T>
+T Take(const std::string& in, size_t& at) {
+  SPMDSIM_CHECK(at + sizeof(T) <= in.size(), "short cost log from a rank");
+  T value;
+  std::memcpy(&value, in.data() + at, sizeof(T));
+  at += sizeof(T);
+  return value;
+}
+
+}  // namespace
+
+void CostRecorder::ReplayAcrossRanks() {
+  // 1. Every rank's devices' events (step, wall times) and charges, by position.
+  std::string mine;
+  for (size_t p = 0; p < devices_.size(); ++p) {
+    if (owner_[p] != group_->rank()) continue;
+    Put(mine, static_cast<int64_t>(p));
+    Put(mine, static_cast<int64_t>(devices_[p].events.size()));
+    for (const Event& e : devices_[p].events) {
+      Put(mine, static_cast<int64_t>(e.step));
+      Put(mine, e.wall_start);
+      Put(mine, e.wall_end);
+    }
+    Put(mine, static_cast<int64_t>(charges_[p].size()));
+    for (const Charge& c : charges_[p]) Put(mine, c);
+  }
+  const std::vector<std::string> all = group_->AllGatherBytes(mine);
+  std::vector<std::vector<Event>> events(devices_.size());
+  for (const std::string& theirs : all) {
+    size_t at = 0;
+    while (at < theirs.size()) {
+      const auto p = static_cast<size_t>(Take<int64_t>(theirs, at));
+      SPMDSIM_CHECK(p < devices_.size(), "cost log names position {}", p);
+      const auto count = Take<int64_t>(theirs, at);
+      for (int64_t i = 0; i < count; ++i) {
+        Event e;
+        e.step = static_cast<int>(Take<int64_t>(theirs, at));
+        e.wall_start = Take<double>(theirs, at);
+        e.wall_end = Take<double>(theirs, at);
+        events[p].push_back(e);
+      }
+      charges_[p].resize(static_cast<size_t>(Take<int64_t>(theirs, at)));
+      for (Charge& c : charges_[p]) c = Take<Charge>(theirs, at);
+    }
+  }
+  // 2. The flushes and collectives in order, as one process would have run them.
+  clocks_ = fresh_clocks_;
+  for (DeviceState& d : devices_) d = DeviceState{};
+  std::vector<size_t> next(devices_.size(), 0);  // per position: its next charge
+  size_t collective = 0;
+  for (int64_t f = 0; f < flushes_; ++f) {
+    for (size_t p = 0; p < devices_.size(); ++p) {
+      DeviceState& d = devices_[p];
+      for (; next[p] < charges_[p].size() && charges_[p][next[p]].flush == f; ++next[p]) {
+        const Charge& c = charges_[p][next[p]];
+        while (static_cast<int64_t>(d.events.size()) <= c.event) d.events.push_back(events[p].at(d.events.size()));
+        Event& e = d.events[static_cast<size_t>(c.event)];
+        e.pending_nominal += c.nominal;
+        e.pending_flops += c.flops;
+        e.pending_bytes += c.bytes;
+      }
+    }
+    FlushLocal();
+    if (collective < collectives_.size() && collectives_[collective].flush == f) {
+      const LoggedCollective& c = collectives_[collective++];
+      AdvanceCollective(c.name, c.groups, *c.costs);
+    }
+  }
+  // Events begun after the last flush were never charged (as in one process).
+  for (size_t p = 0; p < devices_.size(); ++p) {
+    while (devices_[p].events.size() < events[p].size()) devices_[p].events.push_back(events[p][devices_[p].events.size()]);
+  }
+}
+
 void CostRecorder::OnRunEnd(bool ok) {
   if (!charging_) return;
-  FlushLocal();
+  if (group_ == nullptr) {
+    FlushLocal();
+  } else {
+    LogFlush();
+  }
 }
 
 void CostRecorder::RethrowIfFailed() {
@@ -213,7 +342,8 @@ void CostRecorder::RethrowIfFailed() {
   }
 }
 
-void CostRecorder::Finish(WorkloadResult* result) const {
+void CostRecorder::Finish(WorkloadResult* result) {
+  if (group_ != nullptr) ReplayAcrossRanks();
   const size_t num_steps = steps_.size();
   using Acc = StepSums;
   std::vector<Acc> best(num_steps);
@@ -285,12 +415,37 @@ void CostRecorder::Finish(WorkloadResult* result) const {
   }
 }
 
+namespace {
+
+// Every position's peak bytes, each from the rank that runs it (every rank must call this).
+std::vector<int64_t> PeaksOfEveryRank(const Runtime& runtime, std::vector<int64_t> peaks) {
+  const std::shared_ptr<ProcessGroup>& group = runtime.options().process_group;
+  if (group == nullptr || group->size() == 1) return peaks;
+  const std::string mine(reinterpret_cast<const char*>(peaks.data()), peaks.size() * sizeof(int64_t));
+  const std::vector<std::string> all = group->AllGatherBytes(mine);
+  for (size_t p = 0; p < peaks.size(); ++p) {
+    const std::string& theirs = all[static_cast<size_t>(runtime.owner(static_cast<int64_t>(p)))];
+    SPMDSIM_CHECK(theirs.size() == mine.size(), "peak memory of {} bytes from a rank, {} expected", theirs.size(),
+                  mine.size());
+    std::memcpy(&peaks[p], theirs.data() + p * sizeof(int64_t), sizeof(int64_t));
+  }
+  return peaks;
+}
+
+}  // namespace
+
 MemoryResult MemoryOf(const Runtime& runtime, const Mesh& mesh) {
   MemoryResult memory;
+  std::vector<int64_t> peaks;
   for (int64_t p = 0; p < mesh.size(); ++p) {
     const MemoryStats stats = runtime.memory_stats(p);
-    memory.peak_bytes_per_position.push_back(stats.peak_bytes);
+    peaks.push_back(stats.peak_bytes);
     memory.capacity_bytes = stats.capacity_bytes;
+  }
+  peaks = PeaksOfEveryRank(runtime, std::move(peaks));
+  for (int64_t p = 0; p < mesh.size(); ++p) {
+    const MemoryStats stats{.peak_bytes = peaks[p]};
+    memory.peak_bytes_per_position.push_back(stats.peak_bytes);
     if (p == 0 || stats.peak_bytes > memory.peak_bytes_max) {
       memory.peak_bytes_max = stats.peak_bytes;
       memory.max_device = mesh.DeviceAt(p);

@@ -8,6 +8,12 @@
 //    CollectiveModel (cached per op/axes/bytes/pairs) and the groups advanced;
 //  - Finish() turns what was recorded into StepResults, totals and trace events. Without a trace, finished
 //    events are summed per step as they complete, so memory does not grow with the number of iterations.
+//  - Across ranks (a process_group of several ranks), each rank records only its own devices, and a clock
+//    depends on every member of a group: the recorder then logs, per local device, its events and what each
+//    flush charged to them, and the collectives' costs, without touching the clocks; Finish exchanges the
+//    logs (ProcessGroup::AllGatherBytes) and replays every device's flushes and the collectives in order on
+//    fresh clocks, so every rank ends with the one-process figures for every device (docs/multiprocess.md).
+//    The log keeps every event of a charged Run (no folding).
 //
 // Example: 2 devices, step 0 "h" (matmul 1 us each), step 1 "y" (psum costing 3 us):
 //   events per device: h [0, 1 us], y [1 us, 4 us]; steps: h compute 1 us, y collective 3 us; makespan 4 us.
@@ -65,8 +71,9 @@ class CostRecorder final : public RuntimeObserver, public OpCostSink {
   void OnCollective(const CollectiveEvent& event) override;
   void OnRunEnd(bool ok) override;
 
-  // Fills result->steps, totals, trace (when asked). Wall times are relative to the recorder's creation.
-  void Finish(WorkloadResult* result) const;
+  // Fills result->steps, totals, trace (when asked). Wall times are relative to the recorder's creation (each
+  // rank's own). Across ranks every rank must call it (it exchanges the logs, see above).
+  void Finish(WorkloadResult* result);
 
   // An error the cost model threw inside an observer call (which must not throw) is kept and rethrown here,
   // on the host thread after the Run.
@@ -112,7 +119,27 @@ class CostRecorder final : public RuntimeObserver, public OpCostSink {
     double message_bytes = 0;
     int64_t group_size = 1;
   };
+  // What one flush charged to one event of one device (across ranks, for the replay).
+  struct Charge {
+    int64_t flush = 0;
+    int64_t event = 0;  // index in the device's events
+    double nominal = 0, flops = 0, bytes = 0;
+  };
+  // A collective's clock advance (across ranks, for the replay): at flush `flush`.
+  struct LoggedCollective {
+    int64_t flush = 0;
+    std::string name;
+    std::vector<std::vector<int64_t>> groups;
+    const std::vector<CollectiveCost>* costs = nullptr;  // in cost_cache_ (std::map: stable)
+  };
   void FlushLocal();
+  // Advances the clocks of `groups` by `costs` and ends every device's current event there.
+  void AdvanceCollective(const std::string& name, const std::vector<std::vector<int64_t>>& groups,
+                         const std::vector<CollectiveCost>& costs);
+  // Across ranks, instead of FlushLocal: logs what a flush would charge to each local device's events.
+  void LogFlush();
+  // Across ranks, in Finish: exchanges the logs and replays them on fresh clocks.
+  void ReplayAcrossRanks();
   // Without a trace, sums the events that can no longer change into `folded` and drops them.
   void FoldFinished(DeviceState& d) const;
 
@@ -127,6 +154,14 @@ class CostRecorder final : public RuntimeObserver, public OpCostSink {
   std::chrono::steady_clock::time_point wall_origin_;
   std::map<std::string, std::vector<CollectiveCost>> cost_cache_;
   std::exception_ptr error_;
+  // Across ranks only (see the file comment).
+  std::shared_ptr<ProcessGroup> group_;   // null in one process
+  std::vector<int> owner_;                // rank of each position
+  SimClocks fresh_clocks_;                // the clocks as constructed (speed factors set)
+  std::vector<std::vector<Charge>> charges_;  // per position
+  std::vector<LoggedCollective> collectives_;
+  int64_t flushes_ = 0;
+  bool fold_ = true;                      // FoldFinished may drop events (off while logging and replaying)
 };
 
 // Every device's peak memory in `runtime` (a Runtime over `mesh`), with the highest and lowest and their
