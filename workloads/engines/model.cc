@@ -70,7 +70,31 @@ void CompareOutput(const internal::ModelOutputLabel& label, const Array& got,
   }
 }
 
-// The step run with data on the mesh, and the same model on one device; fills r->check and r->wall_seconds.
+// The loss and every weight gradient of `run` against the same model on one device.
+void CheckAgainstOneDevice(const WorkloadContext& context, const ModelConfig& config,
+                           const internal::ModelProgram& parallel, const WorkloadResult& run, NumericCheck* check) {
+  check->rtol = config.rtol;
+  check->atol = config.atol;
+  if (!config.check) {
+    check->compared = "not checked (check: false)";
+    return;
+  }
+  const std::vector<std::string>& axes = context.mesh.axis_names();
+  const Mesh one = Mesh::Iota(std::vector<int64_t>(axes.size(), 1), axes);
+  const internal::ModelProgram reference = internal::BuildModelProgram(internal::OneDeviceModel(config), one);
+  const std::vector<Array> want_values = internal::RunProgramOnOneDevice(reference.program, axes);
+  std::map<std::string, Array> want;
+  for (size_t i = 0; i < want_values.size(); ++i) want.emplace(reference.labels[i].names[0], want_values[i]);
+  check->performed = true;
+  check->compared = fmt::format("loss and {} weight gradients vs the same model on one device (one micro-batch of "
+                                "{} sequences, float32)", want.size() - 1, config.global_batch);
+  for (size_t k = 0; k < run.outputs.size(); ++k) {
+    CompareOutput(parallel.labels[k], run.outputs[k].second, want, config, check);
+  }
+}
+
+// The step run with data on the mesh, checked against the same model on one device; fills r->check,
+// r->wall_seconds, and the inputs (weights, tokens) and outputs (loss, gradients) that --dump writes.
 void RunWithData(const WorkloadContext& context, const ModelConfig& config, WorkloadResult* r) {
   internal::CheckModelRunsWithData(config, context.mesh);
   internal::ModelProgram parallel = internal::BuildModelProgram(config, context.mesh);
@@ -81,25 +105,12 @@ void RunWithData(const WorkloadContext& context, const ModelConfig& config, Work
   // The check below reads the whole outputs: across ranks every rank receives them (docs/multiprocess.md).
   WorkloadResult run = internal::RunProgram(run_context, parallel.program, "model", /*whole_outputs=*/true);
   r->wall_seconds = run.wall_seconds;
-
-  NumericCheck& check = r->check;
-  check.rtol = config.rtol;
-  check.atol = config.atol;
-  if (!config.check) {
-    check.compared = "not checked (check: false)";
-    return;
-  }
-  const std::vector<std::string>& axes = context.mesh.axis_names();
-  const Mesh one = Mesh::Iota(std::vector<int64_t>(axes.size(), 1), axes);
-  const internal::ModelProgram reference = internal::BuildModelProgram(internal::OneDeviceModel(config), one);
-  const std::vector<Array> want_values = internal::RunProgramOnOneDevice(reference.program, axes);
-  std::map<std::string, Array> want;
-  for (size_t i = 0; i < want_values.size(); ++i) want.emplace(reference.labels[i].names[0], want_values[i]);
-  check.performed = true;
-  check.compared = fmt::format("loss and {} weight gradients vs the same model on one device (one micro-batch of "
-                               "{} sequences, float32)", want.size() - 1, config.global_batch);
-  for (size_t k = 0; k < run.outputs.size(); ++k) {
-    CompareOutput(parallel.labels[k], run.outputs[k].second, want, config, &check);
+  CheckAgainstOneDevice(context, config, parallel, run, &r->check);
+  if (context.keep_arrays) {
+    r->inputs = std::move(run.inputs);
+    r->outputs = std::move(run.outputs);
+    r->sharded_inputs = std::move(run.sharded_inputs);
+    r->sharded_outputs = std::move(run.sharded_outputs);
   }
 }
 
