@@ -15,6 +15,7 @@
 #include "mesh/topology.h"
 #include "ops/ops.h"
 #include "shardmap/shard_map.h"
+#include "sim/multiprocess.h"
 
 using namespace spmdsim;  // NOLINT: an example reads better without the prefixes
 
@@ -46,7 +47,12 @@ Gradients LossAndGradients(const Array& x, const Array& y, const Array& w1, cons
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // Alone: one process runs every device. Under `mpirun -np K`: each process runs its share of the devices and
+  // the collectives cross processes over MPI; every process prints the same results (docs/multiprocess.md).
+  MpiSession mpi(&argc, &argv);
+  ShardMapOptions across;
+  across.runtime_options.process_group = mpi.world();
   // One DGX H100 host: 8 GPUs, all on the 'data' axis.
   auto topology = std::make_shared<const Topology>(Topology::Parse("dgx-h100:1"));
   Mesh mesh = MakeDeviceMesh(topology, {{"data", 8}});
@@ -71,7 +77,7 @@ int main() {
         return std::tuple{Sub(w1_replica, Mul(dw1, kLearningRate)), Sub(w2_replica, Mul(dw2, kLearningRate)),
                           loss};
       },
-      mesh, {P("data"), P("data"), P(), P()}, {P(), P(), P()});
+      mesh, {P("data"), P("data"), P(), P()}, {P(), P(), P()}, across);
   std::vector<Array> sharded = train_step(x, y, w1, w2);
 
   // The reference: the same step on the full batch, no mesh.

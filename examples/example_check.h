@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -24,8 +25,20 @@ inline Array RandomNormal(std::mt19937& rng, std::vector<int64_t> shape, float s
   return Array::FromVector<float>(values, std::move(shape));
 }
 
+// FNV-1a over the values' bits: equal for bitwise-equal results (e.g. the same program alone and under mpirun).
+inline uint64_t Fingerprint(const std::vector<double>& values) {
+  uint64_t h = 14695981039346656037ull;
+  for (double v : values) {
+    uint64_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    for (int i = 0; i < 8; ++i) h = (h ^ ((bits >> (8 * i)) & 0xff)) * 1099511628211ull;
+  }
+  return h;
+}
+
 // numpy.allclose(got, want, rtol, atol) with equal shapes: |got - want| <= atol + rtol * |want| everywhere.
-// Prints one line either way ("<what>: OK, max |diff| 2.4e-07 over 512 elements" or where it fails).
+// Prints one line either way ("<what>: OK, max |diff| 2.4e-07 over 512 elements, fingerprint <hex>" or where it
+// fails).
 inline bool AllClose(const std::string& what, const Array& got, const Array& want, double rtol = 1e-5,
                      double atol = 1e-6) {
   if (got.shape() != want.shape()) {
@@ -44,7 +57,8 @@ inline bool AllClose(const std::string& what, const Array& got, const Array& wan
     }
     max_diff = std::max(max_diff, diff);
   }
-  std::printf("%s: OK, max |diff| %.2g over %zu elements\n", what.c_str(), max_diff, g.size());
+  std::printf("%s: OK, max |diff| %.2g over %zu elements, fingerprint %016llx\n", what.c_str(), max_diff, g.size(),
+              static_cast<unsigned long long>(Fingerprint(g)));
   return true;
 }
 

@@ -20,6 +20,7 @@
 #include "mesh/topology.h"
 #include "ops/ops.h"
 #include "shardmap/shard_map.h"
+#include "sim/multiprocess.h"
 
 using namespace spmdsim;  // NOLINT: an example reads better without the prefixes
 
@@ -49,7 +50,12 @@ std::pair<Array, Array> Route(const Array& tokens, const Array& router, int64_t 
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // Alone: one process runs every device. Under `mpirun -np K`: each process runs its share of the devices and
+  // the collectives cross processes over MPI; every process prints the same results (docs/multiprocess.md).
+  MpiSession mpi(&argc, &argv);
+  ShardMapOptions across;
+  across.runtime_options.process_group = mpi.world();
   auto topology = std::make_shared<const Topology>(Topology::Parse("tpu-v4:2x2x1"));
   Mesh mesh = MakeDeviceMesh(topology, {{"expert", 4}});
 
@@ -76,7 +82,7 @@ int main() {
         // Unpack, scaled by the router probability.                                    [t, d]
         return Einsum("tec,ecd->td", combine, back);
       },
-      mesh, {P("expert"), P(), P("expert"), P("expert")}, {P("expert")});
+      mesh, {P("expert"), P(), P("expert"), P("expert")}, {P("expert")}, across);
   Array y = moe(x, router, w1, w2)[0];
 
   // Reference: each token through its expert, one at a time.

@@ -17,10 +17,16 @@
 #include "mesh/topology.h"
 #include "ops/ops.h"
 #include "shardmap/shard_map.h"
+#include "sim/multiprocess.h"
 
 using namespace spmdsim;  // NOLINT: an example reads better without the prefixes
 
-int main() {
+int main(int argc, char** argv) {
+  // Alone: one process runs every device. Under `mpirun -np K`: each process runs its share of the devices and
+  // the collectives cross processes over MPI; every process prints the same results (docs/multiprocess.md).
+  MpiSession mpi(&argc, &argv);
+  ShardMapOptions across;
+  across.runtime_options.process_group = mpi.world();
   auto topology = std::make_shared<const Topology>(Topology::Parse("tpu-v5e:2x2"));
   Mesh mesh = MakeDeviceMesh(topology, {{"i", 4}});
 
@@ -35,7 +41,7 @@ int main() {
         Array summand = MatMul(lhs_block, rhs_block);          // [8, 4] x [4, 8] -> [8, 8], a partial sum
         return d.PsumScatter(summand, "i", /*scatter_dimension=*/0, /*tiled=*/true);  // my 2 rows of the sum
       },
-      mesh, {P(kNone, "i"), P("i", kNone)}, {P("i", kNone)});
+      mesh, {P(kNone, "i"), P("i", kNone)}, {P("i", kNone)}, across);
   // CallSharded keeps the result on the devices: a ShardedArray with NamedSharding(mesh, P('i', None)).
   ShardedArray out = matmul_psum_scatter.CallSharded({lhs, rhs})[0];
   std::printf("psum_scatter result: %s\n", out.ToString().c_str());
@@ -65,7 +71,7 @@ int main() {
         }
         return acc;
       },
-      mesh, {P(kNone, "i"), P("i", kNone)}, {P("i", kNone)});
+      mesh, {P(kNone, "i"), P("i", kNone)}, {P("i", kNone)}, across);
   ok &= examples::AllClose("matmul + ring of ppermutes", matmul_ring(lhs, rhs)[0], expected, 1e-5, 1e-5);
 
   if (!ok) {

@@ -16,6 +16,7 @@
 #include "mesh/topology.h"
 #include "ops/ops.h"
 #include "shardmap/shard_map.h"
+#include "sim/multiprocess.h"
 
 using namespace spmdsim;  // NOLINT: an example reads better without the prefixes
 
@@ -60,7 +61,12 @@ Array CollectiveMatmul(DeviceContext& d, const Array& lhs_block, const Array& rh
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // Alone: one process runs every device. Under `mpirun -np K`: each process runs its share of the devices and
+  // the collectives cross processes over MPI; every process prints the same results (docs/multiprocess.md).
+  MpiSession mpi(&argc, &argv);
+  ShardMapOptions across;
+  across.runtime_options.process_group = mpi.world();
   auto topology = std::make_shared<const Topology>(Topology::Parse("cpu:8"));
   Mesh mesh = MakeDeviceMesh(topology, {{"ring", 8}});
 
@@ -76,7 +82,7 @@ int main() {
       [](DeviceContext& d, const Array& block) {
         return std::tuple{RingAllGather(d, block, "ring"), d.AllGather(block, "ring", 0, /*tiled=*/true)};
       },
-      mesh, {P("ring")}, {P("ring"), P("ring")});
+      mesh, {P("ring")}, {P("ring"), P("ring")}, across);
   std::vector<Array> gathered = gather(x);
   Array every_device_x = Concatenate(std::vector<Array>(8, x), 0);  // what 8 correct copies look like
   bool ok = examples::AllClose("ring all-gather == all_gather", gathered[0], gathered[1], 0, 0);
@@ -88,7 +94,7 @@ int main() {
       [](DeviceContext& d, const Array& lhs_block, const Array& rhs_block) {
         return CollectiveMatmul(d, lhs_block, rhs_block, "ring");
       },
-      mesh, {P("ring", kNone), P(kNone, "ring")}, {P(kNone, "ring")});
+      mesh, {P("ring", kNone), P(kNone, "ring")}, {P(kNone, "ring")}, across);
   ok &= examples::AllClose("collective matmul == lhs @ rhs", matmul(lhs, rhs)[0], MatMul(lhs, rhs), 1e-5, 1e-5);
 
   if (!ok) {

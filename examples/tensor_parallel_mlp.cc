@@ -15,10 +15,16 @@
 #include "mesh/topology.h"
 #include "ops/ops.h"
 #include "shardmap/shard_map.h"
+#include "sim/multiprocess.h"
 
 using namespace spmdsim;  // NOLINT: an example reads better without the prefixes
 
-int main() {
+int main(int argc, char** argv) {
+  // Alone: one process runs every device. Under `mpirun -np K`: each process runs its share of the devices and
+  // the collectives cross processes over MPI; every process prints the same results (docs/multiprocess.md).
+  MpiSession mpi(&argc, &argv);
+  ShardMapOptions across;
+  across.runtime_options.process_group = mpi.world();
   auto topology = std::make_shared<const Topology>(Topology::Parse("tpu-v4:2x2x2"));
   Mesh mesh = MakeDeviceMesh(topology, {{"data", 2}, {"model", 4}});
 
@@ -37,7 +43,7 @@ int main() {
         Array partial = MatMul(h, w2_rows);                // row-parallel: [4, 16], one summand per device
         return d.Psum(partial, "model");                   // the only communication
       },
-      mesh, {P("data", kNone), P(kNone, "model"), P("model", kNone)}, {P("data", kNone)});
+      mesh, {P("data", kNone), P(kNone, "model"), P("model", kNone)}, {P("data", kNone)}, across);
   Array y = mlp(x, w1, w2)[0];
 
   Array expected = MatMul(Gelu(MatMul(x, w1)), w2);

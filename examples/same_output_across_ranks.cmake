@@ -1,0 +1,22 @@
+# ctest helper: runs an example alone and under `mpirun -np NP`; both must exit 0, and the distinct lines the
+# ranks print must be exactly the lines the one-process run prints (examples/CMakeLists.txt).
+# cmake -DEXAMPLE=path -DMPIRUN="mpirun;--flag;..." -DNP=2 -P same_output_across_ranks.cmake
+execute_process(COMMAND "${EXAMPLE}" RESULT_VARIABLE rc OUTPUT_VARIABLE alone)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "the example alone failed (${rc}):\n${alone}")
+endif()
+execute_process(COMMAND ${MPIRUN} -np ${NP} "${EXAMPLE}" RESULT_VARIABLE rc OUTPUT_VARIABLE many)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "mpirun -np ${NP} failed (${rc}):\n${many}")
+endif()
+string(REPLACE "\n" ";" alone_lines "${alone}")
+string(REPLACE "\n" ";" many_lines "${many}")
+list(REMOVE_DUPLICATES alone_lines)
+list(REMOVE_DUPLICATES many_lines)
+list(SORT alone_lines)
+list(SORT many_lines)
+if(NOT alone_lines STREQUAL many_lines)
+  message(FATAL_ERROR "the output differs under mpirun -np ${NP}:\nalone:\n${alone}\nacross ranks:\n${many}")
+endif()
+list(LENGTH alone_lines count)
+message(STATUS "${count} distinct lines, the same alone and on ${NP} ranks")
