@@ -20,6 +20,12 @@ message(STATUS "spmdsim: SPMDSIM_WITH_MPI=${SPMDSIM_WITH_MPI}")
 # runs several worker threads).
 if(SPMDSIM_WITH_MPI)
   set(SPMDSIM_MPIRUN ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe --bind-to none)
+  # Open MPI keeps allocations past MPI_Finalize (its dlopen'ed components, hwloc), which LeakSanitizer
+  # reports as ~3,400 leaks with no spmdsim frame: the ranks run without leak detection (the same code is
+  # leak-checked by the one-process tests); every other AddressSanitizer check stays on.
+  if("address" IN_LIST SPMDSIM_SANITIZE)
+    list(APPEND SPMDSIM_MPIRUN -x ASAN_OPTIONS=detect_leaks=0:abort_on_error=1)
+  endif()
 endif()
 if(SPMDSIM_BUILD_TESTS)
   find_package(GTest REQUIRED)
