@@ -251,9 +251,6 @@ struct WorkloadResult {
 // Normal(0, scale) values (std::mt19937_64 + Box-Muller, computed in double, rounded to dtype). Abstract when
 // `abstract`.
 Array RandomArray(std::vector<int64_t> shape, DType dtype, uint64_t seed, double scale = 1.0, bool abstract = false);
-// RandomArray's values in double, streamed: `chunk(first, values)` gets elements [first, first + values.size())
-// of the flat array, in order, at most 65536 at a time, until `n` elements or until `chunk` returns false. Lets a
-// rank keep only the elements of its own blocks (scenario/scenario.h: MakeScenarioArrayBlocks).
 // RandomArray's array of `values` (some or all of them): float64, rounded to dtype the same way.
 Array RandomArrayOfValues(const std::vector<double>& values, std::vector<int64_t> shape, DType dtype);
 
@@ -261,6 +258,8 @@ Array RandomArrayOfValues(const std::vector<double>& values, std::vector<int64_t
 // kValueChunk at a time; it returns false when no more are needed.
 inline constexpr int64_t kValueChunk = 65536;
 using ValueChunk = std::function<bool(int64_t first, std::span<const double> values)>;
+// RandomArray's values in double, streamed to `chunk` until `n` elements or until it returns false. Lets a rank
+// keep only the elements of its own blocks (scenario/scenario.h: MakeScenarioArrayBlocks).
 void RandomNormalValues(int64_t n, uint64_t seed, double scale, const ValueChunk& chunk);
 
 // Blocks (index ranges per dimension) of an array of `shape` whose flat elements `stream(n, chunk)` produces in

@@ -88,10 +88,10 @@ bool CrossRank::ChainReduce(RunState& run, const CollectiveCall& ref, const Grou
     std::sort(holders.begin(), holders.end());
     holders.erase(std::unique(holders.begin(), holders.end()), holders.end());
     char* group_out = nullptr;  // the group's result buffer here (not psum_scatter)
-    if (!scatter) {
-      for (int64_t p : members) {
-        if (local_[p] != 0) group_out = static_cast<char*>(plan.ResultBuffer(p)->data());
-      }
+    for (int64_t p : members) {
+      if (local_[p] == 0) continue;
+      if (!scatter) group_out = static_cast<char*>(plan.ResultBuffer(p)->data());
+      sent_.push_back(plan.ResultBuffer(p));  // transfers read or write it: kept as the fold buffers are
     }
     for (size_t j = 0; j < runs.size(); ++j) {
       if (runs[j].rank != me) continue;
@@ -136,69 +136,66 @@ bool CrossRank::ChainReduce(RunState& run, const CollectiveCall& ref, const Grou
   }
   if (stages.empty() && batch.empty()) return true;
 
-  transport_.Start(batch);
   const auto fail = [&] {
     AbortDataDeadline(run, ref, batch);
     return false;
   };
-  std::vector<const void*> inputs;
-  for (Stage& st : stages) {
-    const std::vector<int64_t>& members = groups.groups[st.group];
-    inputs.clear();
-    for (int64_t k = st.run.begin; k < st.run.end; ++k) inputs.push_back(calls[members[k]]->input->raw_data());
-    for (int64_t c = 0; c < num_chunks; ++c) {
-      if (st.from >= 0 && !AwaitTransfer(batch, st.first_receive + static_cast<size_t>(c))) return fail();
-      const int64_t offset = c * chunk, count = chunk_count(c);
-      char* acc = st.acc + offset * acc_size;
-      FoldInto(op, in_dtype, inputs.data(), static_cast<int64_t>(inputs.size()), offset, count, acc, st.from >= 0);
-      if (st.to >= 0) {
-        batch.push_back({.send = true, .peer = st.to, .tag = data_tag_, .data = acc,
-                         .bytes = static_cast<size_t>(count * acc_size)});
-      } else if (!scatter) {
-        char* out = st.out + offset * out_size;
-        FinishFold(op, in_dtype, acc, count, out, n);
-        for (int r : st.consumers) {
-          batch.push_back({.send = true, .peer = r, .tag = data_tag_, .data = out,
-                           .bytes = static_cast<size_t>(count * out_size)});
+  // An MPI call that fails, or a block that does not fit the host, after transfers are posted: abandon them
+  // (their buffers stay in sent_) and fail.
+  try {
+    transport_.Start(batch);
+    std::vector<const void*> inputs;
+    for (Stage& st : stages) {
+      const std::vector<int64_t>& members = groups.groups[st.group];
+      inputs.clear();
+      for (int64_t k = st.run.begin; k < st.run.end; ++k) inputs.push_back(calls[members[k]]->input->raw_data());
+      for (int64_t c = 0; c < num_chunks; ++c) {
+        if (st.from >= 0 && !AwaitTransfer(batch, st.first_receive + static_cast<size_t>(c))) return fail();
+        const int64_t offset = c * chunk, count = chunk_count(c);
+        char* acc = st.acc + offset * acc_size;
+        FoldInto(op, in_dtype, inputs.data(), static_cast<int64_t>(inputs.size()), offset, count, acc, st.from >= 0);
+        if (st.to >= 0) {
+          batch.push_back({.send = true, .peer = st.to, .tag = data_tag_, .data = acc,
+                           .bytes = static_cast<size_t>(count * acc_size)});
+        } else if (!scatter) {
+          char* out = st.out + offset * out_size;
+          FinishFold(op, in_dtype, acc, count, out, n);
+          for (int r : st.consumers) {
+            batch.push_back({.send = true, .peer = r, .tag = data_tag_, .data = out,
+                             .bytes = static_cast<size_t>(count * out_size)});
+          }
         }
-      }
-      try {
         transport_.Extend();
-      } catch (const Error&) {
-        transport_.Abandon();
-        return fail();
       }
-    }
-    if (st.to >= 0 || !scatter) continue;
-    // psum_scatter's last run: member m's result is block m of every outer row of the sums; blocks of other
-    // ranks' members go to them, in member order.
-    for (int64_t m = 0; m < n; ++m) {
-      const int64_t p = members[m];
-      std::shared_ptr<Buffer> block;
-      char* out;
-      if (local_[p] != 0) {
-        out = static_cast<char*>(plan.ResultBuffer(p)->data());
-      } else {
-        block = Buffer::Allocate(outer * inner * out_size);
-        out = static_cast<char*>(block->data());
+      if (st.to >= 0 || !scatter) continue;
+      // psum_scatter's last run: member m's result is block m of every outer row of the sums; blocks of other
+      // ranks' members go to them, in member order.
+      for (int64_t m = 0; m < n; ++m) {
+        const int64_t p = members[m];
+        std::shared_ptr<Buffer> block;
+        char* out;
+        if (local_[p] != 0) {
+          out = static_cast<char*>(plan.ResultBuffer(p)->data());
+        } else {
+          block = Buffer::Allocate(outer * inner * out_size);
+          out = static_cast<char*>(block->data());
+        }
+        const int64_t block_bytes = inner * out_size;
+        for (int64_t r = 0; r < outer; ++r) {
+          std::memcpy(out + r * block_bytes, st.acc + (r * n + m) * block_bytes, static_cast<size_t>(block_bytes));
+        }
+        if (block == nullptr) continue;
+        batch.push_back({.send = true, .peer = owner_[p], .tag = data_tag_, .data = out,
+                         .bytes = static_cast<size_t>(outer * block_bytes)});
+        sent_.push_back(std::move(block));
       }
-      const int64_t block_bytes = inner * out_size;
-      for (int64_t r = 0; r < outer; ++r) {
-        std::memcpy(out + r * block_bytes, st.acc + (r * n + m) * block_bytes, static_cast<size_t>(block_bytes));
-      }
-      if (block == nullptr) continue;
-      batch.push_back({.send = true, .peer = owner_[p], .tag = data_tag_, .data = out,
-                       .bytes = static_cast<size_t>(outer * block_bytes)});
-      sent_.push_back(std::move(block));
-    }
-    try {
       transport_.Extend();
-    } catch (const Error&) {
-      transport_.Abandon();
-      return fail();
     }
+    if (!AwaitTransfer(batch, kAll)) return fail();
+  } catch (const Error&) {
+    transport_.Abandon();
+    return fail();
   }
-  if (!AwaitTransfer(batch, kAll)) return fail();
   sent_.clear();
   return true;
 }

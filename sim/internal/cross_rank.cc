@@ -372,8 +372,14 @@ bool CrossRank::FetchInputs(RunState& run, const CollectiveCall& ref, const Grou
     }
   }
   if (!batch.empty()) {
-    transport_.Start(batch);
-    if (!AwaitTransfer(batch, kAll)) {
+    bool arrived = false;
+    try {
+      transport_.Start(batch);
+      arrived = AwaitTransfer(batch, kAll);
+    } catch (const Error&) {  // an MPI call failed: some transfers may be posted
+      transport_.Abandon();
+    }
+    if (!arrived) {
       for (auto& packed : packed_in) sent_.push_back(std::move(packed));  // receives may still write them
       AbortDataDeadline(run, ref, batch);
       return false;
