@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <new>
 #include <thread>
 
 #include <fmt/format.h>
@@ -147,6 +148,9 @@ std::shared_ptr<RunState> PrepareRun(internal::RuntimeCore& core, const std::fun
         code = e.code();
         kind = e.kind();
         what = e.what();
+      } catch (const std::bad_alloc&) {  // e.g. under an address-space limit
+        code = ErrorCode::kResourceExhausted;
+        what = "the host ran out of memory (std::bad_alloc)";
       } catch (const std::exception& e) {
         what = e.what();
       } catch (...) {

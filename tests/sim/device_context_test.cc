@@ -1146,6 +1146,22 @@ TEST(Collectives, DevicesThatThrowInTheSameStepAreReportedByTheLowestPosition) {
   }
 }
 
+TEST(Collectives, ADeviceOutOfHostMemoryIsResourceExhausted) {
+  // std::bad_alloc in a device (e.g. under an address-space limit) is named as such, not as a generic abort.
+  Runtime runtime(Mesh::Iota({4}, {"x"}), RuntimeOptions{.num_threads = 2});
+  try {
+    runtime.Run([](DeviceContext& d) {
+      d.Barrier();
+      if (d.position() == 2) throw std::bad_alloc();
+    });
+    FAIL() << "no error";
+  } catch (const DeviceError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted);
+    EXPECT_EQ(e.position(), 2);
+    EXPECT_THAT(e.message(), HasSubstr("the host ran out of memory (std::bad_alloc)"));
+  }
+}
+
 TEST(CurrentDevice, IsTheRunningDevicesContextAndNullOnHostThreads) {
   EXPECT_EQ(CurrentDevice(), nullptr);
   Runtime runtime(Mesh::Iota({4}, {"x"}), RuntimeOptions{.num_threads = 2, .collective_timeout = std::chrono::seconds(7)});
