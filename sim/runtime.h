@@ -104,7 +104,7 @@ struct RuntimeOptions {
 // std::exception what(). message(): "device 3 (position 3, coords (1, 1)) failed: <original what()>".
 class DeviceError : public Error {
  public:
-  DeviceError(ErrorCode code, std::string message, std::string kind, int64_t position, int device_id,
+  DeviceError(ErrorCode code, std::string message, ErrorKind kind, int64_t position, int device_id,
               std::exception_ptr original);
   int64_t position() const noexcept { return position_; }
   int device_id() const noexcept { return device_id_; }
