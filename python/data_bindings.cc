@@ -30,7 +30,7 @@
 #include "scenario/scenario.h"
 #include "sim/array.h"
 #include "sim/array_builder.h"
-#include "workloads/plan.h"
+#include "model/plan.h"
 #include "workloads/workloads.h"
 #include "python/bindings.h"
 

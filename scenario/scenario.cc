@@ -922,7 +922,7 @@ Scenario LoadScenario(const std::string& path) {
 
 const ModelConfig& FirstModelWorkload(const Scenario& s) {
   for (const ScenarioWorkload& w : s.workloads)
-    if (const auto* m = std::get_if<ModelConfig>(&w.config)) return *m;
+    if (const auto* m = std::get_if<ValidatedModel>(&w.config)) return m->config();
   Throw(ErrorCode::kInvalidArgument, "{}: no `kind: model` workload to plan (add one under workloads:)", s.path);
 }
 
