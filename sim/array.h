@@ -61,6 +61,7 @@ std::string ShapeString(DType dtype, std::span<const int64_t> shape);
 
 namespace internal {
 class Buffer;
+class DeviceMemory;
 class Holding;
 struct ArrayAccess;
 }  // namespace internal
@@ -142,6 +143,11 @@ class Array {
  private:
   friend struct internal::ArrayAccess;
   static Array FromBytes(DType dtype, std::vector<int64_t> shape, const void* data, size_t count);
+  // internal::ArrayAccess::Make and ::Allocate (sim/internal/array_access.h), which they call.
+  static Array Over(DType dtype, std::vector<int64_t> shape, std::shared_ptr<internal::Buffer> buffer,
+                    internal::DeviceMemory* memory);
+  static Array Allocated(DType dtype, std::vector<int64_t> shape, internal::DeviceMemory* memory, bool zeroed,
+                         bool abstract);
   void CheckReadable(DType requested) const;
 
   std::vector<int64_t> shape_;

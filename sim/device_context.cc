@@ -4,36 +4,14 @@
 #include <utility>
 
 #include "common/strings.h"
-#include "sim/internal/core.h"
+#include "sim/internal/array_access.h"
+#include "sim/internal/collective_call.h"
+#include "sim/internal/device_entry.h"
 
 namespace spmdsim {
 
 using internal::CollectiveCall;
 using internal::OpKind;
-
-namespace internal {
-namespace {
-thread_local DeviceSlot* current_slot = nullptr;
-}  // namespace
-
-// Not inline: a fiber may move between threads only before it starts (sim/internal/worker.cc), but keeping the
-// thread_local access behind a call also stops the compiler caching its address across a fiber switch.
-__attribute__((noinline)) DeviceSlot* CurrentSlot() { return current_slot; }
-__attribute__((noinline)) void SetCurrentSlot(DeviceSlot* slot) { current_slot = slot; }
-
-DeviceMemory* CurrentDeviceMemory() {
-  DeviceSlot* slot = CurrentSlot();
-  return slot != nullptr ? slot->memory_raw : nullptr;
-}
-}  // namespace internal
-
-DeviceContext* CurrentDevice() {
-  internal::DeviceSlot* slot = internal::CurrentSlot();
-  return slot != nullptr ? &slot->context() : nullptr;
-}
-
-const Mesh& DeviceContext::mesh() const { return core_->mesh; }
-const RuntimeOptions& DeviceContext::runtime_options() const { return core_->options; }
 
 int32_t DeviceContext::AxisIndex(const Axes& axes) const {
   internal::AxesKey key = internal::MakeAxesKey(mesh(), axes, "axis_index");
@@ -58,16 +36,16 @@ int64_t DeviceContext::AxisSize(const Axes& axes) const {
   return internal::GroupSize(mesh(), internal::MakeAxesKey(mesh(), axes, "axis_size"));
 }
 
-MemoryStats DeviceContext::memory_stats() const { return slot_->memory->stats(); }
+MemoryStats DeviceContext::memory_stats() const { return memory_->stats(); }
 
 Array DeviceContext::Hold(const Array& x) const {
   if (!x.valid()) Throw(ErrorCode::kInvalidArgument, "Hold of an empty Array handle");
-  return internal::ArrayAccess::Rehold(x, slot_->memory.get());
+  return internal::ArrayAccess::Rehold(x, memory_);
 }
 
 namespace {
 
-Array Collective(internal::RuntimeCore* core, internal::DeviceSlot* slot, OpKind op, const Array* x,
+Array Collective(const Mesh& mesh, internal::DeviceSlot* slot, int64_t position, OpKind op, const Array* x,
                  const Axes& axes, int64_t p0 = 0, int64_t p1 = 0, bool tiled = false,
                  const PermutationPairs* perm = nullptr) {
   const std::string_view api = internal::OpName(op);
@@ -75,19 +53,19 @@ Array Collective(internal::RuntimeCore* core, internal::DeviceSlot* slot, OpKind
     Throw(ErrorCode::kFailedPrecondition,
           "{} called on the DeviceContext of position {} outside that device's function (a DeviceContext may only "
           "be used by the device Runtime::Run gave it to)",
-          api, slot->position);
+          api, position);
   }
   if (x != nullptr && !x->valid()) Throw(ErrorCode::kInvalidArgument, "{} of an empty Array handle", api);
   CollectiveCall call;
   call.op = op;
-  call.axes = internal::MakeAxesKey(core->mesh, axes, api);
+  call.axes = internal::MakeAxesKey(mesh, axes, api);
   call.input = x;
   call.p0 = p0;
   call.p1 = p1;
   call.tiled = tiled;
   static const PermutationPairs kNoPerm;
-  internal::ValidateCall(core->mesh, call, axes, perm != nullptr ? *perm : kNoPerm);
-  Array out = core->Collective(*slot, call);
+  internal::ValidateCall(mesh, call, axes, perm != nullptr ? *perm : kNoPerm);
+  Array out = internal::WaitAtCollective(*slot, call);
   if (x == nullptr) return out;
   // Varying manual axes (JAX's vma): reductions make the result invariant over their axes; every other
   // collective makes it vary over them.
@@ -101,46 +79,46 @@ Array Collective(internal::RuntimeCore* core, internal::DeviceSlot* slot, OpKind
 
 Array DeviceContext::Psum(const Array& x, const Axes& axes) {
   if (axes.names().empty()) return x;  // JAX: psum over no axes returns x
-  return Collective(core_, slot_, OpKind::kPsum, &x, axes);
+  return Collective(*mesh_, slot_, position_, OpKind::kPsum, &x, axes);
 }
 
-Array DeviceContext::Pmean(const Array& x, const Axes& axes) { return Collective(core_, slot_, OpKind::kPmean, &x, axes); }
+Array DeviceContext::Pmean(const Array& x, const Axes& axes) { return Collective(*mesh_, slot_, position_, OpKind::kPmean, &x, axes); }
 
 Array DeviceContext::Pmax(const Array& x, const Axes& axes) {
   if (axes.names().empty()) return x;
-  return Collective(core_, slot_, OpKind::kPmax, &x, axes);
+  return Collective(*mesh_, slot_, position_, OpKind::kPmax, &x, axes);
 }
 
 Array DeviceContext::Pmin(const Array& x, const Axes& axes) {
   if (axes.names().empty()) return x;
-  return Collective(core_, slot_, OpKind::kPmin, &x, axes);
+  return Collective(*mesh_, slot_, position_, OpKind::kPmin, &x, axes);
 }
 
 Array DeviceContext::AllGather(const Array& x, const Axes& axes, int axis, bool tiled) {
   if (axes.names().empty()) return x;  // JAX: all_gather over no axes returns x
-  return Collective(core_, slot_, OpKind::kAllGather, &x, axes, axis, 0, tiled);
+  return Collective(*mesh_, slot_, position_, OpKind::kAllGather, &x, axes, axis, 0, tiled);
 }
 
 Array DeviceContext::PsumScatter(const Array& x, const Axes& axes, int scatter_dimension, bool tiled) {
   if (axes.names().empty()) return x;  // JAX: psum_scatter over no axes returns x
-  return Collective(core_, slot_, OpKind::kPsumScatter, &x, axes, scatter_dimension, 0, tiled);
+  return Collective(*mesh_, slot_, position_, OpKind::kPsumScatter, &x, axes, scatter_dimension, 0, tiled);
 }
 
 Array DeviceContext::AllToAll(const Array& x, const Axes& axes, int split_axis, int concat_axis, bool tiled) {
-  return Collective(core_, slot_, OpKind::kAllToAll, &x, axes, split_axis, concat_axis, tiled);
+  return Collective(*mesh_, slot_, position_, OpKind::kAllToAll, &x, axes, split_axis, concat_axis, tiled);
 }
 
 Array DeviceContext::Ppermute(const Array& x, const Axes& axes, const PermutationPairs& perm) {
-  return Collective(core_, slot_, OpKind::kPpermute, &x, axes, 0, 0, false, &perm);
+  return Collective(*mesh_, slot_, position_, OpKind::kPpermute, &x, axes, 0, 0, false, &perm);
 }
 
 namespace {
 
 // Kept out of DeviceContext::Barrier so that the hot path has no frame to speak of (at thousands of devices
 // every byte of a waiting device's stack is a cache line to bring back).
-[[noreturn, gnu::noinline, gnu::cold]] void BarrierFromTheWrongDevice(internal::RuntimeCore* core,
-                                                                      internal::DeviceSlot* slot) {
-  Collective(core, slot, OpKind::kBarrier, nullptr, Axes(std::vector<std::string>{}));  // throws
+[[noreturn, gnu::noinline, gnu::cold]] void BarrierFromTheWrongDevice(const Mesh& mesh, internal::DeviceSlot* slot,
+                                                                      int64_t position) {
+  Collective(mesh, slot, position, OpKind::kBarrier, nullptr, Axes(std::vector<std::string>{}));  // throws
   std::abort();
 }
 
@@ -148,8 +126,8 @@ namespace {
 
 void DeviceContext::Barrier() {
   // The hot path of every barrier benchmark: no CollectiveCall of its own, nothing formatted.
-  if (internal::CurrentSlot() != slot_) [[unlikely]] BarrierFromTheWrongDevice(core_, slot_);
-  core_->WaitAtBarrier(*slot_);
+  if (internal::CurrentSlot() != slot_) [[unlikely]] BarrierFromTheWrongDevice(*mesh_, slot_, position_);
+  internal::WaitAtBarrier(*slot_);
 }
 
 }  // namespace spmdsim

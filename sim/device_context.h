@@ -38,34 +38,17 @@
 
 #include "mesh/mesh.h"
 #include "sim/array.h"
+#include "sim/axes.h"
 #include "sim/memory.h"
 
 namespace spmdsim {
 
-struct RuntimeOptions;  // sim/runtime.h
+struct RuntimeOptions;  // sim/runtime_options.h
 
 namespace internal {
 struct RuntimeCore;
 struct DeviceSlot;
 }  // namespace internal
-
-// A tuple of mesh axis names: Psum(x, "x"), Psum(x, {"x", "y"}), Psum(x, names_vector).
-class Axes {
- public:
-  Axes(const char* name) : names_{std::string(name)} {}          // NOLINT: implicit by design
-  Axes(std::string_view name) : names_{std::string(name)} {}     // NOLINT
-  Axes(const std::string& name) : names_{name} {}                // NOLINT
-  Axes(std::initializer_list<std::string_view> names) : names_(names.begin(), names.end()) {}  // NOLINT
-  Axes(std::vector<std::string> names) : names_(std::move(names)) {}                           // NOLINT
-  Axes(std::span<const std::string> names) : names_(names.begin(), names.end()) {}             // NOLINT
-  const std::vector<std::string>& names() const { return names_; }
-
- private:
-  std::vector<std::string> names_;
-};
-
-// ppermute's (source, destination) pairs of in-group indices.
-using PermutationPairs = std::vector<std::pair<int64_t, int64_t>>;
 
 class DeviceContext {
  public:
@@ -75,10 +58,10 @@ class DeviceContext {
   int64_t position() const { return position_; }  // row-major index in the mesh
   int device_id() const { return device_id_; }
   const std::vector<int64_t>& coords() const { return coords_; }  // one per mesh axis
-  const Mesh& mesh() const;
+  const Mesh& mesh() const { return *mesh_; }
   int64_t num_devices() const { return mesh().size(); }
-  // The options of the Runtime this device belongs to (its observer, op cost sink, ...; sim/runtime.h).
-  const RuntimeOptions& runtime_options() const;
+  // The options of the Runtime this device belongs to (its observer, op cost sink, ...; sim/runtime_options.h).
+  const RuntimeOptions& runtime_options() const { return *options_; }
 
   // jax.lax.axis_index: the in-group index along `axes` (first name major). Unknown axis: Error(kNotFound,
   // kind "NameError") "Found an unbound axis name: z. To fix this, please call axis_index under
@@ -130,13 +113,21 @@ class DeviceContext {
   Array Hold(const Array& x) const;
 
  private:
-  friend struct internal::RuntimeCore;
-  DeviceContext(internal::RuntimeCore* core, internal::DeviceSlot* slot, int64_t position, int device_id,
-                std::vector<int64_t> coords)
-      : core_(core), slot_(slot), position_(position), device_id_(device_id), coords_(std::move(coords)) {}
+  friend struct internal::RuntimeCore;  // makes every device's context, in its slot (sim/internal/core.cc)
+  DeviceContext(const Mesh* mesh, const RuntimeOptions* options, internal::DeviceSlot* slot,
+                internal::DeviceMemory* memory, int64_t position, int device_id, std::vector<int64_t> coords)
+      : mesh_(mesh),
+        options_(options),
+        slot_(slot),
+        memory_(memory),
+        position_(position),
+        device_id_(device_id),
+        coords_(std::move(coords)) {}
 
-  internal::RuntimeCore* core_;
+  const Mesh* mesh_;
+  const RuntimeOptions* options_;
   internal::DeviceSlot* slot_;
+  internal::DeviceMemory* memory_;
   int64_t position_;
   int device_id_;
   std::vector<int64_t> coords_;

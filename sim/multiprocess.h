@@ -27,31 +27,9 @@
 
 #include "mesh/mesh.h"
 #include "sim/array.h"
+#include "sim/process_group.h"
 
 namespace spmdsim {
-
-namespace internal {
-class Transport;
-}  // namespace internal
-
-// The ranks a Runtime spans. Made by ProcessGroupFromMpi or MpiSession::world().
-class ProcessGroup {
- public:
-  explicit ProcessGroup(std::shared_ptr<internal::Transport> transport);
-  ~ProcessGroup();
-  int rank() const;
-  int size() const;
-  // Every rank's `value`, by rank (e.g. peak memory for a report). Every rank must call it. Throws
-  // Error(kDeadlineExceeded) when a rank sends nothing within `timeout`.
-  std::vector<int64_t> AllGather(int64_t value, std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
-  // Every rank's `bytes` (any length, e.g. a serialised record), by rank. Every rank must call it; same errors.
-  std::vector<std::string> AllGatherBytes(const std::string& bytes,
-                                          std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
-  internal::Transport& transport() const { return *transport_; }
-
- private:
-  std::shared_ptr<internal::Transport> transport_;
-};
 
 // Whether this build has MPI (CMake option SPMDSIM_WITH_MPI).
 bool MpiBuiltIn();
@@ -63,6 +41,11 @@ std::shared_ptr<ProcessGroup> ProcessGroupFromMpi(const void* mpi_comm);
 // MPI for a program's lifetime: initialises MPI (MPI_THREAD_MULTIPLE) when the process was launched by an
 // MPI launcher (mpirun/srun set OMPI_COMM_WORLD_SIZE or PMI_SIZE) and finalises it on destruction. Without a
 // launcher (or without MPI in the build) it does nothing and world() is nullptr: the one-process runtime.
+// Before MPI_Finalize every rank meets at a barrier. A rank that gave up on another in a step across ranks
+// (RankLost(): a deadline passed, or MPI reported the rank gone) waits there 5 s at most: when a rank is still
+// missing then, the destructor ends the job with MPI_Abort(MPI_COMM_WORLD, 1) instead of finalising (MPI_Finalize
+// would wait for the lost rank for ever). The process then exits with code 1, and the launcher ends the other
+// ranks, a stopped one included; whatever it printed before (its error) is flushed first.
 class MpiSession {
  public:
   MpiSession(int* argc, char*** argv);
@@ -100,14 +83,6 @@ enum class ShareData {
 class Runtime;
 void ShareArrays(const Runtime& runtime, std::vector<std::vector<Array>>& by_position,
                  ShareData data = ShareData::kEveryRank);
-
-// The rank that runs each mesh position when `num_ranks` ranks share the mesh: by the topology's hosts
-// (Device::process_index) when num_ranks divides the number of hosts (rank r takes hosts
-// [r*H/K, (r+1)*H/K)) and every rank gets a device, else contiguous blocks of positions (rank r takes [r*N/K, (r+1)*N/K)).
-// Example: Mesh::Iota({8}) on 3 ranks (no topology): positions 0-1 -> 0, 2-4 -> 1, 5-7 -> 2.
-// REQUIRES: 1 <= num_ranks <= mesh.size(); throws Error(kInvalidArgument) otherwise.
-std::vector<int> PlaceDevices(const Mesh& mesh, int num_ranks);
-
 }  // namespace spmdsim
 
 #endif  // SPMDSIM_SIM_MULTIPROCESS_H_

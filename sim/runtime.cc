@@ -12,11 +12,11 @@
 #include "common/strings.h"
 #include "sim/internal/core.h"
 #include "sim/internal/cross_rank.h"
+#include "sim/internal/run_state.h"
 #include "sim/internal/transport.h"
-#include "sim/multiprocess.h"
-#include "sim/internal/fiber_stack.h"
 #include "sim/internal/watchdog.h"
 #include "sim/internal/worker.h"
+#include "sim/process_group.h"
 
 namespace spmdsim {
 
@@ -26,6 +26,31 @@ DeviceError::DeviceError(ErrorCode code, std::string message, ErrorKind kind, in
       position_(position),
       device_id_(device_id),
       original_(std::move(original)) {}
+
+DeviceError DeviceError::FromDevice(const Mesh& mesh, int64_t position, std::exception_ptr original) {
+  ErrorCode code = ErrorCode::kAborted;
+  ErrorKind kind = ErrorKind::kNone;
+  std::string what;
+  try {
+    std::rethrow_exception(original);
+  } catch (const Error& e) {
+    code = e.code();
+    kind = e.kind();
+    what = e.what();
+  } catch (const std::bad_alloc&) {  // e.g. under an address-space limit
+    code = ErrorCode::kResourceExhausted;
+    what = "the host ran out of memory (std::bad_alloc)";
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "an exception that is not a std::exception";
+  }
+  const int device_id = mesh.DeviceAt(position);
+  return DeviceError(code,
+                     fmt::format("device {} (position {}, coords {}) failed: {}", device_id, position,
+                                 PyTuple(mesh.CoordsOfPosition(position)), what),
+                     kind, position, device_id, std::move(original));
+}
 
 namespace internal {
 
@@ -139,28 +164,7 @@ std::shared_ptr<RunState> PrepareRun(internal::RuntimeCore& core, const std::fun
     if (!bl.closed) continue;
     for (int64_t p = bl.begin; p < bl.end; ++p) {
       const auto& s = core.slots[p];
-      if (s.outcome != internal::Outcome::kThrew) continue;
-      ErrorCode code = ErrorCode::kAborted;
-      ErrorKind kind = ErrorKind::kNone;
-      std::string what;
-      try {
-        std::rethrow_exception(s.error);
-      } catch (const Error& e) {
-        code = e.code();
-        kind = e.kind();
-        what = e.what();
-      } catch (const std::bad_alloc&) {  // e.g. under an address-space limit
-        code = ErrorCode::kResourceExhausted;
-        what = "the host ran out of memory (std::bad_alloc)";
-      } catch (const std::exception& e) {
-        what = e.what();
-      } catch (...) {
-        what = "an exception that is not a std::exception";
-      }
-      throw DeviceError(code,
-                        fmt::format("device {} (position {}, coords {}) failed: {}", s.context().device_id(), p,
-                                    PyTuple(s.context().coords()), what),
-                        kind, p, s.context().device_id(), s.error);
+      if (s.outcome == internal::Outcome::kThrew) throw DeviceError::FromDevice(core.mesh, p, s.error);
     }
   }
   std::string message = run.abort_message;

@@ -54,50 +54,13 @@
 #include "sim/memory.h"
 #include "sim/observer.h"
 #include "sim/op_cost.h"
+#include "sim/runtime_options.h"
 
 namespace spmdsim {
-
-class ProcessGroup;  // sim/multiprocess.h
 
 namespace internal {
 struct WorkerPool;
 }  // namespace internal
-
-// Device memory of a mesh without a topology: 16 GiB (a TPU v5e chip's HBM, mesh/topology.cc).
-inline constexpr int64_t kDefaultDeviceMemoryBytes = int64_t{16} << 30;
-
-struct RuntimeOptions {
-  // Worker threads. Default 0: std::thread::hardware_concurrency() (at least 1). Never more than devices.
-  int num_threads = 0;
-  // How long devices may wait at a collective for a device that does not arrive before Run throws
-  // Error(kDeadlineExceeded). Default 60 s.
-  std::chrono::milliseconds collective_timeout{60'000};
-  // Stack of each device fiber, with a guard page below it (overflow faults instead of corrupting memory).
-  // Default 64 KiB (x4 in ASan/TSan builds, whose frames are larger; the workload engines raise it to at least
-  // 1 MiB for Eigen's GEMM, workloads/internal/recorder.h); only the pages a device touches become resident. Stacks are pooled across Runs. Larger stacks spread 4096 devices over more page-table
-  // entries: a barrier episode at 4096 devices costs ~2x more with 256 KiB (docs/runtime.md). A device that
-  // overflows its stack ends the process after naming itself on stderr.
-  // The stacks are one mapping per Runtime, with a guard page below each while the kernel's mapping budget
-  // allows (vm.max_map_count, each guard page costs two mappings); beyond that (~28,000 devices at the default
-  // 65530) no guard pages but a canary word below each stack, checked when its device switches out.
-  //
-  // The devices a worker thread runs share its floating-point environment (rounding mode, exception masks):
-  // device switches do not save it (docs/runtime.md). A device that changes it restores it before a collective.
-  size_t fiber_stack_bytes = 64 * 1024;
-  // Memory capacity of every device. Default 0: the mesh topology's memory_bytes(), or
-  // kDefaultDeviceMemoryBytes for a mesh without a topology.
-  int64_t device_memory_bytes = 0;
-  // Told about device starts/finishes and every collective (sim/observer.h). Default none. Not owned; must
-  // outlive every Run.
-  RuntimeObserver* observer = nullptr;
-  // Charged with the cost of every local op (ops/) the devices run, tagged with the device's position
-  // (sim/op_cost.h). Default none. Not owned; must outlive every Run. Ops run on host threads charge no sink.
-  OpCostSink* op_cost_sink = nullptr;
-  // Several processes (sim/multiprocess.h): the ranks that share the mesh. Each rank runs the devices
-  // PlaceDevices gives it; a collective spanning ranks exchanges data over MPI. Default none (or a group of
-  // one rank): this process runs every device.
-  std::shared_ptr<ProcessGroup> process_group = nullptr;
-};
 
 // An exception thrown by the function on one virtual device, as Run rethrows it.
 // code()/kind() are the original's when it was a spmdsim::Error, else kAborted and the C++ type's
@@ -106,6 +69,10 @@ class DeviceError : public Error {
  public:
   DeviceError(ErrorCode code, std::string message, ErrorKind kind, int64_t position, int device_id,
               std::exception_ptr original);
+  // The error Run throws for `original`, thrown by the function of the device at `position` of `mesh`: the
+  // original's code and kind (kResourceExhausted for std::bad_alloc, "the host ran out of memory"; kAborted for
+  // another exception) and "device 3 (position 3, coords (1, 1)) failed: <what()>".
+  static DeviceError FromDevice(const Mesh& mesh, int64_t position, std::exception_ptr original);
   int64_t position() const noexcept { return position_; }
   int device_id() const noexcept { return device_id_; }
   const std::exception_ptr& nested_ptr() const noexcept { return original_; }

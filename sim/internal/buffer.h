@@ -1,5 +1,5 @@
-// Internals of sim/array.h: host buffers, per-device charges, and the back door collectives use to build
-// Arrays over shared buffers. Not for users.
+// Internals of sim/array.h: host buffers (pooled when large, sim/internal/buffer.cc) and one device's charge
+// on a buffer. Not for users; sim/internal/array_access.h builds Arrays over them.
 //
 // Thread safety: Buffer bytes are written only before the buffer is published (by the thread that allocated
 // it, or by runtime workers between two barrier phases, see sim/internal/worker.cc); afterwards read-only.
@@ -9,9 +9,8 @@
 
 #include <cstdint>
 #include <memory>
-#include <vector>
+#include <utility>
 
-#include "sim/array.h"
 #include "sim/memory.h"
 
 namespace spmdsim::internal {
@@ -38,7 +37,8 @@ class Buffer {
   int64_t bytes_;
 };
 
-// The pool of freed buffers of >= 1 MiB that Buffer::Allocate reuses (policy: sim/array.cc, docs/runtime.md).
+// The pool of freed buffers of >= 128 KiB that Buffer::Allocate reuses (policy: sim/internal/buffer.cc,
+// docs/runtime.md).
 struct BufferPoolStats {
   int64_t pooled_bytes = 0;    // held by the pool for reuse
   int64_t pooled_buffers = 0;
@@ -70,21 +70,6 @@ class Holding {
 // The account of the virtual device whose code runs on this thread right now (CurrentDevice(),
 // sim/device_context.h), or nullptr on host threads. Arrays created while it is set are charged to it.
 DeviceMemory* CurrentDeviceMemory();
-
-struct ArrayAccess {
-  // An Array over `buffer` (nullptr: abstract), charged to `memory` (nullptr: host). Charges first and
-  // throws Error(kResourceExhausted) without making anything when the device is full.
-  static Array Make(DType dtype, std::vector<int64_t> shape, std::shared_ptr<Buffer> buffer,
-                    DeviceMemory* memory);
-  // Charges `memory` for nbytes and then allocates (zeroed when asked) a buffer for it: the charge comes
-  // first so that an over-capacity request never allocates host memory.
-  static Array Allocate(DType dtype, std::vector<int64_t> shape, DeviceMemory* memory, bool zeroed,
-                        bool abstract);
-  static const std::shared_ptr<Buffer>& buffer(const Array& array);
-  static void* mutable_data(const Array& array);  // REQUIRES: not yet shared with another thread
-  // The same buffer held (and charged) by `memory`; a no-op copy when it already is.
-  static Array Rehold(const Array& array, DeviceMemory* memory);
-};
 
 }  // namespace spmdsim::internal
 

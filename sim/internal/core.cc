@@ -5,49 +5,11 @@
 #include <fmt/format.h>
 
 #include "common/strings.h"
+#include "sim/internal/array_access.h"
+#include "sim/internal/device_entry.h"
 #include "sim/internal/fiber.h"
-#include "sim/internal/fiber_stack.h"
 
 namespace spmdsim::internal {
-
-bool RunState::SetAbort(AbortReason reason, ErrorCode code, std::string message, ErrorKind kind) {
-  // The message is written under `mu` by the one caller that wins the exchange; readers take `mu` too.
-  MutexLock lock(mu);
-  int expected = 0;
-  if (!abort.compare_exchange_strong(expected, static_cast<int>(reason), std::memory_order_acq_rel)) return false;
-  abort_code = code;
-  abort_message = std::move(message);
-  abort_kind = kind;
-  abort_time = std::chrono::steady_clock::now();
-  cv.notify_all();
-  return true;
-}
-
-// "0-3, 5, 7-8"
-std::string PositionRanges(const std::vector<int64_t>& positions) {
-  std::vector<std::string> parts;
-  for (size_t i = 0; i < positions.size();) {
-    size_t j = i;
-    while (j + 1 < positions.size() && positions[j + 1] == positions[j] + 1) ++j;
-    parts.push_back(j == i ? fmt::format("{}", positions[i]) : fmt::format("{}-{}", positions[i], positions[j]));
-    i = j + 1;
-  }
-  return fmt::format("{}", fmt::join(parts, ", "));
-}
-
-// "positions 0-2 (devices 0, 1, 2)"; device ids are listed only when they are not the positions.
-std::string DescribeDevices(const Mesh& mesh, const std::vector<int64_t>& positions) {
-  if (positions.empty()) return "none";
-  std::string text = fmt::format("{} {}", positions.size() == 1 ? "position" : "positions", PositionRanges(positions));
-  bool same = true;
-  for (int64_t p : positions) same = same && mesh.DeviceAt(p) == p;
-  if (!same) {
-    std::vector<int> ids;
-    for (int64_t p : positions) ids.push_back(mesh.DeviceAt(p));
-    text += fmt::format(" (device ids {})", fmt::join(ids, ", "));
-  }
-  return text;
-}
 
 RuntimeCore::RuntimeCore(Mesh mesh_in, RuntimeOptions options_in, int workers, std::vector<int> owner_in, int rank_in)
     : mesh(std::move(mesh_in)),
@@ -56,15 +18,14 @@ RuntimeCore::RuntimeCore(Mesh mesh_in, RuntimeOptions options_in, int workers, s
       owner(std::move(owner_in)),
       rank(rank_in),
       slots(mesh.size()) {
-  int64_t capacity = options.device_memory_bytes;
-  if (capacity == 0) capacity = mesh.topology() != nullptr ? mesh.topology()->memory_bytes() : kDefaultDeviceMemoryBytes;
-  if (capacity <= 0) capacity = kDefaultDeviceMemoryBytes;
+  const int64_t capacity = DeviceMemoryCapacity(mesh, options);
   for (int64_t p = 0; p < mesh.size(); ++p) {
     DeviceSlot& s = slots[p];
     s.position = p;
     s.memory = std::make_shared<DeviceMemory>(p, mesh.DeviceAt(p), capacity);
     s.memory_raw = s.memory.get();
-    new (s.context_storage) DeviceContext(this, &s, p, mesh.DeviceAt(p), mesh.CoordsOfPosition(p));
+    new (s.context_storage)
+        DeviceContext(&mesh, &options, &s, s.memory_raw, p, mesh.DeviceAt(p), mesh.CoordsOfPosition(p));
   }
   for (int64_t p = 0; p < mesh.size(); ++p) {
     if (owner[p] == rank) local_positions.push_back(p);
@@ -119,8 +80,6 @@ const GroupInfo& RuntimeCore::Groups(const AxesKey& key) {
   return *it->second;
 }
 
-const CollectiveCall kBarrierCall{};
-
 namespace {
 
 // A device waits at `call`: records it for the worker's pass and the watchdog, switches to the worker, and
@@ -143,9 +102,9 @@ inline void WaitAt(DeviceSlot& slot, const CollectiveCall& call) {
 
 }  // namespace
 
-void RuntimeCore::WaitAtBarrier(DeviceSlot& slot) { WaitAt(slot, kBarrierCall); }
+void WaitAtBarrier(DeviceSlot& slot) { WaitAt(slot, kBarrierCall); }
 
-Array RuntimeCore::Collective(DeviceSlot& slot, CollectiveCall& call) {
+Array WaitAtCollective(DeviceSlot& slot, CollectiveCall& call) {
   WaitAt(slot, call);
   if (call.op == OpKind::kBarrier) return Array();
   return ArrayAccess::Make(call.out_dtype, call.out_shape, slot.run->plan.ResultBuffer(slot.position),

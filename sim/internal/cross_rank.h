@@ -4,12 +4,17 @@
 // Every collective step (and the end of the Run) is an *episode*: each rank sends every other rank one
 // status record — "my devices all wait at <call>", "my devices all returned", or "my Run failed: <message>" —
 // and decides from the K records, the same way on every rank, whether to go on, finish or fail, and with which
-// message. A collective with data then moves the inputs that other ranks' devices need (FetchInputs), and every
-// rank computes its own devices' results with the one-process code, so results are bitwise the same.
+// message (Agree). A collective with data then moves what other ranks' devices need: the inputs of all_gather,
+// all_to_all and ppermute (FetchInputs), or, for a reduction over a group that spans ranks, a running fold
+// passed along the ranks in the group's member order (ChainReduce). Every rank computes its own devices' results
+// with the one-process code, so results are bitwise the same.
 //
-// Thread safety: driven by one thread at a time — the Run's leader worker (Agree, FetchInputs, while every
-// local device waits) or, after a local failure, the Run's own thread (SettleLocalFailure); the worker
-// barrier and the Run's abort order those calls.
+// CrossRank knows nothing of the Run's state: a step that fails returns false (or Verdict::kAbort) and leaves
+// the failure every rank reports in failure(); the caller aborts its Run with it.
+//
+// Thread safety: driven by one thread at a time — the Run's leader worker (Agree, FetchInputs, ChainReduce,
+// while every local device waits) or, after a local failure, the Run's own thread (SettleLocalFailure); the
+// worker barrier and the Run's abort order those calls.
 #ifndef SPMDSIM_SIM_INTERNAL_CROSS_RANK_H_
 #define SPMDSIM_SIM_INTERNAL_CROSS_RANK_H_
 
@@ -24,43 +29,38 @@
 #include "common/error.h"
 #include "mesh/mesh.h"
 #include "sim/array.h"
-#include "sim/internal/collectives.h"
+#include "sim/internal/buffer.h"
+#include "sim/internal/collective_call.h"
+#include "sim/internal/plan.h"
 #include "sim/internal/transport.h"
 
 namespace spmdsim::internal {
 
-struct RunState;
-
-// Posts `batch` and polls it (spinning up to 20 us, or `*spin` which it then adapts, then yielding, then sleeping
-// in short steps) until it completes (true) or `deadline` passes (false: the batch is abandoned;
-// Transfer::done tells which completed).
-bool CompleteBatch(Transport& transport, std::vector<Transfer>& batch, std::chrono::steady_clock::duration deadline,
-                   std::chrono::steady_clock::duration* spin = nullptr);
-
 class CrossRank {
  public:
   enum class Verdict { kProceed, kDone, kAbort };
+  // What every rank reports when a step fails: a rank's failure (the lowest failing rank's), devices that
+  // disagree across ranks, or a rank lost (kDeadlineExceeded).
   struct Failure {
-    ErrorCode code;
-    ErrorKind kind;
+    ErrorCode code = ErrorCode::kAborted;
+    ErrorKind kind = ErrorKind::kNone;
     std::string message;
-    bool mine;  // this rank's own failure won (the lowest failing rank)
+    bool mine = false;  // this rank's own failure won (the lowest failing rank)
   };
 
   // `owner`: the rank of each position (PlaceDevices). `run_index` numbers the Runtime's Runs (tags).
   CrossRank(Transport& transport, const Mesh& mesh, const std::vector<int>& owner, uint64_t run_index,
             std::chrono::milliseconds timeout);
 
-  // The leader, when every local device waits at `ref` (nullptr: every local device returned). kAbort: the
-  // Run's abort is set (with the message every rank reports).
-  Verdict Agree(RunState& run, const CollectiveCall* ref);
+  // The leader, when every local device waits at `ref` (nullptr: every local device returned). kAbort:
+  // failure() says why (the same message on every rank).
+  Verdict Agree(const CollectiveCall* ref);
   // The leader, after kProceed on all_gather, all_to_all or ppermute: receives what this rank's results need
   // of the other ranks' inputs (all_gather: the inputs of its groups' members; all_to_all: only the blocks
   // addressed to its positions, placed where the Plan reads them; ppermute: the sources of its receivers), sends
   // what the others need, and points calls[p] at the received inputs. The Plan is then built for the local
-  // positions (`local`). False: the Run's abort is set.
-  bool FetchInputs(RunState& run, const CollectiveCall& ref, const GroupInfo& groups,
-                   std::vector<const CollectiveCall*>& calls);
+  // positions (`local`). False: failure() says why.
+  bool FetchInputs(const CollectiveCall& ref, const GroupInfo& groups, std::vector<const CollectiveCall*>& calls);
   // By group: whether its members live on more than one rank (cached per GroupInfo for the Run).
   const std::vector<uint8_t>& SpanningGroups(const GroupInfo& groups);
   // The leader, after kProceed on a reduction (psum, pmean, pmax, pmin, psum_scatter) with data, once `plan` is
@@ -69,12 +69,14 @@ class CrossRank {
   // consecutive members receives the running fold of the members before it, folds its own on, and passes it
   // to the next run's rank, in pipelined chunks; the last rank finishes the fold and sends the result (or,
   // psum_scatter, each block) to the ranks that hold the group's members. Bitwise the one-process result.
-  // False: the Run's abort is set.
-  bool ChainReduce(RunState& run, const CollectiveCall& ref, const GroupInfo& groups,
-                   const std::vector<const CollectiveCall*>& calls, const Plan& plan);
+  // False: failure() says why.
+  bool ChainReduce(const CollectiveCall& ref, const GroupInfo& groups, const std::vector<const CollectiveCall*>& calls,
+                   const Plan& plan);
   // The Run's thread, after a failure on this rank that no episode has reported: tells the other ranks and
   // returns the failure every rank reports (the lowest failing rank's, "rank R: ...").
   Failure SettleLocalFailure(ErrorCode code, ErrorKind kind, const std::string& message);
+  // Why the last step failed (after Agree returned kAbort, or FetchInputs / ChainReduce false).
+  const Failure& failure() const { return failure_; }
   // Whether an episode ended the Run (every rank already knows how).
   bool settled() const { return settled_; }
   const std::vector<uint8_t>& local() const { return local_; }
@@ -86,17 +88,34 @@ class CrossRank {
     ErrorKind error_kind = ErrorKind::kNone;  // A: the failure's Error::kind()
     std::string text;  // the call (C) or the failure's message (A)
   };
+  struct Chain;          // one ChainReduce (cross_rank.cc)
+  struct Stage;          // a run of a group's members this rank folds (cross_rank.cc)
+  struct InputExchange;  // one FetchInputs' transfers (cross_rank.cc)
+
   // One episode's exchange: false when some rank sent nothing before the deadline (`missing` lists them).
   bool Exchange(const Status& mine, std::vector<Status>* all, std::vector<int>* missing);
   bool WaitBatch(std::vector<Transfer>& batch);
+  // Agree's decision from every rank's record, the same on every rank; kAbort sets failure_.
+  Verdict Decide(const std::vector<Status>& all);
   // Polls the batch under way until transfer `index` (or, kAll, every transfer posted) completed; false when
   // deadline_ passed or MPI failed (the batch is then abandoned).
   static constexpr size_t kAll = static_cast<size_t>(-1);
   bool AwaitTransfer(std::vector<Transfer>& batch, size_t index);
-  void AbortDataDeadline(RunState& run, const CollectiveCall& ref, const std::vector<Transfer>& batch);
+  // Fails the step: `code` and `message`, settled on every rank.
+  bool Fail(ErrorCode code, std::string message);
+  bool FailDataDeadline(const CollectiveCall& ref, const std::vector<Transfer>& batch);
   static Failure Decode(const Status& status, bool mine);
   std::string RankDevices(int rank) const;  // "rank 1 (positions 4-7)"
   std::string MissingMessage(const std::vector<int>& missing) const;
+
+  // FetchInputs' parts.
+  std::vector<std::vector<int>> Receivers(const CollectiveCall& ref, const GroupInfo& groups) const;
+  void PostInputSends(InputExchange& x, const Array& input, const std::vector<int>& receivers, int64_t p);
+  void PostInputReceive(InputExchange& x, int64_t p, std::vector<const CollectiveCall*>& calls);
+  // ChainReduce's parts.
+  void PlanChainGroup(Chain& chain, int64_t g, const Plan& plan);
+  bool FoldStage(Chain& chain, Stage& stage, const std::vector<const CollectiveCall*>& calls);
+  void ScatterBlocks(Chain& chain, const Stage& stage, const Plan& plan);
 
   Transport& transport_;
   const Mesh& mesh_;
@@ -110,6 +129,7 @@ class CrossRank {
   std::chrono::steady_clock::duration spin_ = std::chrono::microseconds(20);  // status exchanges' (CompleteBatch)
   uint64_t episode_ = 0;
   bool settled_ = false;
+  Failure failure_;
   Status mine_;                          // Agree's, reused by every episode
   std::vector<Status> all_;
   std::vector<int> missing_;

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "sim/internal/run_state.h"
+
 namespace spmdsim::internal {
 
 #if defined(__x86_64__) && defined(__linux__) && !defined(SPMDSIM_BOOST_JUMP)

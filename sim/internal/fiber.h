@@ -16,7 +16,8 @@
 
 #include <boost/context/detail/fcontext.hpp>
 
-#include "sim/internal/core.h"
+#include "sim/internal/fiber_stack.h"
+#include "sim/internal/slot.h"
 
 #if defined(SPMDSIM_ASAN)
 #include <sanitizer/common_interface_defs.h>

@@ -3,10 +3,12 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstdio>
 #include <memory>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -45,7 +47,9 @@ class MpiTransport final : public Transport {
   ~MpiTransport() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (finalized == 0) {
+    // After a lost rank the communicator is left as it is: freeing it could wait for that rank (the job is
+    // about to end with MPI_Abort, see MpiSession).
+    if (finalized == 0 && !AnyBatchAbandoned()) {
       MutexLock lock(mu_);
       AbandonLocked();
       MPI_Comm_free(&comm_);
@@ -99,12 +103,12 @@ class MpiTransport final : public Transport {
     return true;
   }
 
-  void Abandon() override {
+ private:
+  void AbandonBatch() override {
     MutexLock lock(mu_);
     AbandonLocked();
   }
 
- private:
   // Posts the batch's transfers from pending_.size() on.
   void PostNewLocked() SPMDSIM_REQUIRES(mu_) {
     std::vector<Transfer>& batch = *batch_;
@@ -205,7 +209,40 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   world_ = ProcessGroupFromMpi(&world);
 }
 
+namespace internal {
+namespace {
+
+// How long a rank that lost another waits for every rank at exit before it ends the job (MpiSession).
+constexpr std::chrono::seconds kLostRankExitGrace{5};
+
+// Waits at a barrier of every rank: for ever (as MPI_Finalize would) unless `bounded`, then up to
+// kLostRankExitGrace. Whether every rank arrived.
+bool EveryRankAtExit(bool bounded) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (MPI_Ibarrier(MPI_COMM_WORLD, &request) != MPI_SUCCESS) return false;
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    int done = 0;
+    if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+    if (done != 0) return true;
+    if (bounded && std::chrono::steady_clock::now() - start > kLostRankExitGrace) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+}  // namespace
+}  // namespace internal
+
 MpiSession::~MpiSession() {
+  // Every rank meets at a barrier before MPI_Finalize. A rank that lost another in a step across ranks
+  // (RankLost) waits there a few seconds only: a rank still missing then will never arrive (it is stopped, or
+  // hangs), and MPI_Finalize would wait for it for ever. Ending the job instead kills every rank, the lost one
+  // included, and this process exits with 1 (the error it reported is already on stderr).
+  if (initialised_ && size_ > 1 && !internal::EveryRankAtExit(RankLost())) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   world_.reset();
   if (initialised_) MPI_Finalize();
 }

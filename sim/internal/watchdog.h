@@ -16,6 +16,7 @@
 #include <string>
 
 #include "sim/internal/core.h"
+#include "sim/internal/run_state.h"
 
 namespace spmdsim::internal {
 

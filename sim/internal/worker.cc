@@ -11,7 +11,10 @@
 
 #include <fmt/format.h>
 
+#include "sim/internal/cross_rank.h"
+#include "sim/internal/execute.h"
 #include "sim/internal/fiber.h"
+#include "sim/internal/plan.h"
 
 namespace spmdsim::internal {
 namespace {
@@ -240,83 +243,91 @@ class Worker {
     return release;
   }
 
+  // What the blocks' summaries say about this barrier.
+  struct Arrivals {
+    int64_t waiting = 0;
+    int64_t finished = 0;
+    const CollectiveCall* ref = nullptr;  // a waiting device's call
+    bool mismatch = false;                // some waiting device's call differs from ref
+  };
+  Arrivals Summarize() const {
+    Arrivals a;
+    for (const Block& bl : core_.blocks) {
+      a.waiting += bl.waiting;
+      a.finished += bl.finished;
+      a.mismatch = a.mismatch || bl.mismatch;
+      if (bl.ref == nullptr) continue;
+      if (a.ref == nullptr) {
+        a.ref = bl.ref;
+      } else if (!a.mismatch && !SameCall(*a.ref, *bl.ref)) {
+        a.mismatch = true;
+      }
+    }
+    return a;
+  }
+
+  // The barrier's leader: decides the barrier (every device returned, or all wait at the same collective; else
+  // the Run's abort), plans the collective and, when it is small, computes it.
   void LeaderSection() {
     run_.plan_parallel = false;
     if (run_.aborted()) return;
-    int64_t waiting = 0, finished = 0;
-    const CollectiveCall* ref = nullptr;
-    bool mismatch = false;
-    for (const Block& bl : core_.blocks) {
-      waiting += bl.waiting;
-      finished += bl.finished;
-      mismatch = mismatch || bl.mismatch;
-      if (bl.ref != nullptr) {
-        if (ref == nullptr) {
-          ref = bl.ref;
-        } else if (!mismatch && !SameCall(*ref, *bl.ref)) {
-          mismatch = true;
-        }
-      }
-    }
-    if (waiting == 0) {
-      if (run_.cross != nullptr && run_.cross->Agree(run_, nullptr) != CrossRank::Verdict::kDone) return;
+    const Arrivals arrivals = Summarize();
+    if (arrivals.waiting == 0) {
+      if (run_.cross != nullptr && !AgreeAcrossRanks(nullptr, CrossRank::Verdict::kDone)) return;
       run_.done = true;
       return;
     }
-    if (finished > 0) {
+    if (arrivals.finished > 0) {
       ReportEarlyReturn();
       return;
     }
-    if (mismatch) {
+    if (arrivals.mismatch) {
       ReportMismatch();
       return;
     }
-    if (run_.cross != nullptr && run_.cross->Agree(run_, ref) != CrossRank::Verdict::kProceed) return;
-    const GroupInfo* groups = nullptr;
-    if (ref->op != OpKind::kBarrier) {  // a barrier has no data: nothing to plan
-      const int64_t n = mesh_.size();
-      run_.calls.resize(n);
-      for (int64_t p = 0; p < n; ++p) run_.calls[p] = core_.slots[p].call;
-      groups = &core_.Groups(ref->axes);
-    }
-    try {
-      if (groups != nullptr && run_.cross != nullptr) {
-        if (!BuildAcrossRanks(*ref, *groups)) return;
-      } else if (groups != nullptr) {
-        run_.plan.Build(mesh_, *groups, run_.calls);
-      } else {
-        run_.plan.Clear();
-      }
-    } catch (const std::bad_alloc&) {
-      run_.SetAbort(AbortReason::kHostError, ErrorCode::kResourceExhausted,
-                    fmt::format("the host ran out of memory computing {}", DescribeCall(mesh_, *ref)));
-      return;
-    } catch (const Error& e) {  // the results' host buffers do not fit (Buffer::Allocate)
-      run_.SetAbort(AbortReason::kHostError, e.code(),
-                    fmt::format("{} (computing {})", e.message(), DescribeCall(mesh_, *ref)));
-      return;
-    }
+    const CollectiveCall& ref = *arrivals.ref;
+    if (run_.cross != nullptr && !AgreeAcrossRanks(&ref, CrossRank::Verdict::kProceed)) return;
+    const GroupInfo* groups = ref.op == OpKind::kBarrier ? nullptr : &core_.Groups(ref.axes);  // a barrier: no plan
+    if (!PlanCollective(ref, groups)) return;
     if (core_.options.observer != nullptr) {
-      CollectiveEvent event;
-      event.op = ref->op;
-      std::vector<std::string> names = AxesNames(mesh_, ref->axes);
-      event.axes = names;
-      event.group_size = ref->group_size;
-      event.num_groups = groups == nullptr ? 1 : static_cast<int64_t>(groups->groups.size());
-      if (groups != nullptr) {
-        event.groups = groups->groups;
-        event.dtype = ref->input->dtype();
-        event.input_bytes_per_device = ref->input->nbytes();
-        event.output_bytes_per_device = NumElements(ref->out_shape) * DTypeSize(ref->out_dtype);
-        event.abstract = ref->input->is_abstract();
-        event.permutation = ref->perm;
-      }
-      event.sequence = run_.sequence;
+      std::vector<std::string> names;
+      const CollectiveEvent event = MakeEvent(mesh_, ref, groups, run_.sequence, &names);
       Observe([&](RuntimeObserver& o) { o.OnCollective(event); });
     }
     ++run_.sequence;
-    run_.plan_parallel = run_.num_shares > 1 && run_.plan.num_units() > 1 && run_.plan.bytes_written() >= kParallelBytes;
-    if (!run_.plan_parallel) run_.plan.Execute(0, run_.plan.num_units());
+    run_.plan_parallel = run_.num_shares > 1 && run_.plan.num_units > 1 && run_.plan.bytes_written >= kParallelBytes;
+    if (!run_.plan_parallel) ExecutePlan(run_.plan, 0, run_.plan.num_units);
+  }
+
+  // Across ranks: the episode's verdict; false (the Run aborted with the ranks' failure) unless it is `expected`.
+  bool AgreeAcrossRanks(const CollectiveCall* ref, CrossRank::Verdict expected) {
+    CrossRank& cross = *run_.cross;
+    if (cross.Agree(ref) == expected) return true;
+    run_.SetAbort(cross.failure());
+    return false;
+  }
+
+  // Builds the Run's plan of `ref` (groups: null for a barrier). False: the Run's abort is set (the results do not
+  // fit the host, or a step across ranks failed).
+  bool PlanCollective(const CollectiveCall& ref, const GroupInfo* groups) {
+    try {
+      if (groups == nullptr) {
+        run_.plan.Clear();
+        return true;
+      }
+      const int64_t n = mesh_.size();
+      run_.calls.resize(n);
+      for (int64_t p = 0; p < n; ++p) run_.calls[p] = core_.slots[p].call;
+      if (run_.cross != nullptr) return BuildAcrossRanks(ref, *groups);
+      BuildPlan(*groups, run_.calls, &run_.plan);
+      return true;
+    } catch (const std::bad_alloc&) {
+      run_.SetAbort(AbortReason::kHostError, ErrorCode::kResourceExhausted,
+                    fmt::format("the host ran out of memory computing {}", DescribeCall(mesh_, ref)));
+    } catch (const Error& e) {  // the results' host buffers do not fit (Buffer::Allocate)
+      run_.SetAbort(AbortReason::kHostError, e.code(), fmt::format("{} (computing {})", e.message(), DescribeCall(mesh_, ref)));
+    }
+    return false;
   }
 
   // Several processes: the Plan of the local positions' results. A reduction over groups that span ranks
@@ -326,13 +337,16 @@ class Worker {
     CrossRank& cross = *run_.cross;
     const bool reduction = ref.op == OpKind::kPsum || ref.op == OpKind::kPmean || ref.op == OpKind::kPmax ||
                            ref.op == OpKind::kPmin || ref.op == OpKind::kPsumScatter;
+    bool ok = true;
     if (!reduction) {
-      if (!cross.FetchInputs(run_, ref, groups, run_.calls)) return false;
-      run_.plan.Build(mesh_, groups, run_.calls, &ref, &cross.local());
-      return true;
+      ok = cross.FetchInputs(ref, groups, run_.calls);
+      if (ok) BuildPlan(groups, run_.calls, &run_.plan, &ref, &cross.local());
+    } else {
+      BuildPlan(groups, run_.calls, &run_.plan, &ref, &cross.local(), &cross.SpanningGroups(groups));
+      ok = cross.ChainReduce(ref, groups, run_.calls, run_.plan);
     }
-    run_.plan.Build(mesh_, groups, run_.calls, &ref, &cross.local(), &cross.SpanningGroups(groups));
-    return cross.ChainReduce(run_, ref, groups, run_.calls, run_.plan);
+    if (!ok) run_.SetAbort(cross.failure());
+    return ok;
   }
 
   void ReportEarlyReturn() {
@@ -376,11 +390,11 @@ class Worker {
   }
 
   void ExecuteShare() {
-    const int64_t units = run_.plan.num_units();
+    const int64_t units = run_.plan.num_units;
     for (int b : blocks_) {
       int64_t begin = units * b / run_.num_blocks;
       int64_t end = units * (b + 1) / run_.num_blocks;
-      run_.plan.Execute(begin, end);
+      ExecutePlan(run_.plan, begin, end);
     }
   }
 

@@ -3,8 +3,8 @@
 // the devices' calls and plans the collective that the workers then execute. Not for users; docs/runtime.md
 // ("Scheduling") has the design and the measurements behind it.
 //
-// Thread safety: see sim/internal/core.h (a block belongs to the worker that claimed it; the barrier orders the
-// leader's section before every worker's next pass).
+// Thread safety: see sim/internal/run_state.h (a block belongs to the worker that claimed it; the barrier orders
+// the leader's section before every worker's next pass).
 #ifndef SPMDSIM_SIM_INTERNAL_WORKER_H_
 #define SPMDSIM_SIM_INTERNAL_WORKER_H_
 
@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "sim/internal/core.h"
+#include "sim/internal/run_state.h"
 
 namespace spmdsim::internal {
 

@@ -11,6 +11,7 @@
 
 #include "mesh/mesh.h"
 #include "sim/array_builder.h"
+#include "sim/internal/array_access.h"
 #include "sim/internal/buffer.h"
 #include "sim/memory.h"
 #include "sim/runtime.h"

@@ -19,7 +19,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "sim/internal/collectives.h"
+#include "sim/internal/collective_call.h"
 #include "sim/runtime.h"
 
 namespace spmdsim {
