@@ -379,6 +379,46 @@ std::vector<std::vector<int64_t>> GlobalShapes(const Blocks& blocks, const std::
   return shapes;
 }
 
+// A spec's sharding over one mesh, made (and validated) once per ShardMap, and the layout of the last global shape
+// it laid out: a call with the shapes of the previous one makes no layout (docs/shardmap.md, "Cost of a call").
+class SpecSharding {
+ public:
+  SpecSharding(const Mesh& mesh, const PartitionSpec& spec) : sharding_(std::make_shared<const NamedSharding>(mesh, spec)) {}
+  const std::shared_ptr<const NamedSharding>& sharding() const { return sharding_; }
+  // The layout of `shape` (checked against the sharding when new: SpecError).
+  const std::shared_ptr<const ShardingLayout>& Layout(std::span<const int64_t> shape) {
+    if (layout_ == nullptr || !std::ranges::equal(layout_->global_shape, shape)) {
+      layout_ = std::make_shared<const ShardingLayout>(sharding_->Layout(shape));
+    }
+    return layout_;
+  }
+
+ private:
+  std::shared_ptr<const NamedSharding> sharding_;
+  std::shared_ptr<const ShardingLayout> layout_;
+};
+
+// Each spec's SpecSharding over the mesh and over the instance mesh (the same object when they are one mesh);
+// none for a pass-through argument.
+struct SpecShardings {
+  std::vector<std::shared_ptr<SpecSharding>> full, instance;
+};
+
+SpecShardings MakeShardings(const std::vector<PartitionSpec>& specs, const std::vector<bool>& skip, const Mesh& mesh,
+                            const Mesh& imesh) {
+  SpecShardings out;
+  for (size_t k = 0; k < specs.size(); ++k) {
+    if (skip[k]) {
+      out.full.push_back(nullptr);
+      out.instance.push_back(nullptr);
+      continue;
+    }
+    out.full.push_back(std::make_shared<SpecSharding>(mesh, specs[k]));
+    out.instance.push_back(imesh == mesh ? out.full.back() : std::make_shared<SpecSharding>(imesh, specs[k]));
+  }
+  return out;
+}
+
 }  // namespace
 
 struct ShardMapped::State {
@@ -393,6 +433,10 @@ struct ShardMapped::State {
   std::vector<int64_t> instance_of_full;  // mesh position -> instance position
   std::shared_ptr<Runtime> own_runtime;
   ShardMapCallStats stats;
+  // Made once, when the ShardMap is: the specs' shardings (with their last layouts) and the axes each argument
+  // varies over (its in_spec's).
+  SpecShardings in_shardings, out_shardings;
+  std::vector<uint64_t> in_masks;
 };
 
 // Per argument, the block of every instance (host arrays shared by replicas) and the axes it varies over.
@@ -494,6 +538,12 @@ ShardMapped ShardMap(ShardFunction f, Mesh mesh, std::vector<InSpec> in_specs, s
           "partial auto)",
           state->options.runtime->mesh().ToString(), state->instance_mesh.ToString());
   }
+  state->in_shardings = MakeShardings(in_plain, in_skip, state->mesh, state->instance_mesh);
+  state->out_shardings = MakeShardings(state->out_specs, std::vector<bool>(state->out_specs.size(), false), state->mesh,
+                                       state->instance_mesh);
+  for (const InSpec& spec : state->in_specs) {
+    state->in_masks.push_back(spec.is_pass_through() ? 0 : MaskOf(state->instance_mesh, SpecAxes(spec.spec())));
+  }
   ShardMapped out;
   out.state_ = std::move(state);
   return out;
@@ -538,14 +588,16 @@ ShardMapped::InputBlocks ShardMapped::SplitInputs(std::vector<ShardMapArg>& args
       for (int64_t i = 0; i < n; ++i) in.blocks[k][i] = whole;
       continue;
     }
-    in.masks[k] = MaskOf(imesh, SpecAxes(spec.spec()));
+    in.masks[k] = s.in_masks[k];
+    // CheckArgs has checked the shape against the spec: the layouts cannot fail here.
     if (arg.is_sharded()) {
-      NamedSharding want(s.mesh, spec.spec());
-      ShardedArray x = Reshard(arg.sharded(), want, &s.stats.input_reshards[k]);
+      SpecSharding& want = *s.in_shardings.full[k];
+      ShardedArray x = Reshard(arg.sharded(), want.sharding(), want.Layout(arg.shape()), &s.stats.input_reshards[k]);
       for (int64_t i = 0; i < n; ++i) in.blocks[k][i] = x.shard(s.full_of_instance[i]);
     } else {
       if (!arg.array().valid()) Throw(ErrorCode::kInvalidArgument, "args[{}] is an empty Array handle", k);
-      ShardedArray x = ShardedArray::DevicePut(arg.array(), NamedSharding(imesh, spec.spec()));
+      SpecSharding& want = *s.in_shardings.instance[k];
+      ShardedArray x = ShardedArray::DevicePut(arg.array(), want.sharding(), want.Layout(arg.shape()));
       for (int64_t i = 0; i < n; ++i) in.blocks[k][i] = x.shard(i);
     }
   }
@@ -569,12 +621,11 @@ std::vector<std::vector<Array>> ShardMapped::RunInstances(InputBlocks& inputs) c
 
 std::vector<Array> ShardMapped::operator()(std::vector<ShardMapArg> args) const {
   Outputs outs = Run(args);
-  const Mesh& imesh = state_->instance_mesh;
   std::vector<Array> result;
   for (size_t k = 0; k < state_->out_specs.size(); ++k) {
     const std::vector<int64_t>& shape = outs.global_shapes[k];
     const Array& first = outs.blocks[0][k];
-    ShardingLayout layout = NamedSharding(imesh, state_->out_specs[k]).Layout(shape);
+    const ShardingLayout& layout = *state_->out_shardings.instance[k]->Layout(shape);
     bool abstract = false;
     for (const auto& b : outs.blocks) abstract = abstract || b[k].is_abstract();
     ArrayBuilder global(first.dtype(), shape, {.abstract = abstract});
@@ -595,18 +646,19 @@ std::vector<Array> ShardMapped::operator()(std::vector<ShardMapArg> args) const 
 
 std::vector<ShardedArray> ShardMapped::CallSharded(std::vector<ShardMapArg> args) const {
   Outputs outs = Run(args);
-  const State& s = *state_;
+  State& s = *state_;
   std::vector<ShardedArray> result;
   for (size_t k = 0; k < s.out_specs.size(); ++k) {
     const std::vector<int64_t>& shape = outs.global_shapes[k];
-    ShardingLayout ilayout = NamedSharding(s.instance_mesh, s.out_specs[k]).Layout(shape);
+    const ShardingLayout& ilayout = *s.out_shardings.instance[k]->Layout(shape);
     std::vector<Array> shards(s.mesh.size());
     for (int64_t p = 0; p < s.mesh.size(); ++p) {
       int64_t i = s.instance_of_full[p];
       if (!s.options.check_vma) i = ilayout.positions_of_shard[ilayout.shards[i].shard_id][0];
       shards[p] = outs.blocks[i][k];
     }
-    result.push_back(ShardedArray::FromShards(shape, outs.blocks[0][k].dtype(), NamedSharding(s.mesh, s.out_specs[k]),
+    SpecSharding& full = *s.out_shardings.full[k];
+    result.push_back(ShardedArray::FromShards(outs.blocks[0][k].dtype(), full.sharding(), full.Layout(shape),
                                               std::move(shards)));
   }
   return result;

@@ -73,17 +73,23 @@ int64_t Volume(std::span<const IndexRange> box) {
 
 ShardedArray ShardedArray::DevicePut(const Array& global, const NamedSharding& sharding, Runtime* runtime) {
   if (!global.valid()) Throw(ErrorCode::kInvalidArgument, "DevicePut of an empty Array handle");
-  sharding.CheckShape(global.shape());
+  return DevicePut(global, std::make_shared<const NamedSharding>(sharding),
+                   std::make_shared<const ShardingLayout>(sharding.Layout(global.shape())), runtime);  // checks the shape
+}
+
+ShardedArray ShardedArray::DevicePut(const Array& global, std::shared_ptr<const NamedSharding> sharding,
+                                     std::shared_ptr<const ShardingLayout> layout_ptr, Runtime* runtime) {
+  if (!global.valid()) Throw(ErrorCode::kInvalidArgument, "DevicePut of an empty Array handle");
   ShardedArray out;
   out.dtype_ = global.dtype();
-  out.sharding_ = std::make_shared<const NamedSharding>(sharding);
-  out.layout_ = std::make_shared<const ShardingLayout>(sharding.Layout(global.shape()));
+  out.sharding_ = std::move(sharding);
+  out.layout_ = std::move(layout_ptr);
   const ShardingLayout& layout = *out.layout_;
   out.shards_.resize(layout.shards.size());
   if (runtime != nullptr) {
-    if (!(runtime->mesh() == sharding.mesh())) {
+    if (!(runtime->mesh() == out.sharding_->mesh())) {
       Throw(ErrorCode::kInvalidArgument, "DevicePut: the runtime's mesh {} is not the sharding's mesh {}",
-            runtime->mesh().ToString(), sharding.mesh().ToString());
+            runtime->mesh().ToString(), out.sharding_->mesh().ToString());
     }
     runtime->Run([&](DeviceContext& d) {
       out.shards_[d.position()] = CutBlock(global, layout.shards[d.position()].index);
@@ -100,23 +106,27 @@ ShardedArray ShardedArray::DevicePut(const Array& global, const NamedSharding& s
 
 ShardedArray ShardedArray::FromShards(std::vector<int64_t> global_shape, DType dtype, const NamedSharding& sharding,
                                       std::vector<Array> shards) {
-  sharding.CheckShape(global_shape);
-  ShardedArray out;
-  out.dtype_ = dtype;
-  out.sharding_ = std::make_shared<const NamedSharding>(sharding);
-  out.layout_ = std::make_shared<const ShardingLayout>(sharding.Layout(global_shape));
-  if (static_cast<int64_t>(shards.size()) != sharding.num_devices()) {
+  return FromShards(dtype, std::make_shared<const NamedSharding>(sharding),
+                    std::make_shared<const ShardingLayout>(sharding.Layout(global_shape)), std::move(shards));
+}
+
+ShardedArray ShardedArray::FromShards(DType dtype, std::shared_ptr<const NamedSharding> sharding,
+                                      std::shared_ptr<const ShardingLayout> layout, std::vector<Array> shards) {
+  if (static_cast<int64_t>(shards.size()) != sharding->num_devices()) {
     Throw(ErrorCode::kInvalidArgument, "FromShards: {} shards given for a mesh of {} devices", shards.size(),
-          sharding.num_devices());
+          sharding->num_devices());
   }
   for (size_t p = 0; p < shards.size(); ++p) {
     const Array& a = shards[p];
-    if (!a.valid() || a.dtype() != dtype || a.shape() != out.layout_->shard_shape) {
+    if (!a.valid() || a.dtype() != dtype || a.shape() != layout->shard_shape) {
       Throw(ErrorCode::kInvalidArgument, "FromShards: the shard of position {} is {}, expected {}", p,
-            a.valid() ? a.ShapeString() : std::string("an empty handle"),
-            spmdsim::ShapeString(dtype, out.layout_->shard_shape));
+            a.valid() ? a.ShapeString() : std::string("an empty handle"), spmdsim::ShapeString(dtype, layout->shard_shape));
     }
   }
+  ShardedArray out;
+  out.dtype_ = dtype;
+  out.sharding_ = std::move(sharding);
+  out.layout_ = std::move(layout);
   out.shards_ = std::move(shards);
   return out;
 }
@@ -179,41 +189,34 @@ std::string ReshardReport::ToString() const {
   return out;
 }
 
-ShardedArray Reshard(const ShardedArray& x, const NamedSharding& target, ReshardReport* report, Runtime* runtime) {
-  if (!x.valid()) Throw(ErrorCode::kInvalidArgument, "Reshard of an empty ShardedArray");
-  const Mesh& src_mesh = x.sharding().mesh();
-  const Mesh& dst_mesh = target.mesh();
-  const int64_t n = dst_mesh.size();
-  {
-    std::vector<int> a = src_mesh.device_ids(), b = dst_mesh.device_ids();
-    std::sort(a.begin(), a.end());
-    std::sort(b.begin(), b.end());
-    if (a != b) {
-      Throw(ErrorCode::kInvalidArgument,
-            "Reshard between meshes over different devices: {} and {} (both must hold the same device ids)",
-            src_mesh.ToString(), dst_mesh.ToString());
-    }
-  }
-  target.CheckShape(x.shape());
-  ReshardReport local_report;
-  ReshardReport& r = report != nullptr ? *report : local_report;
-  r = ReshardReport{};
-  r.bytes_sent.assign(n, 0);
-  r.bytes_received.assign(n, 0);
-  r.bytes_local.assign(n, 0);
-  if (src_mesh == dst_mesh && x.sharding().spec().Normalized(x.rank()) == target.spec().Normalized(x.rank())) {
-    for (int64_t p = 0; p < n; ++p) r.bytes_local[p] = x.shard(p).nbytes();
-    return x;
-  }
-  const ShardingLayout& src = x.layout();
-  ShardingLayout dst = target.Layout(x.shape());
-  const int64_t element = DTypeSize(x.dtype());
+namespace {
 
-  // The plan: for each destination position, the pieces it needs and the source position each comes from.
-  struct Piece {
-    int64_t src_position;  // in the source mesh
-    std::vector<IndexRange> region;
-  };
+void CheckSameDevices(const Mesh& src_mesh, const Mesh& dst_mesh) {
+  std::vector<int> a = src_mesh.device_ids(), b = dst_mesh.device_ids();
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  if (a != b) {
+    Throw(ErrorCode::kInvalidArgument,
+          "Reshard between meshes over different devices: {} and {} (both must hold the same device ids)",
+          src_mesh.ToString(), dst_mesh.ToString());
+  }
+}
+
+// A piece of a destination block and the source position it comes from (in the source mesh).
+struct Piece {
+  int64_t src_position;
+  std::vector<IndexRange> region;
+};
+
+// For each destination position, the pieces it needs and the source position each comes from: the piece of its
+// own old block locally, any other from one holder of that old block, round-robin over the holders by
+// destination position. Counts the bytes in `r`.
+std::vector<std::vector<Piece>> PlanReshard(const ShardedArray& x, const Mesh& dst_mesh, const ShardingLayout& dst,
+                                            ReshardReport& r) {
+  const Mesh& src_mesh = x.sharding().mesh();
+  const ShardingLayout& src = x.layout();
+  const int64_t element = DTypeSize(x.dtype());
+  const int64_t n = dst_mesh.size();
   std::vector<std::vector<Piece>> plan(n);
   for (int64_t q = 0; q < n; ++q) {
     const DeviceShard& want = dst.shards[q];
@@ -238,7 +241,14 @@ ShardedArray Reshard(const ShardedArray& x, const NamedSharding& target, Reshard
       plan[q].push_back({from, region});
     }
   }
+  return plan;
+}
 
+// The destination blocks from their pieces: on the runtime's devices (each charged to its device), or as host
+// arrays built once per distinct block.
+std::vector<Array> AssembleBlocks(const ShardedArray& x, const std::vector<std::vector<Piece>>& plan,
+                                  const Mesh& dst_mesh, const ShardingLayout& dst, Runtime* runtime) {
+  const ShardingLayout& src = x.layout();
   auto build = [&](int64_t q) {
     ArrayBuilder block(x.dtype(), dst.shard_shape, {.abstract = x.is_abstract()});
     if (!x.is_abstract() && block.size() > 0) {
@@ -250,21 +260,51 @@ ShardedArray Reshard(const ShardedArray& x, const NamedSharding& target, Reshard
     }
     return std::move(block).Freeze();
   };
-  std::vector<Array> shards(n);
+  std::vector<Array> shards(dst_mesh.size());
   if (runtime != nullptr) {
     if (!(runtime->mesh() == dst_mesh)) {
       Throw(ErrorCode::kInvalidArgument, "Reshard: the runtime's mesh {} is not the target's mesh {}",
             runtime->mesh().ToString(), dst_mesh.ToString());
     }
     runtime->Run([&](DeviceContext& d) { shards[d.position()] = build(d.position()); });
-  } else {
-    for (int64_t s = 0; s < dst.num_shards; ++s) {
-      const std::vector<int64_t>& holders = dst.positions_of_shard[s];
-      Array block = build(holders[0]);
-      for (int64_t q : holders) shards[q] = block;
-    }
+    return shards;
   }
-  return ShardedArray::FromShards(x.shape(), x.dtype(), target, std::move(shards));
+  for (int64_t s = 0; s < dst.num_shards; ++s) {
+    const std::vector<int64_t>& holders = dst.positions_of_shard[s];
+    Array block = build(holders[0]);
+    for (int64_t q : holders) shards[q] = block;
+  }
+  return shards;
+}
+
+}  // namespace
+
+ShardedArray Reshard(const ShardedArray& x, const NamedSharding& target, ReshardReport* report, Runtime* runtime) {
+  return Reshard(x, std::make_shared<const NamedSharding>(target), nullptr, report, runtime);
+}
+
+ShardedArray Reshard(const ShardedArray& x, std::shared_ptr<const NamedSharding> target,
+                     std::shared_ptr<const ShardingLayout> dst, ReshardReport* report, Runtime* runtime) {
+  if (!x.valid()) Throw(ErrorCode::kInvalidArgument, "Reshard of an empty ShardedArray");
+  const Mesh& src_mesh = x.sharding().mesh();
+  const Mesh& dst_mesh = target->mesh();
+  const int64_t n = dst_mesh.size();
+  CheckSameDevices(src_mesh, dst_mesh);
+  if (dst == nullptr) target->CheckShape(x.shape());
+  ReshardReport local_report;
+  ReshardReport& r = report != nullptr ? *report : local_report;
+  r = ReshardReport{};
+  r.bytes_sent.assign(n, 0);
+  r.bytes_received.assign(n, 0);
+  r.bytes_local.assign(n, 0);
+  if (src_mesh == dst_mesh && x.sharding().spec().Normalized(x.rank()) == target->spec().Normalized(x.rank())) {
+    for (int64_t p = 0; p < n; ++p) r.bytes_local[p] = x.shard(p).nbytes();
+    return x;
+  }
+  if (dst == nullptr) dst = std::make_shared<const ShardingLayout>(target->Layout(x.shape()));
+  const std::vector<std::vector<Piece>> plan = PlanReshard(x, dst_mesh, *dst, r);
+  std::vector<Array> shards = AssembleBlocks(x, plan, dst_mesh, *dst, runtime);
+  return ShardedArray::FromShards(x.dtype(), std::move(target), std::move(dst), std::move(shards));
 }
 
 }  // namespace spmdsim

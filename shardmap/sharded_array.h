@@ -46,10 +46,18 @@ class ShardedArray {
   // so each block is charged to its device; without one the shards are host arrays.
   // Throws SpecError (JAX's rank / IndivisibleError wording) when the shape does not fit the sharding.
   static ShardedArray DevicePut(const Array& global, const NamedSharding& sharding, Runtime* runtime = nullptr);
+  // The same over a sharding and its layout for global.shape() made once (ShardMap keeps them per spec and
+  // shape): both are shared, not copied, and the shape is not checked again.
+  // REQUIRES: sharding, layout not null; *layout == sharding->Layout(global.shape()).
+  static ShardedArray DevicePut(const Array& global, std::shared_ptr<const NamedSharding> sharding,
+                                std::shared_ptr<const ShardingLayout> layout, Runtime* runtime = nullptr);
   // From per-position shards (REQUIRES: one per mesh position, each of the sharding's shard shape and dtype;
   // throws Error(kInvalidArgument) naming the position otherwise).
   static ShardedArray FromShards(std::vector<int64_t> global_shape, DType dtype, const NamedSharding& sharding,
                                  std::vector<Array> shards);
+  // The same over a sharding and the layout of the global shape, made once and shared (see DevicePut).
+  static ShardedArray FromShards(DType dtype, std::shared_ptr<const NamedSharding> sharding,
+                                 std::shared_ptr<const ShardingLayout> layout, std::vector<Array> shards);
 
   bool valid() const { return layout_ != nullptr; }
   const std::vector<int64_t>& shape() const { return layout_->global_shape; }
@@ -97,6 +105,11 @@ struct ReshardReport {
 // they are host arrays (distinct blocks built once and shared by their replicas). When the sharding already
 // equals x's, returns x and reports nothing moved.
 ShardedArray Reshard(const ShardedArray& x, const NamedSharding& target, ReshardReport* report = nullptr,
+                     Runtime* runtime = nullptr);
+// The same with the target shared rather than copied, and its layout for x.shape() when already made (null: made
+// here, when something moves). REQUIRES: target not null; a layout, when given, is target->Layout(x.shape()).
+ShardedArray Reshard(const ShardedArray& x, std::shared_ptr<const NamedSharding> target,
+                     std::shared_ptr<const ShardingLayout> target_layout, ReshardReport* report = nullptr,
                      Runtime* runtime = nullptr);
 
 }  // namespace spmdsim
