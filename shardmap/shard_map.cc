@@ -419,6 +419,53 @@ SpecShardings MakeShardings(const std::vector<PartitionSpec>& specs, const std::
   return out;
 }
 
+// The mesh f runs on and how its positions map to the mesh's: the mesh itself, or for partial auto its manual
+// axes at auto index 0.
+struct Instances {
+  Mesh mesh;
+  std::vector<int64_t> full_of_instance;  // instance position -> mesh position (auto coords 0)
+  std::vector<int64_t> instance_of_full;  // mesh position -> instance position
+};
+Instances PlaceInstances(const Mesh& mesh, const std::vector<std::string>& manual) {
+  Instances state;
+  if (static_cast<int>(manual.size()) == mesh.rank()) {
+    state.mesh = mesh;
+    state.full_of_instance.resize(mesh.size());
+    state.instance_of_full.resize(mesh.size());
+    for (int64_t p = 0; p < mesh.size(); ++p) state.full_of_instance[p] = state.instance_of_full[p] = p;
+  } else {
+    // Partial auto: the manual axes at auto index 0.
+    std::vector<int> manual_dims;
+    std::vector<int64_t> shape;
+    for (const auto& name : manual) {
+      manual_dims.push_back(mesh.AxisIndex(name));
+      shape.push_back(mesh.AxisSize(name));
+    }
+    int64_t count = 1;
+    for (int64_t s : shape) count *= s;
+    std::vector<int> ids(count);
+    state.full_of_instance.resize(count);
+    for (int64_t i = 0; i < count; ++i) {
+      std::vector<int64_t> full(mesh.rank(), 0);
+      int64_t rest = i;
+      for (int k = static_cast<int>(shape.size()) - 1; k >= 0; --k) {
+        full[manual_dims[k]] = rest % shape[k];
+        rest /= shape[k];
+      }
+      state.full_of_instance[i] = mesh.PositionOf(full);
+      ids[i] = mesh.DeviceAt(state.full_of_instance[i]);
+    }
+    state.mesh = Mesh(DeviceArray(shape, ids), manual, mesh.shared_topology());
+    state.instance_of_full.resize(mesh.size());
+    for (int64_t p = 0; p < mesh.size(); ++p) {
+      std::vector<int64_t> coords = mesh.CoordsOfPosition(p), sub;
+      for (int dim : manual_dims) sub.push_back(coords[dim]);
+      state.instance_of_full[p] = state.mesh.PositionOf(sub);
+    }
+  }
+  return state;
+}
+
 }  // namespace
 
 struct ShardMapped::State {
@@ -497,41 +544,10 @@ ShardMapped ShardMap(ShardFunction f, Mesh mesh, std::vector<InSpec> in_specs, s
   state->out_specs = std::move(out_specs);
   state->options = std::move(options);
   state->manual_axes = manual;
-  if (static_cast<int>(manual.size()) == mesh.rank()) {
-    state->instance_mesh = mesh;
-    state->full_of_instance.resize(mesh.size());
-    state->instance_of_full.resize(mesh.size());
-    for (int64_t p = 0; p < mesh.size(); ++p) state->full_of_instance[p] = state->instance_of_full[p] = p;
-  } else {
-    // Partial auto: the manual axes at auto index 0.
-    std::vector<int> manual_dims;
-    std::vector<int64_t> shape;
-    for (const auto& name : manual) {
-      manual_dims.push_back(mesh.AxisIndex(name));
-      shape.push_back(mesh.AxisSize(name));
-    }
-    int64_t count = 1;
-    for (int64_t s : shape) count *= s;
-    std::vector<int> ids(count);
-    state->full_of_instance.resize(count);
-    for (int64_t i = 0; i < count; ++i) {
-      std::vector<int64_t> full(mesh.rank(), 0);
-      int64_t rest = i;
-      for (int k = static_cast<int>(shape.size()) - 1; k >= 0; --k) {
-        full[manual_dims[k]] = rest % shape[k];
-        rest /= shape[k];
-      }
-      state->full_of_instance[i] = mesh.PositionOf(full);
-      ids[i] = mesh.DeviceAt(state->full_of_instance[i]);
-    }
-    state->instance_mesh = Mesh(DeviceArray(shape, ids), manual, mesh.shared_topology());
-    state->instance_of_full.resize(mesh.size());
-    for (int64_t p = 0; p < mesh.size(); ++p) {
-      std::vector<int64_t> coords = mesh.CoordsOfPosition(p), sub;
-      for (int dim : manual_dims) sub.push_back(coords[dim]);
-      state->instance_of_full[p] = state->instance_mesh.PositionOf(sub);
-    }
-  }
+  Instances instances = PlaceInstances(mesh, manual);
+  state->instance_mesh = std::move(instances.mesh);
+  state->full_of_instance = std::move(instances.full_of_instance);
+  state->instance_of_full = std::move(instances.instance_of_full);
   if (state->options.runtime != nullptr && !(state->options.runtime->mesh() == state->instance_mesh)) {
     Throw(ErrorCode::kInvalidArgument,
           "ShardMapOptions::runtime runs on {} but this shard_map runs on {} (the mesh, or its manual axes for "
