@@ -791,8 +791,9 @@ std::vector<CollectiveCost> CollectiveModel::CostPerGroup(CollectiveOp op, std::
   std::vector<CollectiveCost> costs;
   // Groups with the same physical span cost the same; the per-axis attribution is computed once per span.
   std::map<std::string, CollectiveCost> by_span;
+  const std::vector<int> per_host = MeshDevicesPerHost(mesh_);  // once, not per group (link_model.h)
   for (const std::vector<int64_t>& group : mesh_.PositionGroups(axes)) {
-    GroupSpan span = SpanOfGroup(mesh_, group);
+    GroupSpan span = SpanOfGroup(mesh_, group, per_host);
     std::string signature = span.ToString();
     for (const auto& coords : span.member_coords) signature += fmt::format("|{}", fmt::join(coords, ","));
     auto it = by_span.find(signature);

@@ -80,7 +80,22 @@ std::string AxisLinks::ToString() const {
                      uniform ? "" : " [groups differ; slowest shown]");
 }
 
+std::vector<int> MeshDevicesPerHost(const Mesh& mesh) {
+  const Topology* topology = mesh.topology();
+  std::vector<int> count(topology != nullptr ? static_cast<size_t>(topology->num_processes()) : 0, 0);
+  if (topology == nullptr) return count;
+  for (int id : mesh.device_ids()) ++count[topology->device(id).process_index];
+  return count;
+}
+
 GroupSpan SpanOfGroup(const Mesh& mesh, std::span<const int64_t> positions) {
+  // The hosts' load only matters to a group across slices: count it only then (it is the same for every group).
+  return SpanOfGroup(mesh, positions, mesh.topology() != nullptr && mesh.topology()->num_slices() > 1
+                                          ? MeshDevicesPerHost(mesh)
+                                          : std::vector<int>{});
+}
+
+GroupSpan SpanOfGroup(const Mesh& mesh, std::span<const int64_t> positions, const std::vector<int>& devices_per_host) {
   const Topology* topology = mesh.topology();
   if (topology == nullptr) {
     Throw(ErrorCode::kFailedPrecondition,
@@ -157,10 +172,11 @@ GroupSpan SpanOfGroup(const Mesh& mesh, std::span<const int64_t> positions) {
       if (slices.values.size() > 1) {
         const LinkSpec& dcn = topology->link(LinkClass::kDcn);
         // The host NIC is shared by the mesh's devices on the busiest host of the group.
-        std::map<int, int> mesh_devices_per_host;
-        for (int id : mesh.device_ids()) ++mesh_devices_per_host[topology->device(id).process_index];
+        SPMDSIM_CHECK(devices_per_host.size() == static_cast<size_t>(topology->num_processes()),
+                      "devices per host: {} hosts counted, the topology has {}", devices_per_host.size(),
+                      topology->num_processes());
         int sharing = 1;
-        for (const Device* d : devices) sharing = std::max(sharing, mesh_devices_per_host[d->process_index]);
+        for (const Device* d : devices) sharing = std::max(sharing, devices_per_host[d->process_index]);
         SpanStage stage;
         stage.link = LinkClass::kDcn;
         stage.shape = StageShape::kSwitch;
@@ -249,6 +265,7 @@ double SlownessOf(const GroupSpan& span) {
 
 std::vector<AxisLinks> DescribeAxes(const Mesh& mesh) {
   std::vector<AxisLinks> result;
+  const std::vector<int> per_host = MeshDevicesPerHost(mesh);
   for (const std::string& axis : mesh.axis_names()) {
     AxisLinks entry;
     entry.axis = axis;
@@ -258,7 +275,7 @@ std::vector<AxisLinks> DescribeAxes(const Mesh& mesh) {
     std::string first_text;
     double worst = -1;
     for (const std::vector<int64_t>& group : mesh.PositionGroups(axes)) {
-      GroupSpan span = SpanOfGroup(mesh, group);
+      GroupSpan span = SpanOfGroup(mesh, group, per_host);
       std::string text = span.ToString();
       if (first) {
         first_text = text;

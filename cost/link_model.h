@@ -74,6 +74,11 @@ struct GroupSpan {
 // the mesh, Error(kInvalidArgument) for an empty group or a repeated position, and Error(kNotFound) when the
 // topology lacks a link class the group needs.
 GroupSpan SpanOfGroup(const Mesh& mesh, std::span<const int64_t> positions);
+// How many of the mesh's devices each host holds, by process_index: what a group crossing DCN shares its hosts'
+// NICs with. The same for every group of a mesh: a caller that spans many groups computes it once and passes it
+// (a pod-scale mesh has tens of thousands of groups; counting per group made pricing one collective quadratic).
+std::vector<int> MeshDevicesPerHost(const Mesh& mesh);
+GroupSpan SpanOfGroup(const Mesh& mesh, std::span<const int64_t> positions, const std::vector<int>& devices_per_host);
 
 // What each mesh axis crosses physically (ASTRA-sim users' "logical vs physical topology per axis").
 struct AxisLinks {

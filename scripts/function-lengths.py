@@ -18,7 +18,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def functions(folders):
-    listed = subprocess.run(["git", "ls-files", "--", *folders], cwd=ROOT, capture_output=True, text=True, check=True)
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "--", *folders], cwd=ROOT, capture_output=True, text=True, check=True)
     files = [f for f in listed.stdout.split() if f.endswith((".h", ".cc"))]
     if not files:
         return []

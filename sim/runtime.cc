@@ -69,20 +69,7 @@ using internal::DeviceState;
 using internal::RunState;
 
 Runtime::Runtime(Mesh mesh, RuntimeOptions options) {
-  if (mesh.empty()) Throw(ErrorCode::kInvalidArgument, "Runtime needs a mesh with at least one device");
-  if (mesh.size() > (int64_t{1} << 31)) Throw(ErrorCode::kInvalidArgument, "mesh of {} devices is too large", mesh.size());
-  if (options.num_threads < 0)
-    Throw(ErrorCode::kInvalidArgument, "RuntimeOptions::num_threads must be >= 0 (0: one per core), got {}",
-          options.num_threads);
-  if (options.fiber_stack_bytes < 16 * 1024)
-    Throw(ErrorCode::kInvalidArgument, "RuntimeOptions::fiber_stack_bytes must be at least 16 KiB, got {}",
-          options.fiber_stack_bytes);
-  if (options.device_memory_bytes < 0)
-    Throw(ErrorCode::kInvalidArgument, "RuntimeOptions::device_memory_bytes must be >= 0, got {}",
-          options.device_memory_bytes);
-  if (options.collective_timeout.count() <= 0)
-    Throw(ErrorCode::kInvalidArgument, "RuntimeOptions::collective_timeout must be positive, got {} ms",
-          options.collective_timeout.count());
+  ValidateRuntimeOptions(mesh, options);
   int threads = options.num_threads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   int rank = 0;

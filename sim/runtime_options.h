@@ -55,6 +55,11 @@ struct RuntimeOptions {
   std::shared_ptr<ProcessGroup> process_group = nullptr;
 };
 
+// Checks `options` for a Runtime over `mesh` (what Runtime's constructor requires): a non-empty mesh of at most
+// 2^31 devices, num_threads >= 0, fiber_stack_bytes >= 16 KiB, device_memory_bytes >= 0, a positive
+// collective_timeout. Throws Error(kInvalidArgument) naming the option otherwise.
+void ValidateRuntimeOptions(const Mesh& mesh, const RuntimeOptions& options);
+
 // The memory capacity of every device of a Runtime over `mesh` with `options`: device_memory_bytes when set,
 // else the mesh topology's memory_bytes(), else kDefaultDeviceMemoryBytes.
 int64_t DeviceMemoryCapacity(const Mesh& mesh, const RuntimeOptions& options);

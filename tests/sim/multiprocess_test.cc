@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <csignal>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -513,10 +514,35 @@ int RankDies(spmdsim::MpiSession& mpi) {
   return 0;
 }
 
+// `--rank-stops`: the last rank's process stops (SIGSTOP) in the middle of a Run, as a host that hangs would. The
+// other ranks must report the lost rank in one line (DEADLINE_EXCEEDED, after the documented deadline) and the job
+// must end with a non-zero code: MpiSession gives up on the stopped rank at exit and ends the job with MPI_Abort
+// rather than waiting for it in MPI_Finalize (tests/sim/stopped_rank.cmake checks the line, the code and the time).
+int RankStops(spmdsim::MpiSession& mpi) {
+  using namespace spmdsim;
+  RuntimeOptions options;
+  options.num_threads = 2;
+  options.collective_timeout = std::chrono::milliseconds(500);
+  options.process_group = mpi.world();
+  Runtime runtime(Mesh::Iota({8}, {"x"}), options);
+  try {
+    runtime.Run([&](DeviceContext& d) {
+      Array x = d.Psum(Array::Scalar<float>(1.0f), "x");
+      if (d.position() == 7) raise(SIGSTOP);  // every thread of the last rank's process stops
+      d.Psum(x, "x");
+    });
+  } catch (const Error& e) {
+    fmt::print(stderr, "sim_multiprocess_test: {}\n", e.what());  // one line, as the spmdsim CLI prints an error
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   spmdsim::MpiSession mpi(&argc, &argv);
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--rank-dies") return RankDies(mpi);
+    if (std::string(argv[i]) == "--rank-stops") return RankStops(mpi);
   }
   ::testing::InitGoogleTest(&argc, argv);
   const int failed = RUN_ALL_TESTS();

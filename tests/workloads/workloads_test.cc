@@ -126,6 +126,95 @@ TEST(RunCollectives, AbstractRunPredictsTheSameAsTheRealRun) {
   EXPECT_DOUBLE_EQ(real.totals.predicted_seconds, abstract.totals.predicted_seconds);
 }
 
+// Abstract sweeps run no device (AbstractSweep): everything they report must be what the Runtime's run of the
+// same sweep reports, bit for bit, with groups of different costs (a pod and a second slice over DCN), every op,
+// warmup, several iterations, a dtype whose psum widens (bool -> int32) and the trace's simulated times.
+TEST(RunCollectives, AbstractSweepReportsExactlyWhatTheRuntimeRunReports) {
+  auto topo = std::make_shared<const Topology>(Topology::Parse("tpu-v4:2x2x2", 2));
+  WorkloadContext ctx;
+  ctx.mesh = MakeDeviceMesh(topo, {{"x", 2}, {"y", 4}, {"dcn", 1}}, {{"x", 1}, {"y", 1}, {"dcn", 2}});
+  ctx.runtime.num_threads = 2;
+  ctx.record_trace = true;
+  for (DType dtype : {DType::kF32, DType::kBool}) {
+    CollectivesConfig c;
+    c.ops = {"psum", "pmean", "pmax", "all_gather", "psum_scatter", "all_to_all", "ppermute"};
+    c.axes = {{"x"}, {"x", "y"}, {"dcn"}, {"x", "y", "dcn"}};
+    c.sizes = {256, 1 << 16};
+    c.dtype = dtype;
+    c.iterations = 3;
+    c.warmup = 2;
+    c.check = false;
+    ctx.abstract = false;
+    const WorkloadResult real = RunCollectives(ctx, c);
+    ctx.abstract = true;
+    const WorkloadResult abstract = RunCollectives(ctx, c);
+    ASSERT_EQ(real.sweep.size(), abstract.sweep.size());
+    for (size_t i = 0; i < real.sweep.size(); ++i) {
+      EXPECT_EQ(real.sweep[i].predicted_seconds, abstract.sweep[i].predicted_seconds) << i;
+      EXPECT_EQ(real.sweep[i].predicted_busbw, abstract.sweep[i].predicted_busbw) << i;
+      EXPECT_EQ(real.sweep[i].algorithm, abstract.sweep[i].algorithm) << i;
+    }
+    ASSERT_EQ(real.steps.size(), abstract.steps.size());
+    for (size_t i = 0; i < real.steps.size(); ++i) {
+      EXPECT_EQ(real.steps[i].name, abstract.steps[i].name);
+      EXPECT_EQ(real.steps[i].count, abstract.steps[i].count);
+      EXPECT_EQ(real.steps[i].predicted_seconds, abstract.steps[i].predicted_seconds) << real.steps[i].name;
+      EXPECT_EQ(real.steps[i].communication_seconds, abstract.steps[i].communication_seconds) << real.steps[i].name;
+      EXPECT_EQ(real.steps[i].bytes_by_link, abstract.steps[i].bytes_by_link) << real.steps[i].name;
+    }
+    EXPECT_EQ(real.totals.predicted_seconds, abstract.totals.predicted_seconds);
+    EXPECT_EQ(real.totals.wait_seconds, abstract.totals.wait_seconds);
+    EXPECT_EQ(real.memory.peak_bytes_per_position, abstract.memory.peak_bytes_per_position);
+    EXPECT_EQ(real.memory.capacity_bytes, abstract.memory.capacity_bytes);
+    ASSERT_EQ(real.trace.size(), abstract.trace.size());
+    for (size_t i = 0; i < real.trace.size(); ++i) {
+      EXPECT_EQ(real.trace[i].position, abstract.trace[i].position);
+      EXPECT_EQ(real.trace[i].sim_start, abstract.trace[i].sim_start);
+      EXPECT_EQ(real.trace[i].sim_end, abstract.trace[i].sim_end);
+    }
+  }
+}
+
+// A sweep the devices cannot run fails the same way with or without devices (device 0's error).
+TEST(RunCollectives, AbstractSweepFailsAsTheRuntimeRunFails) {
+  WorkloadContext ctx = Context("cpu:8", {{"x", 4}, {"y", 2}});
+  CollectivesConfig c;
+  c.ops = {"ppermute"};
+  c.axes = {{"y", "x"}};  // not in mesh order: JAX's RuntimeError
+  c.sizes = {1024};
+  const std::string real = ErrorMessage([&] { RunCollectives(ctx, c); });
+  ctx.abstract = true;
+  EXPECT_EQ(ErrorMessage([&] { RunCollectives(ctx, c); }), real);
+  EXPECT_THAT(real, HasSubstr("in the same order as the axis_names"));
+  c.ops = {"all_gather"};
+  c.axes = {{"x"}};
+  c.sizes = {1 << 20};
+  ctx.runtime.device_memory_bytes = 3 << 20;  // the input fits, two results do not
+  ctx.abstract = false;
+  const std::string full = ErrorMessage([&] { RunCollectives(ctx, c); });
+  ctx.abstract = true;
+  EXPECT_EQ(ErrorMessage([&] { RunCollectives(ctx, c); }), full);
+  EXPECT_THAT(full, HasSubstr("RESOURCE_EXHAUSTED"));
+}
+
+// Iterations at their maximum on a pod would price 4096 x 10^6 device-iterations: refused before anything runs,
+// naming the field and the range that fits.
+TEST(RunCollectives, AbstractSweepRefusesMoreWorkThanItPricesInSeconds) {
+  WorkloadContext ctx = Context("tpu-v4:16x16x16", {{"x", 16}, {"y", 16}, {"z", 16}});
+  ctx.abstract = true;
+  CollectivesConfig c;
+  c.name = "pod";
+  c.axes = {{"x"}};
+  c.sizes = {1024};
+  c.iterations = 1000000;
+  EXPECT_EQ(ErrorMessage([&] { RunCollectives(ctx, c); }),
+            "INVALID_ARGUMENT: collectives 'pod': iterations must be in [1, 16384] for an abstract sweep of 1 rows on "
+            "4096 devices (it prices every iteration of every row for every device, at most 67108864 in all); got "
+            "1000000");
+  c.iterations = 2;
+  EXPECT_EQ(RunCollectives(ctx, c).sweep.size(), 1u);
+}
+
 TEST(RunCollectives, SizesAreRoundedDownToWholeElementsPerMember) {
   WorkloadContext ctx = Context("cpu:8", {{"x", 4}, {"y", 2}});
   CollectivesConfig c;

@@ -5,6 +5,11 @@
 // wrong offset or a wrong reduction shows): element i of the device at mesh position p holds
 //   v(p, i) = ((7 p + 3 i) mod 17) - 8          (small integers: every sum is exact in float32)
 // and every result is compared with the value the op must give from the group's members (in-group order).
+//
+// Abstract mode moves no data and every device makes the same calls, so the sweep runs no device at all
+// (AbstractSweep): each row's collective is checked and shaped once (sim/abstract_collective.h), the cost
+// recorder is told what the runtime would tell it, in the same order, and one device's memory account stands
+// for all of them. So a pod-scale sweep needs no fiber stack per device (docs/workloads.md).
 #include <algorithm>
 #include <cstring>
 #include <atomic>
@@ -16,10 +21,12 @@
 #include "common/error.h"
 #include "common/host_memory.h"
 #include "ops/elementwise.h"
+#include "sim/abstract_collective.h"
+#include "sim/memory.h"
 #include "sim/multiprocess.h"
+#include "sim/runtime.h"
 #include "workloads/internal/recorder.h"
 #include "workloads/workloads.h"
-#include "sim/runtime.h"
 
 namespace spmdsim {
 
@@ -77,7 +84,29 @@ struct SweepPlan {
   std::vector<std::vector<std::string>> axes_list;
 };
 
-SweepPlan PlanSweep(const CollectivesConfig& config, const Mesh& mesh) {
+// An abstract sweep prices every timed iteration of every row for every device (the cost recorder keeps each
+// device's clock, ~130 ns per device-iteration): at most this many device-iterations, about 9 s of one core
+// (docs/workloads.md, measured).
+constexpr int64_t kAbstractDeviceIterations = int64_t{1} << 26;
+
+// Refuses an abstract sweep whose work exceeds kAbstractDeviceIterations, naming the iterations that would fit.
+void CheckAbstractWork(const CollectivesConfig& config, const Mesh& mesh, int64_t rows) {
+  const int64_t per_iteration = rows * mesh.size();
+  if (per_iteration * static_cast<int64_t>(config.iterations) <= kAbstractDeviceIterations) return;
+  const int64_t most = kAbstractDeviceIterations / per_iteration;
+  if (most >= 1) {
+    Throw(ErrorCode::kInvalidArgument,
+          "collectives '{}': iterations must be in [1, {}] for an abstract sweep of {} rows on {} devices (it prices "
+          "every iteration of every row for every device, at most {} in all); got {}",
+          config.name, most, rows, mesh.size(), kAbstractDeviceIterations, config.iterations);
+  }
+  Throw(ErrorCode::kInvalidArgument,
+        "collectives '{}': an abstract sweep of {} rows on {} devices prices {} device-iterations at 1 iteration, "
+        "over the {} it allows: sweep fewer ops, axes or sizes at once",
+        config.name, rows, mesh.size(), per_iteration, kAbstractDeviceIterations);
+}
+
+SweepPlan PlanSweep(const CollectivesConfig& config, const Mesh& mesh, bool abstract) {
   if (config.iterations < 1 || config.warmup < 0) {
     Throw(ErrorCode::kInvalidArgument, "collectives '{}': iterations must be >= 1 and warmup >= 0, got {} and {}",
           config.name, config.iterations, config.warmup);
@@ -97,6 +126,8 @@ SweepPlan PlanSweep(const CollectivesConfig& config, const Mesh& mesh) {
   for (int64_t s : config.sizes) {
     if (s <= 0) Throw(ErrorCode::kInvalidArgument, "collectives '{}': size {} must be > 0 bytes", config.name, s);
   }
+  const int64_t rows = static_cast<int64_t>(plan.ops.size() * plan.axes_list.size() * config.sizes.size());
+  if (abstract) CheckAbstractWork(config, mesh, rows);
   return plan;
 }
 
@@ -171,18 +202,42 @@ Array InputOf(int64_t position, int64_t count, DType dtype, bool abstract) {
   return dtype != DType::kF64 ? Cast(in, dtype) : in;
 }
 
-// One call of the row's collective on one device.
-Array CallOnce(DeviceContext& d, const Row& row, const Array& in) {
+// The row's collective as every device calls it: tiled, along (and, all_to_all, concatenated on) axis 0.
+CollectiveRequest RequestOf(const Row& row) {
+  CollectiveRequest r{.axes = row.axes, .tiled = true};
   const std::string& op = row.op;
-  const std::vector<std::string>& axes = row.axes;
-  if (op == "psum") return d.Psum(in, axes);
-  if (op == "pmean") return d.Pmean(in, axes);
-  if (op == "pmax") return d.Pmax(in, axes);
-  if (op == "pmin") return d.Pmin(in, axes);
-  if (op == "all_gather") return d.AllGather(in, axes, 0, true);
-  if (op == "psum_scatter") return d.PsumScatter(in, axes, 0, true);
-  if (op == "all_to_all") return d.AllToAll(in, axes, 0, 0, true);
-  return d.Ppermute(in, axes, row.pairs);
+  if (op == "psum") r.op = CollectiveKind::kPsum;
+  if (op == "pmean") r.op = CollectiveKind::kPmean;
+  if (op == "pmax") r.op = CollectiveKind::kPmax;
+  if (op == "pmin") r.op = CollectiveKind::kPmin;
+  if (op == "all_gather") r.op = CollectiveKind::kAllGather;
+  if (op == "psum_scatter") r.op = CollectiveKind::kPsumScatter;
+  if (op == "all_to_all") r.op = CollectiveKind::kAllToAll;
+  if (op == "ppermute") {
+    r.op = CollectiveKind::kPpermute;
+    r.tiled = false;
+    r.perm = row.pairs;
+  }
+  return r;
+}
+
+// One call of the row's collective on one device.
+Array CallOnce(DeviceContext& d, const Row& row, const CollectiveRequest& r, const Array& in) {
+  const std::vector<std::string>& axes = r.axes;
+  switch (r.op) {
+    case CollectiveKind::kPsum: return d.Psum(in, axes);
+    case CollectiveKind::kPmean: return d.Pmean(in, axes);
+    case CollectiveKind::kPmax: return d.Pmax(in, axes);
+    case CollectiveKind::kPmin: return d.Pmin(in, axes);
+    case CollectiveKind::kAllGather: return d.AllGather(in, axes, static_cast<int>(r.axis), r.tiled);
+    case CollectiveKind::kPsumScatter: return d.PsumScatter(in, axes, static_cast<int>(r.axis), r.tiled);
+    case CollectiveKind::kAllToAll:
+      return d.AllToAll(in, axes, static_cast<int>(r.axis), static_cast<int>(r.concat_axis), r.tiled);
+    case CollectiveKind::kPpermute: return d.Ppermute(in, axes, r.perm);
+    case CollectiveKind::kBarrier: break;
+  }
+  SPMDSIM_CHECK(false, "collectives sweep row of op {}", row.op);
+  return in;
 }
 
 // The largest error of one device's result against Expected, and whether every element is within tolerance.
@@ -216,6 +271,7 @@ struct RowRun {
 RowRun RunRow(const Row& row, const WorkloadContext& context, const CollectivesConfig& config, bool check,
               double tolerance_rel, Runtime& runtime, internal::CostRecorder& recorder) {
   const int64_t devices = context.mesh.size();
+  const CollectiveRequest request = RequestOf(row);
   std::vector<double> max_error(static_cast<size_t>(devices), 0.0);
   std::vector<char> ok(static_cast<size_t>(devices), 1);
   RowRun run;
@@ -232,7 +288,7 @@ RowRun RunRow(const Row& row, const WorkloadContext& context, const CollectivesC
       Array out;
       for (int it = 0; it < iterations; ++it) {
         recorder.BeginStep(p, row.step, config.dtype);
-        out = CallOnce(d, row, in);
+        out = CallOnce(d, row, request, in);
         recorder.EndStep(p);
       }
       d.Barrier();
@@ -266,6 +322,87 @@ RowRun RunRow(const Row& row, const WorkloadContext& context, const CollectivesC
   }
   return run;
 }
+
+// Abstract mode: a sweep without devices. Every device would make the same calls on abstract arrays, so one
+// AbstractCollective per row stands for every device's call (its checks and errors, its result's bytes, its
+// event), one DeviceMemory for every device's account, and the cost recorder is told exactly what the runtime
+// would tell it (each device's BeginStep/EndStep around each iteration, one OnCollective per iteration, the
+// Run's end), so the predictions are those of a run on the Runtime. Errors are reported as the runtime reports
+// them: the device at position 0 failed (every device fails alike).
+class AbstractSweep {
+ public:
+  AbstractSweep(const Mesh& mesh, const CollectivesConfig& config, const RuntimeOptions& options,
+                internal::CostRecorder& recorder)
+      : mesh_(mesh),
+        config_(config),
+        recorder_(recorder),
+        memory_(0, mesh.DeviceAt(0), DeviceMemoryCapacity(mesh, options)) {}
+
+  RowRun Run(const Row& row) {
+    std::exception_ptr invalid;  // thrown by every device after it made its input
+    std::unique_ptr<AbstractCollective> call;
+    try {
+      call = std::make_unique<AbstractCollective>(mesh_, RequestOf(row), config_.dtype, std::vector<int64_t>{row.in_count});
+    } catch (const Error&) {
+      invalid = std::current_exception();
+    }
+    RowRun run;
+    for (int pass = 0; pass < 2; ++pass) {
+      const bool timed = pass == 1;
+      const int iterations = timed ? config_.iterations : config_.warmup;
+      if (iterations == 0) continue;
+      recorder_.set_charging(timed);
+      ChargeRun(row, call.get(), invalid, iterations);
+      if (!timed) continue;
+      const auto t0 = std::chrono::steady_clock::now();
+      Record(row, *call, iterations);
+      run.measured_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iterations;
+    }
+    return run;
+  }
+
+  MemoryResult Memory() const {
+    const MemoryStats stats = memory_.stats();
+    return internal::MemoryOfPeaks(mesh_, std::vector<int64_t>(static_cast<size_t>(mesh_.size()), stats.peak_bytes),
+                                   stats.capacity_bytes);
+  }
+
+ private:
+  // One Run's charges on every device: its input, then each iteration's result while the last one is still held.
+  void ChargeRun(const Row& row, const AbstractCollective* call, const std::exception_ptr& invalid, int iterations) {
+    try {
+      const int64_t in = row.in_count * DTypeSize(config_.dtype);
+      memory_.Charge(in);
+      if (invalid) std::rethrow_exception(invalid);
+      const int64_t out = call->identity() ? 0 : call->result_bytes();  // over no axes: the input itself
+      for (int it = 0; it < std::min(iterations, 2); ++it) memory_.Charge(out);
+      memory_.Release(in + std::min(iterations, 2) * out);
+    } catch (...) {
+      throw DeviceError::FromDevice(mesh_, 0, std::current_exception());
+    }
+  }
+
+  // What the runtime's observer calls would record for the row's timed iterations.
+  void Record(const Row& row, const AbstractCollective& call, int iterations) {
+    const int64_t devices = mesh_.size();
+    CollectiveEvent event = call.identity() ? CollectiveEvent{} : call.event();
+    for (int it = 0; it < iterations; ++it) {
+      for (int64_t p = 0; p < devices; ++p) recorder_.BeginStep(p, row.step, config_.dtype);
+      if (!call.identity()) {
+        event.sequence = static_cast<uint64_t>(it) + 1;  // after the Run's first barrier
+        recorder_.OnCollective(event);
+      }
+      for (int64_t p = 0; p < devices; ++p) recorder_.EndStep(p);
+    }
+    recorder_.OnRunEnd(true);
+    recorder_.RethrowIfFailed();
+  }
+
+  const Mesh& mesh_;
+  const CollectivesConfig& config_;
+  internal::CostRecorder& recorder_;
+  internal::DeviceMemory memory_;  // every device's account: they all hold the same arrays
+};
 
 // Copies each step's prediction onto its row (rows and steps are in the same order), with bandwidths, and
 // gathers the rows' data checks into result->check.
@@ -317,41 +454,19 @@ void SumTotalsPerIteration(WorkloadResult* result) {
   for (const SweepRow& row : result->sweep) totals.predicted_seconds += row.predicted_seconds;
 }
 
-}  // namespace
-
-WorkloadResult RunCollectives(const WorkloadContext& context, const CollectivesConfig& config) {
-  const Mesh& mesh = context.mesh;
-  const SweepPlan plan = PlanSweep(config, mesh);
-
-  WorkloadResult result;
-  result.name = config.name;
-  result.kind = "collectives";
-  result.abstract = context.abstract;
-  WorkloadContext forced = context;
-  if (config.algorithm != Algorithm::kAuto) forced.cost.collectives.algorithm = config.algorithm;
-  if (config.protocol != Protocol::kAuto) forced.cost.collectives.protocol = config.protocol;
-  internal::CostRecorder recorder(forced, mesh);
-  RuntimeOptions options = context.runtime;
-  // Eigen's GEMM keeps its blocking buffers on the stack (up to EIGEN_STACK_ALLOCATION_LIMIT, 128 KiB): a
-  // [128,256] x [256,128] matmul overflows the runtime's default fiber stack (RuntimeOptions::fiber_stack_bytes).
-  // Only touched pages are resident, so a larger reservation costs address space, not memory.
-  options.fiber_stack_bytes = std::max<size_t>(options.fiber_stack_bytes, internal::kMinFiberStackBytes);
-  options.observer = &recorder;
-  options.op_cost_sink = &recorder;
-  Runtime runtime(mesh, options);
-  const bool check = config.check && !context.abstract;
-  const double tolerance_rel = IsFloating(config.dtype) && DTypeSize(config.dtype) == 2 ? 1.0 / 64 : 1e-6;
-
-  const double start = recorder.WallNow();
+// Runs every row with `run_row(row)` (the Runtime's RunRow or the AbstractSweep's Run), in the sweep's order.
+template <typename RunRowFn>
+void SweepRows(const SweepPlan& plan, const Mesh& mesh, const CollectivesConfig& config, bool abstract,
+               internal::CostRecorder& recorder, WorkloadResult& result, RunRowFn&& run_row) {
   for (const std::string& op : plan.ops) {
     for (const auto& axes : plan.axes_list) {
       const Groups groups = GroupsAlong(mesh, axes);
       for (int64_t size : config.sizes) {
         Row row = MakeRow(op, axes, groups, size, config);
-        if (!context.abstract) CheckRowFitsHost(row, mesh, config);
+        if (!abstract) CheckRowFitsHost(row, mesh, config);
         row.step = recorder.AddStep(fmt::format("{} {} over ({})", op, HumanSize(row.bytes), fmt::join(axes, ",")),
                                     op, StepKind::kCollective, axes);
-        const RowRun run = RunRow(row, context, config, check, tolerance_rel, runtime, recorder);
+        const RowRun run = run_row(row);
         SweepRow& out = result.sweep.emplace_back();
         out.op = op;
         out.axes = axes;
@@ -366,11 +481,50 @@ WorkloadResult RunCollectives(const WorkloadContext& context, const CollectivesC
       }
     }
   }
+}
+
+}  // namespace
+
+WorkloadResult RunCollectives(const WorkloadContext& context, const CollectivesConfig& config) {
+  const Mesh& mesh = context.mesh;
+  const SweepPlan plan = PlanSweep(config, mesh, context.abstract);
+
+  WorkloadResult result;
+  result.name = config.name;
+  result.kind = "collectives";
+  result.abstract = context.abstract;
+  WorkloadContext forced = context;
+  if (config.algorithm != Algorithm::kAuto) forced.cost.collectives.algorithm = config.algorithm;
+  if (config.protocol != Protocol::kAuto) forced.cost.collectives.protocol = config.protocol;
+  // Abstract: every rank prices every device by itself (nothing is exchanged), as one process would.
+  if (context.abstract) forced.runtime.process_group = nullptr;
+  internal::CostRecorder recorder(forced, mesh);
+  const bool check = config.check && !context.abstract;
+  const double tolerance_rel = IsFloating(config.dtype) && DTypeSize(config.dtype) == 2 ? 1.0 / 64 : 1e-6;
+  const double start = recorder.WallNow();
+  if (context.abstract) {
+    ValidateRuntimeOptions(mesh, context.runtime);
+    AbstractSweep sweep(mesh, config, context.runtime, recorder);
+    SweepRows(plan, mesh, config, true, recorder, result, [&](const Row& row) { return sweep.Run(row); });
+    result.memory = sweep.Memory();
+  } else {
+    RuntimeOptions options = context.runtime;
+    // Eigen's GEMM keeps its blocking buffers on the stack (up to EIGEN_STACK_ALLOCATION_LIMIT, 128 KiB): a
+    // [128,256] x [256,128] matmul overflows the runtime's default fiber stack (RuntimeOptions::fiber_stack_bytes).
+    // Only touched pages are resident, so a larger reservation costs address space, not memory.
+    options.fiber_stack_bytes = std::max<size_t>(options.fiber_stack_bytes, internal::kMinFiberStackBytes);
+    options.observer = &recorder;
+    options.op_cost_sink = &recorder;
+    Runtime runtime(mesh, options);
+    SweepRows(plan, mesh, config, false, recorder, result, [&](const Row& row) {
+      return RunRow(row, context, config, check, tolerance_rel, runtime, recorder);
+    });
+    result.memory = internal::MemoryOf(runtime, mesh);
+  }
   result.wall_seconds = recorder.WallNow() - start;
   recorder.Finish(&result);
   FillRows(check, tolerance_rel, &result);
   SumTotalsPerIteration(&result);
-  result.memory = internal::MemoryOf(runtime, mesh);
   return result;
 }
 

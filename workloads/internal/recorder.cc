@@ -434,28 +434,32 @@ std::vector<int64_t> PeaksOfEveryRank(const Runtime& runtime, std::vector<int64_
 
 }  // namespace
 
-MemoryResult MemoryOf(const Runtime& runtime, const Mesh& mesh) {
+MemoryResult MemoryOfPeaks(const Mesh& mesh, const std::vector<int64_t>& peaks, int64_t capacity_bytes) {
   MemoryResult memory;
-  std::vector<int64_t> peaks;
+  memory.capacity_bytes = capacity_bytes;
   for (int64_t p = 0; p < mesh.size(); ++p) {
-    const MemoryStats stats = runtime.memory_stats(p);
-    peaks.push_back(stats.peak_bytes);
-    memory.capacity_bytes = stats.capacity_bytes;
-  }
-  peaks = PeaksOfEveryRank(runtime, std::move(peaks));
-  for (int64_t p = 0; p < mesh.size(); ++p) {
-    const MemoryStats stats{.peak_bytes = peaks[p]};
-    memory.peak_bytes_per_position.push_back(stats.peak_bytes);
-    if (p == 0 || stats.peak_bytes > memory.peak_bytes_max) {
-      memory.peak_bytes_max = stats.peak_bytes;
+    memory.peak_bytes_per_position.push_back(peaks[p]);
+    if (p == 0 || peaks[p] > memory.peak_bytes_max) {
+      memory.peak_bytes_max = peaks[p];
       memory.max_device = mesh.DeviceAt(p);
     }
-    if (p == 0 || stats.peak_bytes < memory.peak_bytes_min) {
-      memory.peak_bytes_min = stats.peak_bytes;
+    if (p == 0 || peaks[p] < memory.peak_bytes_min) {
+      memory.peak_bytes_min = peaks[p];
       memory.min_device = mesh.DeviceAt(p);
     }
   }
   return memory;
+}
+
+MemoryResult MemoryOf(const Runtime& runtime, const Mesh& mesh) {
+  std::vector<int64_t> peaks;
+  int64_t capacity = 0;
+  for (int64_t p = 0; p < mesh.size(); ++p) {
+    const MemoryStats stats = runtime.memory_stats(p);
+    peaks.push_back(stats.peak_bytes);
+    capacity = stats.capacity_bytes;
+  }
+  return MemoryOfPeaks(mesh, PeaksOfEveryRank(runtime, std::move(peaks)), capacity);
 }
 
 }  // namespace spmdsim::internal

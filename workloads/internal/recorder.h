@@ -167,6 +167,8 @@ class CostRecorder final : public RuntimeObserver, public OpCostSink {
 // Every device's peak memory in `runtime` (a Runtime over `mesh`), with the highest and lowest and their
 // devices (first in mesh order), and the capacity.
 MemoryResult MemoryOf(const Runtime& runtime, const Mesh& mesh);
+// The same from every position's peak bytes (REQUIRES: one per position of `mesh`) and the devices' capacity.
+MemoryResult MemoryOfPeaks(const Mesh& mesh, const std::vector<int64_t>& peaks, int64_t capacity_bytes);
 
 }  // namespace spmdsim::internal
 
