@@ -189,7 +189,7 @@ TEST(RunCollectives, AbstractSweepFailsAsTheRuntimeRunFails) {
   c.ops = {"all_gather"};
   c.axes = {{"x"}};
   c.sizes = {1 << 20};
-  ctx.runtime.device_memory_bytes = 3 << 20;  // the input fits, two results do not
+  ctx.runtime.device_memory_bytes = 2 << 20;  // the input (256 KiB) and one result (1 MiB) fit, two results do not
   ctx.abstract = false;
   const std::string full = ErrorMessage([&] { RunCollectives(ctx, c); });
   ctx.abstract = true;
