@@ -4,16 +4,6 @@
 
 namespace spmdsim::internal {
 
-Array ArrayAccess::Make(DType dtype, std::vector<int64_t> shape, std::shared_ptr<Buffer> buffer,
-                        DeviceMemory* memory) {
-  return Array::Over(dtype, std::move(shape), std::move(buffer), memory);
-}
-
-Array ArrayAccess::Allocate(DType dtype, std::vector<int64_t> shape, DeviceMemory* memory, bool zeroed,
-                            bool abstract) {
-  return Array::Allocated(dtype, std::move(shape), memory, zeroed, abstract);
-}
-
 const std::shared_ptr<Buffer>& ArrayAccess::buffer(const Array& array) { return array.holding_->buffer(); }
 
 void* ArrayAccess::mutable_data(const Array& array) {

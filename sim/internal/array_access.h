@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "sim/array.h"
@@ -20,11 +21,15 @@ struct ArrayAccess {
   // An Array over `buffer` (nullptr: abstract), charged to `memory` (nullptr: host). Charges first and
   // throws Error(kResourceExhausted) without making anything when the device is full.
   static Array Make(DType dtype, std::vector<int64_t> shape, std::shared_ptr<Buffer> buffer,
-                    DeviceMemory* memory);
+                    DeviceMemory* memory) {  // inline: on every device's every collective
+    return Array::Over(dtype, std::move(shape), std::move(buffer), memory);
+  }
   // Charges `memory` for nbytes and then allocates (zeroed when asked) a buffer for it: the charge comes
   // first so that an over-capacity request never allocates host memory.
   static Array Allocate(DType dtype, std::vector<int64_t> shape, DeviceMemory* memory, bool zeroed,
-                        bool abstract);
+                        bool abstract) {
+    return Array::Allocated(dtype, std::move(shape), memory, zeroed, abstract);
+  }
   static const std::shared_ptr<Buffer>& buffer(const Array& array);
   static void* mutable_data(const Array& array);  // REQUIRES: not yet shared with another thread
   // The same buffer held (and charged) by `memory`; a no-op copy when it already is.

@@ -196,20 +196,6 @@ const CollectiveCall kBarrierCall{};
 
 namespace {
 
-// The result dtype (JAX: psum of bools is int32; pmean divides truly, so integers become floating).
-DType ResultDType(OpKind op, DType in) {
-  switch (op) {
-    case OpKind::kPsum:
-    case OpKind::kPsumScatter:
-      return in == DType::kBool ? DType::kI32 : in;
-    case OpKind::kPmean:
-      if (in == DType::kBool || in == DType::kI32) return DType::kF32;
-      return in == DType::kI64 ? DType::kF64 : in;
-    default:
-      return in;
-  }
-}
-
 void ShapeAllGather(CollectiveCall& call, int64_t rank) {
   const int64_t n = call.group_size;
   call.p0 = CanonicalizeAxis(call.p0, call.tiled ? rank : rank + 1);
@@ -273,14 +259,23 @@ void ValidateCall(const Mesh& mesh, CollectiveCall& call, const Axes& axes, cons
   call.group_size = GroupSize(mesh, call.axes);
   if (call.op == OpKind::kBarrier) return;
   const Array& x = *call.input;
-  call.out_dtype = ResultDType(call.op, x.dtype());
+  call.out_dtype = x.dtype();
   call.out_shape.assign(x.shape());
   switch (call.op) {
+    case OpKind::kPsum:
+      if (x.dtype() == DType::kBool) call.out_dtype = DType::kI32;  // JAX: booleans are summed as int32
+      break;
+    case OpKind::kPmean:
+      // psum(x) / n is true division: integers (and bools, summed as int32) become floating.
+      if (x.dtype() == DType::kBool || x.dtype() == DType::kI32) call.out_dtype = DType::kF32;
+      if (x.dtype() == DType::kI64) call.out_dtype = DType::kF64;
+      break;
     case OpKind::kAllGather:
       ShapeAllGather(call, x.rank());
       break;
     case OpKind::kPsumScatter:
       ShapePsumScatter(call, x.shape());
+      if (x.dtype() == DType::kBool) call.out_dtype = DType::kI32;
       break;
     case OpKind::kAllToAll:
       ShapeAllToAll(call, x.shape(), axes);
@@ -288,7 +283,9 @@ void ValidateCall(const Mesh& mesh, CollectiveCall& call, const Axes& axes, cons
     case OpKind::kPpermute:
       ValidatePermutation(mesh, call, raw_perm);
       break;
-    default:  // the all-reduces (and barrier): shape unchanged
+    case OpKind::kBarrier:
+    case OpKind::kPmax:
+    case OpKind::kPmin:
       break;
   }
 }

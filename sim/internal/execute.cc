@@ -332,7 +332,7 @@ void ExecuteUnit(const Plan& plan, int64_t unit) {
 
 }  // namespace
 
-void ExecutePlan(const Plan& plan, int64_t unit_begin, int64_t unit_end) {
+void ExecuteUnits(const Plan& plan, int64_t unit_begin, int64_t unit_end) {
   for (int64_t u = unit_begin; u < unit_end; ++u) ExecuteUnit(plan, u);
 }
 

@@ -22,7 +22,11 @@
 namespace spmdsim::internal {
 
 // Computes units [unit_begin, unit_end) of `plan` (REQUIRES: 0 <= unit_begin <= unit_end <= plan.num_units).
-void ExecutePlan(const Plan& plan, int64_t unit_begin, int64_t unit_end);
+// Inline: a barrier's plan has no unit, and the kernels' frame is not worth setting up for none.
+void ExecuteUnits(const Plan& plan, int64_t unit_begin, int64_t unit_end);
+inline void ExecutePlan(const Plan& plan, int64_t unit_begin, int64_t unit_end) {
+  if (unit_begin < unit_end) ExecuteUnits(plan, unit_begin, unit_end);
+}
 
 // A reduction's left-to-right fold in pieces (several processes: a chain of ranks, each folding its run of the
 // group's members into the running value it received, cross_rank.h). The running value has FoldDType:

@@ -55,8 +55,13 @@ void AllocateTargets(int64_t num_targets, int64_t out_bytes, const std::vector<u
   for (int64_t g = 0; g < num_groups; ++g) {
     for (int64_t k = 0; k < n; ++k) plan.group_inputs[g * n + k] = plan.inputs[groups.groups[g][k]];
   }
+  if (local == nullptr) {
+    for (auto& out : plan.outputs) out = Buffer::Allocate(out_bytes);
+    plan.bytes_written = num_targets * out_bytes;
+    return;
+  }
   for (int64_t t = 0; t < num_targets; ++t) {
-    if (local != nullptr && !WantedTarget(plan, t, plan.per_group_output, *local)) continue;
+    if (!WantedTarget(plan, t, plan.per_group_output, *local)) continue;
     plan.outputs[t] = Buffer::Allocate(out_bytes);
     plan.bytes_written += out_bytes;
   }
