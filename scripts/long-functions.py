@@ -2,8 +2,8 @@
 """Lists the functions longer than a limit (80 lines by default) in the given folders, longest first, with
 Universal Ctags (Debian: universal-ctags), which finds every function definition and where it ends.
 
-  scripts/function-lengths.py sim scenario model          # exit 1 when a function is over 80 lines
-  scripts/function-lengths.py --max 60 shardmap
+  scripts/long-functions.py sim scenario model          # exit 1 when a function is over 80 lines
+  scripts/long-functions.py --max 60 shardmap
 
 A function's length counts its lines from the signature to the closing brace, comments and blank lines
 included (docs/architecture.md: no function over ~80 lines).
@@ -22,8 +22,11 @@ def functions(folders):
     files = [f for f in listed.stdout.split() if f.endswith((".h", ".cc"))]
     if not files:
         return []
-    out = subprocess.run(["ctags", "--output-format=json", "--fields=+ne", "--kinds-C++=f", "--language-force=C++",
-                          "-f", "-", *files], cwd=ROOT, capture_output=True, text=True, check=True)
+    try:
+        out = subprocess.run(["ctags", "--output-format=json", "--fields=+ne", "--kinds-C++=f", "--language-force=C++",
+                              "-f", "-", *files], cwd=ROOT, capture_output=True, text=True, check=True)
+    except FileNotFoundError:
+        sys.exit("long-functions.py: needs Universal Ctags on PATH (Debian: apt-get install universal-ctags)")
     found = []
     for line in out.stdout.splitlines():
         tag = json.loads(line)
