@@ -81,12 +81,18 @@ bool IsSupported(const Instruction& ins, std::string* why) {
 
 void CheckSupported(const Module& module, bool with_data) {
   std::string why;
+  // Opcodes first (what cannot run at all), then what running with data needs.
+  for (int64_t c = 0; c < module.computation_count(); ++c) {
+    const Computation& comp = *module.computation(c);
+    for (int64_t i = 0; i < comp.instruction_count(); ++i) {
+      if (!IsSupported(*comp.instruction(i), &why)) Refuse(*comp.instruction(i), why);
+    }
+  }
+  if (!with_data) return;
   for (int64_t c = 0; c < module.computation_count(); ++c) {
     const Computation& comp = *module.computation(c);
     for (int64_t i = 0; i < comp.instruction_count(); ++i) {
       const Instruction& ins = *comp.instruction(i);
-      if (!IsSupported(ins, &why)) Refuse(ins, why);
-      if (!with_data) continue;
       DType bad = DType::kF32;
       if (!ShapeHasArithmetic(ins.shape(), &bad)) {
         Refuse(ins, fmt::format("{} elements have no arithmetic in spmdsim; run it --abstract (shapes and the cost "
