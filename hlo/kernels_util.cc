@@ -1,6 +1,7 @@
 // Helpers shared by the interpreter's kernels (hlo/internal/kernels.h).
 #include <cstring>
 
+#include "hlo/internal/element_ops.h"
 #include "hlo/internal/kernels.h"
 #include "hlo/internal/types.h"
 
@@ -79,3 +80,20 @@ void ScalarFunction::operator()(std::span<const uint64_t> params, std::span<uint
 }
 
 }  // namespace spmdsim::hlo::internal
+
+namespace spmdsim::hlo {
+
+Value ValueFromDoubles(DType dtype, const std::vector<int64_t>& dims, std::span<const double> values) {
+  ValueBuilder b(dtype, dims);
+  SPMDSIM_CHECK(static_cast<int64_t>(values.size()) == b.size(), "{} values for {} elements", values.size(), b.size());
+  internal::VisitType(dtype, [&](auto t) {
+    using T = decltype(t);
+    T* o = b.data<T>();
+    for (size_t i = 0; i < values.size(); ++i) o[i] = internal::Convert<T, double>(values[i]);
+  });
+  return std::move(b).Finish();
+}
+
+std::vector<double> ValueToDoubles(const Value& value) { return internal::ToDoubles(value); }
+
+}  // namespace spmdsim::hlo

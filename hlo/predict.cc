@@ -105,6 +105,12 @@ class Streams {
  public:
   explicit Streams(double slowdown) : slowdown_(slowdown) {}
   double compute_clock() const { return compute_; }
+  double comm_free() const { return comm_free_; }
+  // Moves both streams forward (extrapolated loop iterations).
+  void Shift(double compute, double comm) {
+    compute_ += compute;
+    comm_free_ += comm;
+  }
   double end() const { return std::max(compute_, comm_free_); }
 
   // Runs `seconds` of compute from the current clock, slower while communication is in flight.
@@ -219,11 +225,84 @@ class Predictor {
       trips = 1;
       out_.notes.push_back(fmt::format("{}: the trip count of while loop %{} is unknown; counted once", ins.Where(), ins.name()));
     }
-    for (int64_t t = 0; t < trips; ++t) {
+    // Loops whose iterations would make more than kMaxUnrolledOps instructions run two iterations and extend the
+    // second (every later iteration repeats it: same instructions, same costs) to the trip count.
+    const int64_t per_iteration = InstructionsOf(*ins.called()[0]) + InstructionsOf(*ins.called()[1]);
+    const bool extend = trips > 2 && static_cast<double>(trips) * static_cast<double>(per_iteration) > kMaxUnrolledOps;
+    const int64_t simulated = extend ? 2 : trips;
+    Snapshot before;
+    for (int64_t t = 0; t < simulated; ++t) {
+      if (t == simulated - 1) before = Take();
       Walk(*ins.called()[0]);
       Walk(*ins.called()[1]);
     }
+    if (extend) {
+      Extend(before, Take(), trips - simulated);
+      out_.notes.push_back(fmt::format("{}: while loop %{} ran {} times; 2 were simulated and the second repeated",
+                                       ins.Where(), ins.name(), trips));
+    }
     Walk(*ins.called()[0]);
+  }
+
+  static constexpr double kMaxUnrolledOps = 2e6;
+
+  int64_t InstructionsOf(const Computation& c) {
+    auto it = sizes_.find(&c);
+    if (it != sizes_.end()) return it->second;
+    int64_t n = c.instruction_count();
+    for (int64_t i = 0; i < c.instruction_count(); ++i) {
+      for (const Computation* callee : c.instruction(i)->called()) {
+        if (c.instruction(i)->opcode() != Opcode::kFusion) n += InstructionsOf(*callee);
+      }
+    }
+    return sizes_[&c] = n;
+  }
+
+  // What an iteration adds: the clocks, the totals and every group's sums.
+  struct Snapshot {
+    double compute_clock = 0, comm_free = 0;
+    Prediction totals;
+  };
+  Snapshot Take() const {
+    Snapshot s;
+    s.compute_clock = streams_.compute_clock();
+    s.comm_free = streams_.comm_free();
+    s.totals.compute_seconds = out_.compute_seconds;
+    s.totals.comm_seconds = out_.comm_seconds;
+    s.totals.exposed_comm_seconds = out_.exposed_comm_seconds;
+    s.totals.flops = out_.flops;
+    s.totals.executed_ops = out_.executed_ops;
+    s.totals.by_class = out_.by_class;
+    s.totals.by_scope = out_.by_scope;
+    return s;
+  }
+  static void AddGroups(std::vector<OpGroup>& into, const std::vector<OpGroup>& a, const std::vector<OpGroup>& b, double k) {
+    for (size_t i = 0; i < into.size(); ++i) {
+      const OpGroup zero;
+      const OpGroup& x = i < a.size() ? a[i] : zero;
+      into[i].count += static_cast<int64_t>(k) * (b[i].count - x.count);
+      into[i].compute_seconds += k * (b[i].compute_seconds - x.compute_seconds);
+      into[i].comm_seconds += k * (b[i].comm_seconds - x.comm_seconds);
+      into[i].exposed_comm_seconds += k * (b[i].exposed_comm_seconds - x.exposed_comm_seconds);
+      into[i].flops += k * (b[i].flops - x.flops);
+      into[i].bytes += k * (b[i].bytes - x.bytes);
+      into[i].message_bytes += k * (b[i].message_bytes - x.message_bytes);
+      for (const auto& [link, bytes] : b[i].bytes_sent) {
+        const auto it = x.bytes_sent.find(link);
+        into[i].bytes_sent[link] += k * (bytes - (it == x.bytes_sent.end() ? 0 : it->second));
+      }
+    }
+  }
+  void Extend(const Snapshot& a, const Snapshot& b, int64_t times) {
+    const double k = static_cast<double>(times);
+    streams_.Shift(k * (b.compute_clock - a.compute_clock), k * (b.comm_free - a.comm_free));
+    out_.compute_seconds += k * (b.totals.compute_seconds - a.totals.compute_seconds);
+    out_.comm_seconds += k * (b.totals.comm_seconds - a.totals.comm_seconds);
+    out_.exposed_comm_seconds += k * (b.totals.exposed_comm_seconds - a.totals.exposed_comm_seconds);
+    out_.flops += k * (b.totals.flops - a.totals.flops);
+    out_.executed_ops += times * (b.totals.executed_ops - a.totals.executed_ops);
+    AddGroups(out_.by_class, a.totals.by_class, b.totals.by_class, k);
+    AddGroups(out_.by_scope, a.totals.by_scope, b.totals.by_scope, k);
   }
 
   const Computation* CostliestBranch(const Instruction& ins) {
@@ -347,6 +426,7 @@ class Predictor {
   std::map<const Instruction*, double> in_flight_;
   std::map<const Instruction*, Pending> pending_;
   std::map<std::string, std::map<std::string, double>> scope_time_;  // scope -> class -> seconds
+  std::map<const Computation*, int64_t> sizes_;
 
  public:
   // The class that took the most time in each scope.

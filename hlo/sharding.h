@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "hlo/ir.h"
+#include "hlo/value.h"
 
 namespace spmdsim::hlo {
 
@@ -37,6 +38,15 @@ std::vector<int64_t> GlobalDims(const Sharding& sharding, const std::vector<int6
 // The sharding of element `i` of an entry parameter or result: itself, or the i-th of a tuple sharding;
 // replicated when there is none.
 Sharding ElementSharding(const std::optional<Sharding>& sharding, int64_t i, int64_t count);
+
+// The block `device` holds of `global`, in a value of `local` dims (XLA pads uneven blocks: the rest is zeros).
+// Made on the calling thread (charged to the current device, if any).
+Value ShardOf(const Value& global, const Sharding& sharding, int64_t device, const std::vector<int64_t>& local);
+
+// The global array of `global_dims` put together from each device's value (per_device[d] is logical device d's),
+// each contributing its block; a block held by several devices is taken from the first. Host memory.
+Value Assemble(const std::vector<const Value*>& per_device, const Sharding& sharding,
+               const std::vector<int64_t>& global_dims);
 
 }  // namespace spmdsim::hlo
 

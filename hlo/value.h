@@ -90,6 +90,11 @@ class ValueBuilder {
   int64_t size_ = 0;
 };
 
+// An array value of `dtype` from doubles (XLA's convert from f64: saturating for integers), and back (every
+// element as a double: pred 0/1, 16-bit floats exactly). For inputs, outputs and checks.
+Value ValueFromDoubles(DType dtype, const std::vector<int64_t>& dims, std::span<const double> values);
+std::vector<double> ValueToDoubles(const Value& value);
+
 }  // namespace spmdsim::hlo
 
 #endif  // SPMDSIM_HLO_VALUE_H_

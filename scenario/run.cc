@@ -43,6 +43,7 @@ struct Dispatch {
   WorkloadResult operator()(const TransformerBlockConfig& c) const { return RunTransformerBlock(context, c); }
   WorkloadResult operator()(const PartitionConfig& c) const { return RunPartition(context, c); }
   WorkloadResult operator()(const ModelConfig& c) const { return RunModel(context, c); }
+  WorkloadResult operator()(const HloConfig& c) const { return RunHlo(context, c); }
 };
 
 }  // namespace

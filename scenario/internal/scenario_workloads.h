@@ -24,6 +24,9 @@ PartitionSpec ParseSpecNode(const YamlContext& ctx, const YAML::Node& node, cons
 ScenarioWorkload ParseWorkload(const YamlContext& ctx, const YAML::Node& node, const std::string& key,
                                const Scenario& s);
 
+// `kind: hlo` (scenario/hlo_yaml.cc): reads and verifies the module file (relative paths: the scenario's folder).
+HloConfig ParseHloWorkload(const YamlContext& ctx, const YamlMap& m, const Scenario& s);
+
 }  // namespace spmdsim
 
 #endif  // SPMDSIM_SCENARIO_INTERNAL_SCENARIO_WORKLOADS_H_
