@@ -12,6 +12,7 @@
 #include "common/dtype.h"
 #include "common/error.h"
 #include "hlo/parser.h"
+#include "hlo/sharding.h"
 #include "python/bindings.h"
 #include "scenario/report.h"
 #include "workloads/hlo_workload.h"
@@ -28,6 +29,25 @@ void* DataPointer(const py::object& arr) {
 }
 
 // A numpy array as an hlo::Value of the HLO type `want` (the parameter's), converting the element type if needed.
+hlo::Value ValueFromNumpy(py::handle x, DType want);
+
+// An argument for `param`: converted to its type and, when smaller (an uneven block, which XLA pads), zero-padded
+// to its shape.
+hlo::Value Argument(py::handle x, const hlo::Instruction& param) {
+  hlo::Value v = ValueFromNumpy(x, param.shape().dtype);
+  const std::vector<int64_t>& want = param.shape().dims;
+  if (v.dims() == want) return v;
+  bool fits = v.rank() == static_cast<int>(want.size());
+  for (size_t d = 0; fits && d < want.size(); ++d) fits = v.dims()[d] <= want[d];
+  if (!fits) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("argument {} is {}; parameter %{} is {}", param.attrs().parameter_number, v.ShapeString(),
+                            param.name(), param.shape().ToString()), "ValueError");
+  }
+  hlo::Sharding whole;
+  return hlo::ShardOf(v, whole, 0, want);
+}
+
 hlo::Value ValueFromNumpy(py::handle x, DType want) {
   py::object np = py::module_::import("numpy");
   py::object arr = np.attr("ascontiguousarray")(x);
@@ -94,7 +114,7 @@ py::tuple RunHloModule(const std::string& text, const std::string& file, py::han
       int64_t i = 0;
       for (py::handle a : device) {
         if (i >= entry.parameter_count()) throw Error(ErrorCode::kInvalidArgument, fmt::format("more arguments than the {} parameters of %{}", entry.parameter_count(), entry.name()), "TypeError");
-        values.push_back(ValueFromNumpy(a, entry.parameter(i++)->shape().dtype));
+        values.push_back(Argument(a, *entry.parameter(i++)));
       }
       config.device_arguments.push_back(std::move(values));
     }
