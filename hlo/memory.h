@@ -26,6 +26,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "hlo/ir.h"
 
@@ -37,6 +39,8 @@ struct MemoryEstimate {
   int64_t temp_bytes = 0;     // peak of the temporaries
   int64_t alias_bytes = 0;    // outputs written into donated arguments (input_output_alias)
   std::string peak_at;        // the instruction at which the temporaries peak ("%name", "" when none)
+  // The largest temporaries live at that peak (up to 8): the instruction that made each, and its bytes.
+  std::vector<std::pair<std::string, int64_t>> live_at_peak;
   // What one device needs at the peak: arguments + outputs + temporaries - aliased outputs (XLA's
   // argument_size + output_size + temp_size - alias_size).
   int64_t peak_bytes() const { return argument_bytes + output_bytes + temp_bytes - alias_bytes; }

@@ -50,7 +50,7 @@ hlo::Value Argument(py::handle x, const hlo::Instruction& param) {
 
 hlo::Value ValueFromNumpy(py::handle x, DType want) {
   py::object np = py::module_::import("numpy");
-  py::object arr = np.attr("ascontiguousarray")(x);
+  py::object arr = np.attr("asarray")(x, py::arg("order") = "C");  // keeps 0-d arrays 0-d
   const std::string name = py::str(arr.attr("dtype").attr("name")).cast<std::string>();
   const std::vector<int64_t> dims = ShapeFromPy(arr.attr("shape"));
   DType have = DType::kF32;
