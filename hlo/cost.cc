@@ -202,11 +202,28 @@ InstructionCost CostOf(const Instruction& ins) {
   return cost;
 }
 
+namespace {
+
+// The op_name of `ins`, or for a fusion without one, of the first of its fused instructions (root first) that has
+// one (XLA's passes leave many fusions without metadata, their fused ops keep theirs).
+const std::string* OpNameOf(const Instruction& ins) {
+  if (!ins.attrs().op_name.empty()) return &ins.attrs().op_name;
+  if (ins.opcode() != Opcode::kFusion) return nullptr;
+  const Computation& c = *ins.called()[0];
+  if (!c.root()->attrs().op_name.empty()) return &c.root()->attrs().op_name;
+  for (int64_t i = c.instruction_count(); i-- > 0;) {
+    if (!c.instruction(i)->attrs().op_name.empty()) return &c.instruction(i)->attrs().op_name;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 std::string ScopeOf(const Instruction& ins) {
-  const std::string& name = ins.attrs().op_name;
-  if (name.empty()) return "(no op_name)";
-  const size_t slash = name.rfind('/');
-  return slash == std::string::npos ? name : name.substr(0, slash);
+  const std::string* name = OpNameOf(ins);
+  if (name == nullptr) return "(no op_name)";
+  const size_t slash = name->rfind('/');
+  return slash == std::string::npos ? *name : name->substr(0, slash);
 }
 
 }  // namespace spmdsim::hlo

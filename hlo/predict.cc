@@ -183,7 +183,24 @@ class Predictor {
   }
 
   void Walk(const Computation& c) {
-    for (int64_t i = 0; i < c.instruction_count(); ++i) Execute(*c.instruction(i));
+    std::vector<const Instruction*> deferred;  // synchronous collectives run asynchronously (overlap_collectives)
+    for (int64_t i = 0; i < c.instruction_count(); ++i) {
+      const Instruction& ins = *c.instruction(i);
+      for (const Instruction* o : ins.operands()) {
+        auto it = std::find(deferred.begin(), deferred.end(), o);
+        if (it == deferred.end()) continue;
+        Done(*o);
+        deferred.erase(it);
+      }
+      if (options_.overlap_collectives && IsCollective(ins.opcode()) && !IsAsyncCollectiveStart(ins.opcode()) &&
+          !IsAsyncCollectiveDone(ins.opcode())) {
+        StartCollective(ins, ins);
+        deferred.push_back(&ins);
+        continue;
+      }
+      Execute(ins);
+    }
+    for (const Instruction* d : deferred) Done(*d);
   }
 
   void Execute(const Instruction& ins) {

@@ -45,6 +45,11 @@ struct PredictOptions {
   double speed_factor = 1.0;         // the slowest device's speed (stragglers): every op's compute divides by it
   double comm_slowdown = -1;         // < 0: the device's default (GPU: min(0.5, 16 / SMs); else 0)
   std::map<const Instruction*, int64_t> trip_counts{};  // measured while-loop trip counts
+  // Run every synchronous collective as XLA's async collective conversion and latency-hiding scheduler would on a
+  // TPU or GPU: started where the module has it, waited for at its first use (the end of its computation when
+  // nothing uses it there). Modules XLA compiles for CPU have only synchronous collectives; false prices the
+  // module as compiled.
+  bool overlap_collectives = false;
   bool record_events = true;         // keep one OpEvent per executed instruction (traces)
 };
 

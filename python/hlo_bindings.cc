@@ -101,12 +101,14 @@ std::shared_ptr<const Topology> TopologyOf(py::handle topology) {
 }
 
 py::tuple RunHloModule(const std::string& text, const std::string& file, py::handle topology,
-                       std::vector<int> device_assignment, py::object args, bool abstract, int threads, bool trace) {
+                       std::vector<int> device_assignment, py::object args, bool abstract, int threads, bool trace,
+                       bool overlap_collectives) {
   if (threads < 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("threads must be >= 0 (0: one per core), got {}", threads), "ValueError");
   HloConfig config;
   config.name = file;
   config.module = hlo::ParseModule(text, file);
   config.device_assignment = std::move(device_assignment);
+  config.overlap_collectives = overlap_collectives;
   const hlo::Computation& entry = *config.module->entry();
   if (!args.is_none() && !abstract) {
     for (py::handle device : args) {
@@ -150,6 +152,7 @@ py::tuple RunHloModule(const std::string& text, const std::string& file, py::han
 void BindHlo(py::module_& m) {
   m.def("_run_hlo", &RunHloModule, py::arg("text"), py::arg("file"), py::arg("topology"),
         py::arg("device_assignment"), py::arg("args"), py::arg("abstract"), py::arg("threads"), py::arg("trace"),
+        py::arg("overlap_collectives"),
         "Runs an HLO module on the devices of a topology; returns (per-device outputs, report dict).");
 }
 

@@ -294,6 +294,7 @@ std::string HloReport(const WorkloadResult& r) {
   const HloSummary& h = *r.hlo;
   WorkloadResult by_class;
   by_class.steps = h.by_class;
+  by_class.totals = r.totals;
   std::string out = fmt::format("by instruction class:\n{}", StepsTable(by_class));
   out += fmt::format("module {} on {} devices ({} simulated: every device runs the same program), {} instructions "
                      "executed; communication exposed {}, hidden under compute {}\n",

@@ -261,6 +261,7 @@ WorkloadResult RunHlo(const WorkloadContext& context, const HloConfig& config, s
   options.collectives = context.cost.collectives;
   for (const auto& [id, factor] : context.cost.speed_factors) options.speed_factor = std::min(options.speed_factor, factor);
   options.record_events = context.record_trace;
+  options.overlap_collectives = config.overlap_collectives;
   WorkloadResult r;
   r.name = config.name;
   r.kind = "hlo";

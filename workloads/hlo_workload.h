@@ -65,6 +65,9 @@ struct HloConfig {
   std::vector<int> device_assignment;
   std::vector<HloExpected> expected;
   double rtol = 1e-5, atol = 1e-6;
+  // Price synchronous collectives as asynchronous ones, overlapping the compute up to their first use
+  // (hlo/predict.h, PredictOptions::overlap_collectives).
+  bool overlap_collectives = false;
 };
 
 // `device_outputs` (optional) receives each logical device's result (data runs).
