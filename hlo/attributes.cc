@@ -92,10 +92,9 @@ std::vector<int64_t> ReadBracketList(Scanner& s, std::string_view what) {
   return v;
 }
 
-// "<=[reshape]T(perm)" after a bracket list: the iota form's devices.
-std::vector<int64_t> ReadIotaDevices(Scanner& s) {
+// "[reshape]T(perm)" (T(...) optional): iota(prod(reshape)) reshaped, transposed and flattened.
+std::vector<int64_t> ReadReshapeTranspose(Scanner& s) {
   const size_t at = s.pos();
-  if (!s.TryConsume("<=")) s.Fail(fmt::format("expected '<=' in an iota device list, found {}", s.Found()));
   std::vector<int64_t> reshape = ReadBracketList(s, "iota reshape dimensions");
   std::vector<int64_t> perm;
   if (s.Peek() == 'T') {
@@ -107,6 +106,12 @@ std::vector<int64_t> ReadIotaDevices(Scanner& s) {
     s.Expect(')', "to close T(...)");
   }
   return ExpandIota(s, at, reshape, perm);
+}
+
+// "<=[reshape]T(perm)" after a bracket list: the iota form's devices.
+std::vector<int64_t> ReadIotaDevices(Scanner& s) {
+  if (!s.TryConsume("<=")) s.Fail(fmt::format("expected '<=' in an iota device list, found {}", s.Found()));
+  return ReadReshapeTranspose(s);
 }
 
 int64_t Product(Scanner& s, const std::vector<int64_t>& dims, std::string_view what) {
@@ -316,7 +321,34 @@ std::string ReadAxisName(Scanner& s) {
   return std::string(s.Name("a mesh axis name"));
 }
 
-// The devices of the mesh in its order: iota, or device_ids=(...) (any nesting of brackets; the integers count).
+// Whether device_ids=(...) holds the iota form "[reshape]T(perm)" (XLA's TileAssignment::ArrayToString for an
+// iota assignment) rather than the list of ids: a flat bracket list followed by T(, or one whose product and not
+// whose length is the mesh's device count.
+bool IsIotaMeshDevices(const Scanner& s, int64_t n) {
+  const std::string_view rest = s.Rest();
+  if (rest.empty() || rest[0] != '[') return false;
+  const size_t close = rest.find(']');
+  if (close == std::string_view::npos) return false;
+  int64_t count = 0, product = 1, value = -1;
+  for (size_t i = 1; i <= close; ++i) {
+    const char c = rest[i];
+    if (c >= '0' && c <= '9') {
+      value = std::min<int64_t>((value < 0 ? 0 : value) * 10 + (c - '0'), n + 1);
+    } else if (c == ',' || c == ']') {
+      if (value < 0) return false;
+      product = std::min(product * value, n + 1);
+      count += 1;
+      value = -1;
+    } else if (c != ' ') {
+      return false;  // a nested list of ids
+    }
+  }
+  const std::string_view after = rest.substr(close + 1);
+  return (!after.empty() && after[0] == 'T') || (count != n && product == n);
+}
+
+// The devices of the mesh in its order: iota, or device_ids=(...): the ids (any nesting of brackets; the integers
+// count), or the iota form "[reshape]T(perm)".
 std::vector<int64_t> ReadMeshDevices(Scanner& s, int64_t n) {
   std::vector<int64_t> ids(static_cast<size_t>(n));
   std::iota(ids.begin(), ids.end(), 0);
@@ -325,7 +357,13 @@ std::vector<int64_t> ReadMeshDevices(Scanner& s, int64_t n) {
   if (s.TryName() != "device_ids" || !s.TryConsume('=')) s.FailAt(at, "expected device_ids=(...) after the mesh");
   s.Expect('(', "to open device_ids");
   ids.clear();
-  while (!s.TryConsume(')')) {
+  s.SkipSpace();
+  const bool iota = IsIotaMeshDevices(s, n);
+  if (iota) {
+    ids = ReadReshapeTranspose(s);
+    s.Expect(')', "to close device_ids");
+  }
+  while (!iota && !s.TryConsume(')')) {
     s.SkipSpace();
     const char c = s.Peek();
     if (c == '[' || c == ']' || c == '{' || c == '}' || c == ',') {

@@ -178,6 +178,9 @@ class Instruction {
   int64_t operand_count() const { return static_cast<int64_t>(operands_.size()); }
   const Instruction* operand(int64_t i) const { return operands_[i]; }
   const std::vector<const Instruction*>& operands() const { return operands_; }
+  // The instructions of its computation that use it, in schedule order, once per use (an instruction using it as
+  // two operands is listed twice).
+  const std::vector<const Instruction*>& users() const { return users_; }
   // The computations it calls, by role: to_apply (reduce, all-reduce, map, sort comparator, scatter, reduce-window,
   // select-and-scatter's scatter), calls (fusion, call, async-start), condition + body (while), branch_computations
   // or true + false (conditional), select (select-and-scatter).
@@ -201,6 +204,7 @@ class Instruction {
   Opcode opcode_ = Opcode::kParameter;
   Shape shape_;
   std::vector<const Instruction*> operands_;
+  std::vector<const Instruction*> users_;
   std::vector<const Computation*> called_;
   const Computation* to_apply_ = nullptr;
   const Computation* select_ = nullptr;

@@ -248,6 +248,11 @@ class Parser {
   void FinishComputation(Computation* c, size_t at) {
     if (c->instructions_.empty()) s_.FailAt(at, fmt::format("computation %{} has no instructions", c->name_));
     if (c->root_ == nullptr) c->root_ = c->instructions_.back().get();
+    for (const auto& i : c->instructions_) {
+      for (const Instruction* o : i->operands_) {
+        if (o->parent_ == c) c->instructions_[static_cast<size_t>(o->index_)]->users_.push_back(i.get());
+      }
+    }
     std::map<int64_t, const Instruction*> params;
     for (const auto& i : c->instructions_) {
       if (i->opcode_ != Opcode::kParameter) continue;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -61,19 +62,24 @@ CollectiveOp OpOf(Opcode op) {
   }
 }
 
-double OperandBytes(const Instruction& ins) {
-  double s = 0;
-  for (const Instruction* o : ins.operands()) s += static_cast<double>(o->shape().ByteSize());
-  return s;
+double Bytes(const Instruction& value, bool narrow) {
+  return narrow ? NarrowBytes(value) : static_cast<double>(value.shape().ByteSize());
 }
 
-// S (nccl-tests' message size) of a collective.
-double MessageBytes(const Instruction& ins) {
-  switch (ins.opcode()) {
-    case Opcode::kAllGather: return static_cast<double>(ins.shape().ByteSize());
-    case Opcode::kAllGatherStart: return static_cast<double>(ins.shape().tuple[1].ByteSize());
-    default: return OperandBytes(ins);
+// S (nccl-tests' message size) of a collective: the all-gather's result, else its operands (narrow: in their
+// narrow types).
+double MessageBytes(const Instruction& ins, bool narrow) {
+  if (ins.opcode() == Opcode::kAllGather || ins.opcode() == Opcode::kAllGatherStart) {
+    double in = 0;
+    for (const Instruction* o : ins.operands()) in += Bytes(*o, narrow);
+    double raw = 0;
+    for (const Instruction* o : ins.operands()) raw += static_cast<double>(o->shape().ByteSize());
+    const Shape& out = ins.opcode() == Opcode::kAllGather ? ins.shape() : ins.shape().tuple[1];
+    return raw > 0 ? static_cast<double>(out.ByteSize()) * in / raw : 0;
   }
+  double s = 0;
+  for (const Instruction* o : ins.operands()) s += Bytes(*o, narrow);
+  return s;
 }
 
 }  // namespace
@@ -160,13 +166,18 @@ class Predictor {
  public:
   Predictor(const Module& m, const Mesh& mesh, const PredictOptions& o)
       : module_(m), mesh_(mesh), options_(o), compute_(*mesh.topology(), o.roofline), collectives_(mesh, o.collectives),
-        streams_(Slowdown()) {}
+        streams_(Slowdown()), narrow_(o.narrow_types.value_or(mesh.topology()->platform() != Platform::kCpu)) {}
 
   Prediction Run() {
     Walk(*module_.entry());
     out_.step_seconds = streams_.end();
     out_.comm_slowdown = Slowdown();
     out_.memory = EstimateMemory(module_);
+    if (!narrowed_.empty()) {
+      out_.notes.push_back(fmt::format(
+          "{} instructions use values XLA CPU widened from {} to f32; they are priced in {}, as a TPU or GPU "
+          "compile keeps them", narrowed_.size(), DTypeShortName(narrowed_type_), DTypeShortName(narrowed_type_)));
+    }
     for (OpGroup& g : out_.by_class) g.op = g.name;
     std::stable_sort(out_.by_class.begin(), out_.by_class.end(), [](const OpGroup& a, const OpGroup& b) {
       return a.compute_seconds + a.comm_seconds > b.compute_seconds + b.comm_seconds;
@@ -216,8 +227,12 @@ class Predictor {
       StartCollective(ins, ins);
       return Done(ins);
     }
-    const InstructionCost cost = CostOf(ins);
+    const InstructionCost cost = CostOf(ins, narrow_);
     if (cost.flops == 0 && cost.bytes() == 0) return;
+    if (narrow_ && !narrowed_.count(&ins) && CostOf(ins, false).bytes() != cost.bytes()) {
+      narrowed_.insert(&ins);
+      if (const DType t = NarrowType(ins); t != DType::kF32 && !ins.shape().IsTuple()) narrowed_type_ = t;
+    }
     const LocalOpCost t = compute_.Cost(cost.flops, cost.bytes(), cost.dims, PricedType(cost.dtype), options_.speed_factor);
     const auto [start, end] = streams_.Compute(t.seconds);
     OpGroup& cls = Group(out_.by_class, by_class_, InstructionClass(ins));
@@ -328,7 +343,7 @@ class Predictor {
     for (const Computation* b : ins.called()) {
       double seconds = 0;
       for (int64_t i = 0; i < b->instruction_count(); ++i) {
-        const InstructionCost c = CostOf(*b->instruction(i));
+        const InstructionCost c = CostOf(*b->instruction(i), narrow_);
         seconds += compute_.Cost(c.flops, c.bytes(), c.dims, PricedType(c.dtype)).seconds;
       }
       if (seconds > most) most = seconds, best = b;
@@ -341,7 +356,7 @@ class Predictor {
     auto it = prices_.find(&c);
     if (it != prices_.end()) return it->second;
     CollectiveCost worst;
-    const double bytes = MessageBytes(c);
+    const double bytes = MessageBytes(c, narrow_);
     const Opcode op = c.opcode();
     auto consider = [&](const CollectiveCost& cost) {
       if (cost.seconds >= worst.seconds) worst = cost;
@@ -444,6 +459,9 @@ class Predictor {
   std::map<const Instruction*, Pending> pending_;
   std::map<std::string, std::map<std::string, double>> scope_time_;  // scope -> class -> seconds
   std::map<const Computation*, int64_t> sizes_;
+  const bool narrow_;
+  std::set<const Instruction*> narrowed_;  // instructions priced on narrower values than the module's
+  DType narrowed_type_ = DType::kBF16;
 
  public:
   // The class that took the most time in each scope.

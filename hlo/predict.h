@@ -19,6 +19,9 @@
 //                 its -done makes the compute stream wait for its end; compute between them overlaps it. Compute
 //                 progresses at (1 - comm_slowdown) while communication is in flight (GPUs: NCCL's SMs; the
 //                 model workload's default, docs/model.md).
+// Types: on TPUs and GPUs (PredictOptions::narrow_types) values XLA CPU widened from bf16 / f16 to f32 are priced
+// in their narrow type, as those compilers keep them (hlo/cost.h, "Narrow types"): bytes of local ops, collectives'
+// message sizes, dots' peak. Memory stays the module's buffers (what XLA CPU's memory_analysis reports).
 // Trip counts: PredictOptions::trip_counts (measured in a run with data), else XLA's known_trip_count, else the
 // loop's condition `i < constant` with i starting at a constant; otherwise 1, with a note.
 //
@@ -28,6 +31,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +55,8 @@ struct PredictOptions {
   // module as compiled.
   bool overlap_collectives = false;
   bool record_events = true;         // keep one OpEvent per executed instruction (traces)
+  // Price values XLA CPU widened from bf16 / f16 in their narrow type (above); unset: on TPUs and GPUs, not on CPUs.
+  std::optional<bool> narrow_types{};
 };
 
 // One executed instruction on the simulated device (times in seconds on its clocks).

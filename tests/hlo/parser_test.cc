@@ -127,6 +127,27 @@ TEST(Parser, ExpandsIotaShardingsAndReplicaGroups) {
             (std::vector<std::vector<int64_t>>{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
 }
 
+// Mesh-axes replica groups (JAX >= 0.8 prints these): the devices that differ only in the named axes, over the
+// mesh's devices in its order: iota, the ids listed, or the ids in iota form "[reshape]T(perm)".
+TEST(Parser, ExpandsMeshAxesReplicaGroups) {
+  auto groups = [](const std::string& form) {
+    auto h = ParseModule("HloModule m, num_partitions=8\n" + std::string(kSum) +
+                         "ENTRY %e {\n  %p = f32[4] parameter(0)\n"
+                         "  ROOT %a = f32[4] all-reduce(%p), channel_id=3, replica_groups=" + form +
+                         ", use_global_device_ids=true, to_apply=%sum\n}\n");
+    return GroupsOf(*h->entry()->root(), 1, 8);
+  };
+  using G = std::vector<std::vector<int64_t>>;
+  EXPECT_EQ(groups("mesh['a'=2,'b'=4] {'a'}"), (G{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+  EXPECT_EQ(groups("mesh['a'=2,'b'=4] {'b'}"), (G{{0, 1, 2, 3}, {4, 5, 6, 7}}));
+  // The mesh's device (a, c) is iota(8).reshape(2,4).T.flat[2a + c] = 4c + a: 'a' groups what JAX's last axis does.
+  EXPECT_EQ(groups("mesh['a'=4,'b'=1,'c'=2], device_ids=([2,4]T(1,0)) {'a'}"), (G{{0, 1, 2, 3}, {4, 5, 6, 7}}));
+  EXPECT_EQ(groups("mesh['a'=4,'b'=1,'c'=2], device_ids=([0,4,1,5,2,6,3,7]) {'c'}"),
+            (G{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+  EXPECT_EQ(groups("mesh['a'=4,'b'=2], device_ids=([[0,4],[1,5],[2,6],[3,7]]) {'a'}"), (G{{0, 1, 2, 3}, {4, 5, 6, 7}}));
+  EXPECT_EQ(groups("mesh['a'=8] {'a':(1)2}"), (G{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+}
+
 TEST(Parser, ReadsTypedAttributes) {
   auto m = ParseModule(WithSum(
       "  %x = f32[4,6]{1,0} parameter(0)\n"

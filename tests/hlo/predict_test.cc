@@ -43,6 +43,53 @@ TEST(Cost, CountsADotsFlopsBytesAndDimensions) {
   EXPECT_EQ(c.dims.k, 64);
   EXPECT_EQ(InstructionClass(*m->entry()->root()), "dot");
   EXPECT_EQ(ScopeOf(*m->entry()->root()), "jit(f)/layer_0");
+  // XLA's combiners join the op_names of what they combine: the scope is what the parts share.
+  auto j = ParseModule("HloModule m\nENTRY %e (a: f32[8]) -> f32[8] {\n  %a = f32[8] parameter(0)\n"
+                       "  ROOT %n = f32[8] negate(%a), metadata={op_name=\"jit(f)/(transpose(jvp())/layer/dot_general:"
+                       "transpose(jvp())/layer/reduce_sum:transpose(jvp())/mlp/dot_general)\"}\n}\n");
+  EXPECT_EQ(ScopeOf(*j->entry()->root()), "jit(f)/transpose(jvp())");
+}
+
+// XLA CPU widens bf16 to f32 behind converts (here as its convert fusions feeding a dot fusion, and a bf16 stack
+// converted to f32 and back around a dynamic-update-slice); a TPU or GPU compile keeps the values bf16, so with
+// narrow types they are priced in bf16: the dot at bf16's peak on bf16 bytes, the update in place. A dot of f32
+// data stays f32.
+TEST(Cost, NarrowTypesPriceWhatXlaCpuWidenedInItsNarrowType) {
+  auto m = ParseModule(
+      "HloModule m\n"
+      "%widen (p: bf16[8,64]) -> f32[8,64] {\n  %p = bf16[8,64] parameter(0)\n"
+      "  ROOT %c = f32[8,64] convert(%p)\n}\n"
+      "%mm (x: f32[8,64], y: f32[64,32]) -> f32[8,32] {\n  %x = f32[8,64] parameter(0)\n"
+      "  %y = f32[64,32] parameter(1)\n"
+      "  ROOT %d = f32[8,32] dot(%x, %y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n"
+      "%stack (s: bf16[4,8,32], u: f32[8,32], i: s32[]) -> bf16[4,8,32] {\n  %s = bf16[4,8,32] parameter(0)\n"
+      "  %w = f32[4,8,32] convert(%s)\n  %u = f32[8,32] parameter(1)\n  %r = bf16[8,32] convert(%u)\n"
+      "  %x = f32[8,32] convert(%r)\n  %b = f32[1,8,32] bitcast(%x)\n  %i = s32[] parameter(2)\n"
+      "  %z = s32[] constant(0)\n  %d = f32[4,8,32] dynamic-update-slice(%w, %b, %i, %z, %z)\n"
+      "  ROOT %n = bf16[4,8,32] convert(%d)\n}\n"
+      "ENTRY %e (a: bf16[8,64], b: bf16[32,64], c: f32[64,32], s: bf16[4,8,32], i: s32[]) -> (f32[8,32], f32[8,32], bf16[4,8,32]) {\n"
+      "  %a = bf16[8,64] parameter(0)\n  %b = bf16[32,64] parameter(1)\n  %c = f32[64,32] parameter(2)\n"
+      "  %s = bf16[4,8,32] parameter(3)\n  %i = s32[] parameter(4)\n"
+      "  %wa = f32[8,64] fusion(%a), kind=kLoop, calls=%widen\n"
+      "  %cb = f32[32,64] convert(%b)\n  %tb = f32[64,32] transpose(%cb), dimensions={1,0}\n"
+      "  %narrow = f32[8,32] fusion(%wa, %tb), kind=kOutput, calls=%mm\n"
+      "  %wide = f32[8,32] fusion(%wa, %c), kind=kOutput, calls=%mm\n"
+      "  %st = bf16[4,8,32] fusion(%s, %narrow, %i), kind=kLoop, calls=%stack\n"
+      "  ROOT %t = (f32[8,32], f32[8,32], bf16[4,8,32]) tuple(%narrow, %wide, %st)\n}\n");
+  const Instruction& narrow = *m->entry()->root()->operand(0);
+  const Instruction& wide = *m->entry()->root()->operand(1);
+  const Instruction& stack = *m->entry()->root()->operand(2);
+  EXPECT_EQ(CostOf(narrow).dtype, DType::kF32);             // the module's own types
+  EXPECT_EQ(CostOf(narrow).bytes_read, (8 * 64 + 64 * 32) * 4.0);
+  EXPECT_EQ(CostOf(narrow, true).dtype, DType::kBF16);      // narrow types
+  EXPECT_EQ(CostOf(narrow, true).bytes_read, (8 * 64 + 64 * 32) * 2.0);
+  EXPECT_EQ(CostOf(narrow, true).bytes_written, 8 * 32 * 4.0);  // the dot's f32 result is f32
+  EXPECT_EQ(NarrowType(wide), DType::kF32);
+  EXPECT_EQ(CostOf(wide, true).dtype, DType::kF32);
+  EXPECT_EQ(CostOf(stack).bytes_read, 4 * 8 * 32 * 2.0 + 8 * 32 * 4.0 + 4);  // the whole stack read
+  EXPECT_EQ(CostOf(stack).bytes_written, 4 * 8 * 32 * 2.0);
+  EXPECT_EQ(CostOf(stack, true).bytes_read, 8 * 32 * 4.0 + 4);  // in place; the update as the module has it
+  EXPECT_EQ(CostOf(stack, true).bytes_written, 8 * 32 * 2.0);
 }
 
 TEST(Predict, PricesLocalOpsWithTheComputeModelAndCollectivesWithTheCollectiveModel) {

@@ -157,6 +157,75 @@ def moe_expert_parallel(seed=0, experts=8, tokens=64, d=32, ff=64):
     return fn, (x, router, w1, w2)
 
 
+# The GPT of test_model_comparison.py: the `model` workload's sizes and parallelism (docs/hlo.md, "Against the model
+# workload"), and that workload's scenario entry for the same model.
+GPT = dict(vocab=32000, d_model=2048, layers=4, heads=16, d_ff=8192, seq=2048, global_batch=8)
+GPT_MODEL_WORKLOAD = dict(kind="model", name="gpt", vocab=GPT["vocab"], d_model=GPT["d_model"], layers=GPT["layers"],
+                          heads=GPT["heads"], d_ff=GPT["d_ff"], seq=GPT["seq"], global_batch=GPT["global_batch"],
+                          micro_batch=GPT["global_batch"] // 2, activation="gelu", norm="layernorm",
+                          position="learned", tied_embeddings=False, dropout=False, flash_attention=False,
+                          dtype="bfloat16", parallel=dict(data_axes=["data"], tensor_axes=["tensor"]))
+
+
+def gpt_train_step(vocab, d_model, layers, heads, d_ff, seq, global_batch):
+    """A GPT trained one step with Adam, written as a JAX user writes it: learned positions, LayerNorm, causal
+    softmax attention (scores materialised), GeLU MLP, untied output layer, float32 master weights and Adam moments,
+    bfloat16 compute; the layers a jax.lax.scan. Megatron's layout on the mesh (data 2 x tensor 4): embedding and
+    output layer split on the vocabulary, QKV and the MLP's first matmul on their heads / columns, the attention
+    output and the MLP's second matmul on their rows; the batch over `data`. The arguments are abstract
+    (ShapeDtypeStructs with shardings): the program is compiled and predicted, not run."""
+    import optax
+    d, h, hd = d_model, heads, d_model // heads
+    mesh = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("data", "tensor"))
+    specs = {"embed": P("tensor", None), "pos": P(), "ln1": P(), "ln2": P(), "wqkv": P(None, None, None, "tensor"),
+             "wo": P(None, "tensor", None), "w1": P(None, None, "tensor"), "w2": P(None, "tensor", None),
+             "lnf": P(), "out": P(None, "tensor")}
+    shapes = {"embed": (vocab, d), "pos": (seq, d), "ln1": (layers, 2, d), "ln2": (layers, 2, d),
+              "wqkv": (layers, d, 3, h, hd), "wo": (layers, d, d), "w1": (layers, d, d_ff), "w2": (layers, d_ff, d),
+              "lnf": (2, d), "out": (d, vocab)}
+    bf16 = jnp.bfloat16
+
+    def norm(x, p):
+        x = x.astype(jnp.float32)
+        y = (x - x.mean(-1, keepdims=True)) * jax.lax.rsqrt(x.var(-1, keepdims=True) + 1e-5)
+        return (y * p[0] + p[1]).astype(bf16)
+
+    def layer(x, p):
+        b, s, _ = x.shape
+        qkv = jnp.einsum("bsd,dthk->tbshk", norm(x, p["ln1"]), p["wqkv"].astype(bf16))
+        scores = jnp.einsum("bshd,bthd->bhst", qkv[0], qkv[1]) / np.sqrt(hd).astype(bf16)
+        scores = jnp.where(jnp.tril(jnp.ones((s, s), bool)), scores, -1e9)
+        a = jnp.einsum("bhst,bthd->bshd", jax.nn.softmax(scores, -1), qkv[2]).reshape(b, s, d)
+        x = x + a @ p["wo"].astype(bf16)
+        return x + jax.nn.gelu(norm(x, p["ln2"]) @ p["w1"].astype(bf16)) @ p["w2"].astype(bf16), None
+
+    def loss_fn(params, tokens, targets):
+        x = (params["embed"][tokens] + params["pos"][None]).astype(bf16)
+        x, _ = jax.lax.scan(layer, x, {k: params[k] for k in ("ln1", "ln2", "wqkv", "wo", "w1", "w2")})
+        logits = (norm(x, params["lnf"]) @ params["out"].astype(bf16)).astype(jnp.float32)
+        return optax.softmax_cross_entropy_with_integer_labels(logits, targets).mean()
+
+    tx = optax.adam(1e-4)
+
+    @jax.jit
+    def train_step(params, opt, tokens, targets):
+        loss, grads = jax.value_and_grad(loss_fn)(params, tokens, targets)
+        updates, opt = tx.update(grads, opt, params)
+        return optax.apply_updates(params, updates), opt, loss
+
+    def abstract(shape, spec, dtype=jnp.float32):
+        return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec))
+
+    def spec_of(path, leaf):  # Adam's moments as their parameters, its step count replicated
+        key = next((k for k in specs if f"['{k}']" in jax.tree_util.keystr(path)), None)
+        return abstract(leaf.shape, specs[key] if key else P(), leaf.dtype)
+
+    params = {k: abstract(shapes[k], specs[k]) for k in shapes}
+    opt = jax.tree_util.tree_map_with_path(spec_of, jax.eval_shape(tx.init, params))
+    tokens = abstract((global_batch, seq), P("data"), jnp.int32)
+    return train_step, (params, opt, tokens, tokens)
+
+
 PROGRAMS = {
     "named_sharding_mlp": named_sharding_mlp,
     "flax_mlp_train_step": flax_mlp_train_step,

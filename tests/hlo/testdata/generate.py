@@ -1,6 +1,7 @@
 """Writes the HLO text of the JAX programs in tests/hlo/python/jax_programs.py, as XLA compiles them for 8 host CPU
-devices (JAX 0.10.2, python/requirements-test.txt), with their large constants printed, and of a transformer
-training step compiled for a 4096-device mesh (pod4096_transformer_train_step.txt). These files are test data: the
+devices (JAX 0.10.2, python/requirements-test.txt), with their large constants printed, of the GPT training step
+that test_model_comparison.py compiles (gpt_train_step.txt), and of a transformer training step compiled for a
+4096-device mesh (pod4096_transformer_train_step.txt). These files are test data: the
 parser's and the fuzzer's inputs (fuzz/CMakeLists.txt), the pod scenario (scenarios/hlo-tpu-v4-pod-import.yaml)
 and what the benchmarks price (bench/hlo/). The comparisons with JAX run JAX itself (tests/hlo/python).
 
@@ -71,6 +72,8 @@ from spmdsim.hlo import hlo_text  # noqa: E402
 
 def main():
     pod_module(here / "pod4096_transformer_train_step.txt")
+    fn, args = jax_programs.gpt_train_step(**jax_programs.GPT)  # compiled only (scenarios/hlo-vs-model-dgx-h100.yaml)
+    (here / "gpt_train_step.txt").write_text(hlo_text(fn.lower(*args).compile()))
     for name, make in jax_programs.PROGRAMS.items():
         fn, args = make()
         compiled = fn.lower(*args).compile()
