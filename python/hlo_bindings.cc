@@ -100,27 +100,32 @@ std::shared_ptr<const Topology> TopologyOf(py::handle topology) {
   return TopologyFromPy(topology);
 }
 
+// Per logical device, the entry's arguments from Python's lists of arrays.
+std::vector<std::vector<hlo::Value>> DeviceArguments(py::handle args, const hlo::Computation& entry) {
+  std::vector<std::vector<hlo::Value>> out;
+  for (py::handle device : args) {
+    std::vector<hlo::Value> values;
+    int64_t i = 0;
+    for (py::handle a : device) {
+      if (i >= entry.parameter_count()) throw Error(ErrorCode::kInvalidArgument, fmt::format("more arguments than the {} parameters of %{}", entry.parameter_count(), entry.name()), "TypeError");
+      values.push_back(Argument(a, *entry.parameter(i++)));
+    }
+    out.push_back(std::move(values));
+  }
+  return out;
+}
+
 py::tuple RunHloModule(const std::string& text, const std::string& file, py::handle topology,
                        std::vector<int> device_assignment, py::object args, bool abstract, int threads, bool trace,
-                       bool overlap_collectives) {
+                       bool overlap_collectives, py::object narrow_types) {
   if (threads < 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("threads must be >= 0 (0: one per core), got {}", threads), "ValueError");
   HloConfig config;
   config.name = file;
   config.module = hlo::ParseModule(text, file);
   config.device_assignment = std::move(device_assignment);
   config.overlap_collectives = overlap_collectives;
-  const hlo::Computation& entry = *config.module->entry();
-  if (!args.is_none() && !abstract) {
-    for (py::handle device : args) {
-      std::vector<hlo::Value> values;
-      int64_t i = 0;
-      for (py::handle a : device) {
-        if (i >= entry.parameter_count()) throw Error(ErrorCode::kInvalidArgument, fmt::format("more arguments than the {} parameters of %{}", entry.parameter_count(), entry.name()), "TypeError");
-        values.push_back(Argument(a, *entry.parameter(i++)));
-      }
-      config.device_arguments.push_back(std::move(values));
-    }
-  }
+  if (!narrow_types.is_none()) config.narrow_types = narrow_types.cast<bool>();
+  if (!args.is_none() && !abstract) config.device_arguments = DeviceArguments(args, *config.module->entry());
   const std::shared_ptr<const Topology> topo = TopologyOf(topology);
   const int64_t n = config.module->replica_count() * config.module->num_partitions();
   WorkloadContext context;
@@ -152,7 +157,7 @@ py::tuple RunHloModule(const std::string& text, const std::string& file, py::han
 void BindHlo(py::module_& m) {
   m.def("_run_hlo", &RunHloModule, py::arg("text"), py::arg("file"), py::arg("topology"),
         py::arg("device_assignment"), py::arg("args"), py::arg("abstract"), py::arg("threads"), py::arg("trace"),
-        py::arg("overlap_collectives"),
+        py::arg("overlap_collectives"), py::arg("narrow_types"),
         "Runs an HLO module on the devices of a topology; returns (per-device outputs, report dict).");
 }
 

@@ -9,6 +9,7 @@
 //     rtol: 1e-5
 //     atol: 1e-6
 //     overlap_collectives: false         # true: price the collectives as XLA's async ones on a TPU / GPU
+//     narrow_types: true                 # bf16 values XLA CPU widened to f32 priced in bf16 (default: not on CPUs)
 //
 // The module is read and verified here, so that its errors (file:line:col in the HLO file) come when the
 // scenario is loaded.
@@ -136,6 +137,7 @@ HloConfig ParseHloWorkload(const YamlContext& ctx, const YamlMap& m, const Scena
   }
   if (m.Has("expected")) ParseExpected(ctx, m, s, &c);
   c.overlap_collectives = m.Bool("overlap_collectives", false);
+  if (m.Has("narrow_types")) c.narrow_types = m.Bool("narrow_types", true);
   if (m.Has("rtol")) c.rtol = ctx.NumberIn(m.Get("rtol"), m.Key("rtol"), 0, 1e30);
   if (m.Has("atol")) c.atol = ctx.NumberIn(m.Get("atol"), m.Key("atol"), 0, 1e30);
   return c;

@@ -591,7 +591,7 @@ ScenarioWorkload ParseWorkload(const YamlContext& ctx, const YAML::Node& node, c
     w.config = c;
   } else if (kind == "hlo") {
     YamlMap m(ctx, node, key, WithCommon({"file", "inputs", "device_assignment", "expected", "rtol", "atol",
-                                                "overlap_collectives"}));
+                                                "overlap_collectives", "narrow_types"}));
     w.name = m.String("name", default_name());
     HloConfig c = ParseHloWorkload(ctx, m, s);
     c.name = w.name;

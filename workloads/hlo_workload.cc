@@ -262,6 +262,7 @@ WorkloadResult RunHlo(const WorkloadContext& context, const HloConfig& config, s
   for (const auto& [id, factor] : context.cost.speed_factors) options.speed_factor = std::min(options.speed_factor, factor);
   options.record_events = context.record_trace;
   options.overlap_collectives = config.overlap_collectives;
+  options.narrow_types = config.narrow_types;
   WorkloadResult r;
   r.name = config.name;
   r.kind = "hlo";

@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,9 @@ struct HloConfig {
   // Price synchronous collectives as asynchronous ones, overlapping the compute up to their first use
   // (hlo/predict.h, PredictOptions::overlap_collectives).
   bool overlap_collectives = false;
+  // Price the values XLA CPU widened from bf16 / f16 to f32 in their narrow type (PredictOptions::narrow_types);
+  // unset: on TPUs and GPUs, not on CPUs.
+  std::optional<bool> narrow_types;
 };
 
 // `device_outputs` (optional) receives each logical device's result (data runs).

@@ -27,7 +27,7 @@ class HloResult(_typing.NamedTuple):
 
 
 def run_hlo(text, *, topology, args=None, device_assignment=None, abstract=False, threads=0, trace=False,
-            name="hlo", overlap_collectives=False):
+            name="hlo", overlap_collectives=False, narrow_types=None):
     """Runs an HLO module's text (what compiled.as_text() or an --xla_dump_to file holds).
 
     topology: a spmdsim.Topology or its preset text ("tpu-v4:2x2x2", "dgx-h100:1"), with at least as many devices
@@ -36,10 +36,11 @@ def run_hlo(text, *, topology, args=None, device_assignment=None, abstract=False
     inputs cut by the parameters' shardings. device_assignment: the topology device id of each logical device
     (default 0, 1, 2, ...). abstract: shapes only, the prediction without data (any number of devices).
     overlap_collectives: price the module's synchronous collectives as the asynchronous ones XLA schedules on TPUs
-    and GPUs (a module compiled for CPU has only synchronous ones)."""
+    and GPUs (a module compiled for CPU has only synchronous ones). narrow_types: price the bf16 / f16 values that
+    XLA CPU widened to f32 in their narrow type, as a TPU or GPU compile keeps them (None: on TPUs and GPUs)."""
     per_device, report = _spmdsim._run_hlo(text, name, topology, list(device_assignment or []),
                                            None if args is None else [list(a) for a in args], abstract, threads,
-                                           trace, overlap_collectives)
+                                           trace, overlap_collectives, narrow_types)
     return HloResult(None if abstract else per_device, report)
 
 
@@ -87,14 +88,14 @@ def _outputs(compiled, per_device, logical):
 
 
 def from_jax(fn, *args, topology, device_assignment=None, abstract=False, threads=0, trace=False,
-             overlap_collectives=False, **kwargs):
+             overlap_collectives=False, narrow_types=None, **kwargs):
     """JAX: a jitted function (or a plain one, jitted here) and its arguments, run on spmdsim's devices.
 
     Lowers and compiles `fn` for `args` with JAX (on this host's CPU devices), runs the SPMD-partitioned module on
     the virtual devices of `topology` (logical device i on topology device device_assignment[i], default i) and
     returns HloResult(outputs, report): the outputs as the program's pytree of numpy arrays, computed by spmdsim
-    (None with abstract=True), and the predicted step time and memory on `topology` (overlap_collectives as in
-    run_hlo). Keyword arguments other than these are the program's."""
+    (None with abstract=True), and the predicted step time and memory on `topology` (overlap_collectives and
+    narrow_types as in run_hlo). Keyword arguments other than these are the program's."""
     import jax
     jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
     compiled = jitted.lower(*args, **kwargs).compile()
@@ -104,7 +105,7 @@ def from_jax(fn, *args, topology, device_assignment=None, abstract=False, thread
     name = getattr(fn, "__name__", None) or getattr(getattr(fn, "__wrapped__", None), "__name__", "jax_program")
     per_device_args = None if abstract else _arguments(compiled, args, kwargs, logical)
     per_device, report = _spmdsim._run_hlo(text, name, topology, list(device_assignment or []), per_device_args,
-                                           abstract, threads, trace, overlap_collectives)
+                                           abstract, threads, trace, overlap_collectives, narrow_types)
     if abstract:
         return HloResult(None, report)
     return HloResult(_outputs(compiled, per_device, logical), report)
