@@ -133,7 +133,7 @@ NamedArray ArrayFromYaml(const YAML::Node& node, const std::string& where) {
 std::vector<NamedArray> ArraysFromFile(const std::string& path) {
   YAML::Node root;
   const std::string text = ReadFileBounded(path, kMaxTextFileBytes, "--file");
-  scenario::CheckYamlText(text, path, "an arrays file (--file)", "ValueError");
+  scenario::CheckYamlText(text, path, "an arrays file (--file)", ErrorKind::kValueError);
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {

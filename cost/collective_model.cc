@@ -322,11 +322,11 @@ std::vector<std::pair<int, int>> PermuteRoutes(CollectiveOp op, std::span<const 
               src, dst, n, n - 1);
       }
       if (!sources.insert(src).second) {
-        ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+        ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
                   "ppermute sources and destinations must be unique, got source {} twice", src);
       }
       if (!destinations.insert(dst).second) {
-        ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+        ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
                   "ppermute sources and destinations must be unique, got destination {} twice", dst);
       }
     }

@@ -19,7 +19,7 @@
 
 #include "common/exit_code.h"
 #include "scenario/scenario.h"
-#include "workloads/plan.h"
+#include "model/plan.h"
 #include "workloads/workloads.h"
 
 namespace spmdsim {

@@ -104,7 +104,7 @@ ScenarioTopology ParseTopology(const YamlContext& ctx, const YAML::Node& node) {
     }
     topology = std::make_shared<Topology>(Topology::Parse(preset, static_cast<int>(slices)));
   } catch (const Error& e) {
-    if (e.kind() == "ScenarioError") throw;
+    if (e.kind() == ErrorKind::kScenarioError) throw;
     ctx.Rethrow(m.Get(m.Has("slices") && preset.rfind("tpu", 0) != 0 ? "slices" : "preset"), "topology.preset", e);
   }
   if (topology->num_devices() > kMaxDevices)
@@ -345,7 +345,7 @@ PartitionSpec ParseSpecNode(const YamlContext& ctx, const YAML::Node& node, cons
       return PartitionSpec(entries);
     }
   } catch (const Error& e) {
-    if (e.kind() == "ScenarioError") throw;
+    if (e.kind() == ErrorKind::kScenarioError) throw;
     ctx.Rethrow(node, key, e);
   }
   ctx.Fail(node, key,
@@ -422,7 +422,7 @@ ScenarioRules ParseRules(const YamlContext& ctx, const YAML::Node& node) {
       }
       PartitionRules compiled(out.partition_rules);  // reject bad patterns here, with the location
     } catch (const Error& e) {
-      if (e.kind() == "ScenarioError") throw;
+      if (e.kind() == ErrorKind::kScenarioError) throw;
       ctx.Rethrow(r, "rules.partition_rules", e);
     }
   }
@@ -695,10 +695,10 @@ Scenario ParseScenario(std::string_view text, const std::string& path) {
   } catch (const Error&) {
     throw;
   } catch (const YAML::Exception& e) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ScenarioError", "{}:{}:{}: {}", path, e.mark.line + 1, e.mark.column + 1,
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kScenarioError, "{}:{}:{}: {}", path, e.mark.line + 1, e.mark.column + 1,
               e.msg);
   } catch (const std::exception& e) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ScenarioError", "{}: cannot read the scenario: {}", path, e.what());
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kScenarioError, "{}: cannot read the scenario: {}", path, e.what());
   }
 }
 
@@ -922,7 +922,7 @@ Scenario LoadScenario(const std::string& path) {
 
 const ModelConfig& FirstModelWorkload(const Scenario& s) {
   for (const ScenarioWorkload& w : s.workloads)
-    if (const auto* m = std::get_if<ModelConfig>(&w.config)) return *m;
+    if (const auto* m = std::get_if<ValidatedModel>(&w.config)) return m->config();
   Throw(ErrorCode::kInvalidArgument, "{}: no `kind: model` workload to plan (add one under workloads:)", s.path);
 }
 

@@ -118,9 +118,9 @@ struct ScenarioWorkload {
   std::string kind;  // "collectives", "shard_map", "mlp", "transformer_block", "partition", "model", "hlo"
   std::string name;  // unique within the scenario (default: the kind, then kind_2, kind_3, ...)
   SourceLocation location;
-  std::variant<CollectivesConfig, ShardMapConfig, MlpConfig, TransformerBlockConfig, PartitionConfig, ModelConfig,
+  std::variant<CollectivesConfig, ShardMapConfig, MlpConfig, TransformerBlockConfig, PartitionConfig, ValidatedModel,
                HloConfig>
-      config;
+      config;  // a model is validated against the scenario's mesh when the file is read
   // shard_map only: config.inputs is filled from these when the workload runs.
   std::vector<ShardMapInputRef> shard_map_inputs;
 };

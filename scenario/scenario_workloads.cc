@@ -582,13 +582,13 @@ ScenarioWorkload ParseWorkload(const YamlContext& ctx, const YAML::Node& node, c
     w.name = m.String("name", default_name());
     ModelConfig c = ParseModel(ctx, m, s);
     c.name = w.name;
-    // The cross-field checks (divisibility by the parallel degrees, roles of mesh axes) at the workload's line.
+    // The cross-field checks (divisibility by the parallel degrees, roles of mesh axes) at the workload's line,
+    // once: what runs it trusts the result.
     try {
-      ValidateModel(c, s.mesh.mesh);
+      w.config = ValidateModel(std::move(c), s.mesh.mesh);
     } catch (const Error& e) {
       ctx.Rethrow(node, key, e);
     }
-    w.config = c;
   } else if (kind == "hlo") {
     YamlMap m(ctx, node, key, WithCommon({"file", "inputs", "device_assignment", "expected", "rtol", "atol",
                                                 "overlap_collectives", "narrow_types"}));

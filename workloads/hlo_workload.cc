@@ -18,7 +18,7 @@
 #include "hlo/predict.h"
 #include "hlo/sharding.h"
 #include "hlo/support.h"
-#include "workloads/engines/program.h"
+#include "workloads/internal/program.h"
 
 namespace spmdsim {
 namespace {

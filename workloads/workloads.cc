@@ -1,4 +1,4 @@
-// Small helpers of workloads/workloads.h; the engines are in workloads/engines/.
+// Small helpers of workloads/workloads.h; the engines are in workloads/internal/.
 #include "workloads/workloads.h"
 
 #include <algorithm>

@@ -18,7 +18,7 @@
 //   RunTransformerBlock  Megatron attention + MLP block, forward (+ backward)
 //   RunPartition         parameter shapes and rules -> specs and per-device memory (no Runtime run)
 //   RunModel             a decoder-only LM training step: analytic accounting (parameters, FLOPs, memory per
-//                        device by category) and the predicted step time (PredictModelStep; workloads/model.h);
+//                        device by category) and the predicted step time (PredictModelStep; model/model.h);
 //                        not abstract, also run with data and checked against one device.
 //
 // Example (8 CPU devices, tensor-parallel MLP, checked and costed):
@@ -58,7 +58,7 @@
 #include "sim/array.h"
 #include "shardmap/sharded_array.h"
 #include "sim/runtime.h"
-#include "workloads/model.h"
+#include "model/model.h"
 
 namespace spmdsim {
 
@@ -246,8 +246,8 @@ struct WorkloadResult {
   std::vector<TraceEvent> trace;       // when WorkloadContext::record_trace
   std::vector<SweepRow> sweep;         // collectives only
   std::optional<PartitionResult> partition;  // partition only
-  std::optional<ModelAccounting> model;      // model only: the analytic accounting (workloads/model.h)
-  std::optional<ModelStepTimes> model_step;  // model only: the simulated training step (workloads/model.h)
+  std::optional<ModelAccounting> model;      // model only: the analytic accounting (model/model.h)
+  std::optional<ModelStepTimes> model_step;  // model only: the simulated training step (model/model.h)
   std::optional<HloSummary> hlo;             // hlo only (workloads/hlo_workload.h)
   // Global (unsharded) arrays, when WorkloadContext::keep_arrays and not abstract (for --dump). Across ranks
   // (shard_map, mlp, transformer_block): arrays of at most kGatherArrayBytes are gathered to rank 0 and appear
@@ -477,14 +477,14 @@ struct PartitionConfig {
 WorkloadResult RunPartition(const WorkloadContext& context, const PartitionConfig& config);
 
 // ---------------------------------------------------------------------------------------------------------------
-// 5. model: a decoder-only transformer LM (workloads/model.h). Fills WorkloadResult::model (the analytic
+// 5. model: a decoder-only transformer LM (model/model.h). Fills WorkloadResult::model (the analytic
 // accounting), ::memory (per position: its pipeline stage's total), ::model_step and ::totals (PredictModelStep);
 // `steps` stay empty. Not abstract: the training step also runs with data on the Runtime (float32; docs/model.md,
 // "Running with data") and ::check compares its loss and every weight gradient with the same model on one
-// device; wall_seconds is that run's. Throws what ValidateModel throws, and for a data run Error(kUnimplemented)
+// device; wall_seconds is that run's. REQUIRES: model.mesh() is context.mesh. For a data run throws Error(kUnimplemented)
 // (KV heads or vocab not split evenly over tensor ranks, MoE layers that differ between pipeline stages) or Error(kResourceExhausted) (too large), both suggesting --abstract.
 
-WorkloadResult RunModel(const WorkloadContext& context, const ModelConfig& config);
+WorkloadResult RunModel(const WorkloadContext& context, const ValidatedModel& model);
 
 }  // namespace spmdsim
 

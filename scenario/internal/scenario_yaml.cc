@@ -73,17 +73,17 @@ std::optional<double> ToDouble(const std::string& text) {
 }  // namespace
 
 YAML::Node LoadSingleYamlDocument(std::string_view text, const std::string& file) {
-  scenario::CheckYamlText(text, file, "a scenario file", "ScenarioError");
+  scenario::CheckYamlText(text, file, "a scenario file", ErrorKind::kScenarioError);
   std::vector<YAML::Node> documents;
   try {
     documents = YAML::LoadAll(std::string(text));
   } catch (const YAML::Exception& e) {
     std::string where = e.mark.is_null() ? file : fmt::format("{}:{}:{}", file, e.mark.line + 1, e.mark.column + 1);
-    ThrowKind(ErrorCode::kInvalidArgument, "ScenarioError", "{}: not valid YAML: {}", where, e.msg);
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kScenarioError, "{}: not valid YAML: {}", where, e.msg);
   }
   if (documents.size() > 1) {  // a document started by "..." and content, without a "---"
     const int line = documents[1].Mark().is_null() ? 1 : documents[1].Mark().line + 1;
-    ThrowKind(ErrorCode::kInvalidArgument, "ScenarioError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kScenarioError,
               "{}:{}:1: a second YAML document starts here; a scenario file holds one document (remove the '---' "
               "and what follows, or put it in its own file)",
               file, line);
@@ -153,14 +153,14 @@ SourceLocation YamlContext::Location(const YAML::Node& node) const {
 void YamlContext::Fail(const YAML::Node& node, std::string_view key, std::string_view message) const {
   SourceLocation location = Location(node);
   std::string where = location.line > 0 ? location.ToString() : file_;
-  ThrowKind(ErrorCode::kInvalidArgument, "ScenarioError", "{}: {}: {}", where, key.empty() ? "(top level)" : key,
+  ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kScenarioError, "{}: {}: {}", where, key.empty() ? "(top level)" : key,
             message);
 }
 
 void YamlContext::Rethrow(const YAML::Node& node, std::string_view key, const Error& error) const {
   SourceLocation location = Location(node);
   std::string where = location.line > 0 ? location.ToString() : file_;
-  std::string kind = error.kind().empty() ? "ScenarioError" : error.kind();
+  const ErrorKind kind = error.kind() == ErrorKind::kNone ? ErrorKind::kScenarioError : error.kind();
   RethrowWithContext(error, fmt::format("{}: {}: {}", where, key, error.message()), kind);
 }
 

@@ -78,7 +78,7 @@ TEST(AnalyzeMemory, NamesTheArrayWhoseSpecDoesNotFit) {
     AnalyzeMemory({{"layer/w", {6}, DType::kF32, PartitionSpec::Parse("P('x')")}}, mesh);
     FAIL();
   } catch (const SpecError& e) {
-    EXPECT_EQ(e.kind(), "IndivisibleError");
+    EXPECT_EQ(e.kind(), ErrorKind::kIndivisibleError);
     EXPECT_THAT(e.message(), HasSubstr("array 'layer/w': "));
   }
 }

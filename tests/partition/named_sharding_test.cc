@@ -171,7 +171,7 @@ TEST(NamedSharding, ConstructorChecksAsJaxDoes) {
     NamedSharding(mesh, PartitionSpec::Parse("P('x', 'x')"));
     FAIL();
   } catch (const SpecError& e) {
-    EXPECT_EQ(e.kind(), "DuplicateSpecError");
+    EXPECT_EQ(e.kind(), ErrorKind::kDuplicateSpecError);
   }
   try {
     NamedSharding(mesh, PartitionSpec::Parse("P('y')"));
@@ -190,14 +190,14 @@ TEST(NamedSharding, ShapeErrorsAreJaxs) {
     sharding.ShardShape(too_small);
     FAIL();
   } catch (const SpecError& e) {
-    EXPECT_EQ(e.kind(), "ValueError");
+    EXPECT_EQ(e.kind(), ErrorKind::kValueError);
     EXPECT_THAT(e.message(), HasSubstr("only valid for values of rank at least 2"));
   }
   try {
     sharding.Layout(indivisible);
     FAIL();
   } catch (const SpecError& e) {
-    EXPECT_EQ(e.kind(), "IndivisibleError");
+    EXPECT_EQ(e.kind(), ErrorKind::kIndivisibleError);
     EXPECT_THAT(e.message(), HasSubstr("array axis 0 is partitioned 4 times, but the dimension size is 6"));
   }
 }

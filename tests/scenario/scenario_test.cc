@@ -167,7 +167,7 @@ workloads:
     FAIL() << "7 rows do not split over data=2";
   } catch (const Error& e) {
     EXPECT_THAT(e.message(), HasSubstr("t.yaml:4:"));
-    EXPECT_EQ(e.kind(), "IndivisibleError");
+    EXPECT_EQ(e.kind(), ErrorKind::kIndivisibleError);
     try {
       std::rethrow_if_nested(e);
       FAIL() << "the partition library's error is not nested";

@@ -26,7 +26,7 @@
 //                over tensor_axes, all_to_all back, combined with the gates.
 //   micro-batches gradient accumulation: the local gradients of every micro-batch are added before the
 //                 reduction over data_axes.
-#include "workloads/engines/model_program.h"
+#include "workloads/internal/model_program.h"
 
 #include <algorithm>
 #include <cmath>
@@ -38,7 +38,7 @@
 #include "common/error.h"
 #include "common/host_memory.h"
 #include "ops/ops.h"
-#include "workloads/engines/program_builder.h"
+#include "workloads/internal/program_builder.h"
 
 namespace spmdsim::internal {
 namespace {
@@ -119,9 +119,10 @@ Array CausalMask(int64_t s) {
 
 class ModelBuilder {
  public:
-  ModelBuilder(const ModelConfig& c, const Mesh& mesh, ModelProgram* out)
-      : c_(c), out_(out), p_(&out->program), sh_(Sharding(c)), b_(p_, sh_) {
-    const ParallelDegrees deg = ValidateModel(c, mesh);
+  ModelBuilder(const ValidatedModel& model, ModelProgram* out)
+      : c_(model.config()), out_(out), p_(&out->program), sh_(Sharding(c_)), b_(p_, sh_) {
+    const ModelConfig& c = c_;
+    const ParallelDegrees& deg = model.degrees();
     d_ = Dims{.V = c.vocab, .d = c.d_model, .n = c.effective_kv_heads(), .g = c.heads / c.effective_kv_heads(),
               .k = c.effective_head_dim(), .f = c.d_ff, .S = c.seq, .B = c.global_batch,
               .stages = deg.pipeline, .layers_per_stage = c.layers / deg.pipeline,
@@ -860,8 +861,9 @@ ModelConfig OneDeviceModel(const ModelConfig& config) {
   return c;
 }
 
-void CheckModelRunsWithData(const ModelConfig& c, const Mesh& mesh) {
-  const ParallelDegrees deg = ValidateModel(c, mesh);
+void CheckModelRunsWithData(const ValidatedModel& model) {
+  const ModelConfig& c = model.config();
+  const ParallelDegrees& deg = model.degrees();
   auto refuse = [&c](ErrorCode code, const std::string& why) {
     Throw(code, "model '{}': {}; run it with --abstract (shapes only: the accounting and the predicted step)",
           c.name, why);
@@ -884,7 +886,7 @@ void CheckModelRunsWithData(const ModelConfig& c, const Mesh& mesh) {
     refuse(ErrorCode::kInvalidArgument,
            fmt::format("rotary embeddings rotate the halves of the head dimension: head_dim = {} must be even",
                        c.effective_head_dim()));
-  const ModelAccounting a = AccountModel(c, mesh);
+  const ModelAccounting a = AccountModel(model);
   const double onehot = 6.0 * static_cast<double>(c.global_batch) * c.seq * c.vocab * c.d_model;
   const double flops = a.flops.model + onehot;
   if (flops > kMaxDataRunFlops)
@@ -893,9 +895,9 @@ void CheckModelRunsWithData(const ModelConfig& c, const Mesh& mesh) {
                        "allows", flops, kMaxDataRunFlops));
 }
 
-ModelProgram BuildModelProgram(const ModelConfig& config, const Mesh& mesh) {
+ModelProgram BuildModelProgram(const ValidatedModel& model) {
   ModelProgram out;
-  ModelBuilder builder(config, mesh, &out);
+  ModelBuilder builder(model, &out);
   builder.Build();
   return out;
 }

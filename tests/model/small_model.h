@@ -2,7 +2,7 @@
 #ifndef SPMDSIM_TESTS_WORKLOADS_SMALL_MODEL_H_
 #define SPMDSIM_TESTS_WORKLOADS_SMALL_MODEL_H_
 
-#include "workloads/model.h"
+#include "model/model.h"
 
 namespace spmdsim::testing_model {
 

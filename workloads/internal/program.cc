@@ -1,4 +1,4 @@
-#include "workloads/engines/program.h"
+#include "workloads/internal/program.h"
 
 #include <algorithm>
 #include <chrono>

@@ -7,8 +7,8 @@
 // Tolerance: the target is 10% per row; rows are enforced at kModelValidationTolerance (20%) until the
 // model meets 10% (docs/model-validation.md says where the remaining gap is believed to come from).
 // Thread safety: free functions; safe to call concurrently.
-#ifndef SPMDSIM_WORKLOADS_MODEL_VALIDATION_H_
-#define SPMDSIM_WORKLOADS_MODEL_VALIDATION_H_
+#ifndef SPMDSIM_MODEL_VALIDATION_H_
+#define SPMDSIM_MODEL_VALIDATION_H_
 
 #include <cmath>
 #include <string>
@@ -38,4 +38,4 @@ std::string FormatModelValidationTable(const std::vector<ModelValidationRow>& ro
 
 }  // namespace spmdsim
 
-#endif  // SPMDSIM_WORKLOADS_MODEL_VALIDATION_H_
+#endif  // SPMDSIM_MODEL_VALIDATION_H_

@@ -1,9 +1,9 @@
 // Prints the model workload's validation table (Markdown; docs/model-validation.md) and exits 1 when a row
 // drifts past its tolerance.
-//   build/dev/bench/workloads/model_validation
+//   build/dev/bench/model/model_validation
 #include <cstdio>
 
-#include "workloads/model_validation.h"
+#include "model/validation.h"
 
 int main() {
   const std::vector<spmdsim::ModelValidationRow> rows = spmdsim::ComputeModelValidationRows();

@@ -1,4 +1,4 @@
-#include "workloads/engines/recorder.h"
+#include "workloads/internal/recorder.h"
 
 #include <algorithm>
 #include <cstring>

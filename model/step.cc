@@ -1,5 +1,5 @@
 // PredictModelStep: the model workload's training step as per-device programs on a StepTimeline
-// (workloads/model.h; the op list and its sources are in docs/model.md).
+// (model/step.h; the op list and its sources are in docs/model.md).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -9,43 +9,11 @@
 #include "common/error.h"
 #include "cost/compute_model.h"
 #include "cost/timeline.h"
-#include "workloads/model.h"
+#include "model/accounting.h"
+#include "model/pipeline.h"
+#include "model/step.h"
 
 namespace spmdsim {
-
-std::vector<PipelineTask> PipelineOrder(PipelineSchedule schedule, int64_t stages, int64_t stage,
-                                        int64_t micro_batches, int64_t virtual_stages) {
-  SPMDSIM_CHECK(stages >= 1 && stage >= 0 && stage < stages && micro_batches >= 1 && virtual_stages >= 1,
-                "bad pipeline figures");
-  std::vector<PipelineTask> order;
-  const int64_t m = micro_batches, p = stages;
-  if (schedule == PipelineSchedule::kGpipe) {
-    for (int64_t i = 0; i < m; ++i) order.push_back({true, i, 0});
-    for (int64_t i = 0; i < m; ++i) order.push_back({false, i, 0});
-    return order;
-  }
-  const int64_t v = schedule == PipelineSchedule::kInterleaved1F1B ? virtual_stages : 1;
-  const int64_t total = m * v;
-  SPMDSIM_CHECK(v == 1 || m % p == 0, "interleaved needs micro_batches % stages == 0");
-  // The k-th forward / backward chunk-task: micro-batches in groups of p per chunk (Megatron's
-  // get_model_chunk_id and the micro-batch id of the same group).
-  auto task = [&](int64_t k, bool forward) {
-    if (v == 1) return PipelineTask{forward, k, 0};
-    const int64_t in_group = k % (p * v);
-    const int64_t chunk = in_group / p;
-    const int64_t micro_batch = (k / (p * v)) * p + k % p;
-    return PipelineTask{forward, micro_batch, forward ? chunk : v - 1 - chunk};
-  };
-  const int64_t warmup =
-      std::min(total, v == 1 ? p - stage - 1 : (p - stage - 1) * 2 + (v - 1) * p);
-  for (int64_t k = 0; k < warmup; ++k) order.push_back(task(k, true));
-  for (int64_t k = 0; k < total - warmup; ++k) {
-    order.push_back(task(warmup + k, true));
-    order.push_back(task(k, false));
-  }
-  for (int64_t k = total - warmup; k < total; ++k) order.push_back(task(k, false));
-  return order;
-}
 
 namespace {
 
@@ -74,8 +42,10 @@ struct Role {
 
 class StepBuilder {
  public:
-  StepBuilder(const ModelConfig& c, const Mesh& mesh, const ModelStepOptions& options)
-      : c_(c), mesh_(mesh), d_(ValidateModel(c, mesh)), compute_(*mesh.topology(), options.roofline),
+  StepBuilder(const ValidatedModel& model, const ModelStepOptions& options)
+      : StepBuilder(model.config(), model.mesh(), model.degrees(), options) {}
+  StepBuilder(const ModelConfig& c, const Mesh& mesh, const ParallelDegrees& degrees, const ModelStepOptions& options)
+      : c_(c), mesh_(mesh), d_(degrees), compute_(*mesh.topology(), options.roofline),
         collectives_(mesh, options.collectives) {
     tensor_ = {c.parallel.tensor_axes, d_.tensor};
     data_ = {c.parallel.data_axes, d_.data};
@@ -601,9 +571,9 @@ class StepBuilder {
 
 namespace {
 
-// Runs the timeline of `config` (its micro-batch count as configured) and fills the times.
-ModelStepTimes Simulate(const ModelConfig& config, const Mesh& mesh, const ModelStepOptions& options) {
-  StepBuilder builder(config, mesh, options);
+// Runs the timeline of `model` (its micro-batch count as configured) and fills the times.
+ModelStepTimes Simulate(const ValidatedModel& model, const ModelStepOptions& options) {
+  StepBuilder builder(model, options);
   std::unique_ptr<StepTimeline> timeline = builder.Build();
   ModelStepTimes out;
   for (int64_t i = 0; i < static_cast<int64_t>(builder.simulated().size()); ++i)
@@ -649,11 +619,13 @@ ModelStepTimes Extrapolate(const ModelStepTimes& a, const ModelStepTimes& b, dou
 
 }  // namespace
 
-ModelStepTimes PredictModelStep(const ModelConfig& config, const Mesh& mesh, const ModelStepOptions& options) {
+ModelStepTimes PredictModelStep(const ValidatedModel& model, const ModelStepOptions& options) {
+  const ModelConfig& config = model.config();
+  const Mesh& mesh = model.mesh();
   if (mesh.topology() == nullptr) {
     Throw(ErrorCode::kFailedPrecondition, "model '{}': predicting a step needs a mesh with a topology", config.name);
   }
-  const ModelAccounting accounting = AccountModel(config, mesh);  // validates
+  const ModelAccounting accounting = AccountModel(model);
   const ParallelDegrees& d = accounting.degrees;
   // Steady state: after the pipeline has filled, every further group of p micro-batches adds the same time
   // (docs/model.md, "Micro-batch extrapolation"); simulate two counts and extend the line.
@@ -662,14 +634,11 @@ ModelStepTimes PredictModelStep(const ModelConfig& config, const Mesh& mesh, con
   const int64_t m1 = m > base ? base + (m - base) % p : base, m2 = m1 + p;
   ModelStepTimes out;
   if (options.extrapolate && m > m1 + m2) {
-    ModelConfig small = config;
-    small.global_batch = m1 * config.micro_batch * d.data;
-    const ModelStepTimes a = Simulate(small, mesh, options);
-    small.global_batch = m2 * config.micro_batch * d.data;
-    const ModelStepTimes b = Simulate(small, mesh, options);
+    const ModelStepTimes a = Simulate(model.WithMicroBatches(m1), options);
+    const ModelStepTimes b = Simulate(model.WithMicroBatches(m2), options);
     out = Extrapolate(a, b, static_cast<double>(d.micro_batches - m2) / static_cast<double>(m2 - m1));
   } else {
-    out = Simulate(config, mesh, options);
+    out = Simulate(model, options);
   }
   out.model_flops = accounting.flops.model;
   out.tokens_per_second = accounting.tokens_per_step / out.step_seconds;

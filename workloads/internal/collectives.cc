@@ -17,7 +17,7 @@
 #include "common/host_memory.h"
 #include "ops/elementwise.h"
 #include "sim/multiprocess.h"
-#include "workloads/engines/recorder.h"
+#include "workloads/internal/recorder.h"
 #include "workloads/workloads.h"
 #include "sim/runtime.h"
 

@@ -1,4 +1,4 @@
-#include "workloads/plan.h"
+#include "model/plan.h"
 
 #include <algorithm>
 #include <atomic>
@@ -14,6 +14,8 @@
 
 #include "common/error.h"
 #include "mesh/mesh_utils.h"
+#include "model/accounting.h"
+#include "model/step.h"
 
 namespace spmdsim {
 namespace {
@@ -160,28 +162,44 @@ std::string ReasonOf(const std::string& message) {
   return text;
 }
 
-Outcome Evaluate(const ModelConfig& model, const std::shared_ptr<const Topology>& topology, const Candidate& cand,
+// The mesh of every distinct axis order among the candidates (many layouts share one: they differ in micro-batch,
+// schedule or virtual stages), built once each; null where the topology has no placement for it.
+using MeshCache = std::map<std::vector<std::pair<std::string, int64_t>>, std::shared_ptr<const Mesh>>;
+
+MeshCache BuildMeshes(const std::shared_ptr<const Topology>& topology, const std::vector<Candidate>& candidates) {
+  MeshCache meshes;
+  for (const Candidate& c : candidates) meshes.emplace(c.axes, nullptr);
+  std::vector<MeshCache::iterator> slots;
+  for (auto it = meshes.begin(); it != meshes.end(); ++it) slots.push_back(it);
+  tbb::parallel_for(size_t{0}, slots.size(), [&](size_t i) {
+    try {
+      slots[i]->second = std::make_shared<const Mesh>(MakeDeviceMesh(topology, slots[i]->first));
+    } catch (const Error&) {
+      // no placement: stays null
+    }
+  });
+  return meshes;
+}
+
+Outcome Evaluate(const ModelConfig& model, const std::shared_ptr<const Mesh>& mesh, const Candidate& cand,
                  const PlanOptions& o) {
   Outcome out;
-  std::optional<Mesh> mesh;
-  try {
-    mesh.emplace(MakeDeviceMesh(topology, cand.axes));
-  } catch (const Error& e) {
+  if (mesh == nullptr) {
     out.reason = "no placement of the mesh on the topology";
     return out;
   }
   const bool sharded = cand.layout.data * cand.layout.context > 1;
   for (const auto& [recompute, zero] : MemoryOptions(o, sharded)) {
-    ModelConfig c = Configure(model, cand.layout, recompute, zero);
-    ModelAccounting a;
+    std::optional<ValidatedModel> valid;
     try {
-      a = AccountModel(c, *mesh);
+      valid.emplace(ValidateModel(Configure(model, cand.layout, recompute, zero), mesh));
     } catch (const Error& e) {
       out.reason = ReasonOf(e.message());
       return out;
     }
+    const ModelAccounting a = AccountModel(*valid);
     if (!a.fits()) continue;
-    PlanEntry entry{c, cand.axes, PredictModelStep(c, *mesh), a.peak_bytes};
+    PlanEntry entry{valid->config(), cand.axes, PredictModelStep(*valid), a.peak_bytes};
     out.kind = Outcome::Kind::kEvaluated;
     out.entry = std::move(entry);
     return out;
@@ -228,8 +246,9 @@ PlanResult PlanModel(const ModelConfig& model, std::shared_ptr<const Topology> t
   const int threads = options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   tbb::task_arena arena(threads);
   arena.execute([&] {
+    const MeshCache meshes = BuildMeshes(topology, candidates);
     tbb::parallel_for(size_t{0}, candidates.size(), [&](size_t i) {
-      outcomes[i] = Evaluate(base, topology, candidates[i], options);
+      outcomes[i] = Evaluate(base, meshes.at(candidates[i].axes), candidates[i], options);
       const int64_t n = ++done;
       if (options.progress) {
         std::lock_guard<std::mutex> lock(progress_mutex);

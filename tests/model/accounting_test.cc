@@ -1,4 +1,4 @@
-#include "workloads/model.h"
+#include "model/model.h"
 
 #include <memory>
 
@@ -113,7 +113,7 @@ TEST(ModelAccounting, Gpt22bParamsAndFlopsMatchThePaper) {
   c.parallel.tensor_axes = {"tensor"};
   c.parallel.sequence_parallel = true;
   c.recompute = Recompute::kSelective;
-  ModelAccounting a = AccountModel(c, MeshOn("dgx-a100:1", {{"tensor", 8}}));
+  ModelAccounting a = AccountModel(ValidateModel(c, MeshOn("dgx-a100:1", {{"tensor", 8}})));
   // 12 l h^2 + 4 l h (norms) + V h + s h: "22B".
   EXPECT_NEAR(a.params.total / 1e9, 22.0, 0.2);
   EXPECT_DOUBLE_EQ(a.params.total, a.params.active);
@@ -123,7 +123,7 @@ TEST(ModelAccounting, Gpt22bParamsAndFlopsMatchThePaper) {
   // Selective recompute adds the attention core's forward: 4 B s^2 h per layer.
   EXPECT_NEAR(a.flops.recompute, 4 * B * s * s * h * l, 1);
   c.recompute = Recompute::kFull;
-  a = AccountModel(c, MeshOn("dgx-a100:1", {{"tensor", 8}}));
+  a = AccountModel(ValidateModel(c, MeshOn("dgx-a100:1", {{"tensor", 8}})));
   // Full recompute: 96 B s l h^2 (1 + s / 6h + V / 16 l h) hardware FLOPs.
   EXPECT_NEAR(a.flops.hardware / (96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))), 1.0, 1e-12);
 }
@@ -140,19 +140,19 @@ TEST(ModelAccounting, ZeroStagesShardWhatThePaperSays) {
   c.global_batch = 8;
   c.parallel.data_axes = {"data"};
   Mesh mesh = MeshOn("dgx-h100:1", {{"data", 8}});
-  const double psi = AccountModel(c, mesh).params.total;
-  DeviceMemory m0 = AccountModel(c, mesh).stages[0].memory;
+  const double psi = AccountModel(ValidateModel(c, mesh)).params.total;
+  DeviceMemory m0 = AccountModel(ValidateModel(c, mesh)).stages[0].memory;
   EXPECT_DOUBLE_EQ(m0.parameters, 2 * psi);
   EXPECT_DOUBLE_EQ(m0.gradients, 2 * psi);
   EXPECT_DOUBLE_EQ(m0.optimizer, 12 * psi);
   c.parallel.zero_stage = 1;
-  DeviceMemory m1 = AccountModel(c, mesh).stages[0].memory;
+  DeviceMemory m1 = AccountModel(ValidateModel(c, mesh)).stages[0].memory;
   EXPECT_DOUBLE_EQ(m1.optimizer, 12 * psi / 8);
   EXPECT_DOUBLE_EQ(m1.gradients, 2 * psi);
   c.parallel.zero_stage = 2;
-  EXPECT_DOUBLE_EQ(AccountModel(c, mesh).stages[0].memory.gradients, 2 * psi / 8);
+  EXPECT_DOUBLE_EQ(AccountModel(ValidateModel(c, mesh)).stages[0].memory.gradients, 2 * psi / 8);
   c.parallel.zero_stage = 3;
-  DeviceMemory m3 = AccountModel(c, mesh).stages[0].memory;
+  DeviceMemory m3 = AccountModel(ValidateModel(c, mesh)).stages[0].memory;
   EXPECT_DOUBLE_EQ(m3.parameters, 2 * psi / 8);
   EXPECT_GT(m3.communication, 0);  // the gathered layers
 }
@@ -166,7 +166,7 @@ TEST(ModelAccounting, PipelineStagesHoldTheirLayersAndInFlightActivations) {
   c.parallel.schedule = PipelineSchedule::kInterleaved1F1B;
   c.parallel.virtual_stages = 3;
   c.recompute = Recompute::kSelective;
-  ModelAccounting a = AccountModel(c, MeshOn("dgx-a100:8", {{"pipe", 8}, {"tensor", 8}}));
+  ModelAccounting a = AccountModel(ValidateModel(c, MeshOn("dgx-a100:8", {{"pipe", 8}, {"tensor", 8}})));
   ASSERT_EQ(a.stages.size(), 8u);
   EXPECT_EQ(a.degrees.micro_batches, 64);
   EXPECT_EQ(a.stages[0].layers, 12);
@@ -196,7 +196,7 @@ TEST(ModelAccounting, MoeCountsActiveExpertsAndSplitsThemOverExpertAxes) {
   c.moe = {.experts = 8, .top_k = 2, .capacity_factor = 1.25, .d_ff = 2048, .every = 2};
   c.parallel.data_axes = {"data"};
   c.parallel.expert_axes = {"data"};
-  ModelAccounting a = AccountModel(c, MeshOn("dgx-h100:1", {{"data", 8}}));
+  ModelAccounting a = AccountModel(ValidateModel(c, MeshOn("dgx-h100:1", {{"data", 8}})));
   const double expert = 3.0 * 1024 * 2048;
   EXPECT_DOUBLE_EQ(a.params.total - a.params.active, 2 * (8 - 2) * expert);  // 2 MoE layers, 6 idle experts each
   EXPECT_DOUBLE_EQ(a.params.per_moe_layer - a.params.per_dense_layer, 8 * expert + 1024 * 8 - 3.0 * 1024 * 4096);
@@ -211,7 +211,7 @@ TEST(ModelAccounting, DoesNotFitIsReported) {
   ctx.mesh = MeshOn("dgx-a100:1", {{"data", 8}});
   ctx.abstract = true;  // far too large to run with data
   c.parallel.data_axes = {"data"};
-  WorkloadResult r = RunModel(ctx, c);
+  WorkloadResult r = RunModel(ctx, ValidateModel(c, ctx.mesh));
   ASSERT_TRUE(r.model.has_value());
   EXPECT_FALSE(r.model->fits());  // 175B x 16 bytes on one 80 GB GPU
   EXPECT_FALSE(r.memory.fits());

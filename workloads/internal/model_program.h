@@ -1,20 +1,20 @@
 // The model workload's data run (docs/model.md, "Running with data"): one training step of a small decoder LM
-// written as a shard_map program (workloads/engines/program.h), built for the configured parallelism, and the
+// written as a shard_map program (workloads/internal/program.h), built for the configured parallelism, and the
 // same model built for one device, whose loss and weight gradients the parallel run must reproduce.
 //
 // Example (2 stages x 2 tensor ranks, GPipe ticks with ppermute between stages):
-//   ModelProgram par = BuildModelProgram(config, mesh);            // stacked per-stage weights, [P, ...]
-//   ModelProgram one = BuildModelProgram(OneDeviceModel(config), mesh);
+//   ModelProgram par = BuildModelProgram(ValidateModel(config, mesh));   // stacked per-stage weights, [P, ...]
+//   ModelProgram one = BuildModelProgram(ValidateModel(OneDeviceModel(config), one_device_mesh));
 //   // par.labels[k].names[s] names, for stage s, the output of `one` that par.program.outputs[k] holds.
 //
 // Thread safety: free functions over values.
-#ifndef SPMDSIM_WORKLOADS_ENGINES_MODEL_PROGRAM_H_
-#define SPMDSIM_WORKLOADS_ENGINES_MODEL_PROGRAM_H_
+#ifndef SPMDSIM_WORKLOADS_INTERNAL_MODEL_PROGRAM_H_
+#define SPMDSIM_WORKLOADS_INTERNAL_MODEL_PROGRAM_H_
 
 #include <string>
 #include <vector>
 
-#include "workloads/model.h"
+#include "model/model.h"
 #include "workloads/workloads.h"
 
 namespace spmdsim::internal {
@@ -39,13 +39,12 @@ ModelConfig OneDeviceModel(const ModelConfig& config);
 // the tensor degree, MoE layers that differ between pipeline stages) and
 // Error(kResourceExhausted) for a model too large to run with data (both suggest --abstract);
 // Error(kInvalidArgument) for rope with an odd head_dim.
-// REQUIRES: ValidateModel(config, mesh) passes.
-void CheckModelRunsWithData(const ModelConfig& config, const Mesh& mesh);
+void CheckModelRunsWithData(const ValidatedModel& model);
 
 // The training step's program on `mesh` (float32 data; deterministic from config.seed).
 // REQUIRES: CheckModelRunsWithData(config, mesh) passes.
-ModelProgram BuildModelProgram(const ModelConfig& config, const Mesh& mesh);
+ModelProgram BuildModelProgram(const ValidatedModel& model);
 
 }  // namespace spmdsim::internal
 
-#endif  // SPMDSIM_WORKLOADS_ENGINES_MODEL_PROGRAM_H_
+#endif  // SPMDSIM_WORKLOADS_INTERNAL_MODEL_PROGRAM_H_

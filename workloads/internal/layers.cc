@@ -1,4 +1,4 @@
-// mlp and transformer_block: Megatron-style layers written as shard_map programs (workloads/engines/program.h), so
+// mlp and transformer_block: Megatron-style layers written as shard_map programs (workloads/internal/program.h), so
 // they share the interpreter, the cost accounting and the one-device reference check.
 //
 // Collectives per layer (Shoeybi et al. 2019, "Megatron-LM", sec. 3; Korthikanti et al. 2022 for sequence
@@ -19,8 +19,8 @@
 #include "common/error.h"
 #include "common/host_memory.h"
 #include "common/strings.h"
-#include "workloads/engines/program.h"
-#include "workloads/engines/program_builder.h"
+#include "workloads/internal/program.h"
+#include "workloads/internal/program_builder.h"
 #include "workloads/workloads.h"
 
 namespace spmdsim {

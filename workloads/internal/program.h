@@ -10,15 +10,15 @@
 //
 // Thread safety: EvaluateStep is reentrant (it runs on every device at once); the Run functions are called from
 // one host thread.
-#ifndef SPMDSIM_WORKLOADS_ENGINES_PROGRAM_H_
-#define SPMDSIM_WORKLOADS_ENGINES_PROGRAM_H_
+#ifndef SPMDSIM_WORKLOADS_INTERNAL_PROGRAM_H_
+#define SPMDSIM_WORKLOADS_INTERNAL_PROGRAM_H_
 
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "workloads/engines/recorder.h"
+#include "workloads/internal/recorder.h"
 #include "workloads/workloads.h"
 #include "sim/device_context.h"
 
@@ -85,4 +85,4 @@ WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& 
 
 }  // namespace spmdsim::internal
 
-#endif  // SPMDSIM_WORKLOADS_ENGINES_PROGRAM_H_
+#endif  // SPMDSIM_WORKLOADS_INTERNAL_PROGRAM_H_

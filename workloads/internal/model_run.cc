@@ -1,6 +1,6 @@
 // RunModel: the model workload's analytic accounting and predicted step as a WorkloadResult
 // (workloads/workloads.h); in a real (non-abstract) run also the training step run with data and checked
-// against the same model on one device (workloads/engines/model_program.h).
+// against the same model on one device (workloads/internal/model_program.h).
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -8,17 +8,18 @@
 #include <fmt/format.h>
 
 #include "ops/ops.h"
-#include "workloads/engines/model_program.h"
-#include "workloads/engines/program.h"
-#include "workloads/model.h"
+#include "workloads/internal/model_program.h"
+#include "workloads/internal/program.h"
+#include "model/model.h"
 #include "workloads/workloads.h"
 
 namespace spmdsim {
 namespace {
 
-void FillPrediction(const WorkloadContext& context, const ModelConfig& config, WorkloadResult* r) {
-  ModelAccounting a = AccountModel(config, context.mesh);
-  const Mesh& mesh = context.mesh;
+void FillPrediction(const WorkloadContext& context, const ValidatedModel& model, WorkloadResult* r) {
+  const ModelConfig& config = model.config();
+  ModelAccounting a = AccountModel(model);
+  const Mesh& mesh = model.mesh();
   MemoryResult& m = r->memory;
   m.capacity_bytes = static_cast<int64_t>(a.capacity_bytes);
   m.peak_bytes_per_position.resize(static_cast<size_t>(mesh.size()));
@@ -35,7 +36,7 @@ void FillPrediction(const WorkloadContext& context, const ModelConfig& config, W
       m.min_device = mesh.DeviceAt(position);
     }
   }
-  ModelStepTimes step = PredictModelStep(config, mesh,
+  ModelStepTimes step = PredictModelStep(model,
                                          ModelStepOptions{.roofline = context.cost.roofline,
                                                           .speed_factors = context.cost.speed_factors,
                                                           .collectives = context.cost.collectives});
@@ -81,7 +82,8 @@ void CheckAgainstOneDevice(const WorkloadContext& context, const ModelConfig& co
   }
   const std::vector<std::string>& axes = context.mesh.axis_names();
   const Mesh one = Mesh::Iota(std::vector<int64_t>(axes.size(), 1), axes);
-  const internal::ModelProgram reference = internal::BuildModelProgram(internal::OneDeviceModel(config), one);
+  const internal::ModelProgram reference =
+      internal::BuildModelProgram(ValidateModel(internal::OneDeviceModel(config), one));
   const std::vector<Array> want_values = internal::RunProgramOnOneDevice(reference.program, axes);
   std::map<std::string, Array> want;
   for (size_t i = 0; i < want_values.size(); ++i) want.emplace(reference.labels[i].names[0], want_values[i]);
@@ -95,9 +97,10 @@ void CheckAgainstOneDevice(const WorkloadContext& context, const ModelConfig& co
 
 // The step run with data on the mesh, checked against the same model on one device; fills r->check,
 // r->wall_seconds, and the inputs (weights, tokens) and outputs (loss, gradients) that --dump writes.
-void RunWithData(const WorkloadContext& context, const ModelConfig& config, WorkloadResult* r) {
-  internal::CheckModelRunsWithData(config, context.mesh);
-  internal::ModelProgram parallel = internal::BuildModelProgram(config, context.mesh);
+void RunWithData(const WorkloadContext& context, const ValidatedModel& model, WorkloadResult* r) {
+  const ModelConfig& config = model.config();
+  internal::CheckModelRunsWithData(model);
+  internal::ModelProgram parallel = internal::BuildModelProgram(model);
   parallel.program.check = false;
   WorkloadContext run_context = context;
   run_context.keep_arrays = true;
@@ -116,17 +119,17 @@ void RunWithData(const WorkloadContext& context, const ModelConfig& config, Work
 
 }  // namespace
 
-WorkloadResult RunModel(const WorkloadContext& context, const ModelConfig& config) {
+WorkloadResult RunModel(const WorkloadContext& context, const ValidatedModel& model) {
   WorkloadResult r;
-  r.name = config.name;
+  r.name = model.config().name;
   r.kind = "model";
   r.abstract = context.abstract;
-  FillPrediction(context, config, &r);
+  FillPrediction(context, model, &r);
   if (context.abstract) {
     r.check.compared = "abstract run: the model is predicted from shapes only";
     return r;
   }
-  RunWithData(context, config, &r);
+  RunWithData(context, model, &r);
   return r;
 }
 

@@ -10,15 +10,16 @@
 //                on TPUs the mesh is laid on the torus by MakeDeviceMesh as JAX's mesh_utils does)
 //   micro-batch, pipeline schedule (1F1B; interleaved with v virtual stages), recompute, ZeRO stage (0, 1, 3),
 //   sequence parallelism with tensor parallelism
-// Each is validated (ValidateModel), accounted (AccountModel: memory per device) and, when it fits, predicted
-// (PredictModelStep). Configurations are independent and evaluated in parallel on a oneTBB arena of
+// The mesh of each distinct axis order is built once and shared by the configurations that use it. Each
+// configuration is validated once (ValidateModel), accounted (AccountModel: memory per device) and, when it fits,
+// predicted (PredictModelStep). Configurations are independent and evaluated in parallel on a oneTBB arena of
 // `threads` workers, each with its own cost models; the result does not depend on the number of threads.
 //
 // Thread safety: PlanModel may be called concurrently; `progress` is called from the worker threads, serialised.
 // Errors: Error(kInvalidArgument) for a global batch < 1, a non-positive top or threads < 0; a model that is
 // invalid on any mesh (e.g. heads = 0) throws what ValidateModel throws for the first configuration tried.
-#ifndef SPMDSIM_WORKLOADS_PLAN_H_
-#define SPMDSIM_WORKLOADS_PLAN_H_
+#ifndef SPMDSIM_MODEL_PLAN_H_
+#define SPMDSIM_MODEL_PLAN_H_
 
 #include <cstdint>
 #include <functional>
@@ -29,7 +30,8 @@
 #include <vector>
 
 #include "mesh/topology.h"
-#include "workloads/model.h"
+#include "model/config.h"
+#include "model/step.h"
 
 namespace spmdsim {
 
@@ -73,4 +75,4 @@ PlanResult PlanModel(const ModelConfig& model, std::shared_ptr<const Topology> t
 
 }  // namespace spmdsim
 
-#endif  // SPMDSIM_WORKLOADS_PLAN_H_
+#endif  // SPMDSIM_MODEL_PLAN_H_

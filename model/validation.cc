@@ -1,4 +1,4 @@
-#include "workloads/model_validation.h"
+#include "model/validation.h"
 
 #include <memory>
 #include <string>
@@ -7,7 +7,7 @@
 
 #include "mesh/mesh_utils.h"
 #include "mesh/topology.h"
-#include "workloads/model.h"
+#include "model/step.h"
 
 namespace spmdsim {
 namespace {
@@ -51,7 +51,7 @@ void AddKorthikanti(std::vector<ModelValidationRow>* rows) {
       }
       // Megatron-LM of 2022: blocking pipeline transfers (docs/model.md, "Blocking pipeline transfers").
       const ModelStepTimes t =
-          PredictModelStep(c, MeshOn(fmt::format("dgx-a100:{}", p.gpus / 8), axes), {.blocking_p2p = true});
+          PredictModelStep(ValidateModel(c, MeshOn(fmt::format("dgx-a100:{}", p.gpus / 8), axes)), {.blocking_p2p = true});
       ModelValidationRow row;
       row.name = fmt::format("GPT {} on {} A100 (TP 8, PP {}{}), {}", p.name, p.gpus, p.pp,
                              p.v > 1 ? fmt::format(" x {} virtual", p.v) : "",
@@ -94,7 +94,7 @@ void AddNvidiaH100(std::vector<ModelValidationRow>* rows) {
     c.parallel.schedule = PipelineSchedule::kInterleaved1F1B;
     c.parallel.virtual_stages = 12;
     const Mesh mesh = MeshOn(fmt::format("dgx-h100:{}", p.gpus / 8), {{"data", p.gpus / 32}, {"pipe", 8}, {"tensor", 4}});
-    const ModelStepTimes t = PredictModelStep(c, mesh);
+    const ModelStepTimes t = PredictModelStep(ValidateModel(c, mesh));
     ModelValidationRow row;
     row.name = fmt::format("GPT-3 175B on {} H100 (TP 4, PP 8 x 12 virtual, DP {}), {}", p.gpus, p.gpus / 32,
                            p.dtype == DType::kBF16 ? "bf16" : "fp8");

@@ -12,9 +12,9 @@
 #include "cost/timeline.h"
 #include "mesh/mesh_utils.h"
 #include "mesh/topology.h"
-#include "tests/workloads/small_model.h"
-#include "workloads/model.h"
-#include "workloads/model_validation.h"
+#include "tests/model/small_model.h"
+#include "model/model.h"
+#include "model/validation.h"
 
 namespace spmdsim {
 namespace {
@@ -147,8 +147,8 @@ std::vector<Layout> Layouts() {
 TEST(ModelStep, TheReducedSimulationEqualsTheFullOneOnEveryParallelism) {
   for (const Layout& l : Layouts()) {
     const Mesh mesh = MeshOn("dgx-h100:8", l.axes);
-    const ModelStepTimes full = PredictModelStep(l.config, mesh, {.reduced = false});
-    const ModelStepTimes reduced = PredictModelStep(l.config, mesh, {.reduced = true});
+    const ModelStepTimes full = PredictModelStep(ValidateModel(l.config, mesh), {.reduced = false});
+    const ModelStepTimes reduced = PredictModelStep(ValidateModel(l.config, mesh), {.reduced = true});
     EXPECT_EQ(full.simulated_devices, 64) << l.name;
     EXPECT_LT(reduced.simulated_devices, full.simulated_devices) << l.name;
     EXPECT_NEAR(reduced.step_seconds, full.step_seconds, 1e-12 * full.step_seconds) << l.name;
@@ -161,15 +161,15 @@ TEST(ModelStep, TheReducedSimulationEqualsTheFullOneOnEveryParallelism) {
 TEST(ModelStep, AStragglerIsSimulatedWithEveryDeviceAndSlowsTheStep) {
   const Layout l = Layouts()[0];
   const Mesh mesh = MeshOn("dgx-h100:8", l.axes);
-  const ModelStepTimes even = PredictModelStep(l.config, mesh);
-  const ModelStepTimes slow = PredictModelStep(l.config, mesh, {.speed_factors = {{mesh.DeviceAt(5), 0.5}}});
+  const ModelStepTimes even = PredictModelStep(ValidateModel(l.config, mesh));
+  const ModelStepTimes slow = PredictModelStep(ValidateModel(l.config, mesh), {.speed_factors = {{mesh.DeviceAt(5), 0.5}}});
   EXPECT_EQ(even.simulated_devices, 4);   // one per pipeline stage
   EXPECT_EQ(slow.simulated_devices, 64);  // the fallback: devices are no longer interchangeable
   // Its tensor group waits for it at every collective; this small model is mostly communication (compute is a
   // fifth of the step, mostly under the collectives), so the step grows by part of the straggler's extra compute.
   EXPECT_GT(slow.compute_seconds, 1.9 * even.compute_seconds);  // the straggler's (the slowest device's) compute
   EXPECT_GT(slow.step_seconds, even.step_seconds + 0.02 * even.compute_seconds);
-  EXPECT_THROW(PredictModelStep(l.config, mesh, {.speed_factors = {{0, 0.0}}}), Error);
+  EXPECT_THROW(PredictModelStep(ValidateModel(l.config, mesh), {.speed_factors = {{0, 0.0}}}), Error);
 }
 
 // A larger mesh (512 devices) for the reduced simulation.
@@ -179,8 +179,8 @@ TEST(ModelStep, TheReducedSimulationEqualsTheFullOneOnFiveHundredTwelveDevices) 
   c.parallel = {.data_axes = {"data"}, .zero_stage = 1, .tensor_axes = {"tensor"}, .sequence_parallel = true,
                 .pipeline_axes = {"pipe"}, .schedule = PipelineSchedule::kInterleaved1F1B, .virtual_stages = 2};
   const Mesh mesh = MeshOn("dgx-h100:64", {{"data", 16}, {"pipe", 4}, {"tensor", 8}});
-  const ModelStepTimes full = PredictModelStep(c, mesh, {.reduced = false});
-  const ModelStepTimes reduced = PredictModelStep(c, mesh);
+  const ModelStepTimes full = PredictModelStep(ValidateModel(c, mesh), {.reduced = false});
+  const ModelStepTimes reduced = PredictModelStep(ValidateModel(c, mesh));
   EXPECT_EQ(full.simulated_devices, 512);
   EXPECT_EQ(reduced.simulated_devices, 4);
   EXPECT_NEAR(reduced.step_seconds, full.step_seconds, 1e-12 * full.step_seconds);
@@ -200,8 +200,8 @@ TEST(ModelStep, MicroBatchExtrapolationEqualsTheWholeSimulation) {
       } catch (const Error&) {
         continue;  // e.g. interleaved needs m % p == 0
       }
-      const ModelStepTimes whole = PredictModelStep(c, mesh, {.extrapolate = false});
-      const ModelStepTimes line = PredictModelStep(c, mesh, {.extrapolate = true});
+      const ModelStepTimes whole = PredictModelStep(ValidateModel(c, mesh), {.extrapolate = false});
+      const ModelStepTimes line = PredictModelStep(ValidateModel(c, mesh), {.extrapolate = true});
       const std::string what = fmt::format("{}, global batch {}", l.name, global_batch);
       EXPECT_LE(line.timeline_ops, whole.timeline_ops) << what;
       EXPECT_NEAR(line.step_seconds, whole.step_seconds, 1e-9 * whole.step_seconds) << what;
@@ -219,7 +219,7 @@ TEST(ModelStep, MicroBatchExtrapolationEqualsTheWholeSimulation) {
 TEST(ModelStep, OverlapLiesBetweenTheSerialSumAndTheMaximum) {
   for (const Layout& l : Layouts()) {
     const Mesh mesh = MeshOn("dgx-h100:8", l.axes);
-    const ModelStepTimes t = PredictModelStep(l.config, mesh, {.comm_slowdown = 0});
+    const ModelStepTimes t = PredictModelStep(ValidateModel(l.config, mesh), {.comm_slowdown = 0});
     double comm = 0;
     for (const auto& [kind, seconds] : t.comm_by_kind) comm += seconds;
     EXPECT_LE(t.step_seconds, t.compute_seconds + comm + t.bubble_seconds + 1e-9) << l.name;
@@ -236,18 +236,18 @@ TEST(ModelStep, RecomputeAndSlowdownCostTimeAndMoreMicroBatchesShrinkTheBubble) 
   const Mesh mesh = MeshOn("dgx-h100:4", {{"pipe", 4}, {"tensor", 8}});
   ModelConfig c = Small();
   c.parallel = {.tensor_axes = {"tensor"}, .sequence_parallel = true, .pipeline_axes = {"pipe"}};
-  const ModelStepTimes none = PredictModelStep(c, mesh);
+  const ModelStepTimes none = PredictModelStep(ValidateModel(c, mesh));
   c.recompute = Recompute::kFull;
-  const ModelStepTimes full = PredictModelStep(c, mesh);
+  const ModelStepTimes full = PredictModelStep(ValidateModel(c, mesh));
   EXPECT_GT(full.step_seconds, none.step_seconds);
   EXPECT_GT(full.compute_by_phase.at("recompute"), 0);
   EXPECT_NEAR(full.mfu * full.step_seconds, none.mfu * none.step_seconds, 1e-9);  // same model FLOPs
   c.recompute = Recompute::kNone;
-  const ModelStepTimes fast = PredictModelStep(c, mesh, {.comm_slowdown = 0});
+  const ModelStepTimes fast = PredictModelStep(ValidateModel(c, mesh), {.comm_slowdown = 0});
   EXPECT_LT(fast.step_seconds, none.step_seconds);
   EXPECT_GT(none.comm_slowdown, 0);  // GPUs: NCCL's channels take SMs
   c.global_batch = 128;
-  const ModelStepTimes more = PredictModelStep(c, mesh);
+  const ModelStepTimes more = PredictModelStep(ValidateModel(c, mesh));
   EXPECT_LT(more.bubble_seconds / more.step_seconds, none.bubble_seconds / none.step_seconds);
 }
 
@@ -261,15 +261,15 @@ TEST(ModelStep, BlockingPipelineTransfersCostTimeAndKeepTheSimulationExact) {
       c.global_batch = global_batch;
       const Mesh mesh = MeshOn("dgx-h100:8", l.axes);
       const std::string what = fmt::format("{}, global batch {}", l.name, global_batch);
-      const ModelStepTimes eager = PredictModelStep(c, mesh);
-      const ModelStepTimes blocking = PredictModelStep(c, mesh, {.blocking_p2p = true});
+      const ModelStepTimes eager = PredictModelStep(ValidateModel(c, mesh));
+      const ModelStepTimes blocking = PredictModelStep(ValidateModel(c, mesh), {.blocking_p2p = true});
       EXPECT_GE(blocking.step_seconds, eager.step_seconds - 1e-12) << what;
       // The same work; no longer slowed by sends in flight under it.
       EXPECT_LE(blocking.compute_seconds, eager.compute_seconds + 1e-12) << what;
       EXPECT_GT(blocking.compute_seconds, 0.95 * eager.compute_seconds) << what;
-      const ModelStepTimes full = PredictModelStep(c, mesh, {.reduced = false, .blocking_p2p = true});
+      const ModelStepTimes full = PredictModelStep(ValidateModel(c, mesh), {.reduced = false, .blocking_p2p = true});
       EXPECT_NEAR(full.step_seconds, blocking.step_seconds, 1e-12 * full.step_seconds) << what;
-      const ModelStepTimes whole = PredictModelStep(c, mesh, {.extrapolate = false, .blocking_p2p = true});
+      const ModelStepTimes whole = PredictModelStep(ValidateModel(c, mesh), {.extrapolate = false, .blocking_p2p = true});
       EXPECT_NEAR(whole.step_seconds, blocking.step_seconds, 1e-9 * whole.step_seconds) << what;
     }
   }
@@ -278,7 +278,7 @@ TEST(ModelStep, BlockingPipelineTransfersCostTimeAndKeepTheSimulationExact) {
   c.global_batch = 64;
   c.parallel = {.tensor_axes = {"tensor"}, .sequence_parallel = true, .pipeline_axes = {"pipe"}};
   const Mesh mesh = MeshOn("dgx-h100:4", {{"pipe", 4}, {"tensor", 8}});
-  EXPECT_GT(PredictModelStep(c, mesh, {.blocking_p2p = true}).step_seconds, PredictModelStep(c, mesh).step_seconds);
+  EXPECT_GT(PredictModelStep(ValidateModel(c, mesh), {.blocking_p2p = true}).step_seconds, PredictModelStep(ValidateModel(c, mesh)).step_seconds);
 }
 
 // GQA / MQA: context parallelism moves only the kv_heads' keys and values (Megatron's kv_projection_size), so an
@@ -291,7 +291,7 @@ TEST(ModelStep, ContextParallelismMovesTheKeyAndValueHeadsOnly) {
     c.kv_heads = kv_heads;
     c.head_dim = 128;
     c.parallel = {.tensor_axes = {"tensor"}, .sequence_parallel = true, .context_axes = {"context"}};
-    return PredictModelStep(c, mesh).comm_by_kind.at("context");
+    return PredictModelStep(ValidateModel(c, mesh)).comm_by_kind.at("context");
   };
   const double mha = context_comm(8, 8);
   EXPECT_GT(mha, 0);
@@ -310,9 +310,9 @@ TEST(ModelStep, RotaryEmbeddingRotatesTheQueryAndKeyHeads) {
   c.parallel = {.data_axes = {"data"}};
   const ModelStepOptions options{.comm_slowdown = 0};
   c.position = PositionEmbedding::kRope;
-  const ModelStepTimes rope = PredictModelStep(c, mesh, options);
+  const ModelStepTimes rope = PredictModelStep(ValidateModel(c, mesh), options);
   c.position = PositionEmbedding::kLearned;
-  const ModelStepTimes learned = PredictModelStep(c, mesh, options);
+  const ModelStepTimes learned = PredictModelStep(ValidateModel(c, mesh), options);
   const double tokens = static_cast<double>(c.micro_batch * c.seq);
   const double elements = 2 * tokens * (c.heads + c.kv_heads) * c.effective_head_dim();
   const double one = ComputeModel(*mesh.topology()).Cost(elements, elements * 2, ContractionDims{}, c.dtype).seconds;
@@ -329,9 +329,9 @@ TEST(ModelStep, NonFlashAttentionIsTwoMatmulsAndACausalSoftmax) {
   ModelConfig c = Small();  // 16 heads of 128, seq 2048, no dropout
   c.parallel = {.data_axes = {"data"}};
   const ModelStepOptions options{.comm_slowdown = 0};
-  const ModelStepTimes flash = PredictModelStep(c, mesh, options);
+  const ModelStepTimes flash = PredictModelStep(ValidateModel(c, mesh), options);
   c.flash_attention = false;
-  const ModelStepTimes plain = PredictModelStep(c, mesh, options);
+  const ModelStepTimes plain = PredictModelStep(ValidateModel(c, mesh), options);
   const ComputeModel model(*mesh.topology());
   const int64_t b = c.micro_batch * c.heads, s = c.seq, d = c.effective_head_dim();
   const double size = 2, bd = static_cast<double>(b), sd = static_cast<double>(s), dd = static_cast<double>(d);

@@ -1,4 +1,4 @@
-#include "workloads/plan.h"
+#include "model/plan.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include "mesh/mesh_utils.h"
 #include "scenario/run.h"
 #include "scenario/scenario.h"
-#include "tests/workloads/small_model.h"
+#include "tests/model/small_model.h"
 
 namespace spmdsim {
 namespace {
