@@ -14,8 +14,12 @@
 //  - called computations (while bodies and conditions, conditional branches, calls) add their own
 //    temporaries' peak at the point of the call; fusions have none (fused values are not materialised);
 //  - constants are module-wide data (not counted, as XLA keeps them in separate allocations).
-// Temporaries are packed perfectly (no fragmentation); XLA's heap simulator packs them at least this tightly
-// plus alignment, so temp_bytes is a lower bound of XLA's temp_size (docs/hlo.md compares the two).
+// Placement, as XLA's BufferAssigner does it: the output's allocations also hold temporaries whose live ranges do
+// not overlap the output's (largest first; ranges may touch where the later op may write over its operand); the
+// other temporaries share one heap, each at a 64-byte boundary (XLA:CPU's alignment), a dying operand's slot
+// taken over by a same-shaped result (CanShareOperandBufferWithUser), tuples with their 8-byte index tables.
+// Measured against XLA's memory_analysis() for the modules of tests/hlo (docs/hlo.md, "Memory"): the peak of
+// the JAX programs there within 3%, the GPT of test_model_comparison.py within 5%.
 //
 // Example: ENTRY (x: f32[1024]) { a = exp(x); b = exp(a); ROOT c = add(a, b) } -> arguments 4096, output 4096
 // (c, written into a's buffer, which dies there), temporaries 4096 (b).

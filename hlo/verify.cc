@@ -183,26 +183,86 @@ bool Verifier::VerifyElementwise(const Instruction& ins) {
   return true;
 }
 
+void Verifier::VerifyBroadcast(const Instruction& ins) {
+  const Attributes& a = ins.attrs();
+  ExpectOperandCount(ins, 1);
+  const Shape& x = ArrayOperand(ins, 0);
+  const Shape& out = ins.shape();
+  if (!out.IsArray() || out.dtype != x.dtype) Fail(ins, fmt::format("must keep the element type of {}", Str(x)));
+  if (static_cast<int>(a.dimensions.size()) != x.rank()) {
+    Fail(ins, fmt::format("dimensions has {} entries; the operand {} has rank {}", a.dimensions.size(), Str(x), x.rank()));
+  }
+  ExpectDims(ins, a.dimensions, out.rank(), "broadcast dimension");
+  for (int i = 0; i < x.rank(); ++i) {
+    if (out.dims[a.dimensions[i]] != x.dims[i]) {
+      Fail(ins, fmt::format("operand dimension {} (size {}) maps to output dimension {} of size {}", i, x.dims[i],
+                            a.dimensions[i], out.dims[a.dimensions[i]]));
+    }
+  }
+}
+
+void Verifier::VerifyBitcastConvert(const Instruction& ins) {
+  ExpectOperandCount(ins, 1);
+  const Shape& x = ArrayOperand(ins, 0);
+  const Shape& out = ins.shape();
+  if (!out.IsArray()) Fail(ins, "must produce an array");
+  const int64_t in_size = DTypeSize(x.dtype), out_size = DTypeSize(out.dtype);
+  std::vector<int64_t> dims = x.dims;
+  if (in_size > out_size) dims.push_back(in_size / out_size);
+  if (in_size < out_size) {
+    if (x.rank() == 0 || x.dims.back() != out_size / in_size) {
+      Fail(ins, fmt::format("{} to {} needs a last dimension of {}", Str(x), HloTypeName(out.dtype), out_size / in_size));
+    }
+    dims.pop_back();
+  }
+  ExpectShape(ins, Shape::Array(out.dtype, dims));
+}
+
+void Verifier::VerifyDynamicSlice(const Instruction& ins) {
+  const Attributes& a = ins.attrs();
+  const bool update = ins.opcode() == Opcode::kDynamicUpdateSlice;
+  ExpectOperandsAtLeast(ins, 1);
+  const Shape& x = ArrayOperand(ins, 0);
+  const int first_index = update ? 2 : 1;
+  ExpectOperandCount(ins, first_index + x.rank());
+  for (int i = first_index; i < ins.operand_count(); ++i) {
+    const Shape& idx = ArrayOperand(ins, i);
+    if (idx.rank() != 0 || !IsInteger(idx.dtype)) Fail(ins, fmt::format("index operand {} is {}; an integer scalar is needed", i, Str(idx)));
+  }
+  const std::vector<int64_t>& sizes = update ? ArrayOperand(ins, 1).dims : a.dynamic_slice_sizes;
+  if (update && ArrayOperand(ins, 1).dtype != x.dtype) Fail(ins, "the update must have the operand's element type");
+  if (static_cast<int>(sizes.size()) != x.rank()) Fail(ins, fmt::format("needs {} slice sizes", x.rank()));
+  for (int i = 0; i < x.rank(); ++i) {
+    if (sizes[i] < 0 || sizes[i] > x.dims[i]) {
+      Fail(ins, fmt::format("size {} of dimension {} exceeds the operand's {}", sizes[i], i, x.dims[i]));
+    }
+  }
+  ExpectShape(ins, update ? x : Shape::Array(x.dtype, sizes));
+}
+
+void Verifier::VerifyPad(const Instruction& ins) {
+  const Attributes& a = ins.attrs();
+  ExpectOperandCount(ins, 2);
+  const Shape& x = ArrayOperand(ins, 0);
+  const Shape& v = ArrayOperand(ins, 1);
+  if (v.rank() != 0 || v.dtype != x.dtype) Fail(ins, fmt::format("the padding value must be a {} scalar", HloTypeName(x.dtype)));
+  if (static_cast<int>(a.padding.size()) != x.rank()) Fail(ins, fmt::format("padding needs {} dimensions", x.rank()));
+  std::vector<int64_t> dims;
+  for (int i = 0; i < x.rank(); ++i) {
+    const PadDim& p = a.padding[i];
+    const int64_t n = p.low + p.high + x.dims[i] + std::max<int64_t>(x.dims[i] - 1, 0) * p.interior;
+    if (n < 0) Fail(ins, fmt::format("padding of dimension {} leaves a negative size {}", i, n));
+    dims.push_back(n);
+  }
+  ExpectShape(ins, Shape::Array(x.dtype, dims));
+}
+
 bool Verifier::VerifyShapeOp(const Instruction& ins) {
   const Attributes& a = ins.attrs();
   switch (ins.opcode()) {
-    case Opcode::kBroadcast: {
-      ExpectOperandCount(ins, 1);
-      const Shape& x = ArrayOperand(ins, 0);
-      const Shape& out = ins.shape();
-      if (!out.IsArray() || out.dtype != x.dtype) Fail(ins, fmt::format("must keep the element type of {}", Str(x)));
-      if (static_cast<int>(a.dimensions.size()) != x.rank()) {
-        Fail(ins, fmt::format("dimensions has {} entries; the operand {} has rank {}", a.dimensions.size(), Str(x), x.rank()));
-      }
-      ExpectDims(ins, a.dimensions, out.rank(), "broadcast dimension");
-      for (int i = 0; i < x.rank(); ++i) {
-        if (out.dims[a.dimensions[i]] != x.dims[i]) {
-          Fail(ins, fmt::format("operand dimension {} (size {}) maps to output dimension {} of size {}", i, x.dims[i],
-                                a.dimensions[i], out.dims[a.dimensions[i]]));
-        }
-      }
+    case Opcode::kBroadcast:
+      VerifyBroadcast(ins);
       return true;
-    }
     case Opcode::kReshape: {
       ExpectOperandCount(ins, 1);
       const Shape& x = ArrayOperand(ins, 0);
@@ -236,23 +296,9 @@ bool Verifier::VerifyShapeOp(const Instruction& ins) {
       ExpectShape(ins, ins.operand(0)->shape());
       return true;
     }
-    case Opcode::kBitcastConvert: {
-      ExpectOperandCount(ins, 1);
-      const Shape& x = ArrayOperand(ins, 0);
-      const Shape& out = ins.shape();
-      if (!out.IsArray()) Fail(ins, "must produce an array");
-      const int64_t in_size = DTypeSize(x.dtype), out_size = DTypeSize(out.dtype);
-      std::vector<int64_t> dims = x.dims;
-      if (in_size > out_size) dims.push_back(in_size / out_size);
-      if (in_size < out_size) {
-        if (x.rank() == 0 || x.dims.back() != out_size / in_size) {
-          Fail(ins, fmt::format("{} to {} needs a last dimension of {}", Str(x), HloTypeName(out.dtype), out_size / in_size));
-        }
-        dims.pop_back();
-      }
-      ExpectShape(ins, Shape::Array(out.dtype, dims));
+    case Opcode::kBitcastConvert:
+      VerifyBitcastConvert(ins);
       return true;
-    }
     case Opcode::kIota: {
       ExpectOperandCount(ins, 0);
       if (!ins.shape().IsArray() || ins.shape().rank() == 0) Fail(ins, "must produce an array of rank >= 1");
@@ -286,27 +332,9 @@ bool Verifier::VerifyDataMovement(const Instruction& ins) {
       return true;
     }
     case Opcode::kDynamicSlice:
-    case Opcode::kDynamicUpdateSlice: {
-      const bool update = ins.opcode() == Opcode::kDynamicUpdateSlice;
-      ExpectOperandsAtLeast(ins, 1);
-      const Shape& x = ArrayOperand(ins, 0);
-      const int first_index = update ? 2 : 1;
-      ExpectOperandCount(ins, first_index + x.rank());
-      for (int i = first_index; i < ins.operand_count(); ++i) {
-        const Shape& idx = ArrayOperand(ins, i);
-        if (idx.rank() != 0 || !IsInteger(idx.dtype)) Fail(ins, fmt::format("index operand {} is {}; an integer scalar is needed", i, Str(idx)));
-      }
-      const std::vector<int64_t>& sizes = update ? ArrayOperand(ins, 1).dims : a.dynamic_slice_sizes;
-      if (update && ArrayOperand(ins, 1).dtype != x.dtype) Fail(ins, "the update must have the operand's element type");
-      if (static_cast<int>(sizes.size()) != x.rank()) Fail(ins, fmt::format("needs {} slice sizes", x.rank()));
-      for (int i = 0; i < x.rank(); ++i) {
-        if (sizes[i] < 0 || sizes[i] > x.dims[i]) {
-          Fail(ins, fmt::format("size {} of dimension {} exceeds the operand's {}", sizes[i], i, x.dims[i]));
-        }
-      }
-      ExpectShape(ins, update ? x : Shape::Array(x.dtype, sizes));
+    case Opcode::kDynamicUpdateSlice:
+      VerifyDynamicSlice(ins);
       return true;
-    }
     case Opcode::kConcatenate: {
       ExpectOperandsAtLeast(ins, 1);
       const Shape& first = ArrayOperand(ins, 0);
@@ -327,22 +355,9 @@ bool Verifier::VerifyDataMovement(const Instruction& ins) {
       ExpectShape(ins, Shape::Array(first.dtype, dims));
       return true;
     }
-    case Opcode::kPad: {
-      ExpectOperandCount(ins, 2);
-      const Shape& x = ArrayOperand(ins, 0);
-      const Shape& v = ArrayOperand(ins, 1);
-      if (v.rank() != 0 || v.dtype != x.dtype) Fail(ins, fmt::format("the padding value must be a {} scalar", HloTypeName(x.dtype)));
-      if (static_cast<int>(a.padding.size()) != x.rank()) Fail(ins, fmt::format("padding needs {} dimensions", x.rank()));
-      std::vector<int64_t> dims;
-      for (int i = 0; i < x.rank(); ++i) {
-        const PadDim& p = a.padding[i];
-        const int64_t n = p.low + p.high + x.dims[i] + std::max<int64_t>(x.dims[i] - 1, 0) * p.interior;
-        if (n < 0) Fail(ins, fmt::format("padding of dimension {} leaves a negative size {}", i, n));
-        dims.push_back(n);
-      }
-      ExpectShape(ins, Shape::Array(x.dtype, dims));
+    case Opcode::kPad:
+      VerifyPad(ins);
       return true;
-    }
     default:
       return false;
   }

@@ -43,6 +43,10 @@ class Verifier {
   void VerifySelectAndScatter(const Instruction& ins);
   void VerifySort(const Instruction& ins);
   void VerifyAsync(const Instruction& ins);
+  void VerifyBroadcast(const Instruction& ins);
+  void VerifyBitcastConvert(const Instruction& ins);
+  void VerifyDynamicSlice(const Instruction& ins);
+  void VerifyPad(const Instruction& ins);
   int64_t GroupSize(const Instruction& ins);
 
   const Module& module_;

@@ -80,6 +80,21 @@ def test_an_integer_program_is_bitwise_xlas():
         assert a.dtype == b.dtype and np.array_equal(a, b)
 
 
+def test_random_bits_of_the_rbg_prng_are_bitwise_xlas():
+    # JAX's "rbg" PRNG lowers to rng-bit-generator; XLA CPU expands it into integer arithmetic (its
+    # RngBitGeneratorExpander) before the module spmdsim imports, so the bits are computed as XLA does: bitwise.
+    @jax.jit
+    def draw(key_data):
+        key = jax.random.wrap_key_data(key_data, impl="rbg")
+        return jax.random.bits(key, (64, 32), jnp.uint32), jax.random.randint(key, (100,), 0, 1000)
+
+    key_data = jax.random.key_data(jax.random.key(3, impl="rbg"))
+    want = jax.tree.map(np.asarray, draw(key_data))
+    got, _ = spmdsim.from_jax(draw, key_data, topology="cpu:1")
+    for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(got)):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
 @pytest.mark.parametrize("name", list(jax_programs.PROGRAMS))
 def test_peak_memory_is_within_ten_percent_of_xlas_memory_analysis(name):
     fn, args = jax_programs.PROGRAMS[name]()
