@@ -18,6 +18,7 @@
 #include "hlo/predict.h"
 #include "hlo/sharding.h"
 #include "hlo/support.h"
+#include "ops/random.h"
 #include "workloads/internal/program.h"
 
 namespace spmdsim {
@@ -57,8 +58,8 @@ Value GlobalInput(const HloInput& in, const hlo::Instruction& p, const hlo::Shar
       for (int64_t i = 0; i < n; ++i) values[i] = static_cast<double>(i);
       break;
     case HloInput::Kind::kRandom:
-      RandomNormalValues(n, in.seed, in.scale, [&](int64_t first, std::span<const double> chunk) {
-        std::copy(chunk.begin(), chunk.end(), values.begin() + first);
+      RandomValues(n, RandomFill{.seed = in.seed, .scale = in.scale}, [&](int64_t first, std::span<const double> c) {
+        std::copy(c.begin(), c.end(), values.begin() + first);
         return true;
       });
       break;

@@ -39,7 +39,7 @@ namespace spmdsim {
 struct HloInput {
   enum class Kind { kZeros, kOnes, kIota, kRandom, kData };
   Kind kind = Kind::kRandom;
-  uint64_t seed = 0;       // kRandom: normal(0, scale) values (RandomNormalValues, workloads.h), converted
+  uint64_t seed = 0;       // kRandom: normal(0, scale) values (RandomValues, ops/random.h), converted
   double scale = 1.0;
   // kData: the global array, C order, little-endian, of `dtype` and `shape` (converted to the parameter's type).
   DType dtype = DType::kF32;

@@ -19,7 +19,7 @@
 
 #include "common/error.h"
 #include "hlo/parser.h"
-#include "scenario/internal/scenario_workloads.h"
+#include "scenario/internal/scenario_parsers.h"
 #include "scenario/npy.h"
 
 namespace spmdsim {
@@ -36,7 +36,7 @@ void ReadNpyInto(const YamlContext& ctx, const YAML::Node& node, const std::stri
                  DType* dtype, std::vector<int64_t>* shape, std::vector<uint8_t>* bytes) {
   try {
     NpyArray a = ReadNpy(path);
-    *dtype = ParseDType(a.dtype);
+    *dtype = a.dtype;
     *shape = a.shape;
     *bytes = std::move(a.data);
   } catch (const Error& e) {

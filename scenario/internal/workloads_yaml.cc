@@ -1,6 +1,7 @@
-#include "scenario/internal/scenario_workloads.h"
+#include "scenario/internal/scenario_parsers.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -522,12 +523,13 @@ ScenarioWorkload ParseWorkload(const YamlContext& ctx, const YAML::Node& node, c
                                const Scenario& s) {
   if (!node.IsMap()) ctx.Fail(node, key, "expected a mapping with a `kind:` key");
   // Read `kind` first: it decides which keys are valid.
-  std::string kind;
-  YAML::Node kind_node;
+  // (A default-constructed YAML::Node is a defined null without a place in the file: track "found" apart.)
+  std::optional<YAML::Node> kind_node;
   for (YAML::const_iterator it = node.begin(); it != node.end(); ++it)
     if (it->first.IsScalar() && it->first.Scalar() == "kind") kind_node = it->second;
-  if (!kind_node.IsDefined()) ctx.Fail(node, key + ".kind", fmt::format("missing required key; one of {}", fmt::join(WorkloadKinds(), ", ")));
-  kind = ctx.Choice(kind_node, key + ".kind", WorkloadKinds());
+  if (!kind_node)
+    ctx.Fail(node, key + ".kind", fmt::format("missing required key; one of {}", fmt::join(WorkloadKinds(), ", ")));
+  const std::string kind = ctx.Choice(*kind_node, key + ".kind", WorkloadKinds());
 
   ScenarioWorkload w;
   w.kind = kind;
