@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -42,11 +43,15 @@ py::tuple ShapeToPy(const std::vector<int64_t>& shape);
 // The Topology of a Python Topology object (shared with the mesh that uses it).
 std::shared_ptr<const Topology> TopologyFromPy(py::handle value);
 
+// The Python value json.loads(j.dump()) gives (data_bindings.cc).
+py::object JsonToPy(const nlohmann::json& j);
+
 void BindErrors(py::module_& m);
 void BindMesh(py::module_& m);
 void BindPartition(py::module_& m);
 void BindRules(py::module_& m);
 void BindData(py::module_& m);
+void BindHlo(py::module_& m);
 
 }  // namespace spmdsim::python
 

@@ -35,12 +35,11 @@
 #include "python/bindings.h"
 
 namespace spmdsim::python {
-namespace {
 
 // A report's keys as Python strings, made once: reports repeat a small vocabulary of keys for every workload and
 // device, and a reused string also keeps its hash (dict insertion then skips hashing). The GIL guards the cache.
 // Bounded: past kMaxKeys (user-chosen names also appear as keys) a key is made per call.
-py::object KeyString(const std::string& key) {
+static py::object KeyString(const std::string& key) {
   static constexpr size_t kMaxKeys = 4096;
   // Never destroyed: the interpreter may be gone when static destructors run.
   static auto* cache = new std::unordered_map<std::string, py::object>();
@@ -101,6 +100,8 @@ py::object JsonToPy(const nlohmann::json& j) {
   if (out == nullptr) throw py::error_already_set();
   return py::reinterpret_steal<py::object>(out);
 }
+
+namespace {
 
 py::array Contiguous(py::handle x) {
   py::array arr = py::module_::import("numpy").attr("ascontiguousarray")(x);

@@ -11,4 +11,5 @@ PYBIND11_MODULE(_spmdsim, m) {
   spmdsim::python::BindPartition(m);
   spmdsim::python::BindRules(m);
   spmdsim::python::BindData(m);
+  spmdsim::python::BindHlo(m);
 }

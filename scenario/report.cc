@@ -268,6 +268,60 @@ nlohmann::json ModelJson(const ModelAccounting& a) {
           {"fits", a.fits()}};
 }
 
+nlohmann::json MapJson(const std::map<std::string, double>& m);
+
+nlohmann::json StepJson(const StepResult& s) {
+  return {{"name", s.name},
+          {"kind", std::string(StepKindName(s.kind))},
+          {"op", s.op},
+          {"axes", s.axes},
+          {"count", s.count},
+          {"predicted_seconds", s.predicted_seconds},
+          {"compute_seconds", s.compute_seconds},
+          {"communication_seconds", s.communication_seconds},
+          {"communication_seconds_by_axis", MapJson(s.communication_seconds_by_axis)},
+          {"bytes_by_link", MapJson(s.bytes_by_link)},
+          {"algorithm", s.algorithm}, {"protocol", s.protocol},
+          {"message_bytes", s.message_bytes},
+          {"group_size", s.group_size},
+          {"flops", s.flops},
+          {"memory_bytes", s.memory_bytes},
+          {"wall_seconds", s.wall_seconds}};
+}
+
+// The hlo workload's breakdown by instruction class, its memory by XLA's terms and its notes.
+std::string HloReport(const WorkloadResult& r) {
+  const HloSummary& h = *r.hlo;
+  WorkloadResult by_class;
+  by_class.steps = h.by_class;
+  by_class.totals = r.totals;
+  std::string out = fmt::format("by instruction class:\n{}", StepsTable(by_class));
+  out += fmt::format("module {} on {} devices ({} simulated: every device runs the same program), {} instructions "
+                     "executed; communication exposed {}, hidden under compute {}\n",
+                     h.module, h.devices, h.simulated_devices, h.executed_ops, FormatSeconds(h.exposed_comm_seconds),
+                     FormatSeconds(h.hidden_comm_seconds));
+  out += fmt::format("memory per device (buffer liveness): arguments {}, outputs {}, temporaries {} (peak at {})\n",
+                     HumanBytes(h.argument_bytes), HumanBytes(h.output_bytes), HumanBytes(h.temp_bytes),
+                     h.peak_at.empty() ? "-" : h.peak_at);
+  if (!h.measured_peak_bytes.empty()) {
+    out += fmt::format("host memory the simulator held per device: max {}\n",
+                       HumanBytes(*std::max_element(h.measured_peak_bytes.begin(), h.measured_peak_bytes.end())));
+  }
+  for (const std::string& note : h.notes) out += fmt::format("note: {}\n", note);
+  return out;
+}
+
+nlohmann::json HloJson(const HloSummary& h) {
+  nlohmann::json by_class = nlohmann::json::array();
+  for (const StepResult& s : h.by_class) by_class.push_back(StepJson(s));
+  return {{"module", h.module}, {"devices", h.devices}, {"simulated_devices", h.simulated_devices},
+          {"executed_ops", h.executed_ops}, {"exposed_comm_seconds", h.exposed_comm_seconds},
+          {"hidden_comm_seconds", h.hidden_comm_seconds}, {"by_class", by_class},
+          {"argument_bytes", h.argument_bytes}, {"output_bytes", h.output_bytes}, {"temp_bytes", h.temp_bytes},
+          {"peak_bytes", h.argument_bytes + h.output_bytes + h.temp_bytes}, {"peak_at", h.peak_at},
+          {"measured_peak_bytes", h.measured_peak_bytes}, {"notes", h.notes}};
+}
+
 std::string CheckLine(const NumericCheck& c, bool abstract) {
   if (!c.performed) {
     if (abstract) return "check: not performed (--abstract: no data)\n";
@@ -322,6 +376,7 @@ std::string HumanReport(const Scenario& s, const WorkloadResult& r) {
   if (!r.steps.empty() && r.sweep.empty()) out += StepsTable(r);
   if (r.model) out += ModelReport(*r.model);
   if (r.model_step) out += ModelStepReport(*r.model_step);
+  if (r.hlo) out += HloReport(r);
   if (r.kind != "partition" && !r.model) {
     const MemoryResult& m = r.memory;
     out += fmt::format("predicted time {} (compute {}, communication {}, waiting for stragglers {}); simulator wall {}\n",
@@ -370,24 +425,7 @@ nlohmann::json WorkloadJson(const WorkloadResult& r) {
                  {"bytes_by_link", MapJson(r.totals.bytes_by_link)},
                  {"flops", r.totals.flops}};
   nlohmann::json steps = nlohmann::json::array();
-  for (const StepResult& s : r.steps) {
-    steps.push_back({{"name", s.name},
-                     {"kind", std::string(StepKindName(s.kind))},
-                     {"op", s.op},
-                     {"axes", s.axes},
-                     {"count", s.count},
-                     {"predicted_seconds", s.predicted_seconds},
-                     {"compute_seconds", s.compute_seconds},
-                     {"communication_seconds", s.communication_seconds},
-                     {"communication_seconds_by_axis", MapJson(s.communication_seconds_by_axis)},
-                     {"bytes_by_link", MapJson(s.bytes_by_link)},
-                     {"algorithm", s.algorithm}, {"protocol", s.protocol},
-                     {"message_bytes", s.message_bytes},
-                     {"group_size", s.group_size},
-                     {"flops", s.flops},
-                     {"memory_bytes", s.memory_bytes},
-                     {"wall_seconds", s.wall_seconds}});
-  }
+  for (const StepResult& s : r.steps) steps.push_back(StepJson(s));
   w["steps"] = steps;
   const MemoryResult& m = r.memory;
   w["memory"] = {{"peak_bytes_max", m.peak_bytes_max}, {"max_device", m.max_device},
@@ -437,6 +475,7 @@ nlohmann::json WorkloadJson(const WorkloadResult& r) {
   }
   if (r.model) w["model"] = ModelJson(*r.model);
   if (r.model_step) w["model_step"] = ModelStepJson(*r.model_step);
+  if (r.hlo) w["hlo"] = HloJson(*r.hlo);
   nlohmann::json layouts = nlohmann::json::object();
   for (const auto& [name, spec] : r.layouts) layouts[name] = spec.ToString();
   w["layouts"] = layouts;

@@ -44,6 +44,7 @@ struct Dispatch {
   WorkloadResult operator()(const TransformerBlockConfig& c) const { return RunTransformerBlock(context, c); }
   WorkloadResult operator()(const PartitionConfig& c) const { return RunPartition(context, c); }
   WorkloadResult operator()(const ValidatedModel& m) const { return RunModel(context, m); }
+  WorkloadResult operator()(const HloConfig& c) const { return RunHlo(context, c); }
 };
 
 }  // namespace

@@ -39,6 +39,7 @@
 #include "partition/partition_spec.h"
 #include "scenario/npy.h"
 #include "sim/array.h"
+#include "workloads/hlo_workload.h"
 #include "workloads/workloads.h"
 
 namespace spmdsim {
@@ -112,10 +113,11 @@ struct ShardMapInputRef {
 // .sharding = {batch_axes {"data"}, tensor_axes {"model"}}}}; every other field keeps the Config's default.
 // docs/scenarios.md lists every key per kind with its type and default.
 struct ScenarioWorkload {
-  std::string kind;  // "collectives", "shard_map", "mlp", "transformer_block", "partition", "model"
+  std::string kind;  // "collectives", "shard_map", "mlp", "transformer_block", "partition", "model", "hlo"
   std::string name;  // unique within the scenario (default: the kind, then kind_2, kind_3, ...)
   SourceLocation location;
-  std::variant<CollectivesConfig, ShardMapConfig, MlpConfig, TransformerBlockConfig, PartitionConfig, ValidatedModel>
+  std::variant<CollectivesConfig, ShardMapConfig, MlpConfig, TransformerBlockConfig, PartitionConfig, ValidatedModel,
+               HloConfig>
       config;  // a model is validated against the scenario's mesh when the file is read
   // shard_map only: config.inputs is filled from these when the workload runs.
   std::vector<ShardMapInputRef> shard_map_inputs;

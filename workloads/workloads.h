@@ -216,6 +216,21 @@ struct PartitionResult {
   std::string largest, smallest;       // parameter names with the most / fewest bytes per device
 };
 
+// The hlo workload's totals by instruction class, its memory estimate and notes (workloads/hlo_workload.h).
+struct HloSummary {
+  std::string module;                  // the module's name
+  int64_t devices = 0;                 // logical devices it runs on (replica_count x num_partitions)
+  int64_t simulated_devices = 1;       // devices simulated for the prediction (docs/hlo.md)
+  int64_t executed_ops = 0;            // instructions executed on the simulated device (loops unrolled)
+  double exposed_comm_seconds = 0;     // seconds the compute stream waited for collectives
+  double hidden_comm_seconds = 0;      // collectives' time overlapped by compute
+  std::vector<StepResult> by_class;    // one row per instruction class ("dot", "fusion", "collective all-reduce", ...)
+  int64_t argument_bytes = 0, output_bytes = 0, temp_bytes = 0;  // bytes per device (XLA's memory_analysis terms)
+  std::string peak_at;                 // the instruction where the temporaries peak
+  std::vector<int64_t> measured_peak_bytes;  // runs with data: each logical device's peak in the simulator
+  std::vector<std::string> notes;      // assumptions (unknown trip counts, extrapolated loops)
+};
+
 // Several processes: kept arrays (WorkloadContext::keep_arrays) up to this many bytes are gathered whole to
 // rank 0; larger ones are written shard by shard by their owners (`spmdsim run --dump`, docs/multiprocess.md).
 inline constexpr int64_t kGatherArrayBytes = int64_t{16} << 20;
@@ -234,6 +249,7 @@ struct WorkloadResult {
   std::optional<PartitionResult> partition;  // partition only
   std::optional<ModelAccounting> model;      // model only: the analytic accounting (model/model.h)
   std::optional<ModelStepTimes> model_step;  // model only: the simulated training step (model/model.h)
+  std::optional<HloSummary> hlo;             // hlo only (workloads/hlo_workload.h)
   // Global (unsharded) arrays, when WorkloadContext::keep_arrays and not abstract (for --dump). Across ranks
   // (shard_map, mlp, transformer_block): arrays of at most kGatherArrayBytes are gathered to rank 0 and appear
   // there only; larger ones stay on their owners, in sharded_inputs / sharded_outputs.

@@ -637,3 +637,6 @@ def run(path_or_dict, abstract=False, threads=0):
         text = _json.dumps(path_or_dict)  # JSON is YAML
         return _spmdsim._run_scenario(text, True, abstract, threads)
     return _spmdsim._run_scenario(_os.fspath(path_or_dict), False, abstract, threads)
+
+
+from spmdsim.hlo import HloResult, from_jax, hlo_text, run_hlo  # noqa: E402,F401  (re-exported; docs/hlo.md)

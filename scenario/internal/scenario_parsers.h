@@ -1,6 +1,6 @@
 // Internal: the node-taking parsers of a scenario file, one unit per section: topology_yaml.cc (`topology:`,
 // `mesh:`), rules_yaml.cc (`rules:` and PartitionSpec values), arrays_yaml.cc (`arrays:`), workloads_yaml.cc
-// (`workloads:` onto the engines' Config structs, workloads/workloads.h). scenario/scenario.cc reads the file's
+// (`workloads:` onto the engines' Config structs, workloads/workloads.h), hlo_yaml.cc (`kind: hlo`). scenario/scenario.cc reads the file's
 // top level with them. Users call LoadScenario / ParseScenario (scenario/scenario.h).
 #ifndef SPMDSIM_SCENARIO_INTERNAL_SCENARIO_PARSERS_H_
 #define SPMDSIM_SCENARIO_INTERNAL_SCENARIO_PARSERS_H_
@@ -42,6 +42,9 @@ PartitionSpec ParseSpecNode(const YamlContext& ctx, const YAML::Node& node, cons
 // validation (mesh axes, array names). Throws as scenario.h describes.
 ScenarioWorkload ParseWorkload(const YamlContext& ctx, const YAML::Node& node, const std::string& key,
                                const Scenario& s);
+
+// `kind: hlo` (hlo_yaml.cc): reads and verifies the module file (relative paths: the scenario's folder).
+HloConfig ParseHloWorkload(const YamlContext& ctx, const YamlMap& m, const Scenario& s);
 
 }  // namespace spmdsim
 

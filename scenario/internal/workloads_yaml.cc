@@ -515,7 +515,7 @@ ModelConfig ParseModel(const YamlContext& ctx, const YamlMap& m, const Scenario&
 
 const std::vector<std::string>& WorkloadKinds() {
   static const std::vector<std::string> kinds = {"collectives", "shard_map", "mlp", "transformer_block", "partition",
-                                                 "model"};
+                                                 "model", "hlo"};
   return kinds;
 }
 
@@ -591,6 +591,13 @@ ScenarioWorkload ParseWorkload(const YamlContext& ctx, const YAML::Node& node, c
     } catch (const Error& e) {
       ctx.Rethrow(node, key, e);
     }
+  } else if (kind == "hlo") {
+    YamlMap m(ctx, node, key, WithCommon({"file", "inputs", "device_assignment", "expected", "rtol", "atol",
+                                                "overlap_collectives", "narrow_types"}));
+    w.name = m.String("name", default_name());
+    HloConfig c = ParseHloWorkload(ctx, m, s);
+    c.name = w.name;
+    w.config = std::move(c);
   } else {
     YamlMap m(ctx, node, key, WithCommon({"params", "include_arrays", "correction"}));
     w.name = m.String("name", default_name());

@@ -1,0 +1,159 @@
+// Elementwise kernels: unary and binary ops, compare, select, clamp, convert, bitcast-convert, iota, constant.
+#include <cstring>
+
+#include "hlo/internal/element_ops.h"
+#include "hlo/internal/kernels.h"
+#include "hlo/internal/types.h"
+
+namespace spmdsim::hlo::internal {
+namespace {
+
+Value Unary(const Instruction& ins, const Value& x) {
+  ValueBuilder out(ins.shape().dtype, ins.shape().dims);
+  VisitType(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    const T* a = x.data<T>();
+    const int64_t n = x.size();
+    if (ins.opcode() == Opcode::kIsFinite) {
+      bool* o = out.data<bool>();
+      if constexpr (kIsFloat<T>) {
+        for (int64_t i = 0; i < n; ++i) o[i] = std::isfinite(Widen(a[i]));
+      }
+      return;
+    }
+    T* o = out.data<T>();
+    DispatchUnary<T>(ins.opcode(), [&](auto f) {
+      for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+    });
+  });
+  return std::move(out).Finish();
+}
+
+Value Binary(const Instruction& ins, const Value& x, const Value& y) {
+  ValueBuilder out(ins.shape().dtype, ins.shape().dims);
+  VisitType(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    const T* a = x.data<T>();
+    const T* b = y.data<T>();
+    const int64_t n = x.size();
+    if (ins.opcode() == Opcode::kCompare) {
+      bool* o = out.data<bool>();
+      const ComparisonDirection d = ins.attrs().direction;
+      const ComparisonType type = ins.attrs().comparison_type;
+      for (int64_t i = 0; i < n; ++i) o[i] = Compare<T>(d, type, a[i], b[i]);
+      return;
+    }
+    T* o = out.data<T>();
+    DispatchBinary<T>(ins.opcode(), [&](auto f) {
+      for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
+    });
+  });
+  return std::move(out).Finish();
+}
+
+Value Select(const Instruction& ins, const Value& p, const Value& t, const Value& f) {
+  ValueBuilder out(ins.shape().dtype, ins.shape().dims);
+  const int64_t n = t.size();
+  const int64_t size = DTypeSize(t.dtype());
+  const bool* pred = p.data<bool>();
+  const bool scalar = p.rank() == 0;
+  const char* a = static_cast<const char*>(t.raw());
+  const char* b = static_cast<const char*>(f.raw());
+  char* o = static_cast<char*>(out.raw());
+  for (int64_t i = 0; i < n; ++i) {
+    const bool take = scalar ? pred[0] : pred[i];
+    std::memcpy(o + i * size, (take ? a : b) + i * size, static_cast<size_t>(size));
+  }
+  return std::move(out).Finish();
+}
+
+Value Clamp(const Instruction& ins, const Value& lo, const Value& x, const Value& hi) {
+  ValueBuilder out(ins.shape().dtype, ins.shape().dims);
+  VisitType(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    const T* l = lo.data<T>();
+    const T* v = x.data<T>();
+    const T* h = hi.data<T>();
+    T* o = out.data<T>();
+    const bool ls = lo.rank() == 0 && x.rank() != 0, hs = hi.rank() == 0 && x.rank() != 0;
+    DispatchBinary<T>(Opcode::kMaximum, [&](auto max) {
+      DispatchBinary<T>(Opcode::kMinimum, [&](auto min) {
+        for (int64_t i = 0; i < x.size(); ++i) o[i] = min(h[hs ? 0 : i], max(l[ls ? 0 : i], v[i]));
+      });
+    });
+  });
+  return std::move(out).Finish();
+}
+
+Value ConvertValue(const Instruction& ins, const Value& x) {
+  ValueBuilder out(ins.shape().dtype, ins.shape().dims);
+  VisitType(x.dtype(), [&](auto f) {
+    using From = decltype(f);
+    VisitType(ins.shape().dtype, [&](auto t) {
+      using To = decltype(t);
+      const From* a = x.data<From>();
+      To* o = out.data<To>();
+      for (int64_t i = 0; i < x.size(); ++i) o[i] = Convert<To, From>(a[i]);
+    });
+  });
+  return std::move(out).Finish();
+}
+
+// bitcast-convert: the same bytes read as another type (the trailing dimension absorbs a size change; the bytes
+// of one wide element are its narrow elements in little-endian order, as XLA on x86 lays them out).
+Value BitcastConvert(const Instruction& ins, const Value& x) {
+  ValueBuilder out(ins.shape().dtype, ins.shape().dims);
+  std::memcpy(out.raw(), x.raw(), static_cast<size_t>(x.nbytes()));
+  return std::move(out).Finish();
+}
+
+Value Iota(const Instruction& ins) {
+  const Shape& s = ins.shape();
+  ValueBuilder out(s.dtype, s.dims);
+  const std::vector<int64_t> strides = Strides(s.dims);
+  const int64_t d = ins.attrs().iota_dimension;
+  VisitType(s.dtype, [&](auto t) {
+    using T = decltype(t);
+    T* o = out.data<T>();
+    for (int64_t i = 0; i < out.size(); ++i) {
+      const int64_t k = (i / strides[d]) % s.dims[d];
+      if constexpr (std::is_same_v<T, bool>) {
+        o[i] = k != 0;
+      } else {
+        o[i] = Convert<T, int64_t>(k);
+      }
+    }
+  });
+  return std::move(out).Finish();
+}
+
+Value Constant(const Instruction& ins) {
+  if (ins.literal().elided) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: constant %{} was printed as {{...}} (elided); print the module with its large "
+                            "constants (HloPrintOptions.print_large_constants) to run it with data",
+                            ins.Where(), ins.name()));
+  }
+  ValueBuilder out(ins.shape().dtype, ins.shape().dims);
+  std::memcpy(out.raw(), ins.literal().bytes.data(), ins.literal().bytes.size());
+  return std::move(out).Finish();
+}
+
+}  // namespace
+
+Value EvalElementwise(const Instruction& ins, Operands v) {
+  const Opcode op = ins.opcode();
+  if (IsElementwiseUnary(op)) return Unary(ins, *v[0]);
+  if (IsElementwiseBinary(op)) return Binary(ins, *v[0], *v[1]);
+  switch (op) {
+    case Opcode::kSelect: return Select(ins, *v[0], *v[1], *v[2]);
+    case Opcode::kClamp: return Clamp(ins, *v[0], *v[1], *v[2]);
+    case Opcode::kConvert: return ConvertValue(ins, *v[0]);
+    case Opcode::kBitcastConvert: return BitcastConvert(ins, *v[0]);
+    case Opcode::kIota: return Iota(ins);
+    case Opcode::kConstant: return Constant(ins);
+    default: return Value();
+  }
+}
+
+}  // namespace spmdsim::hlo::internal

@@ -1,0 +1,67 @@
+// The interpreter's kernels, one family per file. Each takes a verified instruction and its operands' values and
+// returns the result, or an invalid Value when the opcode is not of its family. Kernels never check what the
+// verifier checked.
+#ifndef SPMDSIM_HLO_INTERNAL_KERNELS_H_
+#define SPMDSIM_HLO_INTERNAL_KERNELS_H_
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "hlo/interpreter.h"
+#include "hlo/ir.h"
+#include "hlo/internal/scalar_program.h"
+#include "hlo/value.h"
+
+namespace spmdsim::hlo::internal {
+
+using Operands = std::span<const Value* const>;
+
+// Unary and binary elementwise ops, compare, select, clamp, convert, bitcast-convert, iota, constant.
+Value EvalElementwise(const Instruction& ins, Operands operands);
+// broadcast, reshape, bitcast, copy, transpose, reverse, slice, dynamic-slice, dynamic-update-slice,
+// concatenate, pad.
+Value EvalShape(const Instruction& ins, Operands operands);
+// reduce, reduce-window, select-and-scatter, map.
+Value EvalReduce(const Instruction& ins, Operands operands, Interpreter& interp);
+// dot, convolution.
+Value EvalDot(const Instruction& ins, Operands operands);
+// gather, scatter.
+Value EvalGather(const Instruction& ins, Operands operands, Interpreter& interp);
+// sort, topk, custom-call TopK.
+Value EvalSort(const Instruction& ins, Operands operands, Interpreter& interp);
+// Collectives (synchronous and -start forms), partition-id, replica-id.
+Value EvalCollective(const Instruction& ins, Operands operands, Interpreter& interp);
+
+// Helpers shared by the kernels (kernels_util.cc).
+// A zero-filled or uninitialised array value of `shape` (an array shape).
+Value NewArray(const Shape& shape, bool zeroed = false);
+Value NewArray(DType dtype, const std::vector<int64_t>& dims, bool zeroed = false);
+// Row-major strides (elements) of `dims`.
+std::vector<int64_t> Strides(const std::vector<int64_t>& dims);
+// The scalar at `value` (rank 0) as int64 (indices of dynamic-slice & co.).
+int64_t ScalarAsInt64(const Value& value);
+// Every element of `x` converted to double (tests, checks).
+std::vector<double> ToDoubles(const Value& x);
+// A to_apply computation applied to scalars: through its ScalarProgram when it has one, else by evaluating it.
+class ScalarFunction {
+ public:
+  ScalarFunction(const Computation& c, Interpreter& interp);
+  int64_t num_results() const { return num_results_; }
+  // params: bits of each parameter's scalar (hlo/internal/scalar_program.h); results: bits of each result.
+  void operator()(std::span<const uint64_t> params, std::span<uint64_t> results);
+  // The root as op(param 0, param 1) when the computation is that simple.
+  std::optional<Opcode> simple_binary() const;
+
+ private:
+  const Computation& c_;
+  Interpreter& interp_;
+  const ScalarProgram* program_;
+  std::vector<uint64_t> registers_;
+  int64_t num_results_ = 1;
+};
+
+}  // namespace spmdsim::hlo::internal
+
+#endif  // SPMDSIM_HLO_INTERNAL_KERNELS_H_

@@ -1,0 +1,221 @@
+// The interpreter's driver: the plan (liveness, scalar programs), computations in schedule order, and the ops
+// that structure a program: parameter, tuple, get-tuple-element, call, fusion, while, conditional, async
+// wrappers, after-all / add-dependency, custom-calls that are identities.
+#include "hlo/interpreter.h"
+
+#include <fmt/format.h>
+
+#include "common/error.h"
+#include "hlo/groups.h"
+#include "hlo/internal/kernels.h"
+#include "hlo/internal/scalar_program.h"
+
+namespace spmdsim::hlo {
+
+using internal::Operands;
+
+struct InterpreterPlan::PerComputation {
+  std::vector<std::vector<int32_t>> released_after;
+  std::unique_ptr<internal::ScalarProgram> scalar;
+};
+
+InterpreterPlan::~InterpreterPlan() = default;
+
+std::shared_ptr<const InterpreterPlan> InterpreterPlan::Build(const Module& module) {
+  auto plan = std::make_shared<InterpreterPlan>();
+  for (int64_t c = 0; c < module.computation_count(); ++c) {
+    const Computation& comp = *module.computation(c);
+    auto per = std::make_unique<PerComputation>();
+    const int64_t n = comp.instruction_count();
+    std::vector<int64_t> last_use(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) last_use[i] = i;  // unused values die right after they are made
+    for (int64_t i = 0; i < n; ++i) {
+      for (const Instruction* o : comp.instruction(i)->operands()) last_use[o->index()] = std::max(last_use[o->index()], i);
+    }
+    per->released_after.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      if (comp.instruction(i) != comp.root()) per->released_after[last_use[i]].push_back(static_cast<int32_t>(i));
+    }
+    per->scalar = internal::ScalarProgram::Compile(comp);  // null unless every value is a scalar
+    plan->computations_[&comp] = std::move(per);
+  }
+  return plan;
+}
+
+const std::vector<int32_t>& InterpreterPlan::ReleasedAfter(const Computation& c, int64_t i) const {
+  return computations_.at(&c)->released_after[i];
+}
+
+const internal::ScalarProgram* InterpreterPlan::ScalarProgramOf(const Computation& c) const {
+  return computations_.at(&c)->scalar.get();
+}
+
+namespace {
+
+// The peer of a module whose collectives all run over groups of one device: every exchange is the device alone.
+class SoloPeer : public CollectivePeer {
+ public:
+  explicit SoloPeer(const Module& m) : module_(m) {}
+  std::vector<Array> Exchange(const Instruction& c, const Array& mine, int64_t* rank) override {
+    const auto groups = GroupsOf(c, module_.replica_count(), module_.num_partitions());
+    if (groups[0].size() != 1) {
+      throw Error(ErrorCode::kFailedPrecondition,
+                  fmt::format("{}: %{} combines {} devices; run the module on its {} devices (hlo/executor.h)",
+                              c.Where(), c.name(), groups[0].size(),
+                              module_.replica_count() * module_.num_partitions()));
+    }
+    *rank = 0;
+    return {mine};
+  }
+  Array Permute(const Instruction& c, const Array& mine) override {
+    for (const auto& [s, t] : PairsOf(c, module_.replica_count(), module_.num_partitions())) {
+      if (s != t) {
+        throw Error(ErrorCode::kFailedPrecondition,
+                    fmt::format("{}: %{} sends between devices; run the module on its devices (hlo/executor.h)",
+                                c.Where(), c.name()));
+      }
+    }
+    return c.attrs().source_target_pairs.empty() ? Array() : mine;
+  }
+
+ private:
+  const Module& module_;
+};
+
+[[noreturn]] void Unsupported(const Instruction& ins, const std::string& what) {
+  throw Error(ErrorCode::kUnimplemented, fmt::format("{}: %{} ({}): {}", ins.Where(), ins.name(),
+                                                     OpcodeName(ins.opcode()), what));
+}
+
+}  // namespace
+
+Interpreter::Interpreter(const Module& module, std::shared_ptr<const InterpreterPlan> plan, DeviceIds ids,
+                         CollectivePeer* peer, InterpreterOptions options)
+    : module_(module), plan_(std::move(plan)), ids_(ids), peer_(peer), options_(options) {
+  if (peer_ == nullptr) {
+    solo_ = std::make_unique<SoloPeer>(module);
+    peer_ = solo_.get();
+  }
+}
+
+Interpreter::~Interpreter() = default;
+
+Value Interpreter::Run(std::vector<Value> arguments) {
+  const Computation& entry = *module_.entry();
+  if (static_cast<int64_t>(arguments.size()) != entry.parameter_count()) {
+    Throw(ErrorCode::kInvalidArgument, "%{} takes {} arguments, not {}", entry.name(), entry.parameter_count(),
+          arguments.size());
+  }
+  for (int64_t i = 0; i < entry.parameter_count(); ++i) {
+    const Shape& want = entry.parameter(i)->shape();
+    if (!arguments[i].valid() || !arguments[i].shape().Compatible(want)) {
+      Throw(ErrorCode::kInvalidArgument, "argument {} of %{} is {}; parameter {} is {}", i, entry.name(),
+            arguments[i].valid() ? arguments[i].ShapeString() : "missing", i, want.ToString());
+    }
+  }
+  return Call(entry, arguments);
+}
+
+Value Interpreter::Call(const Computation& c, std::span<const Value> args) {
+  if (++depth_ > 256) {
+    --depth_;
+    Throw(ErrorCode::kInvalidArgument, "computations nest more than 256 deep (at %{})", c.name());
+  }
+  std::vector<Value> values(static_cast<size_t>(c.instruction_count()));
+  for (int64_t i = 0; i < c.instruction_count(); ++i) {
+    values[i] = Evaluate(*c.instruction(i), values, args);
+    for (int32_t dead : plan_->ReleasedAfter(c, i)) values[dead] = Value();
+  }
+  --depth_;
+  return std::move(values[c.root()->index()]);
+}
+
+Value Interpreter::Evaluate(const Instruction& ins, std::span<const Value> values, std::span<const Value> args) {
+  if (ins.opcode() == Opcode::kParameter) return args[ins.attrs().parameter_number];
+  std::vector<const Value*> ops;
+  ops.reserve(static_cast<size_t>(ins.operand_count()));
+  for (const Instruction* o : ins.operands()) ops.push_back(&values[o->index()]);
+  const Operands v(ops);
+  bool handled = false;
+  Value out = EvaluateControl(ins, v, &handled);
+  if (handled) return out;
+  for (auto kernel : {+[](const Instruction& i, Operands o, Interpreter&) { return internal::EvalElementwise(i, o); },
+                      +[](const Instruction& i, Operands o, Interpreter&) { return internal::EvalShape(i, o); },
+                      +[](const Instruction& i, Operands o, Interpreter&) { return internal::EvalDot(i, o); },
+                      &internal::EvalReduce, &internal::EvalGather, &internal::EvalSort,
+                      &internal::EvalCollective}) {
+    out = kernel(ins, v, *this);
+    if (out.valid()) return out;
+  }
+  Unsupported(ins, "is not supported by the interpreter");
+}
+
+Value Interpreter::EvaluateControl(const Instruction& ins, Operands v, bool* handled) {
+  *handled = true;
+  switch (ins.opcode()) {
+    case Opcode::kTuple: {
+      std::vector<Value> elements;
+      for (const Value* x : v) elements.push_back(*x);
+      return Value::Tuple(std::move(elements));
+    }
+    case Opcode::kGetTupleElement: return v[0]->element(static_cast<size_t>(ins.attrs().index));
+    case Opcode::kCall:
+    case Opcode::kFusion: {
+      std::vector<Value> args;
+      for (const Value* x : v) args.push_back(*x);
+      return Call(*ins.called()[0], args);
+    }
+    case Opcode::kWhile: return RunWhile(ins, *v[0]);
+    case Opcode::kConditional: {
+      int64_t branch = 0;
+      if (v[0]->dtype() == DType::kBool) {
+        branch = v[0]->data<bool>()[0] ? 0 : 1;
+      } else {
+        branch = internal::ScalarAsInt64(*v[0]);
+        const int64_t n = static_cast<int64_t>(ins.called().size());
+        if (branch < 0 || branch >= n) branch = n - 1;  // XLA: an out-of-range index runs the last branch
+      }
+      return Call(*ins.called()[branch], std::span<const Value>(v[branch + 1], 1));
+    }
+    case Opcode::kAsyncStart: case Opcode::kAsyncUpdate: case Opcode::kAsyncDone: return RunAsync(ins, v);
+    case Opcode::kAllReduceDone: return *v[0];
+    case Opcode::kAllGatherDone: case Opcode::kCollectivePermuteDone: return v[0]->element(1);
+    case Opcode::kAfterAll: return Value::Token();
+    case Opcode::kAddDependency: return *v[0];
+    case Opcode::kCustomCall:
+      if (ins.attrs().custom_call_target == "Sharding") return *v[0];
+      break;
+    default: break;
+  }
+  *handled = false;
+  return Value();
+}
+
+Value Interpreter::RunWhile(const Instruction& ins, const Value& init) {
+  const Computation& condition = *ins.called()[0];
+  const Computation& body = *ins.called()[1];
+  Value state = init;
+  for (int64_t i = 0;; ++i) {
+    Value go = Call(condition, std::span<const Value>(&state, 1));
+    if (!go.data<bool>()[0]) return state;
+    if (i >= options_.max_while_iterations) {
+      Throw(ErrorCode::kInvalidArgument, "{}: while loop %{} ran {} iterations without ending (the limit)",
+            ins.Where(), ins.name(), options_.max_while_iterations);
+    }
+    state = Call(body, std::span<const Value>(&state, 1));
+  }
+}
+
+// async-start runs the wrapped computation at once; -update passes the state on; -done returns the result.
+Value Interpreter::RunAsync(const Instruction& ins, Operands v) {
+  if (ins.opcode() == Opcode::kAsyncDone) return v[0]->element(1);
+  if (ins.opcode() == Opcode::kAsyncUpdate) return *v[0];
+  std::vector<Value> args;
+  for (const Value* x : v) args.push_back(*x);
+  Value result = Call(*ins.called()[0], args);
+  std::vector<Value> parts{Value::Tuple(args), result};
+  for (size_t i = 2; i < ins.shape().tuple.size(); ++i) parts.push_back(internal::NewArray(ins.shape().tuple[i], true));
+  return Value::Tuple(std::move(parts));
+}
+
+}  // namespace spmdsim::hlo

@@ -1,0 +1,109 @@
+#include "hlo/support.h"
+
+#include <fmt/format.h>
+
+#include "common/error.h"
+
+namespace spmdsim::hlo {
+namespace {
+
+constexpr char kListed[] = "docs/hlo.md lists what runs";
+
+bool SupportedOpcode(Opcode op) {
+  if (IsElementwiseUnary(op)) return op != Opcode::kReal && op != Opcode::kImag;
+  if (IsElementwiseBinary(op)) return op != Opcode::kComplex;
+  switch (op) {
+    case Opcode::kSelect: case Opcode::kClamp: case Opcode::kConvert: case Opcode::kBitcastConvert:
+    case Opcode::kIota: case Opcode::kConstant: case Opcode::kBroadcast: case Opcode::kReshape:
+    case Opcode::kBitcast: case Opcode::kCopy: case Opcode::kOptimizationBarrier: case Opcode::kDomain:
+    case Opcode::kTranspose: case Opcode::kReverse: case Opcode::kSlice: case Opcode::kDynamicSlice:
+    case Opcode::kDynamicUpdateSlice: case Opcode::kConcatenate: case Opcode::kPad: case Opcode::kReduce:
+    case Opcode::kReduceWindow: case Opcode::kSelectAndScatter: case Opcode::kMap: case Opcode::kDot:
+    case Opcode::kConvolution: case Opcode::kGather: case Opcode::kScatter: case Opcode::kSort:
+    case Opcode::kTopK: case Opcode::kTuple: case Opcode::kGetTupleElement: case Opcode::kCall:
+    case Opcode::kFusion: case Opcode::kWhile: case Opcode::kConditional: case Opcode::kParameter:
+    case Opcode::kPartitionId: case Opcode::kReplicaId: case Opcode::kAfterAll: case Opcode::kAddDependency:
+    case Opcode::kAllReduce: case Opcode::kAllReduceStart: case Opcode::kAllReduceDone:
+    case Opcode::kAllGather: case Opcode::kAllGatherStart: case Opcode::kAllGatherDone:
+    case Opcode::kReduceScatter: case Opcode::kAllToAll: case Opcode::kCollectivePermute:
+    case Opcode::kCollectivePermuteStart: case Opcode::kCollectivePermuteDone: case Opcode::kCollectiveBroadcast:
+    case Opcode::kAsyncStart: case Opcode::kAsyncUpdate: case Opcode::kAsyncDone: case Opcode::kCustomCall:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool HasArithmetic(DType t) { return t != DType::kC64 && t != DType::kC128 && t != DType::kF8E4M3FN && t != DType::kF8E5M2; }
+
+bool ShapeHasArithmetic(const Shape& s, DType* bad) {
+  if (s.IsTuple()) {
+    for (const Shape& e : s.tuple) {
+      if (!ShapeHasArithmetic(e, bad)) return false;
+    }
+    return true;
+  }
+  if (s.IsArray() && !HasArithmetic(s.dtype)) {
+    *bad = s.dtype;
+    return false;
+  }
+  return true;
+}
+
+[[noreturn]] void Refuse(const Instruction& ins, const std::string& why) {
+  throw Error(ErrorCode::kUnimplemented,
+              fmt::format("{}: %{} ({}) cannot run: {}", ins.Where(), ins.name(), OpcodeName(ins.opcode()), why));
+}
+
+}  // namespace
+
+bool IsSupported(const Instruction& ins, std::string* why) {
+  const Opcode op = ins.opcode();
+  if (!SupportedOpcode(op)) {
+    *why = fmt::format("{} is not supported (spmdsim runs the opcodes XLA CPU compiles JAX training and inference "
+                       "programs to; {})", OpcodeName(op), kListed);
+    return false;
+  }
+  if (op == Opcode::kCustomCall) {
+    const std::string& target = ins.attrs().custom_call_target;
+    if (target != "TopK" && target != "Sharding") {
+      *why = fmt::format("custom-call target \"{}\" is not supported; supported targets: \"TopK\", \"Sharding\" ({})",
+                         target, kListed);
+      return false;
+    }
+  }
+  if (op == Opcode::kCollectivePermute && ins.operand_count() != 1) {
+    *why = "the in-place (4-operand) form of collective-permute is not supported";
+    return false;
+  }
+  return true;
+}
+
+void CheckSupported(const Module& module, bool with_data) {
+  std::string why;
+  // Opcodes first (what cannot run at all), then what running with data needs.
+  for (int64_t c = 0; c < module.computation_count(); ++c) {
+    const Computation& comp = *module.computation(c);
+    for (int64_t i = 0; i < comp.instruction_count(); ++i) {
+      if (!IsSupported(*comp.instruction(i), &why)) Refuse(*comp.instruction(i), why);
+    }
+  }
+  if (!with_data) return;
+  for (int64_t c = 0; c < module.computation_count(); ++c) {
+    const Computation& comp = *module.computation(c);
+    for (int64_t i = 0; i < comp.instruction_count(); ++i) {
+      const Instruction& ins = *comp.instruction(i);
+      DType bad = DType::kF32;
+      if (!ShapeHasArithmetic(ins.shape(), &bad)) {
+        Refuse(ins, fmt::format("{} elements have no arithmetic in spmdsim; run it --abstract (shapes and the cost "
+                                "model only)", HloTypeName(bad)));
+      }
+      if (ins.opcode() == Opcode::kConstant && ins.literal().elided) {
+        Refuse(ins, "the constant was printed as {...}; print the module with its large constants "
+                    "(HloPrintOptions.print_large_constants = True) or run it --abstract");
+      }
+    }
+  }
+}
+
+}  // namespace spmdsim::hlo

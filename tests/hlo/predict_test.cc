@@ -1,0 +1,187 @@
+#include "hlo/predict.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "common/error.h"
+#include "cost/collective_model.h"
+#include "cost/compute_model.h"
+#include "hlo/cost.h"
+#include "hlo/memory.h"
+#include "hlo/parser.h"
+
+namespace spmdsim::hlo {
+namespace {
+
+using ::testing::DoubleNear;
+using ::testing::HasSubstr;
+
+Mesh DevicesOf(const std::string& topology, int64_t n) {
+  auto t = std::make_shared<const Topology>(Topology::Parse(topology));
+  std::vector<int> ids(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) ids[i] = i;
+  return Mesh(DeviceArray({n}, ids), {"devices"}, t);
+}
+
+constexpr char kSum[] = "%add (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n"
+                        "  ROOT %c = f32[] add(%a, %b)\n}\n";
+
+TEST(Cost, CountsADotsFlopsBytesAndDimensions) {
+  auto m = ParseModule("HloModule m\nENTRY %e (a: f32[8,64], b: f32[64,32]) -> f32[8,32] {\n"
+                       "  %a = f32[8,64] parameter(0)\n  %b = f32[64,32] parameter(1)\n"
+                       "  ROOT %d = f32[8,32] dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
+                       "metadata={op_name=\"jit(f)/layer_0/dot_general\"}\n}\n");
+  const InstructionCost c = CostOf(*m->entry()->root());
+  EXPECT_EQ(c.flops, 2.0 * 8 * 64 * 32);
+  EXPECT_EQ(c.bytes_read, (8 * 64 + 64 * 32) * 4.0);
+  EXPECT_EQ(c.bytes_written, 8 * 32 * 4.0);
+  EXPECT_EQ(c.dims.m, 8);
+  EXPECT_EQ(c.dims.n, 32);
+  EXPECT_EQ(c.dims.k, 64);
+  EXPECT_EQ(InstructionClass(*m->entry()->root()), "dot");
+  EXPECT_EQ(ScopeOf(*m->entry()->root()), "jit(f)/layer_0");
+  // XLA's combiners join the op_names of what they combine: the scope is what the parts share.
+  auto j = ParseModule("HloModule m\nENTRY %e (a: f32[8]) -> f32[8] {\n  %a = f32[8] parameter(0)\n"
+                       "  ROOT %n = f32[8] negate(%a), metadata={op_name=\"jit(f)/(transpose(jvp())/layer/dot_general:"
+                       "transpose(jvp())/layer/reduce_sum:transpose(jvp())/mlp/dot_general)\"}\n}\n");
+  EXPECT_EQ(ScopeOf(*j->entry()->root()), "jit(f)/transpose(jvp())");
+}
+
+// XLA CPU widens bf16 to f32 behind converts (here as its convert fusions feeding a dot fusion, and a bf16 stack
+// converted to f32 and back around a dynamic-update-slice); a TPU or GPU compile keeps the values bf16, so with
+// narrow types they are priced in bf16: the dot at bf16's peak on bf16 bytes, the update in place. A dot of f32
+// data stays f32.
+TEST(Cost, NarrowTypesPriceWhatXlaCpuWidenedInItsNarrowType) {
+  auto m = ParseModule(
+      "HloModule m\n"
+      "%widen (p: bf16[8,64]) -> f32[8,64] {\n  %p = bf16[8,64] parameter(0)\n"
+      "  ROOT %c = f32[8,64] convert(%p)\n}\n"
+      "%mm (x: f32[8,64], y: f32[64,32]) -> f32[8,32] {\n  %x = f32[8,64] parameter(0)\n"
+      "  %y = f32[64,32] parameter(1)\n"
+      "  ROOT %d = f32[8,32] dot(%x, %y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n"
+      "%stack (s: bf16[4,8,32], u: f32[8,32], i: s32[]) -> bf16[4,8,32] {\n  %s = bf16[4,8,32] parameter(0)\n"
+      "  %w = f32[4,8,32] convert(%s)\n  %u = f32[8,32] parameter(1)\n  %r = bf16[8,32] convert(%u)\n"
+      "  %x = f32[8,32] convert(%r)\n  %b = f32[1,8,32] bitcast(%x)\n  %i = s32[] parameter(2)\n"
+      "  %z = s32[] constant(0)\n  %d = f32[4,8,32] dynamic-update-slice(%w, %b, %i, %z, %z)\n"
+      "  ROOT %n = bf16[4,8,32] convert(%d)\n}\n"
+      "ENTRY %e (a: bf16[8,64], b: bf16[32,64], c: f32[64,32], s: bf16[4,8,32], i: s32[]) -> (f32[8,32], f32[8,32], bf16[4,8,32]) {\n"
+      "  %a = bf16[8,64] parameter(0)\n  %b = bf16[32,64] parameter(1)\n  %c = f32[64,32] parameter(2)\n"
+      "  %s = bf16[4,8,32] parameter(3)\n  %i = s32[] parameter(4)\n"
+      "  %wa = f32[8,64] fusion(%a), kind=kLoop, calls=%widen\n"
+      "  %cb = f32[32,64] convert(%b)\n  %tb = f32[64,32] transpose(%cb), dimensions={1,0}\n"
+      "  %narrow = f32[8,32] fusion(%wa, %tb), kind=kOutput, calls=%mm\n"
+      "  %wide = f32[8,32] fusion(%wa, %c), kind=kOutput, calls=%mm\n"
+      "  %st = bf16[4,8,32] fusion(%s, %narrow, %i), kind=kLoop, calls=%stack\n"
+      "  ROOT %t = (f32[8,32], f32[8,32], bf16[4,8,32]) tuple(%narrow, %wide, %st)\n}\n");
+  const Instruction& narrow = *m->entry()->root()->operand(0);
+  const Instruction& wide = *m->entry()->root()->operand(1);
+  const Instruction& stack = *m->entry()->root()->operand(2);
+  EXPECT_EQ(CostOf(narrow).dtype, DType::kF32);             // the module's own types
+  EXPECT_EQ(CostOf(narrow).bytes_read, (8 * 64 + 64 * 32) * 4.0);
+  EXPECT_EQ(CostOf(narrow, true).dtype, DType::kBF16);      // narrow types
+  EXPECT_EQ(CostOf(narrow, true).bytes_read, (8 * 64 + 64 * 32) * 2.0);
+  EXPECT_EQ(CostOf(narrow, true).bytes_written, 8 * 32 * 4.0);  // the dot's f32 result is f32
+  EXPECT_EQ(NarrowType(wide), DType::kF32);
+  EXPECT_EQ(CostOf(wide, true).dtype, DType::kF32);
+  EXPECT_EQ(CostOf(stack).bytes_read, 4 * 8 * 32 * 2.0 + 8 * 32 * 4.0 + 4);  // the whole stack read
+  EXPECT_EQ(CostOf(stack).bytes_written, 4 * 8 * 32 * 2.0);
+  EXPECT_EQ(CostOf(stack, true).bytes_read, 8 * 32 * 4.0 + 4);  // in place; the update as the module has it
+  EXPECT_EQ(CostOf(stack, true).bytes_written, 8 * 32 * 2.0);
+}
+
+TEST(Predict, PricesLocalOpsWithTheComputeModelAndCollectivesWithTheCollectiveModel) {
+  auto m = ParseModule(std::string("HloModule m, num_partitions=8\n") +
+                       "%add (a: bf16[], b: bf16[]) -> bf16[] {\n  %a = bf16[] parameter(0)\n  %b = bf16[] parameter(1)\n"
+                       "  ROOT %c = bf16[] add(%a, %b)\n}\n"
+                       "ENTRY %e (a: bf16[1024,1024], b: bf16[1024,1024]) -> bf16[1024,1024] {\n"
+                       "  %a = bf16[1024,1024] parameter(0)\n  %b = bf16[1024,1024] parameter(1)\n"
+                       "  %d = bf16[1024,1024] dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                       "  ROOT %r = bf16[1024,1024] all-reduce(%d), channel_id=1, replica_groups={{0,1,2,3,4,5,6,7}}, "
+                       "use_global_device_ids=true, to_apply=%add\n}\n");
+  const Mesh mesh = DevicesOf("dgx-h100:1", 8);
+  const Prediction p = Predict(*m, mesh);
+  const ComputeModel compute(*mesh.topology());
+  const double dot = compute.Cost(2.0 * 1024 * 1024 * 1024, 3 * 1024 * 1024 * 2.0, {1, 1024, 1024, 1024}, DType::kBF16).seconds;
+  CollectiveModel collectives(mesh);
+  const std::vector<int64_t> all{0, 1, 2, 3, 4, 5, 6, 7};
+  const double ar = collectives.CostOfGroup(CollectiveOp::kAllReduce, all, 1024 * 1024 * 2.0).seconds;
+  EXPECT_THAT(p.compute_seconds, DoubleNear(dot, 1e-12));
+  EXPECT_THAT(p.comm_seconds, DoubleNear(ar, 1e-12));
+  EXPECT_THAT(p.step_seconds, DoubleNear(dot + ar, 1e-12));
+  EXPECT_THAT(p.exposed_comm_seconds, DoubleNear(ar, 1e-12));
+  ASSERT_EQ(p.by_class.size(), 2u);
+  EXPECT_EQ(p.events.size(), 2u);
+}
+
+TEST(Predict, AnAsyncCollectiveOverlapsTheComputeScheduledBeforeItsDone) {
+  auto m = ParseModule(std::string("HloModule m, num_partitions=8\n") + kSum +
+                       "ENTRY %e (a: f32[4096,4096], g: f32[4096]) -> (f32[4096,4096], f32[4096]) {\n"
+                       "  %a = f32[4096,4096] parameter(0)\n  %g = f32[4096] parameter(1)\n"
+                       "  %s = f32[4096] all-reduce-start(%g), channel_id=1, replica_groups={}, "
+                       "use_global_device_ids=true, to_apply=%add\n"
+                       "  %t = f32[4096,4096] tanh(%a)\n"
+                       "  %d = f32[4096] all-reduce-done(%s)\n"
+                       "  ROOT %o = (f32[4096,4096], f32[4096]) tuple(%t, %d)\n}\n");
+  const Prediction p = Predict(*m, DevicesOf("tpu-v4:2x2x2", 8));
+  ASSERT_GT(p.compute_seconds, p.comm_seconds);  // the tanh is longer than the small all-reduce
+  EXPECT_EQ(p.exposed_comm_seconds, 0);
+  EXPECT_THAT(p.step_seconds, DoubleNear(p.compute_seconds, 1e-15));
+}
+
+TEST(Predict, RunsWhileBodiesTheirTripCount) {
+  auto m = ParseModule(
+      "HloModule m\n"
+      "%cond (s: (s32[], f32[256])) -> pred[] {\n  %s = (s32[], f32[256]) parameter(0)\n"
+      "  %i = s32[] get-tuple-element(%s), index=0\n  %n = s32[] constant(5)\n"
+      "  ROOT %lt = pred[] compare(%i, %n), direction=LT\n}\n"
+      "%body (s: (s32[], f32[256])) -> (s32[], f32[256]) {\n  %s = (s32[], f32[256]) parameter(0)\n"
+      "  %i = s32[] get-tuple-element(%s), index=0\n  %x = f32[256] get-tuple-element(%s), index=1\n"
+      "  %one = s32[] constant(1)\n  %j = s32[] add(%i, %one)\n  %y = f32[256] exponential(%x)\n"
+      "  ROOT %t = (s32[], f32[256]) tuple(%j, %y)\n}\n"
+      "ENTRY %e (x: f32[256]) -> (s32[], f32[256]) {\n  %x = f32[256] parameter(0)\n  %z = s32[] constant(2)\n"
+      "  %init = (s32[], f32[256]) tuple(%z, %x)\n"
+      "  ROOT %w = (s32[], f32[256]) while(%init), condition=%cond, body=%body\n}\n");
+  EXPECT_EQ(StaticTripCount(*m->entry()->root()), 3);
+  const Prediction p = Predict(*m, DevicesOf("cpu:1", 1));
+  int64_t exps = 0;
+  for (const OpEvent& e : p.events) exps += e.instruction->opcode() == Opcode::kExp;
+  EXPECT_EQ(exps, 3);
+  PredictOptions measured;
+  measured.trip_counts[m->entry()->root()] = 7;
+  EXPECT_EQ(Predict(*m, DevicesOf("cpu:1", 1), measured).by_class.front().count, 7 * 2 + 8);
+}
+
+TEST(Memory, FollowsBufferLivenessAlongTheSchedule) {
+  auto m = ParseModule("HloModule m\nENTRY %e (x: f32[1024]) -> f32[1024] {\n  %x = f32[1024] parameter(0)\n"
+                       "  %a = f32[1024] exponential(%x)\n  %b = f32[1024] exponential(%a)\n"
+                       "  ROOT %c = f32[1024] add(%a, %b)\n}\n");
+  const MemoryEstimate e = EstimateMemory(*m);
+  EXPECT_EQ(e.argument_bytes, 4096);
+  EXPECT_EQ(e.output_bytes, 4096);
+  // a and b live together until c, which writes into a's buffer (a dies there): b is the one temporary.
+  EXPECT_EQ(e.temp_bytes, 4096);
+  EXPECT_EQ(e.peak_at, "%b");
+  EXPECT_EQ(e.peak_bytes(), 12288);
+  // -exp(exp(exp(x))): each op reuses the buffer of the one before it, which dies there, and the last one is the
+  // output: no temporaries.
+  auto chain = ParseModule("HloModule m\nENTRY %e (x: f32[1024]) -> f32[1024] {\n  %x = f32[1024] parameter(0)\n"
+                           "  %a = f32[1024] exponential(%x)\n  %b = f32[1024] exponential(%a)\n"
+                           "  %c = f32[1024] exponential(%b)\n  ROOT %d = f32[1024] negate(%c)\n}\n");
+  EXPECT_EQ(EstimateMemory(*chain).temp_bytes, 0);
+}
+
+TEST(Predict, RefusesAMeshOfTheWrongSize) {
+  auto m = ParseModule("HloModule m, num_partitions=4\nENTRY %e (x: f32[2]) -> f32[2] {\n  ROOT %x = f32[2] parameter(0)\n}\n");
+  try {
+    Predict(*m, DevicesOf("cpu:8", 8));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("runs on 4 devices"));
+  }
+}
+
+}  // namespace
+}  // namespace spmdsim::hlo
