@@ -56,6 +56,18 @@ NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec) : mesh_(std::move(me
     Throw(ErrorCode::kInvalidArgument, "NamedSharding needs a mesh with at least one device; got an empty mesh");
   }
   ValidateSpec(spec_, mesh_);
+  // JAX (NamedSharding.__init__ -> check_pspec_mix_axis_type): UNCONSTRAINED needs an Auto axis to leave open.
+  const auto& entries = spec_.entries();
+  const bool unconstrained = std::any_of(entries.begin(), entries.end(), [](const PartitionSpec::Entry& e) {
+    return e.kind() == PartitionSpec::Entry::Kind::kUnconstrained;
+  });
+  if (unconstrained && !mesh_.HasAutoAxis()) {
+    std::vector<std::string> types;
+    for (AxisType t : mesh_.axis_types()) types.emplace_back(AxisTypeName(t));
+    Throw(ErrorCode::kInvalidArgument,
+          "{} cannot contain `P.UNCONSTRAINED` when no mesh axis_types are `Auto`. Got mesh axis_types: {}",
+          spec_.ToString(), types.size() == 1 ? fmt::format("({},)", types[0]) : fmt::format("({})", fmt::join(types, ", ")));
+  }
 }
 
 bool NamedSharding::is_fully_replicated() const {

@@ -42,6 +42,14 @@ py::tuple ShapeToPy(const std::vector<int64_t>& shape);
 // The Topology of a Python Topology object (shared with the mesh that uses it).
 std::shared_ptr<const Topology> TopologyFromPy(py::handle value);
 
+// The Device objects of a topology, in id order: the same objects on every call (JAX's jax.devices() returns the
+// same Device objects too), kept for the last 64 topologies. REQUIRES: the GIL.
+const py::list& DeviceObjects(const std::shared_ptr<const Topology>& topology);
+// The Device object of `id` in the mesh's topology.
+py::object DeviceObject(const Mesh& mesh, int id);
+// A Mesh from a Python value: spmdsim's Mesh, or a jax.sharding.Mesh (converted by spmdsim.Mesh.from_jax).
+Mesh MeshFromPy(py::handle value);
+
 void BindErrors(py::module_& m);
 void BindMesh(py::module_& m);
 void BindPartition(py::module_& m);

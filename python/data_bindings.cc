@@ -120,21 +120,36 @@ py::dict Shard(py::handle x, const NamedSharding& sharding) {
     py::array block(global.dtype(), layout.shard_shape);
     CopyBlockOut(static_cast<const std::byte*>(global.data()), shape, s.index, itemsize,
                  static_cast<std::byte*>(block.mutable_data()));
-    out[py::int_(s.device)] = block;
+    out[DeviceObject(sharding.mesh(), s.device)] = block;
   }
   return out;
+}
+
+// spmdsim's NamedSharding, or JAX's (converted by NamedSharding.from_jax).
+NamedSharding ShardingFromPy(py::handle value) {
+  if (py::isinstance<NamedSharding>(value)) return value.cast<NamedSharding>();
+  if (py::hasattr(value, "mesh") && py::hasattr(value, "spec")) {
+    return py::module_::import("spmdsim").attr("NamedSharding").attr("from_jax")(value).cast<NamedSharding>();
+  }
+  throw py::type_error(fmt::format("expected a NamedSharding (spmdsim's or JAX's), got {}",
+                                   py::type::handle_of(value).attr("__name__").cast<std::string>()));
 }
 
 py::array Gather(py::object shards, const NamedSharding& sharding, bool check_replicas) {
   const Mesh& mesh = sharding.mesh();
   std::vector<py::array> blocks;
   if (py::isinstance<py::dict>(shards)) {
-    py::dict d = shards.cast<py::dict>();
+    // Keys are Device objects (what shard() returns) or device ids.
+    std::unordered_map<int, py::handle> by_id;
+    for (auto [key, value] : shards.cast<py::dict>()) {
+      by_id[py::hasattr(key, "id") ? key.attr("id").cast<int>() : key.cast<int>()] = value;
+    }
     for (int id : mesh.device_ids()) {
-      if (!d.contains(py::int_(id)))
+      auto it = by_id.find(id);
+      if (it == by_id.end())
         throw Error(ErrorCode::kInvalidArgument, fmt::format("gather: no shard for device {}; the mesh's devices are {}",
                                                              id, PyTuple(mesh.device_ids())), "ValueError");
-      blocks.push_back(Contiguous(d[py::int_(id)]));
+      blocks.push_back(Contiguous(it->second));
     }
   } else {
     for (py::handle b : shards) blocks.push_back(Contiguous(b));
@@ -322,9 +337,11 @@ py::object PlanScenarioReport(const std::string& source, bool is_text, const std
 }  // namespace
 
 void BindData(py::module_& m) {
-  m.def("shard", &Shard, py::arg("x"), py::arg("sharding"),
-        "{device id: numpy block} for every device of the sharding's mesh, in mesh order (each a copy).");
-  m.def("gather", &Gather, py::arg("shards"), py::arg("sharding"), py::kw_only(), py::arg("check_replicas") = true,
+  m.def("shard", [](py::handle x, py::handle sharding) { return Shard(x, ShardingFromPy(sharding)); },
+        py::arg("x"), py::arg("sharding"),
+        "{Device: numpy block} for every device of the sharding's mesh, in mesh order (each a copy).");
+  m.def("gather", [](py::object shards, py::handle sharding, bool check) { return Gather(shards, ShardingFromPy(sharding), check); },
+        py::arg("shards"), py::arg("sharding"), py::kw_only(), py::arg("check_replicas") = true,
         "The global array from shard()'s dict (or a list in mesh order); replicas must agree unless "
         "check_replicas=False.");
   m.def("_run_program", &RunProgram);

@@ -189,6 +189,12 @@ void BindRules(py::module_& m) {
          py::arg("override") = false)
       .def_static("unregister", &PartitionAxis::Unregister, py::arg("semantic_axis"), py::arg("missing_ok") = true)
       .def_static("clear_registered_axes", &PartitionAxis::ClearRegisteredAxes)
+      .def_property_readonly_static("_field_names", [](py::object) {
+        py::list out;
+        for (int i = 0; i < PartitionAxis::kNumFields; ++i)
+          out.append(py::str(std::string(PartitionAxis::FieldName(static_cast<PartitionAxis::Field>(i)))));
+        return py::tuple(out);
+      })
       .def("__repr__", &PartitionAxis::ToString)
       .def("__eq__", [](const PartitionAxis& a, py::object b) { return py::isinstance<PartitionAxis>(b) && a == b.cast<const PartitionAxis&>(); });
   py::class_<PartitionManager>(m, "_PartitionManager")

@@ -7,7 +7,7 @@ packages=(
   libtbb-dev libboost-dev libboost-context-dev libboost-regex-dev libeigen3-dev
   libfmt-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  pybind11-dev python3-dev python3-numpy python3-pytest
+  pybind11-dev python3-dev python3-numpy python3-pytest python3-venv
   libopenmpi-dev openmpi-bin
 )
 missing=()

@@ -162,7 +162,7 @@ TEST(NamedSharding, ShardShapeAndReplication) {
   EXPECT_EQ(sharding.Layout(shape).ShardBytes(4), 1 * 1024 * 2048 * 4);
   EXPECT_EQ(sharding.ToString(),
             "NamedSharding(mesh=Mesh('dp': 2, 'fsdp': 4, 'tp': 2, axis_types=(Auto, Auto, Auto)), "
-            "spec=P(('dp', 'fsdp'), None, 'tp'))");
+            "spec=P(('dp', 'fsdp'), None, 'tp'), memory_kind=device)");
 }
 
 TEST(NamedSharding, ConstructorChecksAsJaxDoes) {

@@ -86,7 +86,7 @@ def test_named_sharding_layout_queries(mesh42):
     assert rows._device_assignment == tuple(range(8))
     assert rows.replicated_axes == ("y",)
     assert not rows.is_fully_replicated and NamedSharding(mesh42, P()).is_fully_replicated
-    assert repr(rows) == "NamedSharding(mesh=Mesh('x': 4, 'y': 2, axis_types=(Auto, Auto)), spec=P('x',))"
+    assert repr(rows) == "NamedSharding(mesh=Mesh('x': 4, 'y': 2, axis_types=(Auto, Auto)), spec=P('x',), memory_kind=device)"
     assert rows == NamedSharding(mesh42, P("x")) and hash(rows) == hash(NamedSharding(mesh42, P("x")))
     assert rows != NamedSharding(mesh42, P("y"))
 
