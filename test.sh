@@ -8,6 +8,20 @@ cd "$(dirname "$0")"
 preset="${1:-dev}"
 scripts/install-deps.sh
 scripts/python-env.sh
+# ccache keys that do not depend on the build folder, so that the wheel test's build (build/wheel) reuses build/dev's.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$(nproc)"
-ctest --preset "$preset" -j "$(nproc)"
+# The differential tests against the peers first, then their case counts per peer, then everything else (so that
+# ctest's summary stays the last line).
+rc=0
+if ctest --preset "$preset" -N -L peers | grep -q "Test *#"; then
+  rm -rf "build/$preset/tests/peers/counts"
+  ctest --preset "$preset" -j "$(nproc)" -L peers || rc=$?
+  echo "Differential cases compared with the peers:"
+  cat "build/$preset/tests/peers/counts/"*.txt 2>/dev/null | sed 's/^/  /' || echo "  (no counts written)"
+  ctest --preset "$preset" -j "$(nproc)" -LE peers || rc=$?
+else
+  ctest --preset "$preset" -j "$(nproc)" || rc=$?
+fi
+exit "$rc"
