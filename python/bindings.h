@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -49,6 +50,13 @@ const py::list& DeviceObjects(const std::shared_ptr<const Topology>& topology);
 py::object DeviceObject(const Mesh& mesh, int id);
 // A Mesh from a Python value: spmdsim's Mesh, or a jax.sharding.Mesh (converted by spmdsim.Mesh.from_jax).
 Mesh MeshFromPy(py::handle value);
+
+// numpy (numpy_util.cc): arrays made and measured through numpy's Python API, because Debian 12's pybind11 reads
+// dtype item sizes at numpy 1.x's struct offset (wrong under numpy 2). Use these instead of py::array(dtype, shape),
+// array_t<T>(shape), itemsize() and nbytes(); data(), mutable_data(), ndim(), shape() and dtype().kind() are safe.
+py::array NumpyEmpty(const std::vector<int64_t>& shape, py::handle dtype);  // np.empty(shape, dtype)
+size_t NumpyItemSize(const py::array& a);
+size_t NumpyBytes(const py::array& a);
 
 void BindErrors(py::module_& m);
 void BindMesh(py::module_& m);

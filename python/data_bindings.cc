@@ -114,10 +114,10 @@ py::dict Shard(py::handle x, const NamedSharding& sharding) {
   py::array global = Contiguous(x);
   std::vector<int64_t> shape = ArrayShape(global);
   ShardingLayout layout = sharding.Layout(shape);
-  const size_t itemsize = static_cast<size_t>(global.itemsize());
+  const size_t itemsize = NumpyItemSize(global);
   py::dict out;
   for (const DeviceShard& s : layout.shards) {
-    py::array block(global.dtype(), layout.shard_shape);
+    py::array block = NumpyEmpty(layout.shard_shape, global.attr("dtype"));
     CopyBlockOut(static_cast<const std::byte*>(global.data()), shape, s.index, itemsize,
                  static_cast<std::byte*>(block.mutable_data()));
     out[DeviceObject(sharding.mesh(), s.device)] = block;
@@ -158,9 +158,9 @@ py::array Gather(py::object shards, const NamedSharding& sharding, bool check_re
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("gather: got {} shards for a mesh of {} devices", blocks.size(), mesh.size()), "ValueError");
   std::vector<int64_t> shard_shape = ArrayShape(blocks[0]);
-  py::dtype dtype = blocks[0].dtype();
+  py::object dtype = blocks[0].attr("dtype");
   for (size_t i = 1; i < blocks.size(); ++i) {
-    if (ArrayShape(blocks[i]) != shard_shape || !blocks[i].dtype().equal(dtype))
+    if (ArrayShape(blocks[i]) != shard_shape || !py::object(blocks[i].attr("dtype")).equal(dtype))
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("gather: shard {} is {}{}, shard 0 is {}{}", i, py::str(blocks[i].dtype()).cast<std::string>(),
                               PyTuple(ArrayShape(blocks[i])), py::str(dtype).cast<std::string>(), PyTuple(shard_shape)),
@@ -172,14 +172,14 @@ py::array Gather(py::object shards, const NamedSharding& sharding, bool check_re
   std::vector<int64_t> global_shape = shard_shape;
   for (size_t d = 0; d < shard_shape.size(); ++d) global_shape[d] *= EntryPartitions(spec[static_cast<int>(d)], mesh);
   ShardingLayout layout = sharding.Layout(global_shape);
-  const size_t itemsize = static_cast<size_t>(blocks[0].itemsize());
+  const size_t itemsize = NumpyItemSize(blocks[0]);
   std::vector<std::vector<std::byte>> bytes(blocks.size());
   for (size_t i = 0; i < blocks.size(); ++i) {
     const auto* p = static_cast<const std::byte*>(blocks[i].data());
-    bytes[i].assign(p, p + blocks[i].nbytes());
+    bytes[i].assign(p, p + NumpyBytes(blocks[i]));
   }
   std::vector<std::byte> global = GatherBytes(layout, bytes, itemsize, {.check_replicas = check_replicas});
-  py::array out(dtype, global_shape);
+  py::array out = NumpyEmpty(global_shape, dtype);
   if (!global.empty()) std::memcpy(out.mutable_data(), global.data(), global.size());
   return out;
 }
@@ -199,24 +199,25 @@ Array ArrayFromNumpy(py::handle x) {
   std::string name = py::str(arr.dtype().attr("name")).cast<std::string>();
   DType dtype = ParseArrayDType(name);
   ArrayBuilder b(dtype, ArrayShape(arr));
-  if (arr.nbytes() > 0) std::memcpy(b.mutable_data(), arr.data(), static_cast<size_t>(arr.nbytes()));
+  if (const size_t bytes = NumpyBytes(arr); bytes > 0) std::memcpy(b.mutable_data(), arr.data(), bytes);
   return std::move(b).Freeze();
 }
 
 py::object ArrayToNumpy(const Array& a) {
   if (a.dtype() == DType::kBF16) {
-    py::array_t<uint16_t> bits(a.shape());
+    py::array bits = NumpyEmpty(a.shape(), py::str("uint16"));
     if (a.nbytes() > 0) std::memcpy(bits.mutable_data(), a.raw_data(), static_cast<size_t>(a.nbytes()));
     try {
       return bits.attr("view")(py::module_::import("ml_dtypes").attr("bfloat16"));
     } catch (py::error_already_set&) {
-      py::array_t<float> wide(a.shape());
+      py::array wide = NumpyEmpty(a.shape(), py::str("float32"));
       const auto* src = static_cast<const bfloat16*>(a.raw_data());
-      for (int64_t i = 0; i < a.size(); ++i) wide.mutable_data()[i] = ToFloat(src[i]);
+      auto* dst = static_cast<float*>(wide.mutable_data());
+      for (int64_t i = 0; i < a.size(); ++i) dst[i] = ToFloat(src[i]);
       return wide;
     }
   }
-  py::array out(py::dtype(std::string(DTypeName(a.dtype()))), a.shape());
+  py::array out = NumpyEmpty(a.shape(), py::str(std::string(DTypeName(a.dtype()))));
   if (a.nbytes() > 0) std::memcpy(out.mutable_data(), a.raw_data(), static_cast<size_t>(a.nbytes()));
   return out;
 }

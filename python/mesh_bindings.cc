@@ -43,7 +43,7 @@ std::string DeviceRepr(const PyDevice& d) {
 
 // numpy object array of the Device objects, shaped as the array (JAX: mesh.devices).
 py::array DeviceArrayToObjects(const DeviceArray& devices, const std::shared_ptr<const Topology>& topology) {
-  py::array out(py::dtype("O"), devices.shape());
+  py::array out = NumpyEmpty(devices.shape(), py::str("O"));  // filled with None
   const py::list& table = DeviceObjects(topology);
   PyObject** data = static_cast<PyObject**>(out.mutable_data());
   for (size_t i = 0; i < devices.ids().size(); ++i) {
@@ -55,9 +55,9 @@ py::array DeviceArrayToObjects(const DeviceArray& devices, const std::shared_ptr
   return out;
 }
 
-py::array_t<int64_t> DeviceArrayToNumpy(const DeviceArray& devices) {
-  py::array_t<int64_t> out(devices.shape());
-  int64_t* data = out.mutable_data();
+py::array DeviceArrayToNumpy(const DeviceArray& devices) {
+  py::array out = NumpyEmpty(devices.shape(), py::str("int64"));
+  auto* data = static_cast<int64_t*>(out.mutable_data());
   for (size_t i = 0; i < devices.ids().size(); ++i) data[i] = devices.ids()[i];
   return out;
 }
@@ -82,8 +82,9 @@ DeviceArray DeviceArrayFromPy(py::handle devices, std::shared_ptr<const Topology
       }
     }
   } else if (arr.dtype().kind() == 'i' || arr.dtype().kind() == 'u') {
-    py::array_t<int64_t, py::array::c_style | py::array::forcecast> flat(arr);
-    for (py::ssize_t i = 0; i < flat.size(); ++i) ids.push_back(static_cast<int>(flat.data()[i]));
+    py::array flat = np.attr("ascontiguousarray")(arr, py::str("int64"));
+    const auto* values = static_cast<const int64_t*>(flat.data());
+    for (py::ssize_t i = 0; i < flat.size(); ++i) ids.push_back(static_cast<int>(values[i]));
   } else if (arr.size() == 0) {
     // np.asarray([]) is float64: an empty mesh.
   } else {
