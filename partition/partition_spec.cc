@@ -468,10 +468,10 @@ std::vector<SpecProblem> CheckSpec(const PartitionSpec& spec, const Mesh& mesh,
     if (!known[d] || (*shape)[d] % factors[d] == 0) continue;
     problems.push_back(
         {SpecProblemReason::kNotDivisible, d, spec[d].axes(), (*shape)[d], factors[d], "IndivisibleError",
-         fmt::format("{} implies that array axis {} is partitioned {} times, but the dimension size is {} (full "
-                     "shape: {}, per-dimension tiling factors: {} should evenly divide the shape)",
+         fmt::format("Sharding {} implies that array axis {} is partitioned {} times, but the dimension size is {} "
+                     "(full shape: {}, per-dimension tiling factors: [{}] should evenly divide the shape)",
                      Abbreviate(JaxNamedShardingString(mesh, spec)), d, factors[d], (*shape)[d], PyTuple(shape_vec),
-                     PyTuple(factors))});
+                     fmt::join(factors, ", "))});
   }
   return problems;
 }

@@ -228,9 +228,9 @@ TEST(ValidateSpec, IndivisibleDimensionIsIndivisibleError) {
   ASSERT_TRUE(e);
   EXPECT_EQ(e->kind(), "IndivisibleError");
   EXPECT_EQ(e->message(),
-            "NamedSharding(mesh=Mesh('x': 4, 'y': 2, axis_types=(Auto, Auto)), spec=P(None, ('x', 'y')), memory_kind=device) implies "
+            "Sharding NamedSharding(mesh=Mesh('x': 4, 'y': 2, axis_types=(Auto, Auto)), spec=P(None, ('x', 'y')), memory_kind=device) implies "
             "that array axis 1 is partitioned 8 times, but the dimension size is 12 (full shape: (3, 12), "
-            "per-dimension tiling factors: (1, 8) should evenly divide the shape)");
+            "per-dimension tiling factors: [1, 8] should evenly divide the shape)");
   EXPECT_EQ(e->first().dim, 1);
   EXPECT_EQ(e->first().dim_size, 12);
   EXPECT_EQ(e->first().partitions, 8);

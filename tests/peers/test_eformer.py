@@ -42,10 +42,27 @@ def spec_tuple(spec):
     return tuple(spec)
 
 
+def none_inside_a_tuple(outcome):
+    return outcome[0] == "ok" and any(isinstance(e, (tuple, list)) and None in e for e in outcome[1])
+
+
+def agree(ours, theirs, documented):
+    """True when the outcomes agree, or differ as docs/python.md documents: where a mesh-dimension field is None,
+    eformer builds entries such as ('fsdp', None), which JAX's NamedSharding rejects ("Resource axis: None ... is
+    not found in mesh"); spmdsim raises that ValueError at resolve time, naming the rule."""
+    if ours[:2] == theirs[:2]:
+        return True
+    if none_inside_a_tuple(theirs) and ours[:2] == ("raise", "ValueError") and "holds None inside a tuple" in ours[2]:
+        documented[0] += 1
+        return True
+    return False
+
+
 def test_partition_axis_fields_and_resolution_match_eformer():
     rng = random.Random(SEED)
     bad = peers.Disagreements("eformer PartitionAxis")
     cases = 0
+    documented = [0]
     for _ in range(400):
         overrides = random_overrides(rng)
         theirs_pa = peers.outcome(escale.PartitionAxis, **overrides)
@@ -68,9 +85,10 @@ def test_partition_axis_fields_and_resolution_match_eformer():
             theirs = peers.outcome(lambda: spec_tuple(t.resolve_spec(axes, mode)))
             ours = peers.outcome(lambda: spec_tuple(o.resolve_spec(axes, mode)))
             cases += 1
-            if ours[:2] != theirs[:2]:
+            if not agree(ours, theirs, documented):
                 bad.add((overrides, axes, mode), ours[:2], theirs[:2])
     peers.count("eformer.PartitionAxis", cases)
+    peers.count("eformer.PartitionAxis (documented difference: None inside a tuple)", documented[0])
     bad.check()
 
 
@@ -79,6 +97,7 @@ def test_partition_manager_resolve_matches_eformer():
     presets = ["HiddenStateSharding", "AttnQSharding", "AttnKVSharding", "RowWise", "ColumnWise", "Replicated"]
     bad = peers.Disagreements("eformer PartitionManager.resolve")
     cases = 0
+    documented = [0]
     for _ in range(300):
         overrides = random_overrides(rng)
         tm = escale.PartitionManager(escale.PartitionAxis(**overrides))
@@ -96,9 +115,10 @@ def test_partition_manager_resolve_matches_eformer():
             theirs = peers.outcome(lambda: spec_tuple(call(tm, ct)))
             ours = peers.outcome(lambda: spec_tuple(call(om, spmdsim)))
             cases += 1
-            if ours[:2] != theirs[:2]:
+            if not agree(ours, theirs, documented):
                 bad.add((overrides, name, shape), ours[:2], theirs[:2])
     peers.count("eformer.PartitionManager", cases)
+    peers.count("eformer.PartitionManager (documented difference: None inside a tuple)", documented[0])
     bad.check()
 
 

@@ -8,7 +8,9 @@ import random
 import jax
 import numpy as np
 import pytest
+from flax import linen as nn
 from flax.linen import spmd as flax_spmd
+from jax.experimental import mesh_utils
 from jax.sharding import PartitionSpec as JaxP
 
 import peers
@@ -51,7 +53,7 @@ def test_logical_to_mesh_axes_matches_flax():
         if ours[:2] != theirs[:2]:
             bad.add((rules, names), ours[:2], theirs[:2])
         # The same through the context rules.
-        with flax_spmd.logical_axis_rules(rules):
+        with nn.logical_axis_rules(rules):
             theirs = peers.outcome(lambda: norm(flax_spmd.logical_to_mesh_axes(names)))
         with spmdsim.logical_axis_rules(rules):
             ours = peers.outcome(lambda: norm(spmdsim.logical_to_mesh_axes(ours_names(names))))
@@ -139,6 +141,15 @@ class LocalView:
         return getattr(self._mesh, name)
 
 
+def stand_in(monkeypatch, t5x, fakes):
+    """T5X on the simulated machine: its `jax` reads the fake devices, and so does the create_hybrid_device_mesh it
+    calls without devices (JAX's own reads the real ones otherwise)."""
+    monkeypatch.setattr(t5x, "jax", JaxStandIn(fakes))
+    real = mesh_utils.create_hybrid_device_mesh
+    monkeypatch.setattr(t5x, "create_hybrid_device_mesh",
+                        lambda *a, devices=None, **k: real(*a, devices=fakes if devices is None else devices, **k))
+
+
 def divisors(n):
     return [d for d in range(1, n + 1) if n % d == 0]
 
@@ -157,7 +168,7 @@ def test_get_mesh_and_default_mesh_match_t5x(preset, monkeypatch):
     topo = spmdsim.Topology(preset)
     fakes = peers.fake_devices(topo)
     ours_devices = [topo.devices[d.id] for d in fakes]
-    monkeypatch.setattr(t5x, "jax", JaxStandIn(fakes))
+    stand_in(monkeypatch, t5x, fakes)
     coords = np.array([d.coords for d in fakes])
     bounds = tuple(int(x) for x in coords.max(axis=0) + 1)
     cores = max(d.core_on_chip for d in fakes) + 1
@@ -187,7 +198,7 @@ def test_gpu_mesh_matches_t5x(preset, monkeypatch):
     t5x = peers.t5x()
     topo = spmdsim.Topology(preset)
     fakes = peers.fake_devices(topo)
-    monkeypatch.setattr(t5x, "jax", JaxStandIn(fakes))
+    stand_in(monkeypatch, t5x, fakes)
     bad = peers.Disagreements(f"t5x get_gpu_mesh / default_mesh on {preset}")
     cases = 0
     for n in divisors(topo.num_devices):
@@ -207,12 +218,18 @@ def test_local_chunker_matches_t5x(preset, monkeypatch):
     rng = random.Random(f"{SEED}:chunker:{preset}")
     topo = spmdsim.Topology(preset)
     fakes = peers.fake_devices(topo)
-    monkeypatch.setattr(t5x, "jax", JaxStandIn(fakes))
+    stand_in(monkeypatch, t5x, fakes)
     bad = peers.Disagreements(f"t5x LocalChunker on {preset}")
     cases = 0
     for n in divisors(topo.num_devices):
-        jmesh = t5x.default_mesh(n)
-        omesh = spmdsim.default_mesh(n, topology=topo)
+        jm = peers.outcome(t5x.default_mesh, n)
+        om = peers.outcome(spmdsim.default_mesh, n, topology=topo)
+        cases += 1
+        if jm[0] != om[0] or (jm[0] == "raise" and jm[1] != om[1]):
+            bad.add(("default_mesh", n), om[:2], jm[:2])
+        if jm[0] != "ok" or om[0] != "ok":
+            continue
+        jmesh, omesh = jm[1], om[1]
         for host in range(topo.num_processes):
             theirs_c = peers.outcome(t5x.LocalChunker, LocalView(jmesh, host))
             ours_c = peers.outcome(spmdsim.LocalChunker, omesh, host=host)

@@ -131,7 +131,11 @@ def test_error_messages_match_jax():
         if theirs[0] != "raise":
             continue
         cases += 1
-        if ours != theirs:
+        if theirs[1:] == ("IndexError", "list index out of range"):
+            # A documented difference (docs/python.md): the same IndexError, with a message that says what is wrong.
+            if ours[1] != "IndexError" or not ours[2].endswith("JAX says: list index out of range"):
+                bad.add((mesh_shape, spec, shape), ours, theirs)
+        elif ours != theirs:
             bad.add((mesh_shape, spec, shape), ours, theirs)
     peers.count("jax.NamedSharding errors (messages)", cases)
     bad.check()
