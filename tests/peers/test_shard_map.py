@@ -15,7 +15,7 @@ import peers
 import spmdsim
 
 SEED = 22
-PROGRAMS = 160
+PROGRAMS = 400
 TOPOLOGY = spmdsim.Topology("cpu:64")
 
 
@@ -99,7 +99,7 @@ class Gen:
         return (op,), shape
 
 
-def run_jax(program, jmesh, x, in_spec, out_spec):
+def run_jax(program, jmesh, x, in_spec, out_spec, check_vma=True):
     def body(v):
         for step in program:
             op = step[0]
@@ -129,7 +129,7 @@ def run_jax(program, jmesh, x, in_spec, out_spec):
                 v = jnp.einsum("ij,kj->ik", v.reshape(v.shape[0], -1), v.reshape(v.shape[0], -1))
         return v
 
-    f = jax.jit(jax.shard_map(body, mesh=jmesh, in_specs=(in_spec,), out_specs=out_spec))
+    f = jax.jit(jax.shard_map(body, mesh=jmesh, in_specs=(in_spec,), out_specs=out_spec, check_vma=check_vma))
     return np.asarray(f(x))
 
 
@@ -206,7 +206,7 @@ def test_random_shard_map_programs_match_jax():
     np_rng = np.random.default_rng(SEED)
     jax_devices = jax.devices()
     bad = peers.Disagreements("jax.shard_map")
-    exact = close = 0
+    exact = close = mixed = 0
     for i in range(PROGRAMS):
         axes, in_entries, global_shape, program = random_program(rng)
         names = tuple(axes)
@@ -218,6 +218,11 @@ def test_random_shard_map_programs_match_jax():
         theirs = peers.outcome(run_jax, program, jmesh, x, JaxP(*in_entries), JaxP(out_axes))
         ours = peers.outcome(run_ours, program, omesh, x, spmdsim.P(*in_entries), spmdsim.P(out_axes))
         case = (axes, in_entries, global_shape, program)
+        if theirs[0] == "raise" and "can only accept axis_name which corresponds to one of varying" in theirs[2]:
+            # A documented difference (docs/python.md): JAX 0.10.2's check_vma refuses a reduction over axes some
+            # of which the value does not vary along; spmdsim sums the copies, as JAX does with check_vma=False.
+            mixed += 1
+            theirs = peers.outcome(run_jax, program, jmesh, x, JaxP(*in_entries), JaxP(out_axes), check_vma=False)
         if theirs[0] != "ok" or ours[0] != "ok":
             if theirs[:2] != ours[:2]:
                 bad.add(case, ours[:3], theirs[:3])
@@ -233,4 +238,5 @@ def test_random_shard_map_programs_match_jax():
                 bad.add(case, a, b)
     peers.count("jax.shard_map (bitwise)", exact)
     peers.count("jax.shard_map (within 1e-6)", close)
+    peers.count("jax.shard_map (documented difference: reductions over invariant axes, vs check_vma=False)", mixed)
     bad.check()
