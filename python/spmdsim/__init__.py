@@ -979,7 +979,7 @@ NamedSharding.to_jax = _sharding_to_jax
 
 import functools as _functools
 
-_SIGNATURE_LINE = _re.compile(r"^\s*1\. (\(.*\))(?: -> .*)?$", _re.M)
+_SIGNATURE_LINE = _re.compile(r"^\s*1\. (?:[\w.]+)?(\(.*?\))(?: -> .*)?$", _re.M)
 
 
 def _mismatch_message(name, message, args, kwargs):
