@@ -183,3 +183,28 @@ def test_match_partition_rules_matches_eformer():
             bad.add((tree, rules, min_size, strict), ours[:2], theirs[:2])
     peers.count("eformer.match_partition_rules", cases)
     bad.check()
+
+
+def test_cli_resolve_json_matches_eformer():
+    """The C++ library through `spmdsim resolve --axes ... --mode ... --json` (default PartitionAxis), against
+    eformer's resolve_spec."""
+    rng = random.Random(SEED + 3)
+    short = {ct.BATCH: "batch", ct.LENGTH: "length", ct.QUERY_LENGTH: "query_length", ct.KV_LENGTH: "kv_length",
+             ct.EMBED: "embed", ct.HEAD: "head", ct.KV_HEAD: "kv_head", ct.MLP_INTERMEDIATE: "mlp_intermediate",
+             ct.VOCAB: "vocab", ct.EXPERT: "expert", ct.HEAD_DIM: "head_dim"}
+    modes = {ct.MODE_TRAIN: "train", ct.MODE_PREFILL: "prefill", ct.MODE_DECODE: "decode", ct.MODE_INSERT: "insert"}
+    pa = escale.PartitionAxis()
+    bad = peers.Disagreements("eformer resolve_spec via `spmdsim resolve --json`")
+    cases = 0
+    for _ in range(40):
+        axes = [rng.choice(list(short)) for _ in range(rng.randint(1, 4))]
+        mode = rng.choice(list(modes))
+        theirs = peers.outcome(lambda: spec_tuple(pa.resolve_spec(axes, mode)))
+        report = peers.cli("resolve", "--axes", ",".join(short[a] for a in axes), "--mode", modes[mode])
+        ours = ("raise",) if isinstance(report, tuple) else (
+            "ok", tuple(tuple(e) if isinstance(e, list) else e for e in report["spec"]))
+        cases += 1
+        if ours[:2] != theirs[:2]:
+            bad.add((axes, mode), ours[:2], theirs[:2])
+    peers.count("eformer.PartitionAxis (CLI)", cases)
+    bad.check()

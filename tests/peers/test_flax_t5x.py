@@ -261,3 +261,28 @@ def test_local_chunker_matches_t5x(preset, monkeypatch):
                         bad.add((n, host, method, sharded), ov[:2], tv[:2])
     peers.count("t5x.LocalChunker", cases)
     bad.check()
+
+
+def test_cli_rules_json_matches_flax():
+    """The C++ library through `spmdsim rules --rules ... --names ... --json`, against Flax's logical_to_mesh_axes."""
+    rng = random.Random(SEED + 2)
+    bad = peers.Disagreements("flax logical_to_mesh_axes via `spmdsim rules --json`")
+    cases = 0
+    while cases < 40:
+        rules, names = random_rules(rng), random_names(rng)
+        if not rules or not names or JaxP.UNCONSTRAINED in names:
+            continue
+
+        def text(mesh):
+            return "" if mesh is None else ("+".join(mesh) if isinstance(mesh, tuple) else mesh)
+
+        theirs = peers.outcome(lambda: norm(flax_spmd.logical_to_mesh_axes(names, rules)))
+        report = peers.cli("rules", "--rules", ",".join(f"{n}={text(m)}" for n, m in rules),
+                           "--names", ",".join("_" if n is None else n for n in names))
+        ours = ("raise", "ValueError") if isinstance(report, tuple) else (
+            "ok", tuple(tuple(e) if isinstance(e, list) else e for e in report["spec"]))
+        cases += 1
+        if ours[:2] != theirs[:2]:
+            bad.add((rules, names), ours[:2], theirs[:2])
+    peers.count("flax.logical_to_mesh_axes (CLI)", cases)
+    bad.check()
