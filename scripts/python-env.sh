@@ -26,7 +26,7 @@ if ! "$venv/bin/python" -m pip install --no-deps --disable-pip-version-check --n
        -r "$requirements" >>"$log" 2>&1; then
   why="$(grep -E '^(ERROR|  ERROR)|Could not|Failed to establish|NewConnectionError|Temporary failure' "$log" | tail -1)"
   rm -rf "$venv"
-  echo "python-env: cannot install python/requirements-test.txt from the Python package index (${why:-see the log}); log: $log" >&2
+  echo "python-env: cannot install python/requirements-test.txt from the Python package index (is it reachable? pip: ${why:-see the log}); log: $log" >&2
   exit 1
 fi
 echo "$want" >"$stamp"

@@ -13,8 +13,9 @@ export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$src}" CCACHE_NOHASHDIR="${CCACHE_NOHAS
 cd "$work"
 start=$SECONDS
 "$work/venv/bin/python" -m pip wheel --quiet --no-deps --disable-pip-version-check -w "$work/dist" "$src" \
-  -Cbuild-dir="$src/build/wheel" -Ccmake.build-type=RelWithDebInfo \
-  "-Ccmake.define.CMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g" -Ccmake.define.SPMDSIM_WERROR=ON >"$work/build.log" 2>&1 \
+  --config-settings=build-dir="$src/build/wheel" --config-settings=cmake.build-type=RelWithDebInfo \
+  "--config-settings=cmake.define.CMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g" \
+  --config-settings=cmake.define.SPMDSIM_WERROR=ON >"$work/build.log" 2>&1 \
   || { tail -40 "$work/build.log"; echo "wheel_test: pip wheel failed (log: $work/build.log)"; exit 1; }
 echo "wheel built in $((SECONDS - start)) s: $(ls "$work"/dist)"
 "$work/venv/bin/python" -m pip install --quiet --disable-pip-version-check "$work"/dist/spmdsim-*.whl
