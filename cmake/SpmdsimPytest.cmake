@@ -18,9 +18,11 @@ set(SPMDSIM_TEST_PYTHON "${SPMDSIM_TEST_VENV}/bin/python" CACHE FILEPATH
     "The interpreter of the Python tests (spmdsim_add_pytest)")
 
 function(spmdsim_add_python_env_fixture)
-  if(TEST python.env)
+  get_property(added GLOBAL PROPERTY SPMDSIM_PYTHON_ENV_TEST_ADDED)  # if(TEST) sees only this folder's tests
+  if(added)
     return()
   endif()
+  set_property(GLOBAL PROPERTY SPMDSIM_PYTHON_ENV_TEST_ADDED ON)
   add_test(NAME python.env COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/python-env.sh ${SPMDSIM_TEST_VENV})
   set_tests_properties(python.env PROPERTIES FIXTURES_SETUP python_env TIMEOUT 900 LABELS "python")
 endfunction()
