@@ -14,6 +14,9 @@ rm -rf "$work"; mkdir -p "$work"
 cache="$src/build/wheel/CMakeCache.txt"
 if [ -f "$cache" ] && ! grep -qx "CMAKE_CXX_COMPILER:FILEPATH=$cxx" "$cache"; then rm -rf "$src/build/wheel"; fi
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$src}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
+# Under the C locale Python sets LC_CTYPE=C.UTF-8 for its children (PEP 538), and ccache keys include the locale:
+# keep pip's compiler runs in the dev build's locale.
+export PYTHONCOERCECLOCALE=0
 /usr/bin/python3 -m venv "$work/venv"
 cd "$work"
 start=$SECONDS
