@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
   } catch (const spmdsim::Error& e) {
     const std::string command = app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name();
     fmt::print(stderr, "spmdsim {}: {}\n", command, ErrorLine(e.what()));
-    return ToInt(ExitCode::kBadInput);
+    return ToInt(spmdsim::ExitCodeFor(e.code()));
   } catch (const std::exception& e) {
     fmt::print(stderr, "spmdsim: internal error: {}\n", ErrorLine(e.what()));
     return ToInt(ExitCode::kInternal);

@@ -384,7 +384,7 @@ ExitCode RunMeshCommand(const MeshCommandOptions& o) {
       maybe_built = BuildMesh(o, topology);
     }
   } catch (const Error& e) {
-    if (e.kind() != "NotImplementedError") throw;
+    if (e.kind() != ErrorKind::kNotImplementedError) throw;
     // Name the flag the library's message calls allow_split_physical_axes.
     RethrowWithContext(e, e.message() + " (flag: --allow-split-physical-axes)");
   }

@@ -1,7 +1,7 @@
 // spmdsim plan MODEL.yaml [--topology T] [--global-batch B] [--top N] [--json] [--write FILE] [--threads N]
 //
 // Searches the parallel configurations of the first `kind: model` workload of a scenario file on a topology
-// (the scenario's own unless --topology), ranks them by predicted step time (workloads/plan.h, docs/plan.md),
+// (the scenario's own unless --topology), ranks them by predicted step time (model/plan.h, docs/plan.md),
 // prints the fastest N and writes the fastest as a ready-to-run scenario (--write; default
 // <scenario name>.plan.yaml in the working directory, "" to skip).
 #include <unistd.h>
@@ -21,7 +21,7 @@
 #include "mesh/topology.h"
 #include "scenario/report.h"
 #include "scenario/scenario.h"
-#include "workloads/plan.h"
+#include "model/plan.h"
 
 namespace spmdsim::cli {
 namespace {

@@ -8,7 +8,7 @@ install(TARGETS ${_spmdsim_libs} spmdsim_warnings spmdsim_sanitize EXPORT spmdsi
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 # Public headers only: internal/ folders are for their own module (no installed header includes them).
-foreach(dir common mesh sim ops cost partition shardmap workloads scenario testing)
+foreach(dir common mesh sim ops cost partition model shardmap workloads scenario testing)
   install(DIRECTORY ${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/spmdsim/${dir}
           FILES_MATCHING PATTERN "*.h" PATTERN "internal" EXCLUDE)
 endforeach()

@@ -1,6 +1,7 @@
 #include "common/error.h"
 
 #include <cstdio>
+#include <ostream>
 #include <cstdlib>
 
 namespace spmdsim {
@@ -20,11 +21,35 @@ std::string_view ErrorCodeName(ErrorCode code) {
   return "UNKNOWN";
 }
 
-Error::Error(ErrorCode code, std::string message, std::string kind)
-    : std::runtime_error(fmt::format("{}: {}", kind.empty() ? ErrorCodeName(code) : std::string_view(kind),
+std::string_view ErrorKindName(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::kNone: return "";
+    case ErrorKind::kValueError: return "ValueError";
+    case ErrorKind::kTypeError: return "TypeError";
+    case ErrorKind::kKeyError: return "KeyError";
+    case ErrorKind::kIndexError: return "IndexError";
+    case ErrorKind::kAssertionError: return "AssertionError";
+    case ErrorKind::kNameError: return "NameError";
+    case ErrorKind::kNotImplementedError: return "NotImplementedError";
+    case ErrorKind::kSyntaxError: return "SyntaxError";
+    case ErrorKind::kRuntimeError: return "RuntimeError";
+    case ErrorKind::kReError: return "re.error";
+    case ErrorKind::kDuplicateSpecError: return "DuplicateSpecError";
+    case ErrorKind::kIndivisibleError: return "IndivisibleError";
+    case ErrorKind::kScenarioError: return "ScenarioError";
+  }
+  return "";
+}
+
+std::ostream& operator<<(std::ostream& os, ErrorKind kind) {
+  return os << (kind == ErrorKind::kNone ? std::string_view("none") : ErrorKindName(kind));
+}
+
+Error::Error(ErrorCode code, std::string message, ErrorKind kind)
+    : std::runtime_error(fmt::format("{}: {}", kind == ErrorKind::kNone ? ErrorCodeName(code) : ErrorKindName(kind),
                                      message)),
       code_(code),
-      kind_(std::move(kind)),
+      kind_(kind),
       message_(std::move(message)) {}
 
 namespace internal {

@@ -20,9 +20,9 @@
 namespace spmdsim {
 
 // REQUIRES: called inside the handler that caught `error` (the original is std::current_exception()).
-// `kind` replaces the error's kind when given (non-empty).
-[[noreturn]] inline void RethrowWithContext(const Error& error, std::string message, std::string kind = "") {
-  std::throw_with_nested(Error(error.code(), std::move(message), kind.empty() ? error.kind() : std::move(kind)));
+// `kind` replaces the error's kind when given (not kNone).
+[[noreturn]] inline void RethrowWithContext(const Error& error, std::string message, ErrorKind kind = ErrorKind::kNone) {
+  std::throw_with_nested(Error(error.code(), std::move(message), kind == ErrorKind::kNone ? error.kind() : kind));
 }
 
 }  // namespace spmdsim

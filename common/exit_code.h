@@ -3,6 +3,8 @@
 #ifndef SPMDSIM_COMMON_EXIT_CODE_H_
 #define SPMDSIM_COMMON_EXIT_CODE_H_
 
+#include "common/error.h"
+
 namespace spmdsim {
 
 enum class ExitCode : int {
@@ -14,6 +16,12 @@ enum class ExitCode : int {
 };
 
 constexpr int ToInt(ExitCode code) { return static_cast<int>(code); }
+
+// The exit code of a command that failed with spmdsim::Error of `code`: kInternal (a bug in spmdsim) exits 3,
+// every other code is bad input (1). The one mapping from errors to exit codes.
+constexpr ExitCode ExitCodeFor(ErrorCode code) {
+  return code == ErrorCode::kInternal ? ExitCode::kInternal : ExitCode::kBadInput;
+}
 
 }  // namespace spmdsim
 

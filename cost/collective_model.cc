@@ -48,7 +48,7 @@ StageTime TimeOfStage(Phase phase, Algorithm algorithm, const SpanStage& stage, 
   if (phase == Phase::kAllToAll) {
     t.bytes_sent = fraction * D;
     switch (algorithm) {
-      case Algorithm::kDirect:  // pairwise exchange through a switch (hardware.md)
+      case Algorithm::kDirect:  // pairwise exchange through a switch (Thakur, Rabenseifner and Gropp 2005)
         t.latency = (p - 1) * alpha;
         t.bandwidth = fraction * D / B;
         break;
@@ -322,11 +322,11 @@ std::vector<std::pair<int, int>> PermuteRoutes(CollectiveOp op, std::span<const 
               src, dst, n, n - 1);
       }
       if (!sources.insert(src).second) {
-        ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+        ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
                   "ppermute sources and destinations must be unique, got source {} twice", src);
       }
       if (!destinations.insert(dst).second) {
-        ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+        ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
                   "ppermute sources and destinations must be unique, got destination {} twice", dst);
       }
     }

@@ -68,7 +68,7 @@ DeviceArray TpuV2V3Mesh(const std::vector<int64_t>& mesh_shape, const std::vecto
   if (ids.size() == 8) return Pick(ids, kTrayRingOrder, mesh_shape);
   if (mesh_shape.empty()) {
     // JAX indexes mesh_shape[-1] here; an empty shape (one device) raises IndexError.
-    ThrowKind(ErrorCode::kInvalidArgument, "IndexError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kIndexError,
               "create_device_mesh on TPU v2/v3 needs a mesh shape with at least one axis (JAX reads its last "
               "size); got ()");
   }
@@ -138,7 +138,7 @@ void CheckIds(const Topology& topology, const std::vector<int>& ids) {
 void CheckSizes(const std::vector<int64_t>& shape, std::string_view parameter, std::string_view function) {
   for (int64_t s : shape) {
     if (s < 1) {
-      ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
                 "`{}` passed to `{}` must hold sizes >= 1; got {}", parameter, function, PyTuple(shape));
     }
   }
@@ -188,7 +188,7 @@ DeviceArray PhysicalTpuMesh(const Topology& topology, std::span<const int> ids) 
   const std::array<int64_t, 3> dims = {hi[0] - lo[0] + 1, hi[1] - lo[1] + 1, hi[2] - lo[2] + 1};
   const int64_t cores = core_hi - core_lo + 1;
   if (static_cast<int64_t>(ids.size()) != dims[0] * dims[1] * dims[2] * cores) {
-    ThrowKind(ErrorCode::kInvalidArgument, "AssertionError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kAssertionError,
               "the devices' coordinates do not form a cuboid: {} devices, but their coordinates span {}x{}x{} "
               "chips with {} core(s) per chip (devices of several slices share coordinates: use "
               "create_hybrid_device_mesh for those)",
@@ -218,7 +218,7 @@ DeviceArray PhysicalTpuMesh(const Topology& topology, std::span<const int> ids) 
       if (core_axis_extra) {
         index.push_back(d.core_on_chip - core_lo);
       } else if (d.core_on_chip != 0) {
-        ThrowKind(ErrorCode::kInvalidArgument, "AssertionError",
+        ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kAssertionError,
                   "creating meshes for TPUs newer than v3 needs one device per chip (\"megacore\" mode); device "
                   "{} of kind {} is core {} of its chip",
                   id, kind, d.core_on_chip);
@@ -229,7 +229,7 @@ DeviceArray PhysicalTpuMesh(const Topology& topology, std::span<const int> ids) 
     cells[flat] = id;
   }
   if (std::find(cells.begin(), cells.end(), -1) != cells.end()) {
-    ThrowKind(ErrorCode::kInvalidArgument, "AssertionError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kAssertionError,
               "Constructed mesh contains a \"hole\"; probable cause: coordinates of the devices are not a "
               "contiguous cuboid (a device listed twice?): {}",
               fmt::join(ids, ", "));
@@ -278,7 +278,7 @@ TorusAssignment CreateDeviceMeshForNdTorus(const DeviceArray& physical_mesh, con
           if (mask & (1 << p)) product *= assignable[p];
         if (product > 0) possible.insert(product);
       }
-      ThrowKind(ErrorCode::kUnimplemented, "NotImplementedError",
+      ThrowKind(ErrorCode::kUnimplemented, ErrorKind::kNotImplementedError,
                 "Failed to find assignment for logical_axis_index {} of size {} with remaining assignable mesh "
                 "{}. Each logical axis size must be the product of some of the physical mesh axis sizes {} (axes "
                 "are assigned from the last logical axis to the first; sizes still possible for this one: {}). "
@@ -298,7 +298,7 @@ TorusAssignment CreateDeviceMeshForNdTorus(const DeviceArray& physical_mesh, con
   }
   if (static_cast<int>(transpose.size()) != num_physical) {
     // JAX transposes with too few axes here and numpy raises; it happens for a mesh of rank 0.
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "axes don't match array: mesh shape {} leaves physical axes of the mesh {} unassigned", PyTuple(mesh_shape),
               PyTuple(physical));
   }
@@ -414,8 +414,8 @@ DeviceArray GenerateLogicalMesh(const DeviceArray& physical_mesh, const std::vec
 TorusAssignment CreateDeviceMeshForNdTorusSplittingAxes(const DeviceArray& physical_mesh,
                                                         const std::vector<int64_t>& mesh_shape) {
   const std::vector<int64_t>& physical = physical_mesh.shape();
-  if (Product(physical) != Product(mesh_shape)) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+  if (NumElements(physical) != NumElements(mesh_shape)) {
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "The number of devices in physical mesh {} does not match the number of devices in logical mesh {}.",
               PyTuple(physical), PyTuple(mesh_shape));
   }
@@ -439,7 +439,7 @@ DeviceArray TransposeTrick(const DeviceArray& physical_mesh, const std::vector<i
   if (entry == nullptr) {
     std::vector<std::string> known;
     for (const auto& e : TransposeTricks()) known.push_back(PyTuple(e.physical));
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "create_device_mesh cannot create contiguous submeshes for physical mesh topology {} (it can for "
               "physical meshes {})",
               PyTuple(physical), fmt::join(known, ", "));
@@ -452,7 +452,7 @@ DeviceArray TransposeTrick(const DeviceArray& physical_mesh, const std::vector<i
   }
   std::vector<std::string> available;
   for (const auto& [shape, perm] : entry->meshes) available.push_back(PyTuple(shape));
-  ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+  ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
             "create_device_mesh cannot create contiguous submeshes for mesh_shape {} and physical mesh topology "
             "{}. Available mesh_shapes: [{}]",
             PyTuple(mesh_shape), PyTuple(physical), fmt::join(available, ", "));
@@ -475,8 +475,8 @@ DeviceArray CreateDeviceMesh(const std::vector<int64_t>& mesh_shape, const Topol
   std::vector<int> ids = devices ? std::move(*devices) : JaxDevicesOrder(topology);
   CheckIds(topology, ids);
   CheckSizes(mesh_shape, "mesh_shape", "create_device_mesh");
-  if (Product(mesh_shape) != static_cast<int64_t>(ids.size())) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+  if (NumElements(mesh_shape) != static_cast<int64_t>(ids.size())) {
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "Number of devices {} must equal the product of mesh_shape {}", ids.size(), PyTuple(mesh_shape));
   }
   const std::string& kind = topology.device_kind();
@@ -513,7 +513,7 @@ DeviceArray CreateHybridDeviceMesh(const std::vector<int64_t>& ici_shape, const 
   CheckSizes(ici_shape, "mesh_shape", "create_hybrid_device_mesh");
   CheckSizes(dcn_shape, "dcn_mesh_shape", "create_hybrid_device_mesh");
   if (ids.empty()) {
-    ThrowKind(ErrorCode::kInvalidArgument, "IndexError", "create_hybrid_device_mesh needs at least one device");
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kIndexError, "create_hybrid_device_mesh needs at least one device");
   }
   // Granules keyed by slice (or process), in key order or in order of first appearance.
   std::vector<int> keys;
@@ -527,8 +527,8 @@ DeviceArray CreateHybridDeviceMesh(const std::vector<int64_t>& ici_shape, const 
   }
   if (options.should_sort_granules_by_key) std::sort(keys.begin(), keys.end());
   const int64_t num_granules = static_cast<int64_t>(keys.size());
-  if (Product(dcn_shape) != num_granules) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+  if (NumElements(dcn_shape) != num_granules) {
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "Number of slices {} must equal the product of dcn_mesh_shape {} (the devices form {} {})",
               num_granules, PyTuple(dcn_shape), num_granules, options.process_is_granule ? "processes" : "slices");
   }
@@ -547,7 +547,7 @@ DeviceArray CreateHybridDeviceMesh(const std::vector<int64_t>& ici_shape, const 
   const std::vector<int64_t> out_strides = RowMajorStrides(out_shape);
   const std::vector<int64_t> block_strides = RowMajorStrides(block);
   const std::vector<int64_t> grid_strides = RowMajorStrides(grid);
-  std::vector<int> out(static_cast<size_t>(Product(out_shape)));
+  std::vector<int> out(static_cast<size_t>(NumElements(out_shape)));
   for (int64_t g = 0; g < num_granules; ++g) {
     const std::vector<int>& block_ids = blocks[g].ids();
     for (int64_t b = 0; b < static_cast<int64_t>(block_ids.size()); ++b) {
@@ -568,9 +568,9 @@ Mesh MakeMesh(const std::vector<int64_t>& axis_shapes, const std::vector<std::st
   SPMDSIM_CHECK(topology != nullptr);
   std::vector<int> ids = devices ? std::move(*devices) : JaxDevicesOrder(*topology);
   CheckSizes(axis_shapes, "axis_shapes", "make_mesh");
-  const int64_t size = Product(axis_shapes);
+  const int64_t size = NumElements(axis_shapes);
   if (size > static_cast<int64_t>(ids.size())) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "Number of devices {} must be >= the product of mesh_shape {}", ids.size(), PyTuple(axis_shapes));
   }
   ids.resize(static_cast<size_t>(size));
@@ -581,7 +581,7 @@ Mesh MakeMesh(const std::vector<int64_t>& axis_shapes, const std::vector<std::st
   std::set<int> slices;
   for (int id : mesh.ids()) slices.insert(topology->device(id).slice_index);
   if (slices.size() > 1) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "`jax.make_mesh` does not support multi-slice topologies. Please use "
               "jax.experimental.mesh_utils.create_hybrid_device_mesh");
   }

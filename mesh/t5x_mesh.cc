@@ -13,7 +13,6 @@
 namespace spmdsim::t5x {
 namespace {
 
-constexpr std::string_view kAssertionError = "AssertionError";
 
 std::vector<int64_t> Widen(const HardwareMesh& values) { return {values.begin(), values.end()}; }
 
@@ -71,7 +70,7 @@ std::array<int, 4> SplitForHostTiling(int g, int m, int l, size_t dim, const Har
     for (int v : Divisors(g)) {
       if ((v >= l && v % l == 0) || (v < l && l % v == 0)) valid.push_back(std::to_string(v));
     }
-    ThrowKind(ErrorCode::kInvalidArgument, std::string(kAssertionError),
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kAssertionError,
               "to tile the mesh by hosts, each dimension of the model parallel submesh must be either a factor "
               "or a multiple of the corresponding dimension of the per-host submesh: submesh {} has {} = {} "
               "against {} per host in {}; valid {} here: {} (or pass tile_by_host_if_needed=false)",
@@ -137,7 +136,7 @@ Mesh GetMesh(const HardwareMesh& model_parallel_submesh, std::shared_ptr<const T
       for (size_t j = 0; j < ndim; ++j) {
         valid.push_back(fmt::format("{} in {{{}}}", DimNames(ndim)[j], fmt::join(Divisors(global[j]), ", ")));
       }
-      ThrowKind(ErrorCode::kInvalidArgument, std::string(kAssertionError),
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kAssertionError,
                 "each dimension of the model parallel submesh {} must be a factor of the corresponding "
                 "dimension of the global device mesh {}; valid: {}",
                 Tuple(submesh), Tuple(global), fmt::join(valid, ", "));
@@ -145,7 +144,7 @@ Mesh GetMesh(const HardwareMesh& model_parallel_submesh, std::shared_ptr<const T
   }
   for (size_t i = 0; i < ndim; ++i) {
     if (global[i] % local_bounds[i] != 0) {
-      ThrowKind(ErrorCode::kInvalidArgument, std::string(kAssertionError),
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kAssertionError,
                 "the bounds {} of host {}'s devices (its highest-coordinate device + 1) must divide the global "
                 "device mesh {}, but {} = {} does not divide {}; t5x reads the local devices of process 0, "
                 "whose bounds are its host block",
@@ -156,7 +155,7 @@ Mesh GetMesh(const HardwareMesh& model_parallel_submesh, std::shared_ptr<const T
   // Place the devices by their coordinates.
   std::vector<int64_t> shape = Widen(global);
   std::vector<int64_t> strides = RowMajorStrides(shape);
-  std::vector<int> cells(static_cast<size_t>(Product(shape)), -1);
+  std::vector<int> cells(static_cast<size_t>(NumElements(shape)), -1);
   for (const Device* d : all) {
     HardwareMesh c = GetCoords(topology, *d);
     int64_t at = 0;
@@ -175,7 +174,7 @@ Mesh GetMesh(const HardwareMesh& model_parallel_submesh, std::shared_ptr<const T
     const int mx = m[0], my = m[1], mz = m[2], mc = m[3];
     auto require_all_cores = [&](std::string_view plane) {
       if (mc != gc) {
-        ThrowKind(ErrorCode::kInvalidArgument, std::string(kAssertionError),
+        ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kAssertionError,
                   "({}, {}): submesh {} spans the {} plane, which t5x reorders Z-major, and that needs every "
                   "core of a chip: cores must be {}, got {}",
                   mc, gc, Tuple(submesh), plane, gc, mc);
@@ -220,7 +219,7 @@ Mesh GetMesh(const HardwareMesh& model_parallel_submesh, std::shared_ptr<const T
     }
   }
   devices = devices.Reshape(split).Transpose(perm);
-  int64_t model = Product(Widen(submesh));
+  int64_t model = NumElements(Widen(submesh));
   devices = devices.Reshape({devices.size() / model, model});
 
   if (steps) {
@@ -248,7 +247,7 @@ Mesh GetGpuMesh(int num_partitions, std::shared_ptr<const Topology> topology_ptr
     for (int k = 2; k <= dcn_size; ++k) {
       if (dcn_size % k == 0) valid.push_back(k * nvlink_size);
     }
-    ThrowKind(ErrorCode::kInvalidArgument, std::string(kAssertionError),
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kAssertionError,
               "number of partitions on GPU must be a factor or multiple of the number of local devices: {} "
               "partitions against {} devices per host on {}; valid here: {}",
               num_partitions, nvlink_size, topology.ToString(), fmt::join(valid, ", "));
@@ -260,7 +259,7 @@ Mesh GetGpuMesh(int num_partitions, std::shared_ptr<const Topology> topology_ptr
     for (int k = 1; k <= dcn_size; ++k) {
       if (dcn_size % k == 0) valid.push_back(k * nvlink_size);
     }
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "Number of slices {} must equal the product of dcn_mesh_shape [{}, {}]: get_gpu_mesh spreads {} "
               "partitions over {} hosts of {} devices; partitions beyond one host must split the hosts evenly: "
               "valid multiples here: {}",
@@ -328,7 +327,7 @@ HardwareMesh DefaultSubmesh(int num_partitions, const Topology& topology) {
     }
   }
   if (!mps) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "No default mesh for this configuration: specify config.model_parallel_submesh explicitly. \n"
               "Platform: {}\nDevice kind: {}\nNum partitions: {}\nBounds: {}\n"
               "t5x has defaults only for device kinds 'TPU v2' and 'TPU v3', and 'TPU v4' / 'TPU v4 lite' with "
@@ -386,7 +385,7 @@ Mesh LocalMesh(const Mesh& global_mesh, int process_index) {
   std::vector<int> ids;
   std::vector<std::string> strangers;
   std::vector<int64_t> index(rank, 0);
-  for (int64_t k = 0; k < Product(shape); ++k) {
+  for (int64_t k = 0; k < NumElements(shape); ++k) {
     int64_t rest = k;
     for (int a = rank - 1; a >= 0; --a) {
       index[a] = lo[a] + rest % shape[a];
@@ -402,7 +401,7 @@ Mesh LocalMesh(const Mesh& global_mesh, int process_index) {
   if (!strangers.empty()) {
     std::vector<std::string> box;
     for (int a = 0; a < rank; ++a) box.push_back(fmt::format("{}: {}..{}", global_mesh.axis_names()[a], lo[a], hi[a]));
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "When passing host local inputs to pjit, devices connected to a single host must form a "
               "contiguous subcube of the global device mesh: the box holding process {}'s devices ({}) of {} "
               "also holds {}",
@@ -437,7 +436,7 @@ LocalChunker::LocalChunker(Mesh global_mesh, int host)
 
 namespace {
 [[noreturn]] void ThrowKeyError(const Mesh& mesh, std::string_view axis) {
-  ThrowKind(ErrorCode::kNotFound, "KeyError", "'{}': the mesh has no axis '{}'; its axes are {}", axis, axis,
+  ThrowKind(ErrorCode::kNotFound, ErrorKind::kKeyError, "'{}': the mesh has no axis '{}'; its axes are {}", axis, axis,
             PyTuple(mesh.axis_names()));
 }
 }  // namespace
@@ -462,7 +461,7 @@ LocalChunkInfo LocalChunker::GetLocalChunkInfo(const std::vector<int64_t>& globa
     const ChunkMeshAxis& entry = mesh_axes[i];
     if (const auto* names = std::get_if<std::vector<std::string>>(&entry)) {
       if (names->empty()) continue;
-      ThrowKind(ErrorCode::kUnimplemented, "NotImplementedError",
+      ThrowKind(ErrorCode::kUnimplemented, ErrorKind::kNotImplementedError,
                 "TODO(jekbradbury): t5x's LocalChunker cannot chunk dimension {} over several mesh axes {}; "
                 "give it one mesh axis or None",
                 i, PyTuple(*names));

@@ -109,7 +109,7 @@ std::string ShapesList(std::initializer_list<const Array*> arrays) {
 }
 
 [[noreturn]] void ThrowDType(std::string_view op, std::string_view wanted, const Array& a) {
-  ThrowKind(ErrorCode::kInvalidArgument, "TypeError", "{} requires {} arguments, got {}", op, wanted,
+  ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kTypeError, "{} requires {} arguments, got {}", op, wanted,
             a.ShapeString());
 }
 
@@ -247,7 +247,7 @@ Array Binary(Bin op, const Array& x, const Array& y) {
     if (x.dtype() != DType::kBool) ThrowDType(name, "bool", x);
     if (y.dtype() != DType::kBool) ThrowDType(name, "bool", y);
   } else if (dtype == DType::kBool && !IsComparison(op) && op != Bin::kMax && op != Bin::kMin) {
-    ThrowKind(ErrorCode::kInvalidArgument, "TypeError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kTypeError,
               "{} does not accept dtype bool (operands {}); use LogicalAnd/LogicalOr or Cast first", name,
               ShapesList({&x, &y}));
   } else if (op == Bin::kPow && !IsFloating(dtype)) {
@@ -398,7 +398,7 @@ std::vector<int64_t> BroadcastShapes(std::span<const std::vector<int64_t>> shape
       }
       std::string list;
       for (const auto& t : shapes) list += (list.empty() ? "" : ", ") + PyTuple(t);
-      ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "{}: Incompatible shapes for broadcasting: shapes=[{}]",
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "{}: Incompatible shapes for broadcasting: shapes=[{}]",
                 op, list);
     }
   }

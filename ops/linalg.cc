@@ -26,7 +26,7 @@ namespace {
 std::string IntTuple(const std::vector<int>& v) { return PyTuple(std::vector<int64_t>(v.begin(), v.end())); }
 
 [[noreturn]] void DotError(std::string_view op, const std::string& message) {
-  ThrowKind(ErrorCode::kInvalidArgument, "TypeError", "{}: {}", op, message);
+  ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kTypeError, "{}: {}", op, message);
 }
 
 // One GEMM operand laid out as [batch, rows, cols]: either the array's own buffer (row-major, or column-major
@@ -205,8 +205,8 @@ std::string LabelName(int label) {
   return label >= kEllipsisBase ? std::string("...") : std::string(1, static_cast<char>(label));
 }
 
-[[noreturn]] void EinsumError(ErrorCode code, std::string_view kind, const std::string& message) {
-  ThrowKind(code, std::string(kind), "Einsum: {}", message);
+[[noreturn]] void EinsumError(ErrorCode code, ErrorKind kind, const std::string& message) {
+  ThrowKind(code, kind, "Einsum: {}", message);
 }
 
 // Parses one term ("bsd", "...d") into labels for an operand of `rank` (rank < 0: the output, where an ellipsis
@@ -218,7 +218,7 @@ std::vector<int> ParseTerm(std::string_view term, int operand, int rank, int ell
     char c = term[i];
     if (c == '.') {
       if (term.substr(i, 3) != "..." || ellipsis_at >= 0) {
-        EinsumError(ErrorCode::kInvalidArgument, "ValueError",
+        EinsumError(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
                     fmt::format("Invalid Ellipses '{}': use '...' at most once per term.", term));
       }
       ellipsis_at = static_cast<int>(letters.size());
@@ -226,7 +226,7 @@ std::vector<int> ParseTerm(std::string_view term, int operand, int rank, int ell
     } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
       letters.push_back(c);
     } else {
-      EinsumError(ErrorCode::kInvalidArgument, "ValueError", fmt::format("Character '{}' is not a valid symbol.", c));
+      EinsumError(ErrorCode::kInvalidArgument, ErrorKind::kValueError, fmt::format("Character '{}' is not a valid symbol.", c));
     }
   }
   *has_ellipsis = ellipsis_at >= 0;
@@ -234,7 +234,7 @@ std::vector<int> ParseTerm(std::string_view term, int operand, int rank, int ell
   if (rank >= 0) {
     e = rank - static_cast<int>(letters.size());
     if (e < 0 || (ellipsis_at < 0 && e != 0)) {
-      EinsumError(ErrorCode::kInvalidArgument, "ValueError",
+      EinsumError(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
                   fmt::format("Einstein sum subscript '{}' does not contain the correct number of indices for "
                               "operand {}.", term, operand));
     }
@@ -308,7 +308,7 @@ Array MatMul(const Array& a, const Array& b) {
   for (int i = 0; i < 2; ++i) {
     const Array& x = i == 0 ? a : b;
     if (x.rank() == 0) {
-      ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
                 "MatMul: matmul input operand {} must have ndim at least 1, but it has ndim 0", i);
     }
   }
@@ -374,7 +374,7 @@ Array Einsum(std::string_view subscripts, const std::vector<Array>& operands) {
     start = comma + 1;
   }
   if (terms.size() != operands.size()) {
-    EinsumError(ErrorCode::kInvalidArgument, "ValueError",
+    EinsumError(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
                 fmt::format("Number of einsum subscripts must be equal to the number of operands ('{}' has {}, got "
                             "{} operands).", subscripts, terms.size(), operands.size()));
   }
@@ -389,14 +389,14 @@ Array Einsum(std::string_view subscripts, const std::vector<Array>& operands) {
     for (size_t d = 0; d < labels.size(); ++d) {
       int l = labels[d];
       if (std::count(labels.begin(), labels.end(), l) > 1) {
-        EinsumError(ErrorCode::kUnimplemented, "NotImplementedError",
+        EinsumError(ErrorCode::kUnimplemented, ErrorKind::kNotImplementedError,
                     fmt::format("label '{}' repeats within operand {} ('{}'): diagonals are not supported",
                                 LabelName(l), i, terms[i]));
       }
       int64_t size = operands[i].shape()[d];
       auto [it, inserted] = sizes.emplace(l, size);
       if (!inserted && it->second != size) {
-        EinsumError(ErrorCode::kInvalidArgument, "ValueError",
+        EinsumError(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
                     fmt::format("Size of label '{}' for operand {} ({}) does not match previous terms ({}).",
                                 LabelName(l), i, size, it->second));
       }
@@ -412,11 +412,11 @@ Array Einsum(std::string_view subscripts, const std::vector<Array>& operands) {
     output = ParseTerm(out_term, -1, -1, ellipsis_rank, &has);
     for (int l : output) {
       if (l < kEllipsisBase && !counts.count(l)) {
-        EinsumError(ErrorCode::kInvalidArgument, "ValueError",
+        EinsumError(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
                     fmt::format("Output character '{}' did not appear in the input", LabelName(l)));
       }
       if (std::count(output.begin(), output.end(), l) > 1) {
-        EinsumError(ErrorCode::kInvalidArgument, "ValueError",
+        EinsumError(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
                     fmt::format("Output character '{}' appeared more than once in the output", LabelName(l)));
       }
     }

@@ -39,7 +39,7 @@ std::vector<bool> AxisMask(std::string_view op, const std::vector<int>& axes, in
   std::vector<bool> mask(static_cast<size_t>(rank), false);
   for (int a : axes) {
     int c = CanonicalAxis(op, a, rank);
-    if (mask[c]) ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "{}: duplicate value in 'axis'", op);
+    if (mask[c]) ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "{}: duplicate value in 'axis'", op);
     mask[c] = true;
   }
   return mask;
@@ -122,7 +122,7 @@ Array Reduce(Red op, const Array& x, const std::vector<int>* axes, bool keepdims
     }
   }
   if ((op == Red::kMax || op == Red::kMin) && cols == 0 && rows > 0) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "{}: zero-size array to reduction operation {} which has no identity (input {})", info.name,
               op == Red::kMax ? "max" : "min", x.ShapeString());
   }
@@ -151,7 +151,7 @@ Array ArgReduce(bool is_max, const Array& x, int axis) {
     if (d != a) shape.push_back(x.shape()[d]);
   }
   if (n == 0 && outer * inner > 0) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "{}: attempt to get {} of an empty sequence (input {})",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "{}: attempt to get {} of an empty sequence (input {})",
               name, is_max ? "argmax" : "argmin", x.ShapeString());
   }
   ArrayBuilder out = NewResult(DType::kI32, shape, x.is_abstract());
@@ -185,7 +185,7 @@ Array SoftmaxImpl(bool log, const Array& x, int axis) {
   const char* name = log ? "LogSoftmax" : "Softmax";
   CheckValid(name, x);
   if (!IsFloating(x.dtype())) {
-    ThrowKind(ErrorCode::kInvalidArgument, "TypeError", "{} requires floating-point arguments, got {}", name,
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kTypeError, "{} requires floating-point arguments, got {}", name,
               x.ShapeString());
   }
   int a = CanonicalAxis(name, axis, x.rank());

@@ -47,10 +47,10 @@ Array Reshape(const Array& x, std::vector<int64_t> shape) {
   int64_t known = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
-      if (unknown >= 0) ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "Reshape: can only specify one unknown dimension");
+      if (unknown >= 0) ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Reshape: can only specify one unknown dimension");
       unknown = static_cast<int>(i);
     } else if (shape[i] < 0) {
-      ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "Reshape: negative dimensions not allowed (shape {})",
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Reshape: negative dimensions not allowed (shape {})",
                 PyTuple(shape));
     } else {
       known *= shape[i];
@@ -58,7 +58,7 @@ Array Reshape(const Array& x, std::vector<int64_t> shape) {
   }
   if (unknown >= 0 && known != 0 && x.size() % known == 0) shape[unknown] = x.size() / known;
   if ((unknown >= 0 && shape[unknown] == -1) || NumElements(shape) != x.size()) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "Reshape: cannot reshape array of size {} into shape {}",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Reshape: cannot reshape array of size {} into shape {}",
               x.size(), PyTuple(shape));
   }
   ops_internal::ReportCost(OpCost{"reshape", 0, 0, 0, 0});
@@ -84,7 +84,7 @@ Array Squeeze(const Array& x, const std::vector<int>& axes) {
   for (int axis : axes) {
     int a = CanonicalAxis("Squeeze", axis, x.rank());
     if (x.shape()[a] != 1) {
-      ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
                 "Squeeze: cannot select an axis to squeeze out which has size not equal to one (axis {} of {})",
                 axis, x.ShapeString());
     }
@@ -104,13 +104,13 @@ Array Transpose(const Array& x, const std::vector<int>& perm_in) {
     std::iota(perm.rbegin(), perm.rend(), 0);
   }
   if (static_cast<int>(perm.size()) != x.rank()) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "Transpose: axes don't match array (perm {} for {})",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Transpose: axes don't match array (perm {} for {})",
               PyTuple(std::vector<int64_t>(perm.begin(), perm.end())), x.ShapeString());
   }
   std::vector<bool> seen(perm.size(), false);
   for (int& p : perm) {
     p = CanonicalAxis("Transpose", p, x.rank());
-    if (seen[p]) ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "Transpose: repeated axis in transpose");
+    if (seen[p]) ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Transpose: repeated axis in transpose");
     seen[p] = true;
   }
   std::vector<int64_t> in_strides = RowMajorStrides(x.shape());
@@ -137,7 +137,7 @@ Array Slice(const Array& x, const std::vector<int64_t>& start, const std::vector
   CheckValid("Slice", x);
   const auto& s = x.shape();
   auto fail = [](const std::string& message) {
-    ThrowKind(ErrorCode::kInvalidArgument, "TypeError", "Slice: {}", message);
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kTypeError, "Slice: {}", message);
   };
   if (static_cast<int>(start.size()) != x.rank()) {
     fail(fmt::format("slice start_indices must have length equal to the number of dimensions of the operand, got indices {} "
@@ -184,19 +184,19 @@ Array DynamicSlice(const Array& x, const std::vector<int64_t>& start, const std:
   CheckValid("DynamicSlice", x);
   const auto& s = x.shape();
   if (static_cast<int>(start.size()) != x.rank() || sizes.size() != start.size()) {
-    ThrowKind(ErrorCode::kInvalidArgument, "TypeError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kTypeError,
               "DynamicSlice: dynamic_slice needs one start index and one slice size per dimension of the operand, "
               "got start_indices {} and slice_sizes {} for operand shape {}.",
               PyTuple(start), PyTuple(sizes), PyTuple(s));
   }
   for (int d = 0; d < x.rank(); ++d) {
     if (sizes[d] > s[d]) {
-      ThrowKind(ErrorCode::kInvalidArgument, "TypeError",
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kTypeError,
                 "DynamicSlice: slice slice_sizes must be less than or equal to operand shape, got slice_sizes {} "
                 "for operand shape {}.", PyTuple(sizes), PyTuple(s));
     }
     if (sizes[d] < 0) {
-      ThrowKind(ErrorCode::kInvalidArgument, "TypeError",
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kTypeError,
                 "DynamicSlice: slice slice_sizes must be greater than or equal to zero, got slice_sizes of {}.",
                 PyTuple(sizes));
     }
@@ -212,24 +212,24 @@ Array DynamicUpdateSlice(const Array& x, const Array& update, const std::vector<
   CheckValid("DynamicUpdateSlice", update, 1);
   const auto& s = x.shape();
   if (update.rank() != x.rank()) {
-    ThrowKind(ErrorCode::kInvalidArgument, "TypeError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kTypeError,
               "DynamicUpdateSlice: dynamic_update_slice update must have the same rank as operand, got update "
               "shape {} for operand shape {}.", PyTuple(update.shape()), PyTuple(s));
   }
   if (static_cast<int>(start.size()) != x.rank()) {
-    ThrowKind(ErrorCode::kInvalidArgument, "TypeError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kTypeError,
               "DynamicUpdateSlice: dynamic_update_slice start_indices must have length equal to the rank of "
               "operand, got indices {} for operand shape {}.", PyTuple(start), PyTuple(s));
   }
   for (int d = 0; d < x.rank(); ++d) {
     if (update.shape()[d] > s[d]) {
-      ThrowKind(ErrorCode::kInvalidArgument, "TypeError",
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kTypeError,
                 "DynamicUpdateSlice: dynamic_update_slice update shape must be smaller than operand shape, got "
                 "update shape {} for operand shape {}.", PyTuple(update.shape()), PyTuple(s));
     }
   }
   if (update.dtype() != x.dtype()) {
-    ThrowKind(ErrorCode::kInvalidArgument, "TypeError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kTypeError,
               "DynamicUpdateSlice: the update must have the operand's dtype, got {} and {}", update.ShapeString(),
               x.ShapeString());
   }
@@ -250,12 +250,12 @@ Array DynamicUpdateSlice(const Array& x, const Array& update, const std::vector<
 
 Array Concatenate(const std::vector<Array>& arrays, int axis) {
   if (arrays.empty()) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "Concatenate: need at least one array to concatenate");
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Concatenate: need at least one array to concatenate");
   }
   for (size_t i = 0; i < arrays.size(); ++i) CheckValid("Concatenate", arrays[i], static_cast<int>(i));
   const Array& first = arrays[0];
   if (first.rank() == 0) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "Concatenate: zero-dimensional arrays cannot be concatenated");
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Concatenate: zero-dimensional arrays cannot be concatenated");
   }
   int a = CanonicalAxis("Concatenate", axis, first.rank());
   DType dtype = first.dtype();
@@ -265,13 +265,13 @@ Array Concatenate(const std::vector<Array>& arrays, int axis) {
   for (size_t i = 0; i < arrays.size(); ++i) {
     const Array& x = arrays[i];
     if (x.rank() != first.rank()) {
-      ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
                 "Concatenate: all the input arrays must have same number of dimensions, but the array at index 0 "
                 "has {} dimension(s) and the array at index {} has {} dimension(s)", first.rank(), i, x.rank());
     }
     for (int d = 0; d < x.rank(); ++d) {
       if (d != a && x.shape()[d] != first.shape()[d]) {
-        ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+        ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
                   "Concatenate: all the input array dimensions except for the concatenation axis must match "
                   "exactly, but along dimension {}, the array at index 0 has size {} and the array at index {} has "
                   "size {}", d, first.shape()[d], i, x.shape()[d]);
@@ -299,11 +299,11 @@ Array Concatenate(const std::vector<Array>& arrays, int axis) {
 }
 
 Array Stack(const std::vector<Array>& arrays, int axis) {
-  if (arrays.empty()) ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "Stack: need at least one array to stack");
+  if (arrays.empty()) ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Stack: need at least one array to stack");
   for (size_t i = 0; i < arrays.size(); ++i) {
     CheckValid("Stack", arrays[i], static_cast<int>(i));
     if (arrays[i].shape() != arrays[0].shape()) {
-      ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
                 "Stack: all input arrays must have the same shape (index 0 is {}, index {} is {})",
                 arrays[0].ShapeString(), i, arrays[i].ShapeString());
     }
@@ -319,12 +319,12 @@ std::vector<Array> Split(const Array& x, int64_t sections, int axis) {
   CheckValid("Split", x);
   int a = CanonicalAxis("Split", axis, x.rank());
   if (sections <= 0) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "Split: number sections must be larger than 0, got {}",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Split: number sections must be larger than 0, got {}",
               sections);
   }
   const int64_t dim = x.shape()[a];
   if (dim % sections != 0) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "Split: array split does not result in an equal division: {} sections of axis {} (size {}) of {}",
               sections, axis, dim, x.ShapeString());
   }
@@ -341,7 +341,7 @@ std::vector<Array> Split(const Array& x, int64_t sections, int axis) {
 Array Pad(const Array& x, const std::vector<int64_t>& low, const std::vector<int64_t>& high, double value) {
   CheckValid("Pad", x);
   if (static_cast<int>(low.size()) != x.rank() || static_cast<int>(high.size()) != x.rank()) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "Pad: padding must give one (low, high) pair per dimension of the operand, got low {} and high {} "
               "for operand shape {}", PyTuple(low), PyTuple(high), PyTuple(x.shape()));
   }
@@ -350,7 +350,7 @@ Array Pad(const Array& x, const std::vector<int64_t>& low, const std::vector<int
   std::vector<int64_t> out_strides;
   for (int d = 0; d < x.rank(); ++d) {
     if (low[d] < 0 || high[d] < 0) {
-      ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "Pad: index can't contain negative values (low {}, high {})",
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Pad: index can't contain negative values (low {}, high {})",
                 PyTuple(low), PyTuple(high));
     }
     shape[d] += low[d] + high[d];
@@ -385,7 +385,7 @@ Array BroadcastTo(const Array& x, const std::vector<int64_t>& shape) {
   }
   for (int64_t d : shape) ok = ok && d >= 0;
   if (!ok) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "BroadcastTo: Incompatible shapes for broadcasting: {} and requested shape {}", PyTuple(x.shape()),
               PyTuple(shape));
   }
@@ -408,7 +408,7 @@ Array Flip(const Array& x, const std::vector<int>& axes) {
 }
 
 Array Iota(DType dtype, int64_t n) {
-  if (n < 0) ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "Iota: negative dimensions are not allowed ({})", n);
+  if (n < 0) ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Iota: negative dimensions are not allowed ({})", n);
   Array out = Array::Iota({n}, dtype);
   ops_internal::ReportCost(OpCost{"iota", 0, 0, 0, out.nbytes()});
   return out;
@@ -417,7 +417,7 @@ Array Iota(DType dtype, int64_t n) {
 Array BroadcastedIota(DType dtype, const std::vector<int64_t>& shape, int dimension) {
   for (int64_t d : shape) {
     if (d < 0) {
-      ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "BroadcastedIota: negative dimensions are not allowed in {}",
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "BroadcastedIota: negative dimensions are not allowed in {}",
                 PyTuple(shape));
     }
   }

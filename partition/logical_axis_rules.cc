@@ -30,7 +30,7 @@ std::vector<std::optional<PartitionSpec::Entry>> AssignMeshAxes(std::span<const 
     if (repeated) duplicates.push_back(names[i].name());
   }
   if (!duplicates.empty()) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "Unsupported: Dimensions {} occur more than once in array names.", PyTuple(duplicates));
   }
 
@@ -182,7 +182,7 @@ std::optional<PartitionSpec> LogicalConstraintSpec(const std::optional<LogicalAx
   auto assigned = AssignMeshAxes(*names, in_effect);
   bool unmatched = std::any_of(assigned.begin(), assigned.end(), [](const auto& a) { return !a.has_value(); });
   if (unmatched && fallback == RulesFallback::kRaiseError) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "Axis names {} did not match a rule",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Axis names {} did not match a rule",
               LogicalAxesToString(*names));
   }
   if (unmatched && fallback == RulesFallback::kNoConstraint) return std::nullopt;
@@ -213,7 +213,7 @@ LogicalAxisRules CompositeRules(std::span<const LogicalAxisRule> rule1, std::spa
       continue;
     }
     if (!(it->mesh_axes == rule.mesh_axes)) {
-      ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "Inconsistent logical axis annotations for {}: {} vs {}",
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Inconsistent logical axis annotations for {}: {} vs {}",
                 rule.logical_name, PyStr(it->mesh_axes), PyStr(rule.mesh_axes));
     }
   }
@@ -248,7 +248,7 @@ LogicalAxisRules StandardLogicalAxisRules(int activation_partitioning_dims, int 
     if (a == 2) rules.push_back({"embed", E::Axis("model")});
     if (p == 2) rules.push_back({"embed", E::Axis("data")});
   } else {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "`activation_partitioning_dims` = {} `parameter_partitioning_dims` = {} is not supported.", a, p);
   }
   for (const char* replicated : {"relpos_buckets", "abspos_buckets", "length", "layers", "stack", "mlp_activations"}) {

@@ -76,7 +76,7 @@ class PatternTranslator {
   enum class State { kStart, kAtom, kQuantifier, kLazy };
 
   [[noreturn]] void Fail(size_t at, std::string_view what) const {
-    ThrowKind(ErrorCode::kInvalidArgument, "re.error", "pattern {} at position {}: {}", PyRepr(p_), at, what);
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kReError, "pattern {} at position {}: {}", PyRepr(p_), at, what);
   }
   void Emit(std::string_view text) { out_.append(text); }
   void Atom() { state_ = State::kAtom; }
@@ -309,7 +309,7 @@ PyRegex::PyRegex(std::string pattern) : pattern_(std::move(pattern)) {
   try {
     regex_ = std::make_shared<const Compiled>(Compiled{boost::regex(translated_, flags)});
   } catch (const boost::regex_error& e) {
-    ThrowKind(ErrorCode::kInvalidArgument, "re.error", "pattern {} is not a valid regular expression: {}",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kReError, "pattern {} is not a valid regular expression: {}",
               PyRepr(pattern_), e.what());
   }
 }
@@ -356,7 +356,7 @@ int64_t MinShardingSizeFromEnvironment() {
     }
   }
   if (!ok || digits.empty() || digits.size() > 18) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "invalid literal for int() with base 10: {} (MIN_SHARDING_SIZE)",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "invalid literal for int() with base 10: {} (MIN_SHARDING_SIZE)",
               PyRepr(raw));
   }
   int64_t value = std::stoll(digits);
@@ -418,7 +418,7 @@ MatchedSpec PartitionRules::Match(std::string_view name, std::optional<std::span
     out.spec = spec;
     return out;
   }
-  ThrowKind(ErrorCode::kNotFound, "ValueError", "Partition rule not found for param: {}", name);
+  ThrowKind(ErrorCode::kNotFound, ErrorKind::kValueError, "Partition rule not found for param: {}", name);
 }
 
 std::vector<MatchedSpec> PartitionRules::MatchAll(std::span<const NamedParameter> params,
@@ -451,7 +451,7 @@ std::vector<PartitionRule> ParsePatternRules(std::string_view pattern) {
     size_t arrow = rule.find("->");
     if (arrow == std::string::npos) continue;
     if (rule.find("->", arrow + 2) != std::string::npos) {
-      ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
                 "too many values to unpack (expected 2) in pattern rule {} (one '->' per rule)", PyRepr(rule));
     }
     std::vector<PartitionSpec::Entry> entries;

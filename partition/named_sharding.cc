@@ -46,7 +46,7 @@ std::vector<std::vector<const DeviceShard*>> ShardingLayout::ShardsByProcess() c
   return out;
 }
 
-int64_t ShardingLayout::ShardBytes(int64_t element_bytes) const { return Product(shard_shape) * element_bytes; }
+int64_t ShardingLayout::ShardBytes(int64_t element_bytes) const { return NumElements(shard_shape) * element_bytes; }
 
 // ---------------------------------------------------------------------------------------------------------------
 // NamedSharding
@@ -100,7 +100,7 @@ void NamedSharding::CheckShape(std::span<const int64_t> global_shape) const {
   for (int d = rank; d < spec_.size(); ++d) {
     const int64_t parts = EntryPartitions(spec_[d], mesh_);
     if (parts > 1) {
-      ThrowKind(ErrorCode::kOutOfRange, "IndexError",
+      ThrowKind(ErrorCode::kOutOfRange, ErrorKind::kIndexError,
                 "{} splits dimension {} {} ways, but the array has rank {} (shape {}); JAX says: list index out of "
                 "range",
                 spec_.ToString(), d, parts, rank, PyTuple(std::vector<int64_t>(global_shape.begin(), global_shape.end())));
@@ -136,7 +136,7 @@ ShardingLayout NamedSharding::Layout(std::span<const int64_t> global_shape) cons
     }
     layout.shard_shape[d] /= layout.tiling[d];
   }
-  layout.num_shards = Product(layout.tiling);
+  layout.num_shards = NumElements(layout.tiling);
   layout.num_replicas = mesh_.size() / layout.num_shards;
   const std::vector<int64_t> tiling_strides = RowMajorStrides(layout.tiling);
 
@@ -226,7 +226,7 @@ void CopyBlockIn(const std::byte* block, std::span<const int64_t> global_shape, 
 
 std::vector<std::vector<std::byte>> ScatterBytes(const ShardingLayout& layout, std::span<const std::byte> global,
                                                  size_t element_bytes) {
-  const size_t expected = static_cast<size_t>(Product(layout.global_shape)) * element_bytes;
+  const size_t expected = static_cast<size_t>(NumElements(layout.global_shape)) * element_bytes;
   if (global.size() != expected) {
     Throw(ErrorCode::kInvalidArgument, "scatter: the global array has {} bytes but shape {} of {}-byte elements "
           "needs {}", global.size(), PyTuple(layout.global_shape), element_bytes, expected);
@@ -258,7 +258,7 @@ std::vector<std::byte> GatherBytes(const ShardingLayout& layout, std::span<const
             element_bytes, shard_bytes);
     }
   }
-  std::vector<std::byte> global(static_cast<size_t>(Product(layout.global_shape)) * element_bytes);
+  std::vector<std::byte> global(static_cast<size_t>(NumElements(layout.global_shape)) * element_bytes);
   std::vector<std::string> mismatches;
   for (int64_t id = 0; id < layout.num_shards; ++id) {
     const auto& positions = layout.positions_of_shard[id];

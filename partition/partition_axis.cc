@@ -130,7 +130,7 @@ bool IsBuiltinSemantic(std::string_view name) {
 
 std::string StrippedName(std::string_view semantic_axis) {
   std::string name(Trim(semantic_axis));
-  if (name.empty()) ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "`semantic_axis` must be a non-empty string.");
+  if (name.empty()) ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "`semantic_axis` must be a non-empty string.");
   return name;
 }
 
@@ -242,7 +242,7 @@ PartitionSpec::Entry AxisRule::ToEntry() const {
   if (items_.empty()) return PartitionSpec::Entry::None();
   for (const AxisRule& item : items_) {
     if (item.is_sequence()) {
-      ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
                 "A tuple inside PartitionSpec cannot contain a nested tuple. Got partition: {} and the nested "
                 "tuple: {}",
                 ToString(), item.ToString());
@@ -345,12 +345,12 @@ PartitionAxis::PartitionAxis(std::span<const std::pair<std::string, AxisRule>> o
   for (const auto& [name, value] : overrides) {
     std::optional<Field> field = FindField(name);
     if (!field.has_value()) {
-      ThrowKind(ErrorCode::kInvalidArgument, "TypeError",
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kTypeError,
                 "PartitionAxis.__init__() got an unexpected keyword argument '{}'; fields are {}", name,
                 fmt::join(kFieldNames, ", "));
     }
     if (std::find(seen.begin(), seen.end(), name) != seen.end()) {
-      ThrowKind(ErrorCode::kInvalidArgument, "TypeError",
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kTypeError,
                 "PartitionAxis.__init__() got multiple values for keyword argument '{}'", name);
     }
     seen.push_back(name);
@@ -414,7 +414,7 @@ AxisRule PartitionAxis::ResolveRule(const AxisRule& rule, std::vector<std::strin
   if (mapped.is_none()) return rule;  // a literal mesh axis
   std::vector<std::string> path = visited == nullptr ? std::vector<std::string>() : *visited;
   if (std::find(path.begin(), path.end(), rule.name()) != path.end()) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "Cyclic semantic axis registration detected at '{}'.",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Cyclic semantic axis registration detected at '{}'.",
               rule.name());
   }
   path.push_back(rule.name());
@@ -449,7 +449,7 @@ std::vector<AxisRule> PartitionAxis::ResolveAxis(std::span<const SemanticAxis> a
     } else {
       standard = LookupSemantic(registry, axis.name());
       if (standard.is_none()) {
-        ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "Unknown semantic axis name: '{}'", axis.name());
+        ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Unknown semantic axis name: '{}'", axis.name());
       }
     }
     AxisRule target = standard;
@@ -495,7 +495,7 @@ void PartitionAxis::Register(std::string_view semantic_axis, AxisRule axis_rule,
   WriterMutexLock lock(registry.mutex);
   auto existing = FindIn(registry.semantic, name);
   if (!override && (IsBuiltinSemantic(name) || existing != registry.semantic.end())) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "Semantic axis '{}' already exists. Use override=True to replace it.", name);
   }
   if (!generation_axis_rule.has_value() && axis_rule.is_name()) {
@@ -526,7 +526,7 @@ void PartitionAxis::Unregister(std::string_view semantic_axis, bool missing_ok) 
     removed = true;
   }
   if (!removed && !missing_ok) {
-    ThrowKind(ErrorCode::kNotFound, "KeyError", "Semantic axis '{}' is not registered.", name);
+    ThrowKind(ErrorCode::kNotFound, ErrorKind::kKeyError, "Semantic axis '{}' is not registered.", name);
   }
 }
 

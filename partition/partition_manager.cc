@@ -31,12 +31,12 @@ RuntimeMode InferRuntimeMode(const ModeOrDim& mode, std::optional<std::span<cons
   if (const RuntimeMode* given = std::get_if<RuntimeMode>(&mode)) return *given;
   int dim = std::get<int>(mode);
   if (!shape.has_value()) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "when using dynamic mode detection shape should be provided");
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "when using dynamic mode detection shape should be provided");
   }
   const int rank = static_cast<int>(shape->size());
   int index = dim < 0 ? dim + rank : dim;  // Python indexing
   if (index < 0 || index >= rank) {
-    ThrowKind(ErrorCode::kOutOfRange, "IndexError",
+    ThrowKind(ErrorCode::kOutOfRange, ErrorKind::kIndexError,
               "tuple index out of range (mode is dimension {} of a shape of rank {})", dim, rank);
   }
   return (*shape)[index] == 1 ? RuntimeMode::kDecode : RuntimeMode::kTrain;
@@ -148,7 +148,7 @@ ShardResult ApplyLogicalSharding(const Mesh& mesh, std::span<const int64_t> shap
     manager = last.get();
   }
   if (manager == nullptr) {
-    ThrowKind(ErrorCode::kFailedPrecondition, "ValueError",
+    ThrowKind(ErrorCode::kFailedPrecondition, ErrorKind::kValueError,
               "No PartitionManager is available. Provide `partition_manager` or use `with PartitionManager(...)`.");
   }
   return manager->Shard(mesh, shape, axes, mode, correction);

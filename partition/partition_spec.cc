@@ -199,7 +199,7 @@ class SpecParser {
                         fmt::format("cannot parse PartitionSpec {}: column {}: `{}=` is not supported by spmdsim "
                                     "(unreduced/reduced axes need Explicit mesh axes); remove it",
                                     PyRepr(text_), col, ident),
-                        "NotImplementedError");
+                        ErrorKind::kNotImplementedError);
           }
           FailAt(col, fmt::format("PartitionSpec takes no keyword argument '{}'", ident));
         }
@@ -314,7 +314,7 @@ class SpecParser {
                           fmt::format("A tuple inside PartitionSpec cannot contain a nested tuple. Got partition: "
                                       "{} and the nested tuple: {}",
                                       v.Repr(), item.Repr()),
-                          "ValueError");
+                          ErrorKind::kValueError);
             }
           }
           std::vector<std::string> names;
@@ -419,7 +419,7 @@ std::vector<SpecProblem> CheckSpec(const PartitionSpec& spec, const Mesh& mesh,
     for (int d = 0; d < spec.size(); ++d) {
       for (const auto& a : spec[d].axes()) {
         if (!seen.insert(a).second) {
-          problems.push_back({SpecProblemReason::kDuplicateAxis, d, {a}, 0, 0, "DuplicateSpecError", message});
+          problems.push_back({SpecProblemReason::kDuplicateAxis, d, {a}, 0, 0, ErrorKind::kDuplicateSpecError, message});
         }
       }
     }
@@ -431,7 +431,7 @@ std::vector<SpecProblem> CheckSpec(const PartitionSpec& spec, const Mesh& mesh,
   for (int d = 0; d < spec.size(); ++d) {
     for (const auto& a : spec[d].axes()) {
       if (!mesh.HasAxis(a)) {
-        problems.push_back({SpecProblemReason::kUnknownAxis, d, {a}, 0, 0, "ValueError",
+        problems.push_back({SpecProblemReason::kUnknownAxis, d, {a}, 0, 0, ErrorKind::kValueError,
                             fmt::format("Resource axis: {} of {} is not found in mesh: {}.", a,
                                         Abbreviate(spec.ToString()), Abbreviate(PyTuple(mesh_axes)))});
       }
@@ -443,7 +443,7 @@ std::vector<SpecProblem> CheckSpec(const PartitionSpec& spec, const Mesh& mesh,
   const int rank = static_cast<int>(shape->size());
   if (spec.size() > rank) {
     problems.push_back(
-        {SpecProblemReason::kTooLong, rank, {}, 0, 0, "ValueError",
+        {SpecProblemReason::kTooLong, rank, {}, 0, 0, ErrorKind::kValueError,
          fmt::format("Sharding {} is only valid for values of rank at least {}, but was applied to a value of rank "
                      "{}.{}",
                      Abbreviate(JaxNamedShardingString(mesh, spec)), spec.size(), rank,
@@ -467,7 +467,7 @@ std::vector<SpecProblem> CheckSpec(const PartitionSpec& spec, const Mesh& mesh,
   for (int d = 0; d < spec.size(); ++d) {
     if (!known[d] || (*shape)[d] % factors[d] == 0) continue;
     problems.push_back(
-        {SpecProblemReason::kNotDivisible, d, spec[d].axes(), (*shape)[d], factors[d], "IndivisibleError",
+        {SpecProblemReason::kNotDivisible, d, spec[d].axes(), (*shape)[d], factors[d], ErrorKind::kIndivisibleError,
          fmt::format("Sharding {} implies that array axis {} is partitioned {} times, but the dimension size is {} "
                      "(full shape: {}, per-dimension tiling factors: [{}] should evenly divide the shape)",
                      Abbreviate(JaxNamedShardingString(mesh, spec)), d, factors[d], (*shape)[d], PyTuple(shape_vec),

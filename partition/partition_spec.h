@@ -132,7 +132,7 @@ PartitionSpec P(SpecArg a = {}, SpecArg b = {}, SpecArg c = {}, SpecArg d = {}, 
 class SpecSyntaxError : public Error {
  public:
   SpecSyntaxError(std::string message, int column)
-      : Error(ErrorCode::kInvalidArgument, std::move(message), "SyntaxError"), column_(column) {}
+      : Error(ErrorCode::kInvalidArgument, std::move(message), ErrorKind::kSyntaxError), column_(column) {}
   int column() const { return column_; }
 
  private:
@@ -155,7 +155,7 @@ struct SpecProblem {
   std::vector<std::string> axes;   // the axes at fault (the duplicated / unknown axis; the entry's axes)
   int64_t dim_size = 0;            // kNotDivisible: the dimension's size
   int64_t partitions = 0;          // kNotDivisible: product of the entry's axis sizes
-  std::string kind;                // "DuplicateSpecError", "ValueError", "IndivisibleError"
+  ErrorKind kind = ErrorKind::kValueError;  // kDuplicateSpecError, kValueError or kIndivisibleError
   std::string message;             // JAX's wording
 };
 

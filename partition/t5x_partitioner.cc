@@ -28,7 +28,7 @@ T5xPartitioner T5xPartitioner::FromTopology(std::shared_ptr<const Topology> topo
                                             std::optional<LogicalAxisRules> logical_axis_rules) {
   bool has_submesh = model_parallel_submesh.has_value() && !model_parallel_submesh->empty();
   if (num_partitions <= 0 && !has_submesh) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "At least one of `num_partitions` or `model_parallel_submesh` must be set.");
   }
   Options options;
@@ -43,7 +43,7 @@ PartitionSpec T5xPartitioner::data_partition_spec() const { return PartitionSpec
 
 std::vector<std::string> T5xPartitioner::DataAxes() const {
   if (!data_axis_.has_axes()) {
-    ThrowKind(ErrorCode::kFailedPrecondition, "TypeError",
+    ThrowKind(ErrorCode::kFailedPrecondition, ErrorKind::kTypeError,
               "'NoneType' object is not iterable: the logical axis rules give 'batch' no mesh axis ({}), so there "
               "is no data axis",
               data_axis_.ToString());
@@ -55,7 +55,7 @@ int64_t T5xPartitioner::data_mesh_size() const {
   int64_t size = 1;
   for (const std::string& axis : DataAxes()) {
     if (!mesh_.HasAxis(axis)) {
-      ThrowKind(ErrorCode::kNotFound, "KeyError", "'{}': the data axis is not a mesh axis; mesh axes are {}", axis,
+      ThrowKind(ErrorCode::kNotFound, ErrorKind::kKeyError, "'{}': the data axis is not a mesh axis; mesh axes are {}", axis,
                 mesh_.ToString());
     }
     size *= mesh_.AxisSize(axis);
@@ -82,7 +82,7 @@ DataLayout T5xPartitioner::GetDataLayout(std::optional<int64_t> batch_size, int 
   const int64_t mesh_size = data_mesh_size();
   const int64_t batch = batch_size.value_or(0) != 0 ? *batch_size : mesh_size;  // Python: batch_size or ...
   if (batch % mesh_size != 0) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "Batch size ({}) must be divisible by corresponding data mesh size ({}).", batch, mesh_size);
   }
   std::vector<std::string> axes = DataAxes();
@@ -90,7 +90,7 @@ DataLayout T5xPartitioner::GetDataLayout(std::optional<int64_t> batch_size, int 
   int64_t shards = 1;
   for (const std::string& axis : axes) shards *= chunker.num_chunks(axis);
   if (batch % shards != 0) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "Batch size ({}) must be divisible by number of data shards ({}).", batch, shards);
   }
   return DataLayout{batch, chunker.GetShardId(axes), shards, chunker.GetReplicaId(axes) == 0};
@@ -129,7 +129,7 @@ std::vector<std::pair<std::string, std::optional<PartitionSpec>>> T5xPartitioner
     try {
       out.emplace_back(name, LogicalToMeshAxes(*axes, rules_));
     } catch (const Error& e) {
-      RethrowWithContext(e, fmt::format("Failed to map logical axes for {}: {}", name, e.message()), "ValueError");
+      RethrowWithContext(e, fmt::format("Failed to map logical axes for {}: {}", name, e.message()), ErrorKind::kValueError);
     }
   }
   return out;

@@ -30,7 +30,7 @@
 #include "scenario/scenario.h"
 #include "sim/array.h"
 #include "sim/array_builder.h"
-#include "workloads/plan.h"
+#include "model/plan.h"
 #include "workloads/workloads.h"
 #include "python/bindings.h"
 
@@ -148,7 +148,7 @@ py::array Gather(py::object shards, const NamedSharding& sharding, bool check_re
       auto it = by_id.find(id);
       if (it == by_id.end())
         throw Error(ErrorCode::kInvalidArgument, fmt::format("gather: no shard for device {}; the mesh's devices are {}",
-                                                             id, PyTuple(mesh.device_ids())), "ValueError");
+                                                             id, PyTuple(mesh.device_ids())), ErrorKind::kValueError);
       blocks.push_back(Contiguous(it->second));
     }
   } else {
@@ -156,7 +156,7 @@ py::array Gather(py::object shards, const NamedSharding& sharding, bool check_re
   }
   if (static_cast<int64_t>(blocks.size()) != mesh.size())
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("gather: got {} shards for a mesh of {} devices", blocks.size(), mesh.size()), "ValueError");
+                fmt::format("gather: got {} shards for a mesh of {} devices", blocks.size(), mesh.size()), ErrorKind::kValueError);
   std::vector<int64_t> shard_shape = ArrayShape(blocks[0]);
   py::object dtype = blocks[0].attr("dtype");
   for (size_t i = 1; i < blocks.size(); ++i) {
@@ -164,7 +164,7 @@ py::array Gather(py::object shards, const NamedSharding& sharding, bool check_re
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("gather: shard {} is {}{}, shard 0 is {}{}", i, py::str(blocks[i].dtype()).cast<std::string>(),
                               PyTuple(ArrayShape(blocks[i])), py::str(dtype).cast<std::string>(), PyTuple(shard_shape)),
-                  "ValueError");
+                  ErrorKind::kValueError);
   }
   // The global shape: each dimension's block size times the blocks its spec entry makes.
   PartitionSpec spec = sharding.spec().Normalized(std::max<int>(sharding.spec().size(), static_cast<int>(shard_shape.size())));
@@ -254,7 +254,7 @@ ProgramStep StepFromPy(const py::dict& d) {
 }
 
 WorkloadContext ContextFor(const Mesh& mesh, bool abstract, int threads, bool keep_arrays) {
-  if (threads < 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("threads must be >= 0 (0: one per core), got {}", threads), "ValueError");
+  if (threads < 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("threads must be >= 0 (0: one per core), got {}", threads), ErrorKind::kValueError);
   WorkloadContext context;
   context.mesh = mesh;
   context.abstract = abstract;
@@ -300,7 +300,7 @@ Scenario ScenarioFrom(const std::string& source, bool is_text) {
 
 // The report `spmdsim run --json` prints, as the dict json.loads would make of it.
 py::object RunScenarioReport(const std::string& source, bool is_text, bool abstract, int threads) {
-  if (threads < 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("threads must be >= 0 (0: one per core), got {}", threads), "ValueError");
+  if (threads < 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("threads must be >= 0 (0: one per core), got {}", threads), ErrorKind::kValueError);
   nlohmann::json report;
   {
     py::gil_scoped_release release;

@@ -1,8 +1,9 @@
 // spmdsim::Error -> the Python exception the peer raises for the same mistake (docs/python.md, "Errors").
 //
-// The class comes from Error::kind() (the peer's exception name) when it has one, else from the ErrorCode:
-//   ValueError, TypeError, KeyError, IndexError, AssertionError, NameError, NotImplementedError, SyntaxError
-//                                     -> the builtin of that name
+// The class comes from Error::kind() (the peer's exception class, common/error.h ErrorKind) when it has one,
+// else from the ErrorCode:
+//   ValueError, TypeError, KeyError, IndexError, AssertionError, NameError, NotImplementedError, SyntaxError,
+//   RuntimeError                      -> the builtin of that name
 //   DuplicateSpecError                -> spmdsim's class of that name, an Exception (as JAX's; not a ValueError)
 //   IndivisibleError, ScenarioError   -> spmdsim's classes of that name, subclasses of ValueError
 //   re.error                          -> Python's re.error
@@ -32,18 +33,24 @@ PyObject* NewExceptionClass(py::module_& m, const char* name, const char* doc, P
   return cls;
 }
 
-PyObject* ClassForKind(const std::string& kind) {
-  if (kind == "ValueError") return PyExc_ValueError;
-  if (kind == "DuplicateSpecError") return g_duplicate_spec_error;
-  if (kind == "IndivisibleError") return g_indivisible_error;
-  if (kind == "ScenarioError") return g_scenario_error;
-  if (kind == "TypeError") return PyExc_TypeError;
-  if (kind == "KeyError") return PyExc_KeyError;
-  if (kind == "IndexError") return PyExc_IndexError;
-  if (kind == "AssertionError") return PyExc_AssertionError;
-  if (kind == "NameError") return PyExc_NameError;
-  if (kind == "NotImplementedError") return PyExc_NotImplementedError;
-  if (kind == "SyntaxError") return PyExc_SyntaxError;
+// nullptr for kNone and kReError (re.error is looked up in RaiseError).
+PyObject* ClassForKind(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::kValueError: return PyExc_ValueError;
+    case ErrorKind::kTypeError: return PyExc_TypeError;
+    case ErrorKind::kKeyError: return PyExc_KeyError;
+    case ErrorKind::kIndexError: return PyExc_IndexError;
+    case ErrorKind::kAssertionError: return PyExc_AssertionError;
+    case ErrorKind::kNameError: return PyExc_NameError;
+    case ErrorKind::kNotImplementedError: return PyExc_NotImplementedError;
+    case ErrorKind::kSyntaxError: return PyExc_SyntaxError;
+    case ErrorKind::kRuntimeError: return PyExc_RuntimeError;
+    case ErrorKind::kDuplicateSpecError: return g_duplicate_spec_error;
+    case ErrorKind::kIndivisibleError: return g_indivisible_error;
+    case ErrorKind::kScenarioError: return g_scenario_error;
+    case ErrorKind::kNone:
+    case ErrorKind::kReError: return nullptr;
+  }
   return nullptr;
 }
 
@@ -60,7 +67,7 @@ PyObject* ClassForCode(ErrorCode code) {
 
 void RaiseError(const Error& e) {
   py::object cls;
-  if (e.kind() == "re.error") {
+  if (e.kind() == ErrorKind::kReError) {
     cls = py::module_::import("re").attr("error");
   } else if (PyObject* c = ClassForKind(e.kind())) {
     cls = py::reinterpret_borrow<py::object>(c);
@@ -69,7 +76,7 @@ void RaiseError(const Error& e) {
   }
   py::object exc = cls(e.message());
   exc.attr("code") = std::string(ErrorCodeName(e.code()));
-  exc.attr("kind") = e.kind();
+  exc.attr("kind") = std::string(ErrorKindName(e.kind()));
   PyErr_SetObject(cls.ptr(), exc.ptr());
 }
 

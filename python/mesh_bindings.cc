@@ -143,7 +143,7 @@ std::vector<AxisType> AxisTypesFromPy(py::handle types, size_t rank) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("Number of axis names should match the number of axis_types. Got axis_names rank {} "
                             "and axis_types {}", rank, py::repr(types).cast<std::string>()),
-                "ValueError");
+                ErrorKind::kValueError);
   }
   return out;
 }
@@ -181,7 +181,7 @@ Mesh MakePyMesh(py::handle devices, py::handle axis_names_obj, py::handle axis_t
                 fmt::format("Mesh requires the ndim of its first argument (`devices`) to equal the length of its "
                             "second argument (`axis_names`), but got devices.ndim == {} and len(axis_names) == {}.",
                             array.rank(), axis_names.size()),
-                "ValueError");
+                ErrorKind::kValueError);
   }
   std::vector<AxisType> types = AxisTypesFromPy(axis_types, axis_names.size());
   return Mesh(std::move(array), axis_names, topo, std::move(types));

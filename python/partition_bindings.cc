@@ -351,7 +351,7 @@ PartitionSpec::Entry EntryFromPy(py::handle value) {
                     fmt::format("A tuple inside PartitionSpec cannot contain a nested tuple. Got partition: {} and the "
                                 "nested tuple: {}",
                                 PyStr(py::tuple(seq)), PyStr(item)),
-                    "ValueError");
+                    ErrorKind::kValueError);
       }
       names.push_back(AxisName(item, value));
     }
@@ -505,7 +505,7 @@ void BindPartition(py::module_& m) {
       throw Error(ErrorCode::kInvalidArgument,
                   "get_corrected_named_sharding: the mesh is empty (eformer returns a replicated sharding on an empty "
                   "mesh; spmdsim's NamedSharding needs devices)",
-                  "ValueError");
+                  ErrorKind::kValueError);
     }
     return GetCorrectedNamedSharding(ShapeFromPy(shape), SpecFromPy(spec), mesh);
   });

@@ -37,7 +37,7 @@ bool DeeplyImmutable(py::handle value) {
 
 LogicalAxisRules ConvertRules(py::handle rules) {
   if (!py::isinstance<py::tuple>(rules) && !py::isinstance<py::list>(rules))
-    throw Error(ErrorCode::kInvalidArgument, "Unknown axis rule specification type.", "ValueError");  // Flax's
+    throw Error(ErrorCode::kInvalidArgument, "Unknown axis rule specification type.", ErrorKind::kValueError);  // Flax's
   LogicalAxisRules out;
   for (py::handle rule : rules) {
     py::sequence pair = rule.cast<py::sequence>();

@@ -1,4 +1,5 @@
 #include "scenario/run.h"
+#include "scenario/arrays.h"
 
 #include <type_traits>
 #include <variant>
@@ -42,7 +43,7 @@ struct Dispatch {
   WorkloadResult operator()(const MlpConfig& c) const { return RunMlp(context, c); }
   WorkloadResult operator()(const TransformerBlockConfig& c) const { return RunTransformerBlock(context, c); }
   WorkloadResult operator()(const PartitionConfig& c) const { return RunPartition(context, c); }
-  WorkloadResult operator()(const ModelConfig& c) const { return RunModel(context, c); }
+  WorkloadResult operator()(const ValidatedModel& m) const { return RunModel(context, m); }
 };
 
 }  // namespace

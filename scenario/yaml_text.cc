@@ -61,21 +61,21 @@ TextPosition LeadingFlowEntry(std::string_view text) {
   return {0, 0};
 }
 
-void CheckYamlText(std::string_view text, const std::string& file, std::string_view what, std::string_view kind) {
+void CheckYamlText(std::string_view text, const std::string& file, std::string_view what, ErrorKind kind) {
   if (std::optional<size_t> bad = FindInvalidUtf8(text)) {
     TextPosition p = PositionOf(text, *bad);
-    ThrowKind(ErrorCode::kInvalidArgument, std::string(kind), "{}:{}:{}: byte 0x{:02x} is not UTF-8; {} is UTF-8 text",
+    ThrowKind(ErrorCode::kInvalidArgument, kind, "{}:{}:{}: byte 0x{:02x} is not UTF-8; {} is UTF-8 text",
               file, p.line, p.column, static_cast<unsigned char>(text[*bad]), what);
   }
   if (int line = SecondYamlDocumentLine(text); line > 0) {
-    ThrowKind(ErrorCode::kInvalidArgument, std::string(kind),
+    ThrowKind(ErrorCode::kInvalidArgument, kind,
               "{}:{}:1: a second YAML document starts here; {} holds one document (remove the '---' and what "
               "follows, or put it in its own file)",
               file, line, what);
   }
   // yaml-cpp 0.7 never returns (and grows without bound) on a flow entry ',' that starts a line outside [...] / {...}.
   if (TextPosition p = LeadingFlowEntry(text); p.line > 0) {
-    ThrowKind(ErrorCode::kInvalidArgument, std::string(kind),
+    ThrowKind(ErrorCode::kInvalidArgument, kind,
               "{}:{}:{}: ',' cannot start a line outside a [...] or {{...}} collection (it separates their entries); "
               "in {} a line starts with a key ('name:') or a list item ('- ')",
               file, p.line, p.column, what);

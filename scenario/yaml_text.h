@@ -5,21 +5,22 @@
 // YAML::Load silently ignores everything after a second document's "---". Every YAML file spmdsim reads
 // (scenarios, `spmdsim analyze --file`) goes through CheckYamlText first.
 //
-// Thread-safe (no state). Errors: Error(kInvalidArgument) of the given Python kind, with file:line:col.
+// Thread-safe (no state). Errors: Error(kInvalidArgument) of the given kind, with file:line:col.
 #ifndef SPMDSIM_SCENARIO_YAML_TEXT_H_
 #define SPMDSIM_SCENARIO_YAML_TEXT_H_
 
 #include <string>
 #include <string_view>
 
+#include "common/error.h"
 #include "common/user_text.h"
 
 namespace spmdsim::scenario {
 
 // Throws at the first byte that is not UTF-8 ("FILE:L:C: byte 0xff is not UTF-8; <what> is UTF-8 text") or at
 // a second document's start marker ("FILE:L:1: a second YAML document starts here; <what> holds one
-// document ..."). `what` names the kind of file ("a scenario file"); `kind` is the error's Python kind.
-void CheckYamlText(std::string_view text, const std::string& file, std::string_view what, std::string_view kind);
+// document ..."). `what` names the kind of file ("a scenario file"); `kind` is the error's kind.
+void CheckYamlText(std::string_view text, const std::string& file, std::string_view what, ErrorKind kind);
 
 // The 1-based line and column of the first ',' that starts a line (after indentation or a "---") outside every
 // [...] / {...} collection and quoted scalar, or {0, 0}. yaml-cpp 0.7 loops forever, allocating, on some such

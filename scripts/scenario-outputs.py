@@ -42,9 +42,10 @@ def strip_volatile(value):
 def run_one(spmdsim, name, abstract):
     with tempfile.TemporaryDirectory() as tmp:
         report, dump = os.path.join(tmp, "report.json"), os.path.join(tmp, "dump")
-        cmd = [spmdsim, "run", str(ROOT / "scenarios" / f"{name}.yaml"), "--quiet", "--json", report]
+        # Run from the checkout's root with a relative path, so that reports of two checkouts compare.
+        cmd = [os.path.abspath(spmdsim), "run", f"scenarios/{name}.yaml", "--quiet", "--json", report]
         cmd += ["--abstract"] if abstract else ["--dump", dump]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         out = {"exit_code": proc.returncode, "stderr": proc.stderr.strip()}
         if os.path.exists(report):
             out["report"] = strip_volatile(json.load(open(report)))

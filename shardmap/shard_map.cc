@@ -16,7 +16,7 @@ namespace spmdsim {
 
 namespace internal {
 void ThrowArityMismatch(size_t takes, size_t given) {
-  ThrowKind(ErrorCode::kInvalidArgument, "TypeError", "f() takes {} arrays but {} were given", takes, given);
+  ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kTypeError, "f() takes {} arrays but {} were given", takes, given);
 }
 }  // namespace internal
 
@@ -94,7 +94,7 @@ void CheckSpecAxes(std::string_view prefix, const std::vector<PartitionSpec>& sp
       if (!Contains(manual, name)) msgs.push_back(fmt::format("{}_specs[{}] refers to {}", prefix, k, PyRepr(name)));
   }
   if (!msgs.empty()) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "shard_map {}_specs argument must refer to an axis marked as manual ({}), but: {}. Check the {}_specs "
               "values passed to shard_map.",
               prefix, FrozenSet(manual), JoinItems(msgs), prefix);
@@ -109,7 +109,7 @@ void CheckSpecAxes(std::string_view prefix, const std::vector<PartitionSpec>& sp
 
 // JAX's pytree error when the number of specs differs from the number of values.
 [[noreturn]] void ThrowSpecCount(std::string_view prefix, size_t specs, size_t values) {
-  ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+  ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
             "pytree structure error: different lengths of tuple at key path shard_map {}_specs. At that key path, "
             "the prefix pytree shard_map {}_specs has a subtree of type tuple of length {}, but the full pytree has "
             "a subtree of the same type but of length {}.",
@@ -134,7 +134,7 @@ void CheckSpecAxes(std::string_view prefix, const std::vector<PartitionSpec>& sp
              "axis to them so that they can be concatenated using out_specs.";
     }
   }
-  throw Error(ErrorCode::kInvalidArgument, msg, "ValueError");
+  throw Error(ErrorCode::kInvalidArgument, msg, ErrorKind::kValueError);
 }
 
 // Arguments against in_specs (JAX's _check_specs_vs_args): the count, then every rank, then every divisibility.
@@ -175,7 +175,7 @@ void CheckArgs(const std::vector<InSpec>& in_specs, const std::vector<ShardMapAr
     }
   }
   if (!msgs.empty()) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "shard_map applied to the function '{}' was given argument arrays with axis sizes that are not evenly "
               "divisible by the corresponding mesh axis sizes: {} {}. Array arguments' axis sizes must be evenly "
               "divisible by the mesh axis or axes indicated by the corresponding elements of the argument's in_specs "
@@ -306,7 +306,7 @@ void CheckReplication(const Blocks& blocks, const std::vector<PartitionSpec>& ou
                                 : fmt::format("out_specs[{}]: the blocks happen to be equal along {} in this call.", k,
                                               fmt::join(NamesOf(imesh, bad), ", ")));
     } else if (differ && static_msgs.empty()) {
-      ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
                 "shard_map applied to the function '{}' returned for out_specs[{}] = {} a value that is not "
                 "replicated across mesh axis {} although the out_specs entry requires it and it was inferred to "
                 "be: {}. (A value computed from the device's position rather than through collectives escapes "
@@ -315,7 +315,7 @@ void CheckReplication(const Blocks& blocks, const std::vector<PartitionSpec>& ou
     }
   }
   if (!static_msgs.empty()) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "shard_map applied to the function '{}' was given out_specs which require replication which can't be "
               "statically inferred given the mesh: {} {}. Check if these output values are meant to be replicated "
               "over those mesh axes. If not, consider revising the corresponding out_specs entries. If so, consider "
@@ -420,16 +420,16 @@ Runtime& ShardMapped::runtime() const {
 
 ShardMapped ShardMap(ShardFunction f, Mesh mesh, std::vector<InSpec> in_specs, std::vector<PartitionSpec> out_specs,
                      ShardMapOptions options) {
-  if (!f) ThrowKind(ErrorCode::kInvalidArgument, "TypeError", "shard_map requires a callable for its first argument");
+  if (!f) ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kTypeError, "shard_map requires a callable for its first argument");
   if (mesh.empty()) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "shard_map requires a non-empty mesh. Got {}",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "shard_map requires a non-empty mesh. Got {}",
               mesh.ToString());
   }
   // axis_names: a subset of the mesh's axes; empty means all.
   std::vector<std::string> manual;
   for (const auto& name : options.axis_names) {
     if (!mesh.HasAxis(name)) {
-      ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
                 "jax.shard_map requires axis_names={} to be a subset of mesh.axis_names={}",
                 FrozenSet(options.axis_names), FrozenSet(mesh.axis_names()));
     }

@@ -20,9 +20,9 @@
 
 namespace spmdsim {
 
-DeviceError::DeviceError(ErrorCode code, std::string message, std::string kind, int64_t position, int device_id,
+DeviceError::DeviceError(ErrorCode code, std::string message, ErrorKind kind, int64_t position, int device_id,
                          std::exception_ptr original)
-    : Error(code, std::move(message), std::move(kind)),
+    : Error(code, std::move(message), kind),
       position_(position),
       device_id_(device_id),
       original_(std::move(original)) {}
@@ -141,7 +141,8 @@ std::shared_ptr<RunState> PrepareRun(internal::RuntimeCore& core, const std::fun
       const auto& s = core.slots[p];
       if (s.outcome != internal::Outcome::kThrew) continue;
       ErrorCode code = ErrorCode::kAborted;
-      std::string kind, what;
+      ErrorKind kind = ErrorKind::kNone;
+      std::string what;
       try {
         std::rethrow_exception(s.error);
       } catch (const Error& e) {

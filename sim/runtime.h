@@ -74,7 +74,7 @@ struct RuntimeOptions {
   std::chrono::milliseconds collective_timeout{60'000};
   // Stack of each device fiber, with a guard page below it (overflow faults instead of corrupting memory).
   // Default 64 KiB (x4 in ASan/TSan builds, whose frames are larger; the workload engines raise it to at least
-  // 1 MiB for Eigen's GEMM, workloads/engines/recorder.h); only the pages a device touches become resident. Stacks are pooled across Runs. Larger stacks spread 4096 devices over more page-table
+  // 1 MiB for Eigen's GEMM, workloads/internal/recorder.h); only the pages a device touches become resident. Stacks are pooled across Runs. Larger stacks spread 4096 devices over more page-table
   // entries: a barrier episode at 4096 devices costs ~2x more with 256 KiB (docs/runtime.md). A device that
   // overflows its stack ends the process after naming itself on stderr.
   // The stacks are one mapping per Runtime, with a guard page below each while the kernel's mapping budget
@@ -104,7 +104,7 @@ struct RuntimeOptions {
 // std::exception what(). message(): "device 3 (position 3, coords (1, 1)) failed: <original what()>".
 class DeviceError : public Error {
  public:
-  DeviceError(ErrorCode code, std::string message, std::string kind, int64_t position, int device_id,
+  DeviceError(ErrorCode code, std::string message, ErrorKind kind, int64_t position, int device_id,
               std::exception_ptr original);
   int64_t position() const noexcept { return position_; }
   int device_id() const noexcept { return device_id_; }

@@ -136,7 +136,7 @@ TEST_F(MyPartitioningTest, ForgettingThePsumIsCaughtByTheReplicationCheck) {
     broken(x, w1, w2);
     FAIL() << "shard_map accepted an output that varies over 'tp'";
   } catch (const spmdsim::Error& e) {
-    EXPECT_EQ(e.kind(), "ValueError");
+    EXPECT_EQ(e.kind(), spmdsim::ErrorKind::kValueError);
     EXPECT_THAT(e.what(), ::testing::HasSubstr("mesh axis 'tp'"));
   }
 }

@@ -9,14 +9,14 @@ namespace spmdsim::ops_internal {
 
 void CheckValid(std::string_view op, const Array& a, int index) {
   if (!a.valid()) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "{}: operand {} is an empty Array handle (default-constructed); pass an array", op, index);
   }
 }
 
 int CanonicalAxis(std::string_view op, int axis, int rank) {
   if (axis < -rank || axis >= rank) {
-    ThrowKind(ErrorCode::kOutOfRange, "ValueError", "{}: axis {} is out of bounds for array of dimension {}", op,
+    ThrowKind(ErrorCode::kOutOfRange, ErrorKind::kValueError, "{}: axis {} is out of bounds for array of dimension {}", op,
               axis, rank);
   }
   return axis < 0 ? axis + rank : axis;

@@ -43,7 +43,7 @@ AxesKey MakeAxesKey(const Mesh& mesh, const Axes& axes, std::string_view api) {
   if (names.size() > static_cast<size_t>(kMaxAxes)) {
     for (const auto& name : names) {
       if (std::find(mesh_names.begin(), mesh_names.end(), name) == mesh_names.end()) {
-        ThrowKind(ErrorCode::kNotFound, "NameError",
+        ThrowKind(ErrorCode::kNotFound, ErrorKind::kNameError,
                   "Found an unbound axis name: {}. To fix this, please call {} under `jax.shard_map`.", name, api);
       }
     }
@@ -55,7 +55,7 @@ AxesKey MakeAxesKey(const Mesh& mesh, const Axes& axes, std::string_view api) {
     const auto it = std::find(mesh_names.begin(), mesh_names.end(), names[i]);
     if (it == mesh_names.end()) {
       // JAX (lax/parallel.py _check_axis_names).
-      ThrowKind(ErrorCode::kNotFound, "NameError",
+      ThrowKind(ErrorCode::kNotFound, ErrorKind::kNameError,
                 "Found an unbound axis name: {}. To fix this, please call {} under `jax.shard_map`.", names[i], api);
     }
     key.index[i] = static_cast<uint8_t>(it - mesh_names.begin());
@@ -107,7 +107,7 @@ namespace {
 // numpy/JAX canonicalize_axis (jax/_src/util.py).
 int64_t CanonicalizeAxis(int64_t axis, int64_t num_dims) {
   if (!(-num_dims <= axis && axis < num_dims)) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "axis {} is out of bounds for array of dimension {}", axis,
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "axis {} is out of bounds for array of dimension {}", axis,
               num_dims);
   }
   return axis < 0 ? axis + num_dims : axis;
@@ -189,11 +189,11 @@ void ValidatePermutation(const Mesh& mesh, CollectiveCall& call, const Permutati
     call.perm = call.perm_storage;
   }
   if (!UniquePairs(call.perm, n)) {
-    ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "ppermute sources and destinations must be unique, got {}.",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "ppermute sources and destinations must be unique, got {}.",
               PermText(raw_perm));
   }
   if (!GroupInMeshOrder(mesh, call.axes)) {
-    ThrowKind(ErrorCode::kInvalidArgument, "RuntimeError",
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kRuntimeError,
               "Make sure that the axis_name passed to jax.lax.ppermute is in the same order as the axis_names "
               "declared on the mesh. If you want to allow different order, you can disable the check via `with "
               "jax.raise_on_ppermute_sort_diff(False):` context manager.");
@@ -202,7 +202,7 @@ void ValidatePermutation(const Mesh& mesh, CollectiveCall& call, const Permutati
   for (const auto& [src, dst] : raw_perm) {
     for (const int64_t index : {src, dst}) {
       if (-n <= index && index < n) continue;
-      ThrowKind(ErrorCode::kInvalidArgument, "IndexError",
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kIndexError,
                 "tuple index out of range (ppermute perm {} uses index {} in a group of {} devices; valid indices are "
                 "{}..{})",
                 PermText(raw_perm), index, n, -n, n - 1);
@@ -254,14 +254,14 @@ void ValidateCall(const Mesh& mesh, CollectiveCall& call, const Axes& axes, cons
       const int64_t size = s[call.p0];
       if (call.tiled) {
         if (size % n != 0) {
-          ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+          ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
                     "tiled reduce_scatter operand scatter dimension size {} must be divisible by shard_count {}",
                     size, n);
         }
         call.out_shape[call.p0] = size / n;
       } else {
         if (size != n) {
-          ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+          ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
                     "reduce_scatter operand scatter dimension size {} must match shard count {}", size, n);
         }
         call.out_shape.erase(call.p0);
@@ -275,7 +275,7 @@ void ValidateCall(const Mesh& mesh, CollectiveCall& call, const Axes& axes, cons
       const int64_t size = s[call.p0];
       if (call.tiled) {
         if (size % n != 0) {
-          ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+          ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
                     "The size of all_to_all split_axis ({}) has to be divisible by the size of the named axis {} ({})",
                     size, AxesText(axes), n);
         }
@@ -283,7 +283,7 @@ void ValidateCall(const Mesh& mesh, CollectiveCall& call, const Axes& axes, cons
         call.out_shape[call.p1] *= n;
       } else {
         if (size != n) {
-          ThrowKind(ErrorCode::kInvalidArgument, "ValueError",
+          ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
                     "all_to_all requires the size of the mapped axis axis_name to equal x.shape[split_axis], but they "
                     "are {} and {} respectively.",
                     n, size);

@@ -149,7 +149,7 @@ struct RunState {
   alignas(64) std::atomic<int> abort{0};       // AbortReason
   ErrorCode abort_code SPMDSIM_GUARDED_BY(mu) = ErrorCode::kAborted;
   std::string abort_message SPMDSIM_GUARDED_BY(mu);
-  std::string abort_kind SPMDSIM_GUARDED_BY(mu);  // another rank's failure: its Error::kind()
+  ErrorKind abort_kind SPMDSIM_GUARDED_BY(mu) = ErrorKind::kNone;  // another rank's failure: its Error::kind()
   std::chrono::steady_clock::time_point abort_time SPMDSIM_GUARDED_BY(mu);
   // The current collective, written by the leader between barrier phases.
   Plan plan;
@@ -175,7 +175,7 @@ struct RunState {
 
   bool aborted() const { return abort.load(std::memory_order_acquire) != 0; }
   // First reason wins; returns whether this call set it.
-  bool SetAbort(AbortReason reason, ErrorCode code, std::string message, std::string kind = "") SPMDSIM_EXCLUDES(mu);
+  bool SetAbort(AbortReason reason, ErrorCode code, std::string message, ErrorKind kind = ErrorKind::kNone) SPMDSIM_EXCLUDES(mu);
 };
 
 struct RuntimeCore {

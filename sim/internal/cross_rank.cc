@@ -16,15 +16,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A status record on the wire: kind, code, text; at most kStatusBytes (a longer text is cut).
+// A status record on the wire: kind, code, error kind, text; at most kStatusBytes (a longer text is cut).
 constexpr size_t kStatusBytes = 4096;
-constexpr size_t kHeaderBytes = 2;  // kind, code
+constexpr size_t kHeaderBytes = 3;  // kind, code, error kind
 
 // Into `out` (reused: an episode allocates nothing in the usual case).
-void Encode(char kind, ErrorCode code, const std::string& text, std::string* out) {
+void Encode(char kind, ErrorCode code, ErrorKind error_kind, const std::string& text, std::string* out) {
   out->clear();
   out->push_back(kind);
   out->push_back(static_cast<char>(code));
+  out->push_back(static_cast<char>(error_kind));
   out->append(text, 0, std::min(text.size(), kStatusBytes - kHeaderBytes));
 }
 
@@ -109,7 +110,7 @@ bool CrossRank::WaitBatch(std::vector<Transfer>& batch) { return CompleteBatch(t
 bool CrossRank::Exchange(const Status& mine, std::vector<Status>* all, std::vector<int>* missing) {
   const int k = transport_.size(), me = transport_.rank();
   ++episode_;
-  Encode(mine.kind, mine.code, mine.text, &status_out_);
+  Encode(mine.kind, mine.code, mine.error_kind, mine.text, &status_out_);
   if (status_in_.empty()) status_in_.assign(static_cast<size_t>(k), std::string(kStatusBytes, '\0'));
   std::vector<Transfer>& batch = status_batch_;  // reused: an episode allocates nothing in the usual case
   batch.clear();
@@ -137,6 +138,7 @@ bool CrossRank::Exchange(const Status& mine, std::vector<Status>* all, std::vect
     Status& s = (*all)[r];
     s.kind = status_in_[r][0];
     s.code = static_cast<ErrorCode>(static_cast<unsigned char>(status_in_[r][1]));
+    s.error_kind = static_cast<ErrorKind>(static_cast<unsigned char>(status_in_[r][2]));
     s.text.assign(status_in_[r].data() + kHeaderBytes, t.received - kHeaderBytes);
   }
   return missing->empty();
@@ -396,9 +398,9 @@ bool CrossRank::FetchInputs(RunState& run, const CollectiveCall& ref, const Grou
   return true;
 }
 
-CrossRank::Failure CrossRank::SettleLocalFailure(ErrorCode code, const std::string& kind, const std::string& message) {
+CrossRank::Failure CrossRank::SettleLocalFailure(ErrorCode code, ErrorKind kind, const std::string& message) {
   const int me = transport_.rank();
-  Status mine{.kind = 'A', .code = code, .text = fmt::format("{}\x1frank {}: {}", kind, me, message)};
+  Status mine{.kind = 'A', .code = code, .error_kind = kind, .text = fmt::format("rank {}: {}", me, message)};
   std::vector<Status> all;
   std::vector<int> missing;
   settled_ = true;
@@ -414,9 +416,7 @@ CrossRank::Failure CrossRank::SettleLocalFailure(ErrorCode code, const std::stri
 }
 
 CrossRank::Failure CrossRank::Decode(const Status& status, bool mine) {
-  const size_t cut = status.text.find('\x1f');
-  if (cut == std::string::npos) return {status.code, "", status.text, mine};
-  return {status.code, status.text.substr(0, cut), status.text.substr(cut + 1), mine};
+  return {status.code, status.error_kind, status.text, mine};
 }
 
 }  // namespace spmdsim::internal

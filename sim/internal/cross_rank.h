@@ -42,7 +42,7 @@ class CrossRank {
   enum class Verdict { kProceed, kDone, kAbort };
   struct Failure {
     ErrorCode code;
-    std::string kind;  // Error::kind()
+    ErrorKind kind;
     std::string message;
     bool mine;  // this rank's own failure won (the lowest failing rank)
   };
@@ -74,7 +74,7 @@ class CrossRank {
                    const std::vector<const CollectiveCall*>& calls, const Plan& plan);
   // The Run's thread, after a failure on this rank that no episode has reported: tells the other ranks and
   // returns the failure every rank reports (the lowest failing rank's, "rank R: ...").
-  Failure SettleLocalFailure(ErrorCode code, const std::string& kind, const std::string& message);
+  Failure SettleLocalFailure(ErrorCode code, ErrorKind kind, const std::string& message);
   // Whether an episode ended the Run (every rank already knows how).
   bool settled() const { return settled_; }
   const std::vector<uint8_t>& local() const { return local_; }
@@ -83,7 +83,8 @@ class CrossRank {
   struct Status {
     char kind = 0;  // 'C' waits at a collective, 'F' returned, 'A' failed
     ErrorCode code = ErrorCode::kAborted;
-    std::string text;  // the call (C) or "kind\x1fmessage" (A)
+    ErrorKind error_kind = ErrorKind::kNone;  // A: the failure's Error::kind()
+    std::string text;  // the call (C) or the failure's message (A)
   };
   // One episode's exchange: false when some rank sent nothing before the deadline (`missing` lists them).
   bool Exchange(const Status& mine, std::vector<Status>* all, std::vector<int>* missing);

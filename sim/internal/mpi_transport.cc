@@ -27,7 +27,7 @@ void Check(int rc, const char* what) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   MPI_Error_string(rc, text, &length);
-  Throw(ErrorCode::kInternal, "MPI: {} failed: {}", what, std::string(text, static_cast<size_t>(length)));
+  Throw(ErrorCode::kAborted, "MPI: {} failed: {}", what, std::string(text, static_cast<size_t>(length)));
 }
 
 class MpiTransport final : public Transport {

@@ -179,7 +179,7 @@ TEST_F(ResolveCommandTest, HumanOutput) {
 
 TEST_F(ResolveCommandTest, BadInputIsOneClearError) {
   Error unknown = CatchError([] { RunCli("resolve", {"--axes", "batch,foo", "--mode", "train"}); });
-  EXPECT_EQ(unknown.kind(), "ValueError");
+  EXPECT_EQ(unknown.kind(), ErrorKind::kValueError);
   EXPECT_THAT(unknown.message(), HasSubstr("Unknown semantic axis name: 'foo'"));
   EXPECT_THAT(unknown.message(), HasSubstr("query_length"));
   EXPECT_THAT(CatchError([] { RunCli("resolve", {"--axes", "batch+tp", "--mode", "train"}); }).message(),
@@ -187,7 +187,7 @@ TEST_F(ResolveCommandTest, BadInputIsOneClearError) {
   EXPECT_THAT(CatchError([] { RunCli("resolve", {"--axes", "batch", "--mode", "generate"}); }).message(),
               HasSubstr("'generate'"));
   EXPECT_EQ(CatchError([] { RunCli("resolve", {"--axes", "batch", "--mode", "3", "--shape", "2,2"}); }).kind(),
-            "IndexError");
+            ErrorKind::kIndexError);
   EXPECT_THAT(CatchError([] { RunCli("resolve", {"--axes", "batch", "--mode", "1"}); }).message(),
               HasSubstr("shape should be provided"));
   EXPECT_THAT(CatchError([] { RunCli("resolve", {"--axes", "batch"}); }).message(), HasSubstr("--mode is required"));

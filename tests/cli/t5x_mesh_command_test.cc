@@ -44,7 +44,7 @@ TEST(T5xMeshCommand, NumPartitionsIsDefaultMeshOnTpuGpuAndCpu) {
         // e.g. tpu-v4:2x2x4 with 8 partitions: t5x's table picks (4, 2, 1, 1), which does not fit.
         CommandResult run = Spmdsim(args);
         EXPECT_EQ(run.exit_code, 1);
-        EXPECT_THAT(run.err, HasSubstr(e.kind()));
+        EXPECT_THAT(run.err, HasSubstr(std::string(ErrorKindName(e.kind()))));
         continue;
       }
       json out = SpmdsimJson(args);

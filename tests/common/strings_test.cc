@@ -55,9 +55,9 @@ TEST(ParseNamedSizes, KeepsOrderAndRejectsRepeats) {
 }
 
 TEST(Error, CarriesCodeKindAndMessage) {
-  Error e(ErrorCode::kNotFound, "mesh has no axis 'q'", "ValueError");
+  Error e(ErrorCode::kNotFound, "mesh has no axis 'q'", ErrorKind::kValueError);
   EXPECT_EQ(e.code(), ErrorCode::kNotFound);
-  EXPECT_EQ(e.kind(), "ValueError");
+  EXPECT_EQ(e.kind(), ErrorKind::kValueError);
   EXPECT_STREQ(e.what(), "ValueError: mesh has no axis 'q'");
   EXPECT_EQ(Error(ErrorCode::kInternal, "x").what(), std::string("INTERNAL: x"));
 }

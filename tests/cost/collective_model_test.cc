@@ -342,7 +342,7 @@ TEST(CollectiveModel, RejectsBadInput) {
     model.Cost(CollectiveOp::kPermute, Axes{"g"}, 8, twice);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), "ValueError");
+    EXPECT_EQ(e.kind(), ErrorKind::kValueError);
     EXPECT_THAT(e.what(), HasSubstr("source 0 twice"));
   }
   const std::pair<int, int> same_destination[] = {{0, 2}, {1, 2}};

@@ -273,7 +273,7 @@ TEST(Elementwise, IncompatibleShapesUseJaxsWording) {
     e = caught;
   }
   EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(e.kind(), "ValueError");
+  EXPECT_EQ(e.kind(), ErrorKind::kValueError);
   EXPECT_EQ(e.message(), "Add: Incompatible shapes for broadcasting: shapes=[(2, 3), (4,)]");
   EXPECT_EQ(ErrorOf([&] { Where(Array::Zeros({5}, DType::kBool), a, a); }),
             "ValueError: Where: Incompatible shapes for broadcasting: shapes=[(5,), (2, 3), (2, 3)]");

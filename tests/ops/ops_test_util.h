@@ -156,7 +156,7 @@ inline std::string ErrorOf(const std::function<void()>& f) {
   try {
     f();
   } catch (const Error& e) {
-    return std::string(e.kind()) + ": " + e.message();
+    return std::string(ErrorKindName(e.kind())) + ": " + e.message();
   }
   return "no error";
 }

@@ -92,7 +92,7 @@ TEST(EformerCorrection, LeavesDuplicatesForJaxToReject) {
     Correct("P('dp', 'dp')", DpFsdpTp(), {8, 8});
     FAIL();
   } catch (const SpecError& e) {
-    EXPECT_EQ(e.kind(), "DuplicateSpecError");
+    EXPECT_EQ(e.kind(), ErrorKind::kDuplicateSpecError);
   }
   // A duplicate that the correction itself removes is fine.
   EXPECT_EQ(Correct("P('dp', 'dp')", DpFsdpTp(), {8, 3}).corrected, P("P('dp', None)"));
@@ -256,7 +256,7 @@ TEST(Correction, RandomSpecsCorrectToValidSpecsAndKeepMostNeverShardsLess) {
       }
       if (km.bytes_per_device < ef.bytes_per_device) ++improved;
     } catch (const SpecError& e) {
-      EXPECT_EQ(e.kind(), "DuplicateSpecError") << spec.ToString();
+      EXPECT_EQ(e.kind(), ErrorKind::kDuplicateSpecError) << spec.ToString();
       EXPECT_FALSE(km.bytes_saved_vs_eformer.has_value());
     }
   }

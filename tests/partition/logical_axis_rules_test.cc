@@ -77,7 +77,7 @@ TEST(LogicalToMeshAxes, RulesMappingToNoneOrUnconstrainedAssignThem) {
 
 TEST(LogicalToMeshAxes, DuplicateLogicalNamesAreAValueError) {
   Error e = CatchError([] { LogicalToMeshAxes(Names("foo,foo,baz"), kAxisRules1); });
-  EXPECT_EQ(e.kind(), "ValueError");
+  EXPECT_EQ(e.kind(), ErrorKind::kValueError);
   EXPECT_EQ(e.message(), "Unsupported: Dimensions ('foo',) occur more than once in array names.");
   // Value computed with /tmp/pr/flaxlogic.py (a pure-python copy of Flax's _logical_to_mesh_axes).
   EXPECT_EQ(CatchError([] { LogicalToMeshAxes(Names("a,b,a,b,c"), {}); }).message(),
@@ -180,7 +180,7 @@ TEST(LogicalConstraintSpec, FallbacksForAnUnmatchedName) {
   EXPECT_EQ(LogicalConstraintSpec(Names("foo,not_recognized"), RulesFallback::kAxisIsUnsharded),
             P("P('data', None)"));
   Error e = CatchError([] { LogicalConstraintSpec(Names("foo,not_recognized"), RulesFallback::kRaiseError); });
-  EXPECT_EQ(e.kind(), "ValueError");
+  EXPECT_EQ(e.kind(), ErrorKind::kValueError);
   EXPECT_EQ(e.message(), "Axis names ('foo', 'not_recognized') did not match a rule");
   EXPECT_FALSE(LogicalConstraintSpec(Names("foo,not_recognized"), RulesFallback::kNoConstraint).has_value());
   // A name whose rule maps to None is matched, so no fallback applies.
@@ -235,7 +235,7 @@ TEST(CompositeRules, MergesLikeADict) {
 
 TEST(CompositeRules, ConflictIsAValueErrorNamingBothValues) {
   Error e = CatchError([] { CompositeRules(Rules("a=x,b=y+z"), Rules("b=w")); });
-  EXPECT_EQ(e.kind(), "ValueError");
+  EXPECT_EQ(e.kind(), ErrorKind::kValueError);
   EXPECT_EQ(e.message(), "Inconsistent logical axis annotations for b: ('y', 'z') vs w");
   EXPECT_EQ(CatchError([] { CompositeRules(Rules("a="), Rules("a=w")); }).message(),
             "Inconsistent logical axis annotations for a: None vs w");
@@ -275,7 +275,7 @@ TEST(StandardLogicalAxisRules, AppendsAdditionalRules) {
 
 TEST(StandardLogicalAxisRules, RejectsUnsupportedDims) {
   Error e = CatchError([] { StandardLogicalAxisRules(3, 1); });
-  EXPECT_EQ(e.kind(), "ValueError");
+  EXPECT_EQ(e.kind(), ErrorKind::kValueError);
   EXPECT_EQ(e.message(), "`activation_partitioning_dims` = 3 `parameter_partitioning_dims` = 1 is not supported.");
   EXPECT_EQ(CatchError([] { StandardLogicalAxisRules(1, 0); }).message(),
             "`activation_partitioning_dims` = 1 `parameter_partitioning_dims` = 0 is not supported.");

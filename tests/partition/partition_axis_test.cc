@@ -73,7 +73,7 @@ TEST(AxisRule, ToEntryCanonicalisesAsJax) {
 
 TEST(AxisRule, NestedTupleIsJaxsValueError) {
   Error e = CatchError([] { T({T({"fsdp", "dp"}), "tp"}).ToEntry(); });
-  EXPECT_EQ(e.kind(), "ValueError");
+  EXPECT_EQ(e.kind(), ErrorKind::kValueError);
   EXPECT_EQ(e.message(),
             "A tuple inside PartitionSpec cannot contain a nested tuple. Got partition: (('fsdp', 'dp'), 'tp') and "
             "the nested tuple: ('fsdp', 'dp')");
@@ -130,7 +130,7 @@ TEST_F(PartitionAxisTest, DefaultsFollowTheMeshDimensionFieldsAndDecodeFollowsRe
 
 TEST_F(PartitionAxisTest, UnknownOrRepeatedFieldIsATypeError) {
   Error e = CatchError([] { PartitionAxis({{"dp_axis", "x"}}); });
-  EXPECT_EQ(e.kind(), "TypeError");
+  EXPECT_EQ(e.kind(), ErrorKind::kTypeError);
   EXPECT_THAT(e.message(), HasSubstr("unexpected keyword argument 'dp_axis'"));
   EXPECT_THAT(e.message(), HasSubstr("data_parallel_axis"));
   EXPECT_THAT(CatchError([] { PartitionAxis({{"head_axis", "x"}, {"head_axis", "y"}}); }).message(),
@@ -227,7 +227,7 @@ TEST_F(PartitionAxisTest, UnknownSemanticAxisIsAValueError) {
   for (const char* name : {"__UNKNOWN_SEMANTIC__", "batch", "head_axis"}) {
     SemanticAxes axes = {name};
     Error e = CatchError([&] { PartitionAxis().ResolveAxis(axes, RuntimeMode::kTrain); });
-    EXPECT_EQ(e.kind(), "ValueError");
+    EXPECT_EQ(e.kind(), ErrorKind::kValueError);
     EXPECT_EQ(e.message(), fmt::format("Unknown semantic axis name: '{}'", name));
   }
 }
@@ -247,7 +247,7 @@ TEST_F(PartitionAxisTest, RegisteredAxisIsVisibleToEveryInstance) {
 // eformer's test_register_requires_override_for_existing_semantics and the override tests.
 TEST_F(PartitionAxisTest, RegisteringAnExistingNameNeedsOverride) {
   Error builtin = CatchError([] { PartitionAxis::Register(sem::kDataParallel, "expert_parallel_axis"); });
-  EXPECT_EQ(builtin.kind(), "ValueError");
+  EXPECT_EQ(builtin.kind(), ErrorKind::kValueError);
   EXPECT_EQ(builtin.message(),
             "Semantic axis '__DATA_PARALLEL__' already exists. Use override=True to replace it.");
   EXPECT_THROW(PartitionAxis::Register("_", "x"), Error);
@@ -295,9 +295,9 @@ TEST_F(PartitionAxisTest, RegistrySnapshotShowsInferredAndExplicitGenerationRule
 TEST_F(PartitionAxisTest, EmptyNamesAndMissingUnregisterAreErrors) {
   EXPECT_EQ(CatchError([] { PartitionAxis::Register("", "head_axis"); }).message(),
             "`semantic_axis` must be a non-empty string.");
-  EXPECT_EQ(CatchError([] { PartitionAxis::Unregister(" "); }).kind(), "ValueError");
+  EXPECT_EQ(CatchError([] { PartitionAxis::Unregister(" "); }).kind(), ErrorKind::kValueError);
   Error missing = CatchError([] { PartitionAxis::Unregister("__DOES_NOT_EXIST__", /*missing_ok=*/false); });
-  EXPECT_EQ(missing.kind(), "KeyError");
+  EXPECT_EQ(missing.kind(), ErrorKind::kKeyError);
   EXPECT_EQ(missing.message(), "Semantic axis '__DOES_NOT_EXIST__' is not registered.");
   PartitionAxis::Unregister("__DOES_NOT_EXIST__");  // missing_ok by default
 }
@@ -380,7 +380,7 @@ TEST_F(PartitionAxisTest, RandomRegistriesResolveDeterministicallyOrFailCleanly)
           auto first = PartitionAxis().ResolveAxis(axes, mode);
           EXPECT_EQ(first, PartitionAxis().ResolveAxis(axes, mode));
         } catch (const Error& e) {
-          EXPECT_EQ(e.kind(), "ValueError") << e.what();
+          EXPECT_EQ(e.kind(), ErrorKind::kValueError) << e.what();
         }
       }
     }

@@ -31,13 +31,13 @@ TEST(InferRuntimeMode, DecodeWhenTheDimensionIsOne) {
 
 TEST(InferRuntimeMode, NeedsAShapeAndAnIndexInside) {
   Error no_shape = CatchError([] { InferRuntimeMode(1, std::nullopt); });
-  EXPECT_EQ(no_shape.kind(), "ValueError");
+  EXPECT_EQ(no_shape.kind(), ErrorKind::kValueError);
   EXPECT_EQ(no_shape.message(), "when using dynamic mode detection shape should be provided");
   Shape shape = {2, 8};
   Error out = CatchError([&] { InferRuntimeMode(2, shape); });
-  EXPECT_EQ(out.kind(), "IndexError");
+  EXPECT_EQ(out.kind(), ErrorKind::kIndexError);
   EXPECT_THAT(out.message(), HasSubstr("tuple index out of range"));
-  EXPECT_EQ(CatchError([&] { InferRuntimeMode(-3, shape); }).kind(), "IndexError");
+  EXPECT_EQ(CatchError([&] { InferRuntimeMode(-3, shape); }).kind(), ErrorKind::kIndexError);
 }
 
 // eformer's test_resolve_accepts_dynamic_sharding_axes_class.
@@ -208,7 +208,7 @@ TEST(ApplyLogicalSharding, WithoutAnyManagerIsAValueError) {
   Shape shape = {4};
   SemanticAxes axes = {sem::kBatch};
   Error e = CatchError([&] { ApplyLogicalSharding(mesh, shape, nullptr, axes, RuntimeMode::kTrain); });
-  EXPECT_EQ(e.kind(), "ValueError");
+  EXPECT_EQ(e.kind(), ErrorKind::kValueError);
   EXPECT_EQ(e.message(),
             "No PartitionManager is available. Provide `partition_manager` or use `with PartitionManager(...)`.");
 }

@@ -55,7 +55,7 @@ TEST(T5xPartitioner, SingleHostMeshWithStandardRules) {
   EXPECT_EQ(partitioner.GetDataLayout(12), (DataLayout{12, 0, 1, true}));
   EXPECT_EQ(partitioner.GetDataLayout(0), (DataLayout{4, 0, 1, true}));  // Python: 0 or data_mesh_size
   Error e = CatchError([&] { partitioner.GetDataLayout(6); });
-  EXPECT_EQ(e.kind(), "ValueError");
+  EXPECT_EQ(e.kind(), ErrorKind::kValueError);
   EXPECT_EQ(e.message(), "Batch size (6) must be divisible by corresponding data mesh size (4).");
 }
 
@@ -92,7 +92,7 @@ TEST(T5xPartitioner, LocalChunkInfoFromASpec) {
   EXPECT_EQ(replicated.replica_id, 2);
   EXPECT_TRUE(replicated.slice[0].whole());
   EXPECT_EQ(CatchError([&] { partitioner.GetLocalChunkInfo(shape, P("P(('data', 'model'),)"), 1); }).kind(),
-            "NotImplementedError");
+            ErrorKind::kNotImplementedError);
 }
 
 TEST(T5xPartitioner, MultisliceSplitsBatchOverReplicaAndData) {
@@ -101,7 +101,7 @@ TEST(T5xPartitioner, MultisliceSplitsBatchOverReplicaAndData) {
   std::vector<int64_t> dcn = {2, 1, 1};
   // T5X still wants num_partitions (or a submesh) here, though default_mesh ignores it for ici/dcn meshes.
   EXPECT_EQ(CatchError([&] { T5xPartitioner::FromTopology(topology, 0, std::nullopt, ici, dcn); }).kind(),
-            "ValueError");
+            ErrorKind::kValueError);
   T5xPartitioner partitioner = T5xPartitioner::FromTopology(topology, 4, std::nullopt, ici, dcn);
   const Mesh& mesh = partitioner.mesh();
   ASSERT_EQ(mesh.axis_names(), (std::vector<std::string>{"replica", "data", "model"}));
@@ -129,22 +129,22 @@ TEST(T5xPartitioner, RulesWithoutBatchHaveNoDataAxis) {
   EXPECT_EQ(partitioner.data_partition_spec(), P("P(None,)"));
   EXPECT_EQ(partitioner.GetDataLayout(), (DataLayout{std::nullopt, 0, 1, true}));
   EXPECT_EQ(partitioner.GetDataLayout(7, 1), (DataLayout{7, 0, 1, false}));
-  EXPECT_EQ(CatchError([&] { partitioner.data_mesh_size(); }).kind(), "TypeError");
-  EXPECT_EQ(CatchError([&] { partitioner.data_shards(); }).kind(), "TypeError");
-  EXPECT_EQ(CatchError([&] { partitioner.data_shard_id(); }).kind(), "TypeError");
+  EXPECT_EQ(CatchError([&] { partitioner.data_mesh_size(); }).kind(), ErrorKind::kTypeError);
+  EXPECT_EQ(CatchError([&] { partitioner.data_shards(); }).kind(), ErrorKind::kTypeError);
+  EXPECT_EQ(CatchError([&] { partitioner.data_shard_id(); }).kind(), ErrorKind::kTypeError);
 }
 
 TEST(T5xPartitioner, DataAxisMissingFromTheMeshIsAKeyError) {
   T5xPartitioner partitioner(Mesh::Iota({2, 2}, {"x", "y"}));
   Error e = CatchError([&] { partitioner.data_mesh_size(); });
-  EXPECT_EQ(e.kind(), "KeyError");
+  EXPECT_EQ(e.kind(), ErrorKind::kKeyError);
   EXPECT_THAT(e.message(), HasSubstr("'data'"));
-  EXPECT_THAT(CatchError([&] { partitioner.GetDataLayout(4); }).kind(), "KeyError");
+  EXPECT_THAT(CatchError([&] { partitioner.GetDataLayout(4); }).kind(), ErrorKind::kKeyError);
 }
 
 TEST(T5xPartitioner, NeedsPartitionsOrASubmesh) {
   Error e = CatchError([] { T5xPartitioner::FromTopology(Topo("tpu-v3:4x4"), 0); });
-  EXPECT_EQ(e.kind(), "ValueError");
+  EXPECT_EQ(e.kind(), ErrorKind::kValueError);
   EXPECT_EQ(e.message(), "At least one of `num_partitions` or `model_parallel_submesh` must be set.");
   T5xPartitioner with_submesh =
       T5xPartitioner::FromTopology(Topo("tpu-v3:4x4"), 0, t5x::HardwareMesh{2, 1, 1, 2});
@@ -172,7 +172,7 @@ TEST(T5xPartitioner, GetMeshAxesNamesTheFailingParameter) {
   std::vector<std::pair<std::string, std::optional<LogicalAxes>>> params = {
       {"params/ok", ParseLogicalAxes("embed")}, {"params/dense/kernel", ParseLogicalAxes("embed,embed")}};
   Error e = CatchError([&] { partitioner.GetMeshAxes(params); });
-  EXPECT_EQ(e.kind(), "ValueError");
+  EXPECT_EQ(e.kind(), ErrorKind::kValueError);
   EXPECT_EQ(e.message(),
             "Failed to map logical axes for params/dense/kernel: Unsupported: Dimensions ('embed',) occur more than "
             "once in array names.");

@@ -50,7 +50,7 @@ TEST(ModelWorkload, ParsesEveryKeyOntoTheConfig) {
     recompute: selective
 )y", "t.yaml");
   ASSERT_EQ(s.workloads.size(), 1u);
-  const ModelConfig& c = std::get<ModelConfig>(s.workloads[0].config);
+  const ModelConfig& c = std::get<ValidatedModel>(s.workloads[0].config).config();
   EXPECT_EQ(s.workloads[0].kind, "model");
   EXPECT_EQ(c.name, "llama_gqa");
   EXPECT_EQ(c.kv_heads, 4);
@@ -135,7 +135,7 @@ TEST(ModelWorkload, SmallModelRunsWithDataAndPrintsItsCheck) {
     atol: 1e-5
     parallel: {data_axes: [data], tensor_axes: [tensor], sequence_parallel: true, pipeline_axes: [pipe]}
 )y", "t.yaml");
-  const auto& c = std::get<ModelConfig>(s.workloads[0].config);
+  const auto& c = std::get<ValidatedModel>(s.workloads[0].config).config();
   EXPECT_EQ(c.seed, 5u);
   EXPECT_DOUBLE_EQ(c.rtol, 1e-3);
   EXPECT_DOUBLE_EQ(c.atol, 1e-5);

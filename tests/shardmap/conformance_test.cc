@@ -35,7 +35,7 @@ std::string ErrorOf(const std::function<void()>& fn) {
   try {
     fn();
   } catch (const Error& e) {
-    return e.kind() + ": " + e.message();
+    return std::string(ErrorKindName(e.kind())) + ": " + e.message();
   }
   return "no error";
 }

@@ -89,7 +89,7 @@ TEST(ShardMapAcrossRanks, BlocksThatDifferOnlyAcrossRanksFailTheReplicationCheck
     f.CallSharded({ShardMapArg(Array::Iota({8}, DType::kF32))});
     ADD_FAILURE() << "no replication error on rank " << runtime.rank();
   } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), "ValueError");
+    EXPECT_EQ(e.kind(), ErrorKind::kValueError);
     EXPECT_THAT(e.message(), HasSubstr("compared by digest"));
   }
 }

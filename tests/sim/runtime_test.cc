@@ -232,13 +232,13 @@ TEST(Runtime, ADeviceErrorKeepsTheCodeAndKindOfAnSpmdsimError) {
   Runtime runtime(Mesh::Iota({4}, {"x"}), Workers(2));
   try {
     runtime.Run([](DeviceContext& d) {
-      if (d.position() == 1) ThrowKind(ErrorCode::kInvalidArgument, "ValueError", "bad shape");
+      if (d.position() == 1) ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "bad shape");
       d.Barrier();
     });
     FAIL() << "no error";
   } catch (const DeviceError& e) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-    EXPECT_EQ(e.kind(), "ValueError");
+    EXPECT_EQ(e.kind(), ErrorKind::kValueError);
     EXPECT_EQ(e.position(), 1);
     EXPECT_THAT(e.message(), HasSubstr("failed: ValueError: bad shape"));
   }

@@ -11,8 +11,8 @@
 #include "common/error.h"
 #include "mesh/mesh_utils.h"
 #include "mesh/topology.h"
-#include "workloads/engines/model_program.h"
-#include "workloads/engines/program.h"
+#include "workloads/internal/model_program.h"
+#include "workloads/internal/program.h"
 #include "workloads/workloads.h"
 
 namespace spmdsim {
@@ -49,7 +49,7 @@ ModelConfig Small() {
 WorkloadResult RunStep(const ModelConfig& c, const Mesh& mesh) {
   WorkloadContext ctx;
   ctx.mesh = mesh;
-  return RunModel(ctx, c);
+  return RunModel(ctx, ValidateModel(c, ctx.mesh));
 }
 
 void ExpectChecked(const WorkloadResult& r, size_t values) {
@@ -215,7 +215,7 @@ TEST(ModelData, OneDeviceGradientsAreDerivativesOfTheLoss) {
     // some token's choice); the top-k selection itself is checked by the layouts above.
     if (variant == 2) c.moe.top_k = c.moe.experts;
     const std::vector<std::string> axes = {"data"};
-    internal::ModelProgram p = internal::BuildModelProgram(c, Mesh::Iota({1}, axes));
+    internal::ModelProgram p = internal::BuildModelProgram(ValidateModel(c, Mesh::Iota({1}, axes)));
     const std::vector<Array> base = internal::RunProgramOnOneDevice(p.program, axes);
     ASSERT_EQ(p.labels[0].names[0], "loss");
     const double loss = base[0].ToDoubles()[0];
@@ -277,7 +277,7 @@ TEST(ModelData, CheckFailsWithoutTolerance) {
 TEST(ModelData, PipelineStagesExchangeWithPpermute) {
   ModelConfig c = Small();
   c.parallel.pipeline_axes = {"pipe"};
-  const internal::ModelProgram p = internal::BuildModelProgram(c, Cpu({{"pipe", 2}}));
+  const internal::ModelProgram p = internal::BuildModelProgram(ValidateModel(c, Cpu({{"pipe", 2}})));
   int sends = 0, stage_index = 0;
   for (const ProgramStep& s : p.program.steps) {
     if (s.op == "ppermute") {
@@ -303,7 +303,7 @@ TEST(ModelData, AbstractRunsOnlyPredict) {
   ctx.abstract = true;
   ModelConfig c = Small();
   c.parallel.data_axes = {"data"};
-  WorkloadResult r = RunModel(ctx, c);
+  WorkloadResult r = RunModel(ctx, ValidateModel(c, ctx.mesh));
   EXPECT_FALSE(r.check.performed);
   ASSERT_TRUE(r.model_step.has_value());
 }

@@ -1,0 +1,155 @@
+// The `model` workload's configuration: a decoder-only transformer language model and the mesh axes each kind of
+// parallelism runs over (docs/model.md), and ValidatedModel, the configuration checked once against a mesh.
+//
+// Everything downstream takes a ValidatedModel and trusts it: the analytic accounting (model/accounting.h), the
+// simulated step (model/step.h), the data run (workloads/workloads.h RunModel) and plan (model/plan.h). Nothing
+// re-validates.
+//
+// Example (GPT-3 175B as in Korthikanti et al. 2022, Table 5, on 64 A100s, TP 8 x PP 8 interleaved 3):
+//   ModelConfig c = GptModel(12288, 96, 96, 4 * 12288);
+//   c.global_batch = 64;
+//   c.parallel = {.tensor_axes = {"tensor"}, .sequence_parallel = true, .pipeline_axes = {"pipe"},
+//                 .schedule = PipelineSchedule::kInterleaved1F1B, .virtual_stages = 3};
+//   c.recompute = Recompute::kSelective;
+//   ValidatedModel m = ValidateModel(c, MakeDeviceMesh(a100_topology, {{"pipe", 8}, {"tensor", 8}}));
+//   m.degrees().pipeline == 8, m.degrees().micro_batches == 64
+//
+// Errors: ValidateModel throws Error(kInvalidArgument) with one line naming the field and what would be valid
+// ("heads = 96 is not divisible by the tensor-parallel degree 7 (axes tensor)"), Error(kNotFound) for an axis the
+// mesh lacks (listing its axes).
+// Thread safety: values; a ValidatedModel is immutable and may be shared between threads.
+#ifndef SPMDSIM_MODEL_CONFIG_H_
+#define SPMDSIM_MODEL_CONFIG_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/dtype.h"
+#include "mesh/mesh.h"
+
+namespace spmdsim {
+
+enum class Activation { kGelu, kSwiglu };
+enum class Norm { kLayerNorm, kRmsNorm };
+enum class PositionEmbedding { kRope, kLearned };
+enum class PipelineSchedule { kGpipe, k1F1B, kInterleaved1F1B };
+// Megatron's activation recompute (Korthikanti et al. 2022): selective recomputes the attention core (the
+// softmax and its dropout, whose memory grows with seq^2); full recomputes the whole layer from its input.
+enum class Recompute { kNone, kSelective, kFull };
+// Megatron's --moe-router-load-balancing-type.
+enum class MoeRouter { kAuxLoss, kSinkhorn, kNone };
+
+std::string_view ActivationName(Activation a);       // "gelu", "swiglu"
+std::string_view NormName(Norm n);                   // "layernorm", "rmsnorm"
+std::string_view PositionEmbeddingName(PositionEmbedding p);  // "rope", "learned"
+std::string_view PipelineScheduleName(PipelineSchedule s);    // "gpipe", "1f1b", "interleaved"
+std::string_view RecomputeName(Recompute r);         // "none", "selective", "full"
+std::string_view MoeRouterName(MoeRouter r);         // "aux_loss", "sinkhorn", "none"
+
+// Mixture of experts (Megatron-Core MoE / Switch / GShard). Dense model when experts == 0.
+struct MoeConfig {
+  int64_t experts = 0;           // experts per MoE layer (0: no MoE)
+  int64_t top_k = 2;             // experts each token is routed to
+  double capacity_factor = 1.0;  // tokens an expert may take = capacity_factor * tokens * top_k / experts (> 0)
+  int64_t d_ff = 0;              // each expert's hidden size (0: the model's d_ff)
+  int64_t every = 1;             // every k-th layer is MoE (layers k-1, 2k-1, ...; 1: all)
+  MoeRouter router = MoeRouter::kAuxLoss;
+};
+
+// Which mesh axes play which role. Degrees are the products of the axes' sizes. Every mesh axis larger than 1
+// must have exactly one role (an axis without one would make its devices compute the same thing twice).
+struct ModelParallelism {
+  std::vector<std::string> data_axes{};      // data parallel (gradient reduction; ZeRO / FSDP shard over them)
+  int zero_stage = 0;                        // 0 none, 1 optimizer states, 2 + gradients, 3 + parameters (= FSDP)
+  std::vector<std::string> tensor_axes{};    // Megatron tensor parallelism (heads and d_ff split)
+  bool sequence_parallel = false;            // Megatron SP over tensor_axes (norms / dropout split on seq)
+  std::vector<std::string> context_axes{};   // context parallelism: seq split, ring attention
+  std::vector<std::string> pipeline_axes{};  // pipeline stages (layers split evenly)
+  PipelineSchedule schedule = PipelineSchedule::k1F1B;
+  int64_t virtual_stages = 1;                // model chunks per stage (interleaved only; > 1 there)
+  std::vector<std::string> expert_axes{};    // expert parallelism: experts split; a subset of data_axes
+};
+
+struct ModelConfig {
+  std::string name = "model";
+  int64_t vocab = 32000;
+  int64_t d_model = 1024;
+  int64_t layers = 8;
+  int64_t heads = 16;
+  int64_t kv_heads = 0;          // 0: = heads (MHA); 1: MQA; in between: GQA (heads % kv_heads == 0)
+  int64_t head_dim = 0;          // 0: d_model / heads
+  int64_t d_ff = 4096;
+  Activation activation = Activation::kGelu;
+  Norm norm = Norm::kLayerNorm;
+  PositionEmbedding position = PositionEmbedding::kRope;
+  bool tied_embeddings = false;
+  bool dropout = false;          // dropout after attention scores, attention and MLP (GPT: yes; Llama: no)
+  bool flash_attention = true;   // attention scores never stored (Dao et al. 2022); false: materialised
+  int64_t seq = 2048;
+  int64_t global_batch = 8;      // sequences per optimizer step
+  int64_t micro_batch = 1;       // sequences per micro-batch per data-parallel rank
+  DType dtype = DType::kBF16;    // compute dtype: bf16, f16 or an fp8; master weights and Adam moments fp32
+  MoeConfig moe{};
+  ModelParallelism parallel{};
+  Recompute recompute = Recompute::kNone;
+  // The data run (non-abstract; docs/model.md, "Running with data"): tokens and weights from `seed`, and the
+  // numpy.isclose tolerance of the loss and every weight gradient against the one-device run.
+  uint64_t seed = 0;
+  double rtol = 1e-4, atol = 1e-6;
+  bool check = true;
+
+  int64_t effective_kv_heads() const { return kv_heads > 0 ? kv_heads : heads; }
+  int64_t effective_head_dim() const { return head_dim > 0 ? head_dim : d_model / heads; }
+  int64_t expert_d_ff() const { return moe.d_ff > 0 ? moe.d_ff : d_ff; }
+  bool is_moe_layer(int64_t layer) const { return moe.experts > 0 && (layer + 1) % moe.every == 0; }
+};
+
+// Shapes of two published families, every other field at its default (callers set batch, parallelism, ...):
+// GPT as Megatron-LM trains it (MHA, GeLU, LayerNorm, learned positions, tied embeddings, vocab 51200, seq 2048;
+// Brown et al. 2020, Korthikanti et al. 2022) and a Llama-style decoder (GQA, SwiGLU, RMSNorm, RoPE, vocab 32000;
+// Touvron et al. 2023).
+ModelConfig GptModel(int64_t d_model, int64_t layers, int64_t heads, int64_t d_ff);
+ModelConfig LlamaModel(int64_t d_model, int64_t layers, int64_t heads, int64_t kv_heads, int64_t d_ff, int64_t seq);
+
+// The degrees of each role on a mesh (products of the axes' sizes; 1 for a role without axes).
+struct ParallelDegrees {
+  int64_t data = 1, tensor = 1, context = 1, pipeline = 1, expert = 1;
+  int64_t micro_batches = 1;     // per optimizer step per data-parallel rank: global_batch / (micro_batch * data)
+};
+
+// A ModelConfig checked against a mesh, with the degrees it implies. Made only by ValidateModel. Copies share the
+// mesh.
+class ValidatedModel {
+ public:
+  const ModelConfig& config() const { return config_; }
+  const Mesh& mesh() const { return *mesh_; }
+  const std::shared_ptr<const Mesh>& shared_mesh() const { return mesh_; }
+  const ParallelDegrees& degrees() const { return degrees_; }
+
+  // The same model with `micro_batches` micro-batches per data-parallel rank (global_batch changed to match);
+  // everything else as validated. REQUIRES: micro_batches >= 1, a multiple of the pipeline degree when the
+  // schedule is interleaved (what ValidateModel would check).
+  ValidatedModel WithMicroBatches(int64_t micro_batches) const;
+
+ private:
+  friend ValidatedModel ValidateModel(ModelConfig config, std::shared_ptr<const Mesh> mesh);
+  ValidatedModel(ModelConfig config, std::shared_ptr<const Mesh> mesh, ParallelDegrees degrees)
+      : config_(std::move(config)), mesh_(std::move(mesh)), degrees_(degrees) {}
+
+  ModelConfig config_;
+  std::shared_ptr<const Mesh> mesh_;
+  ParallelDegrees degrees_;
+};
+
+// Checks every field and its fit with the mesh (REQUIRES: mesh not null). Throws Error(kInvalidArgument) with one
+// line naming the field (and Error(kNotFound) for an axis the mesh lacks, listing its axes).
+ValidatedModel ValidateModel(ModelConfig config, std::shared_ptr<const Mesh> mesh);
+// Same, with a copy of `mesh`.
+ValidatedModel ValidateModel(ModelConfig config, const Mesh& mesh);
+
+}  // namespace spmdsim
+
+#endif  // SPMDSIM_MODEL_CONFIG_H_

@@ -1,0 +1,78 @@
+// PlanModel: search the parallel configurations of a model on a machine and rank them by predicted step time
+// (`spmdsim plan`, docs/plan.md).
+//
+// For a model (ModelConfig; its `parallel`, `micro_batch` and `recompute` are ignored: they are what is searched),
+// a topology and a global batch, every configuration is enumerated:
+//   degrees      tensor t (dividing the devices of one host / NVLink domain on GPUs), pipeline p (dividing the
+//                layers), context c, data d (the rest: t p c d = devices), expert e (MoE: dividing d and the
+//                experts)
+//   placement    the order of the mesh axes (the last varies fastest: on GPUs it rides NVLink inside a host,
+//                on TPUs the mesh is laid on the torus by MakeDeviceMesh as JAX's mesh_utils does)
+//   micro-batch, pipeline schedule (1F1B; interleaved with v virtual stages), recompute, ZeRO stage (0, 1, 3),
+//   sequence parallelism with tensor parallelism
+// The mesh of each distinct axis order is built once and shared by the configurations that use it. Each
+// configuration is validated once (ValidateModel), accounted (AccountModel: memory per device) and, when it fits,
+// predicted (PredictModelStep). Configurations are independent and evaluated in parallel on a oneTBB arena of
+// `threads` workers, each with its own cost models; the result does not depend on the number of threads.
+//
+// Thread safety: PlanModel may be called concurrently; `progress` is called from the worker threads, serialised.
+// Errors: Error(kInvalidArgument) for a global batch < 1, a non-positive top or threads < 0; a model that is
+// invalid on any mesh (e.g. heads = 0) throws what ValidateModel throws for the first configuration tried.
+#ifndef SPMDSIM_MODEL_PLAN_H_
+#define SPMDSIM_MODEL_PLAN_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mesh/topology.h"
+#include "model/config.h"
+#include "model/step.h"
+
+namespace spmdsim {
+
+struct PlanOptions {
+  int64_t global_batch = 0;       // sequences per step (0: the model's own)
+  int64_t top = 10;               // how many of the fastest to keep
+  int threads = 0;                // worker threads (0: hardware concurrency)
+  // Searched values; empty: the defaults below.
+  std::vector<int64_t> micro_batches{1, 2, 4, 8};
+  std::vector<int64_t> virtual_stages{2, 3, 4, 6, 8, 12};
+  std::vector<Recompute> recomputes{Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  std::vector<int> zero_stages{0, 1, 3};
+  int64_t max_context = 8;         // context degrees 1, 2, 4, ... up to this (and dividing seq)
+  bool search_placement = true;    // every order of the mesh axes; false: tensor innermost, then context,
+                                   // pipeline, data outermost (Megatron's order)
+  // Called after each configuration with (done, total).
+  std::function<void(int64_t, int64_t)> progress = nullptr;
+};
+
+struct PlanEntry {
+  ModelConfig config;                                   // the model with the searched fields set
+  std::vector<std::pair<std::string, int64_t>> mesh_axes;  // in mesh order (the last varies fastest)
+  ModelStepTimes step;
+  double peak_bytes = 0;                                // peak memory per device (AccountModel)
+  std::string Describe() const;  // "dp 64 x pp 8 (interleaved 12) x tp 4 + sp, mb 1, recompute none, zero 1"
+};
+
+struct PlanResult {
+  int64_t devices = 0;
+  int64_t enumerated = 0;       // configurations generated
+  int64_t invalid = 0;          // rejected by ValidateModel or without a placement on the topology
+  int64_t over_memory = 0;      // valid but over the device memory
+  int64_t evaluated = 0;        // predicted
+  std::map<std::string, int64_t> rejected_because;  // reason (the error's first words) -> count
+  std::vector<PlanEntry> best;  // the `top` fastest, fastest first (ties: enumeration order)
+  int64_t equivalent_placements = 0;  // entries left out of `best` as the same time as a listed axis order
+  double wall_seconds = 0;
+};
+
+PlanResult PlanModel(const ModelConfig& model, std::shared_ptr<const Topology> topology, const PlanOptions& options);
+
+}  // namespace spmdsim
+
+#endif  // SPMDSIM_MODEL_PLAN_H_

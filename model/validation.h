@@ -1,0 +1,41 @@
+// The model workload's training-step prediction against published end-to-end runs
+// (shared reference: Korthikanti et al. 2022 Table 5 on DGX A100; NVIDIA's GPT-3 175B on DGX H100), as the
+// rows of docs/model-validation.md. Each row builds the published configuration (model, parallelism,
+// recompute, precision) on the topology preset and predicts one step with PredictModelStep, with the presets'
+// documented figures only (no per-row factor).
+//
+// Tolerance: the target is 10% per row; rows are enforced at kModelValidationTolerance (20%) until the
+// model meets 10% (docs/model-validation.md says where the remaining gap is believed to come from).
+// Thread safety: free functions; safe to call concurrently.
+#ifndef SPMDSIM_MODEL_VALIDATION_H_
+#define SPMDSIM_MODEL_VALIDATION_H_
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace spmdsim {
+
+inline constexpr double kModelValidationTolerance = 0.20;
+inline constexpr double kModelValidationTarget = 0.10;
+
+struct ModelValidationRow {
+  std::string name;        // the model, machine and configuration
+  double reference = 0;    // measured step seconds
+  std::string source;
+  double predicted = 0;    // predicted step seconds
+  bool enforced = true;    // whether the test holds it within `tolerance`
+  double tolerance = kModelValidationTolerance;
+  std::string note;        // MFU and where the time went, or why the row is not enforced
+  double gap() const { return predicted / reference - 1; }
+  bool within() const { return std::fabs(gap()) <= tolerance; }
+};
+
+// Every row (each a whole simulated step; well under a second in all).
+std::vector<ModelValidationRow> ComputeModelValidationRows();
+// A Markdown table: row | measured | predicted | gap | enforced (tolerance) | source | note.
+std::string FormatModelValidationTable(const std::vector<ModelValidationRow>& rows);
+
+}  // namespace spmdsim
+
+#endif  // SPMDSIM_MODEL_VALIDATION_H_

@@ -1,0 +1,298 @@
+#include "model/model.h"
+
+#include <memory>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "mesh/mesh_utils.h"
+#include "mesh/topology.h"
+#include "workloads/workloads.h"
+
+namespace spmdsim {
+namespace {
+
+using ::testing::HasSubstr;
+
+Mesh MeshOn(const std::string& topology, const std::vector<std::pair<std::string, int64_t>>& axes) {
+  return MakeDeviceMesh(std::make_shared<const Topology>(Topology::Parse(topology)), axes);
+}
+
+// A GPT layer as Korthikanti et al. 2022 model it: MHA, gelu, d_ff = 4h, dropout, scores materialised.
+ModelConfig Gpt(int64_t h, int64_t heads, int64_t layers, int64_t seq) {
+  ModelConfig c;
+  c.vocab = 51200;
+  c.d_model = h;
+  c.heads = heads;
+  c.layers = layers;
+  c.d_ff = 4 * h;
+  c.seq = seq;
+  c.dropout = true;
+  c.flash_attention = false;
+  c.position = PositionEmbedding::kLearned;
+  c.tied_embeddings = true;  // Megatron's GPT shares the input and output embedding
+  c.dtype = DType::kF16;
+  return c;
+}
+
+// Korthikanti et al. 2022, section 4: activation bytes per layer (s, b, h, a, t as in the paper).
+TEST(ModelActivations, MatchKorthikantiPerLayerFormulas) {
+  const double s = 2048, b = 1, h = 12288, a = 96;
+  ModelConfig c = Gpt(12288, 96, 96, 2048);
+  // No parallelism, no recompute: s b h (34 + 5 a s / h).
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(c, 1, 1, 1, false), s * b * h * (34 + 5 * a * s / h));
+  // Tensor parallel t = 8 without SP: s b h (10 + 24 / t + 5 a s / (h t)).
+  const double t = 8;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(c, 1, 8, 1, false), s * b * h * (10 + 24 / t + 5 * a * s / (h * t)));
+  // TP + SP: s b h (34 + 5 a s / h) / t.
+  c.parallel.sequence_parallel = true;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(c, 1, 8, 1, false), s * b * h * (34 + 5 * a * s / h) / t);
+  // TP + SP + selective recompute: 34 s b h / t.
+  c.recompute = Recompute::kSelective;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(c, 1, 8, 1, false), 34 * s * b * h / t);
+  // Full recompute: the layer input only, 2 s b h (/ t with SP).
+  c.recompute = Recompute::kFull;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(c, 1, 8, 1, false), 2 * s * b * h / t);
+  c.parallel.sequence_parallel = false;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(c, 1, 8, 1, false), 2 * s * b * h);
+  // Selective without SP: s b h (10 + 24 / t).
+  c.recompute = Recompute::kSelective;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(c, 1, 8, 1, false), s * b * h * (10 + 24 / t));
+  // Linear in the micro-batch.
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(c, 4, 8, 1, false), 4 * s * b * h * (10 + 24 / t));
+}
+
+TEST(ModelActivations, GeneraliseToGqaSwigluAndFlash) {
+  ModelConfig c;
+  c.d_model = 4096;
+  c.heads = 32;
+  c.kv_heads = 8;
+  c.d_ff = 14336;
+  c.seq = 4096;
+  c.activation = Activation::kSwiglu;
+  c.flash_attention = true;
+  const double s = 4096, h = 4096, hd = 128;
+  // Replicated 8h (two norm inputs, attention and MLP inputs); Q 2q, K V 4kv, O input 2q; swiglu 6 d_ff;
+  // flash keeps 4 bytes of softmax statistics per query row and head.
+  const double per_token = 8 * h + (2 * 32 * hd + 4 * 8 * hd + 2 * 32 * hd) + 6 * 14336 + 4 * 32;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(c, 1, 1, 1, false), s * per_token);
+  // TP 16 > kv_heads 8: each rank keeps one KV head.
+  c.heads = 32;
+  const double per_token_tp16 = 8 * h + (2 * 2 * hd + 4 * 1 * hd + 2 * 2 * hd) + 6 * 14336 / 16.0 + 4 * 2;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(c, 1, 16, 1, false), s * per_token_tp16);
+  // Context parallelism splits the sequence.
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(c, 1, 1, 4, false), s / 4 * per_token);
+}
+
+TEST(PipelineBubble, PublishedFractions) {
+  // Narayanan et al. 2021: (p - 1) / m for GPipe and 1F1B, divided by v when interleaved.
+  EXPECT_DOUBLE_EQ(PipelineBubbleFraction(PipelineSchedule::k1F1B, 8, 64, 1), 7.0 / 64);
+  EXPECT_DOUBLE_EQ(PipelineBubbleFraction(PipelineSchedule::kGpipe, 4, 8, 1), 3.0 / 8);
+  EXPECT_DOUBLE_EQ(PipelineBubbleFraction(PipelineSchedule::kInterleaved1F1B, 8, 64, 3), 7.0 / 64 / 3);
+  EXPECT_DOUBLE_EQ(PipelineBubbleFraction(PipelineSchedule::k1F1B, 1, 4, 1), 0);
+}
+
+TEST(PipelineBubble, InFlightChunksFollowMegatronSchedules) {
+  // 1F1B: stage i holds p - i micro-batches (capped at m).
+  EXPECT_EQ(InFlightChunks(PipelineSchedule::k1F1B, 8, 0, 64, 1), 8);
+  EXPECT_EQ(InFlightChunks(PipelineSchedule::k1F1B, 8, 7, 64, 1), 1);
+  EXPECT_EQ(InFlightChunks(PipelineSchedule::k1F1B, 8, 0, 4, 1), 4);
+  EXPECT_EQ(InFlightChunks(PipelineSchedule::kGpipe, 8, 3, 16, 1), 16);
+  // Interleaved, stage 0: (p - 1) * 2 + (v - 1) * p + 1 = v p + p - 1 chunks of L / (p v) layers, i.e.
+  // Korthikanti et al.'s L (1 + (p - 1) / (p v)) layers of activations.
+  EXPECT_EQ(InFlightChunks(PipelineSchedule::kInterleaved1F1B, 8, 0, 64, 3), 3 * 8 + 8 - 1);
+  EXPECT_EQ(InFlightChunks(PipelineSchedule::kInterleaved1F1B, 8, 7, 64, 3), 2 * 8 + 1);
+  EXPECT_EQ(InFlightChunks(PipelineSchedule::kInterleaved1F1B, 4, 0, 4, 2), 8);  // capped at m v
+}
+
+TEST(ModelAccounting, Gpt22bParamsAndFlopsMatchThePaper) {
+  ModelConfig c = Gpt(6144, 64, 48, 2048);
+  c.global_batch = 4;
+  c.micro_batch = 4;
+  c.parallel.tensor_axes = {"tensor"};
+  c.parallel.sequence_parallel = true;
+  c.recompute = Recompute::kSelective;
+  ModelAccounting a = AccountModel(ValidateModel(c, MeshOn("dgx-a100:1", {{"tensor", 8}})));
+  // 12 l h^2 + 4 l h (norms) + V h + s h: "22B".
+  EXPECT_NEAR(a.params.total / 1e9, 22.0, 0.2);
+  EXPECT_DOUBLE_EQ(a.params.total, a.params.active);
+  // Korthikanti et al. 2022 (and Narayanan et al. 2021): model FLOPs 72 B s l h^2 (1 + s / 6h + V / 12 l h).
+  const double B = 4, s = 2048, l = 48, h = 6144, V = 51200;
+  EXPECT_NEAR(a.flops.model / (72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))), 1.0, 1e-12);
+  // Selective recompute adds the attention core's forward: 4 B s^2 h per layer.
+  EXPECT_NEAR(a.flops.recompute, 4 * B * s * s * h * l, 1);
+  c.recompute = Recompute::kFull;
+  a = AccountModel(ValidateModel(c, MeshOn("dgx-a100:1", {{"tensor", 8}})));
+  // Full recompute: 96 B s l h^2 (1 + s / 6h + V / 16 l h) hardware FLOPs.
+  EXPECT_NEAR(a.flops.hardware / (96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))), 1.0, 1e-12);
+}
+
+TEST(ModelAccounting, ZeroStagesShardWhatThePaperSays) {
+  // Rajbhandari et al. 2020, Figure 1: 2 + 2 + 12 bytes per parameter, sharded over N_d by stage.
+  ModelConfig c;
+  c.vocab = 1024;
+  c.d_model = 512;
+  c.layers = 4;
+  c.heads = 8;
+  c.d_ff = 2048;
+  c.seq = 128;
+  c.global_batch = 8;
+  c.parallel.data_axes = {"data"};
+  Mesh mesh = MeshOn("dgx-h100:1", {{"data", 8}});
+  const double psi = AccountModel(ValidateModel(c, mesh)).params.total;
+  DeviceMemory m0 = AccountModel(ValidateModel(c, mesh)).stages[0].memory;
+  EXPECT_DOUBLE_EQ(m0.parameters, 2 * psi);
+  EXPECT_DOUBLE_EQ(m0.gradients, 2 * psi);
+  EXPECT_DOUBLE_EQ(m0.optimizer, 12 * psi);
+  c.parallel.zero_stage = 1;
+  DeviceMemory m1 = AccountModel(ValidateModel(c, mesh)).stages[0].memory;
+  EXPECT_DOUBLE_EQ(m1.optimizer, 12 * psi / 8);
+  EXPECT_DOUBLE_EQ(m1.gradients, 2 * psi);
+  c.parallel.zero_stage = 2;
+  EXPECT_DOUBLE_EQ(AccountModel(ValidateModel(c, mesh)).stages[0].memory.gradients, 2 * psi / 8);
+  c.parallel.zero_stage = 3;
+  DeviceMemory m3 = AccountModel(ValidateModel(c, mesh)).stages[0].memory;
+  EXPECT_DOUBLE_EQ(m3.parameters, 2 * psi / 8);
+  EXPECT_GT(m3.communication, 0);  // the gathered layers
+}
+
+TEST(ModelAccounting, PipelineStagesHoldTheirLayersAndInFlightActivations) {
+  ModelConfig c = Gpt(12288, 96, 96, 2048);
+  c.global_batch = 64;
+  c.parallel.tensor_axes = {"tensor"};
+  c.parallel.sequence_parallel = true;
+  c.parallel.pipeline_axes = {"pipe"};
+  c.parallel.schedule = PipelineSchedule::kInterleaved1F1B;
+  c.parallel.virtual_stages = 3;
+  c.recompute = Recompute::kSelective;
+  ModelAccounting a = AccountModel(ValidateModel(c, MeshOn("dgx-a100:8", {{"pipe", 8}, {"tensor", 8}})));
+  ASSERT_EQ(a.stages.size(), 8u);
+  EXPECT_EQ(a.degrees.micro_batches, 64);
+  EXPECT_EQ(a.stages[0].layers, 12);
+  // Stage 0 holds L (1 + (p - 1) / (p v)) layers' activations of 34 s b h / t each (Korthikanti et al.: the
+  // first stage of 1F1B holds p micro-batches of L / p layers, interleaving adds (p - 1) / (p v)).
+  const double per_layer = 34.0 * 2048 * 12288 / 8;
+  EXPECT_NEAR(a.stages[0].memory.activations, per_layer * 96 * (1 + 7.0 / 24), 1);
+  // The last stage holds 1 chunk per virtual stage ((p - p) * 2 + (v - 1) p + 1 = 17 chunks of 4 layers) and
+  // the fp32 logits 4 s b V / t.
+  EXPECT_NEAR(a.stages[7].memory.activations, per_layer * 17 * 4 + 4.0 * 2048 * 51200 / 8, 1);
+  EXPECT_DOUBLE_EQ(a.bubble_fraction, 7.0 / 64 / 3);
+  EXPECT_EQ(a.peak_stage, 0);
+  EXPECT_TRUE(a.fits());
+  EXPECT_NEAR(a.params.total / 1e9, 175, 1.5);
+}
+
+TEST(ModelAccounting, MoeCountsActiveExpertsAndSplitsThemOverExpertAxes) {
+  ModelConfig c;
+  c.vocab = 32000;
+  c.d_model = 1024;
+  c.heads = 16;
+  c.layers = 4;
+  c.d_ff = 4096;
+  c.seq = 512;
+  c.global_batch = 16;
+  c.activation = Activation::kSwiglu;
+  c.moe = {.experts = 8, .top_k = 2, .capacity_factor = 1.25, .d_ff = 2048, .every = 2};
+  c.parallel.data_axes = {"data"};
+  c.parallel.expert_axes = {"data"};
+  ModelAccounting a = AccountModel(ValidateModel(c, MeshOn("dgx-h100:1", {{"data", 8}})));
+  const double expert = 3.0 * 1024 * 2048;
+  EXPECT_DOUBLE_EQ(a.params.total - a.params.active, 2 * (8 - 2) * expert);  // 2 MoE layers, 6 idle experts each
+  EXPECT_DOUBLE_EQ(a.params.per_moe_layer - a.params.per_dense_layer, 8 * expert + 1024 * 8 - 3.0 * 1024 * 4096);
+  EXPECT_EQ(a.degrees.expert, 8);
+  EXPECT_GT(a.stages[0].memory.communication, 0);  // dispatch / combine buffers
+}
+
+TEST(ModelAccounting, DoesNotFitIsReported) {
+  ModelConfig c = Gpt(12288, 96, 96, 2048);
+  c.global_batch = 8;
+  WorkloadContext ctx;
+  ctx.mesh = MeshOn("dgx-a100:1", {{"data", 8}});
+  ctx.abstract = true;  // far too large to run with data
+  c.parallel.data_axes = {"data"};
+  WorkloadResult r = RunModel(ctx, ValidateModel(c, ctx.mesh));
+  ASSERT_TRUE(r.model.has_value());
+  EXPECT_FALSE(r.model->fits());  // 175B x 16 bytes on one 80 GB GPU
+  EXPECT_FALSE(r.memory.fits());
+  EXPECT_TRUE(r.steps.empty());
+  ASSERT_TRUE(r.model_step.has_value());     // the step is still predicted, labelled as not fitting
+  EXPECT_EQ(r.totals.predicted_seconds, r.model_step->step_seconds);
+  EXPECT_FALSE(r.check.performed);
+}
+
+void ExpectInvalid(const ModelConfig& c, const Mesh& mesh, const std::string& text) {
+  try {
+    ValidateModel(c, mesh);
+    ADD_FAILURE() << "no error, expected: " << text;
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr(text));
+    EXPECT_EQ(std::string(e.message()).find('\n'), std::string::npos);
+  }
+}
+
+TEST(ValidateModel, RejectsWhatDoesNotDivide) {
+  Mesh mesh = MeshOn("dgx-h100:2", {{"data", 2}, {"pipe", 2}, {"tensor", 4}});
+  ModelConfig c;
+  c.heads = 12;
+  c.d_model = 768;
+  c.layers = 6;
+  c.global_batch = 8;
+  c.parallel = {.data_axes = {"data"}, .tensor_axes = {"tensor"}, .pipeline_axes = {"pipe"}};
+  EXPECT_NO_THROW(ValidateModel(c, mesh));
+  ModelConfig bad = c;
+  bad.heads = 6;
+  bad.d_model = 768;
+  ExpectInvalid(bad, mesh, "heads = 6 is not divisible by the tensor-parallel degree 4");
+  bad = c;
+  bad.layers = 5;
+  ExpectInvalid(bad, mesh, "layers = 5 is not divisible by pipeline stages x virtual stages = 2 x 1");
+  bad = c;
+  bad.global_batch = 7;
+  ExpectInvalid(bad, mesh, "global_batch = 7 is not divisible by micro_batch x data-parallel degree = 1 x 2");
+  bad = c;
+  bad.kv_heads = 5;
+  ExpectInvalid(bad, mesh, "heads = 12 is not divisible by kv_heads = 5");
+  bad = c;
+  bad.kv_heads = 6;
+  ExpectInvalid(bad, mesh, "kv_heads = 6 and the tensor-parallel degree 4 must divide one another");
+  bad = c;
+  bad.parallel.pipeline_axes = {};
+  ExpectInvalid(bad, mesh, "mesh axes (pipe) have no role");
+  bad = c;
+  bad.parallel.tensor_axes = {"data"};
+  ExpectInvalid(bad, mesh, "tensor_axes: mesh axis 'data' already has another role");
+  bad = c;
+  bad.parallel.schedule = PipelineSchedule::kInterleaved1F1B;
+  ExpectInvalid(bad, mesh, "schedule interleaved needs virtual_stages >= 2");
+  bad.parallel.virtual_stages = 3;
+  bad.layers = 8;
+  ExpectInvalid(bad, mesh, "layers = 8 is not divisible by pipeline stages x virtual stages = 2 x 3");
+  bad = c;
+  bad.parallel.virtual_stages = 2;
+  ExpectInvalid(bad, mesh, "virtual_stages = 2 needs schedule: interleaved");
+  bad = c;
+  bad.parallel.sequence_parallel = true;
+  bad.seq = 2046;
+  ExpectInvalid(bad, mesh, "seq = 2046 is not divisible by 4");
+  bad = c;
+  bad.parallel.expert_axes = {"data"};
+  ExpectInvalid(bad, mesh, "expert_axes need moe.experts > 0");
+  bad.moe.experts = 3;
+  ExpectInvalid(bad, mesh, "moe.experts = 3 is not divisible by the expert-parallel degree 2");
+  bad = c;
+  bad.dtype = DType::kF32;
+  ExpectInvalid(bad, mesh, "dtype must be a compute dtype");
+  bad = c;
+  bad.parallel.data_axes = {"dta"};
+  try {
+    ValidateModel(bad, mesh);
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNotFound);
+    EXPECT_THAT(e.message(), HasSubstr("data, pipe, tensor"));
+  }
+}
+
+}  // namespace
+}  // namespace spmdsim

@@ -1,0 +1,76 @@
+#include "model/plan.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "mesh/mesh_utils.h"
+#include "scenario/run.h"
+#include "scenario/scenario.h"
+#include "tests/model/small_model.h"
+
+namespace spmdsim {
+namespace {
+
+ModelConfig Small() { return testing_model::SmallModel(); }
+
+std::shared_ptr<const Topology> Topo(const std::string& text) {
+  return std::make_shared<const Topology>(Topology::Parse(text));
+}
+
+TEST(Plan, OneAndTwoThreadsGiveTheSameRanking) {
+  PlanOptions one{.top = 20, .threads = 1};
+  PlanOptions two{.top = 20, .threads = 2};
+  const PlanResult a = PlanModel(Small(), Topo("dgx-h100:2"), one);
+  const PlanResult b = PlanModel(Small(), Topo("dgx-h100:2"), two);
+  ASSERT_EQ(a.best.size(), b.best.size());
+  ASSERT_GT(a.best.size(), 5u);
+  EXPECT_EQ(a.enumerated, b.enumerated);
+  EXPECT_EQ(a.evaluated, b.evaluated);
+  for (size_t i = 0; i < a.best.size(); ++i) {
+    EXPECT_EQ(a.best[i].Describe(), b.best[i].Describe()) << i;
+    EXPECT_EQ(a.best[i].step.step_seconds, b.best[i].step.step_seconds) << i;
+  }
+  for (size_t i = 1; i < a.best.size(); ++i) EXPECT_LE(a.best[i - 1].step.step_seconds, a.best[i].step.step_seconds);
+}
+
+// Every proposal, written out as a scenario, loads, fits and runs with exactly the predicted step.
+TEST(Plan, EveryProposalRunsAsAScenarioAndFits) {
+  ModelConfig model = Small();
+  model.moe = {.experts = 8, .top_k = 2, .every = 2};
+  const PlanResult r = PlanModel(model, Topo("dgx-h100:2"), {.global_batch = 64, .top = 8, .threads = 2});
+  ASSERT_FALSE(r.best.empty());
+  for (const PlanEntry& e : r.best) {
+    const std::string text = ModelScenarioYaml("p", e.Describe(), "dgx-h100:2", e.mesh_axes, e.config);
+    const Scenario s = ParseScenario(text, "plan.yaml");
+    const std::vector<WorkloadResult> results = RunScenario(s, {.abstract = true});
+    ASSERT_EQ(results.size(), 1u);
+    ASSERT_TRUE(results[0].model_step.has_value()) << e.Describe();
+    EXPECT_TRUE(results[0].memory.fits()) << e.Describe();
+    EXPECT_DOUBLE_EQ(results[0].model_step->step_seconds, e.step.step_seconds) << e.Describe() << "\n" << text;
+    EXPECT_LE(e.peak_bytes, static_cast<double>(Topology::Parse("dgx-h100:2").memory_bytes()));
+  }
+}
+
+TEST(Plan, SaysWhyNothingFits) {
+  ModelConfig big = Small();
+  big.d_model = 16384;
+  big.heads = 128;
+  big.kv_heads = 8;
+  big.d_ff = 65536;
+  big.layers = 128;
+  const PlanResult r = PlanModel(big, Topo("dgx-h100:1"), {.threads = 2});
+  EXPECT_TRUE(r.best.empty());
+  EXPECT_EQ(r.evaluated, 0);
+  EXPECT_GT(r.over_memory, 0);
+  EXPECT_EQ(r.rejected_because.count("over the device memory with every recompute / ZeRO option"), 1u);
+}
+
+TEST(Plan, RejectsBadOptions) {
+  EXPECT_THROW(PlanModel(Small(), Topo("dgx-h100:1"), {.top = 0}), Error);
+  EXPECT_THROW(PlanModel(Small(), Topo("dgx-h100:1"), {.threads = -1}), Error);
+  EXPECT_THROW(PlanModel(Small(), nullptr, {}), Error);
+}
+
+}  // namespace
+}  // namespace spmdsim
