@@ -269,7 +269,9 @@ Mesh MeshFromPy(py::handle value) {
                                    py::type::handle_of(value).attr("__name__").cast<std::string>()));
 }
 
-void BindMesh(py::module_& m) {
+namespace {
+
+void BindDevice(py::module_& m) {
   py::class_<PyDevice>(m, "Device", "One device of a Topology (JAX: jax.Device).")
       .def_property_readonly("id", [](const PyDevice& d) { return d.id; })
       .def_property_readonly("process_index", [](const PyDevice& d) { return d.device().process_index; })
@@ -288,7 +290,9 @@ void BindMesh(py::module_& m) {
                a.id == b.cast<const PyDevice&>().id;
       })
       .def("__hash__", [](const PyDevice& d) { return py::hash(py::make_tuple(d.id, reinterpret_cast<uintptr_t>(d.topology.get()))); });
+}
 
+void BindTopology(py::module_& m) {
   py::class_<Topology, std::shared_ptr<Topology>>(m, "Topology",
                                                   "A simulated machine: Topology('tpu-v4:2x2x4'), "
                                                   "Topology('dgx-h100:4'), Topology('cpu:8').")
@@ -321,7 +325,9 @@ void BindMesh(py::module_& m) {
         return t.num_slices() > 1 ? fmt::format("Topology({}, num_slices={})", PyRepr(Split(t.ToString(), ' ')[0]), t.num_slices())
                                   : fmt::format("Topology({})", PyRepr(t.ToString()));
       });
+}
 
+void BindMeshClass(py::module_& m) {
   py::class_<Mesh>(m, "Mesh", "Named axes over an array of device ids (JAX: jax.sharding.Mesh).")
       .def(py::init(&MakePyMesh), py::arg("devices"), py::arg("axis_names"), py::arg("axis_types") = py::none(),
            py::kw_only(), py::arg("topology") = py::none())
@@ -362,7 +368,10 @@ void BindMesh(py::module_& m) {
       .def("__hash__", [](const Mesh& mesh) {
         return py::hash(py::make_tuple(py::tuple(py::cast(mesh.axis_names())), py::tuple(py::cast(mesh.device_ids()))));
       });
+}
 
+// The device-array factories (mesh_utils, make_mesh, T5X's get_mesh family) under the names __init__.py wraps.
+void BindMeshFactories(py::module_& m) {
   m.def("_create_device_mesh",
         [](const std::vector<int64_t>& shape, py::object topology, py::object devices, bool contiguous, bool split) {
           auto topo = TopologyFromPy(topology);
@@ -391,7 +400,9 @@ void BindMesh(py::module_& m) {
                             std::optional<std::vector<int64_t>> ici, std::optional<std::vector<int64_t>> dcn) {
     return t5x::DefaultMesh(num_partitions, submesh, TopologyFromPy(topology), ici, dcn);
   });
+}
 
+void BindLocalChunker(py::module_& m) {
   py::class_<t5x::LocalChunker>(m, "LocalChunker",
                                 "T5X: LocalChunker(global_mesh) as it runs on process `host`.")
       .def(py::init<Mesh, int>(), py::arg("global_mesh"), py::kw_only(), py::arg("host") = 0)
@@ -419,6 +430,16 @@ void BindMesh(py::module_& m) {
       })
       .def("get_shard_id", &t5x::LocalChunker::GetShardId, py::arg("sharded_mesh_axes"))
       .def("get_replica_id", &t5x::LocalChunker::GetReplicaId, py::arg("sharded_mesh_axes"));
+}
+
+}  // namespace
+
+void BindMesh(py::module_& m) {
+  BindDevice(m);
+  BindTopology(m);
+  BindMeshClass(m);
+  BindMeshFactories(m);
+  BindLocalChunker(m);
 }
 
 }  // namespace spmdsim::python

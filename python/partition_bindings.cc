@@ -407,7 +407,9 @@ py::tuple ShapeToPy(const std::vector<int64_t>& shape) {
   return out;
 }
 
-void BindPartition(py::module_& m) {
+namespace {
+
+void BindPartitionSpec(py::module_& m) {
   py::class_<PartitionSpec> spec_class(m, "PartitionSpec",
                                  "How each dimension of an array is split over mesh axes (JAX: "
                                  "jax.sharding.PartitionSpec, alias P).");
@@ -457,7 +459,9 @@ void BindPartition(py::module_& m) {
   spec_class.attr("UNCONSTRAINED") = Unconstrained();
   m.attr("P") = spec_class;
   m.attr("UNCONSTRAINED") = Unconstrained();
+}
 
+void BindNamedSharding(py::module_& m) {
   py::class_<NamedSharding>(m, "NamedSharding", "A PartitionSpec bound to a Mesh (JAX: jax.sharding.NamedSharding).")
       .def(py::init([](py::handle mesh, py::handle spec) { return NamedSharding(MeshFromPy(mesh), SpecFromPy(spec)); }),
            py::arg("mesh"), py::arg("spec"))
@@ -497,9 +501,12 @@ void BindPartition(py::module_& m) {
       .def("__hash__", [](const NamedSharding& s) {
         return py::hash(py::make_tuple(py::cast(s.mesh()).attr("__hash__")(), py::cast(s.spec()).attr("__hash__")()));
       });
-
   m.def("clear_caches", [] { IndicesMapCache::Get().Clear(); },
         "Drops the cached devices_indices_map dicts (JAX: jax.clear_caches()).");
+}
+
+// Correction, validation and memory analysis of specs.
+void BindSpecChecks(py::module_& m) {
   m.def("_get_corrected_named_sharding", [](py::handle shape, py::handle spec, const Mesh& mesh) {
     if (mesh.empty()) {
       throw Error(ErrorCode::kInvalidArgument,
@@ -532,6 +539,14 @@ void BindPartition(py::module_& m) {
     }
     return AnalysisToPy(AnalyzeMemory(named, mesh));
   });
+}
+
+}  // namespace
+
+void BindPartition(py::module_& m) {
+  BindPartitionSpec(m);
+  BindNamedSharding(m);
+  BindSpecChecks(m);
 }
 
 }  // namespace spmdsim::python
