@@ -57,7 +57,7 @@ enum class ErrorKind {
   kSyntaxError,
   kRuntimeError,
   kReError,              // Python's re.error (a regular expression Python would reject)
-  kDuplicateSpecError,   // JAX: a mesh axis named twice in a PartitionSpec (a ValueError)
+  kDuplicateSpecError,   // JAX: a mesh axis named twice in a PartitionSpec (an Exception, not a ValueError)
   kIndivisibleError,     // a dimension its spec's mesh axes do not divide (a ValueError)
   kScenarioError,        // a problem in a scenario file, located file:line:col (a ValueError)
 };

@@ -10,11 +10,29 @@
 
 namespace spmdsim {
 
-Mesh::Mesh(DeviceArray devices, std::vector<std::string> axis_names, std::shared_ptr<const Topology> topology)
-    : devices_(std::move(devices)), axis_names_(std::move(axis_names)), topology_(std::move(topology)) {
+std::string_view AxisTypeName(AxisType type) {
+  switch (type) {
+    case AxisType::kAuto: return "Auto";
+    case AxisType::kExplicit: return "Explicit";
+    case AxisType::kManual: return "Manual";
+  }
+  return "Auto";
+}
+
+Mesh::Mesh(DeviceArray devices, std::vector<std::string> axis_names, std::shared_ptr<const Topology> topology,
+           std::vector<AxisType> axis_types)
+    : devices_(std::move(devices)),
+      axis_names_(std::move(axis_names)),
+      axis_types_(std::move(axis_types)),
+      topology_(std::move(topology)) {
   if (static_cast<int>(axis_names_.size()) != devices_.rank()) {
     Throw(ErrorCode::kInvalidArgument, "mesh axis names {} must be one per dimension of the device array of shape {}",
           PyTuple(axis_names_), PyTuple(devices_.shape()));
+  }
+  if (axis_types_.empty()) axis_types_.assign(axis_names_.size(), AxisType::kAuto);
+  if (axis_types_.size() != axis_names_.size()) {
+    Throw(ErrorCode::kInvalidArgument, "mesh has {} axis names {} but {} axis types", axis_names_.size(),
+          PyTuple(axis_names_), axis_types_.size());
   }
   for (size_t i = 0; i < axis_names_.size(); ++i) {
     if (axis_names_[i].empty()) Throw(ErrorCode::kInvalidArgument, "mesh axis {} has an empty name", i);
@@ -51,6 +69,10 @@ Mesh Mesh::Iota(std::vector<int64_t> shape, std::vector<std::string> axis_names)
   for (int64_t i = 0; i < n; ++i) ids[i] = static_cast<int>(i);
   auto topology = std::make_shared<const Topology>(Topology::Cpu(static_cast<int>(std::max<int64_t>(n, 1))));
   return Mesh(DeviceArray(std::move(shape), std::move(ids)), std::move(axis_names), n > 0 ? topology : nullptr);
+}
+
+bool Mesh::HasAutoAxis() const {
+  return std::find(axis_types_.begin(), axis_types_.end(), AxisType::kAuto) != axis_types_.end();
 }
 
 bool Mesh::HasAxis(std::string_view name) const {

@@ -28,18 +28,30 @@
 
 namespace spmdsim {
 
+// How an axis takes part in sharding (JAX: jax.sharding.AxisType). Auto: the compiler may choose shardings along it
+// (JAX's Mesh(...) default); Explicit: shardings along it are part of the types (jax.make_mesh's default); Manual:
+// inside shard_map. spmdsim stores and compares them; the one rule that reads them is JAX's: a spec may hold
+// P.UNCONSTRAINED only when some axis of its mesh is Auto (partition/named_sharding.h).
+enum class AxisType { kAuto, kExplicit, kManual };
+// "Auto", "Explicit", "Manual" (as JAX prints them).
+std::string_view AxisTypeName(AxisType type);
+
 class Mesh {
  public:
   // An empty mesh (no axes, no devices); JAX rejects it where a real one is needed, and so do we.
   Mesh() = default;
   // REQUIRES: names unique and non-empty, one per dimension of `devices`, every id distinct and (when a
   // topology is given) a device of it. Throws Error(kInvalidArgument) naming the problem otherwise.
+  // `axis_types`: one per axis, or empty for every axis Auto.
   Mesh(DeviceArray devices, std::vector<std::string> axis_names,
-       std::shared_ptr<const Topology> topology = nullptr);
+       std::shared_ptr<const Topology> topology = nullptr, std::vector<AxisType> axis_types = {});
   // Convenience: ids 0..N-1 in row-major order on a CPU topology of N devices.
   static Mesh Iota(std::vector<int64_t> shape, std::vector<std::string> axis_names);
 
   const std::vector<std::string>& axis_names() const { return axis_names_; }
+  const std::vector<AxisType>& axis_types() const { return axis_types_; }  // one per axis
+  // True when some axis is Auto (an empty mesh: false).
+  bool HasAutoAxis() const;
   const std::vector<int64_t>& shape() const { return devices_.shape(); }  // JAX: mesh.devices.shape
   const DeviceArray& devices() const { return devices_; }
   const std::vector<int>& device_ids() const { return devices_.ids(); }  // row-major
@@ -76,12 +88,13 @@ class Mesh {
   // "Mesh('x': 4, 'y': 2)" as JAX prints mesh.shape.
   std::string ToString() const;
   bool operator==(const Mesh& other) const {
-    return axis_names_ == other.axis_names_ && devices_ == other.devices_;
+    return axis_names_ == other.axis_names_ && devices_ == other.devices_ && axis_types_ == other.axis_types_;
   }
 
  private:
   DeviceArray devices_;
   std::vector<std::string> axis_names_;
+  std::vector<AxisType> axis_types_;
   std::shared_ptr<const Topology> topology_;
   std::vector<int64_t> strides_;
   std::vector<int64_t> position_of_device_;  // by device id; -1 when absent

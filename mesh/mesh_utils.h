@@ -5,7 +5,8 @@
 // How the devices are ordered depends on the machine, in this order of precedence:
 //  1. per-generation orders (device_kind): "TPU v2"/"TPU v3": 8 devices form the tray ring 0,1,2,3,6,7,4,5
 //     (also applied along a last axis of size 8); "TPU v5 lite"/"TPU v6 lite": 2x2 ring 0,1,3,2, 8-device ring
-//     0,1,2,3,7,6,5,4, 4x4 ring when one axis spans all 16 chips; "TPU v5": 2x2x2 order 0,1,3,2,6,7,5,4.
+//     0,1,2,3,7,6,5,4, 4x4 ring when one axis spans all 16 chips; "TPU v5p": 2x2x2 order 0,1,3,2,6,7,5,4 (JAX
+//     0.10.2 knows no "TPU v5", the kind of the tpu-v5p preset, which therefore takes the torus assignment).
 //  2. other TPUs: the devices' chip coordinates form a physical mesh (x, y, z); each logical axis, from the
 //     last to the first, takes the first combination of the still-free physical axes (most axes first) whose
 //     sizes multiply to its size. With allow_split_physical_axes a physical axis may be shared instead.

@@ -56,6 +56,18 @@ NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec) : mesh_(std::move(me
     Throw(ErrorCode::kInvalidArgument, "NamedSharding needs a mesh with at least one device; got an empty mesh");
   }
   ValidateSpec(spec_, mesh_);
+  // JAX (NamedSharding.__init__ -> check_pspec_mix_axis_type): UNCONSTRAINED needs an Auto axis to leave open.
+  const auto& entries = spec_.entries();
+  const bool unconstrained = std::any_of(entries.begin(), entries.end(), [](const PartitionSpec::Entry& e) {
+    return e.kind() == PartitionSpec::Entry::Kind::kUnconstrained;
+  });
+  if (unconstrained && !mesh_.HasAutoAxis()) {
+    std::vector<std::string> types;
+    for (AxisType t : mesh_.axis_types()) types.emplace_back(AxisTypeName(t));
+    Throw(ErrorCode::kInvalidArgument,
+          "{} cannot contain `P.UNCONSTRAINED` when no mesh axis_types are `Auto`. Got mesh axis_types: {}",
+          spec_.ToString(), types.size() == 1 ? fmt::format("({},)", types[0]) : fmt::format("({})", fmt::join(types, ", ")));
+  }
 }
 
 bool NamedSharding::is_fully_replicated() const {
@@ -77,13 +89,32 @@ std::vector<std::string> NamedSharding::ReplicatedAxes() const {
 std::string NamedSharding::ToString() const { return JaxNamedShardingString(mesh_, spec_); }
 
 void NamedSharding::CheckShape(std::span<const int64_t> global_shape) const {
-  ValidateSpec(spec_, mesh_, global_shape);
+  const int rank = static_cast<int>(global_shape.size());
+  if (spec_.size() <= rank) {
+    ValidateSpec(spec_, mesh_, global_shape);
+    return;
+  }
+  // JAX 0.10.2's shard_shape and devices_indices_map read the entries past the array's rank only where they split:
+  // one that splits nothing (None, or axes of size 1) is ignored, one that splits fails (JAX: IndexError from
+  // indexing the shape). JAX's "only valid for values of rank at least" check (ValidateSpec) is jit's, not these.
+  for (int d = rank; d < spec_.size(); ++d) {
+    const int64_t parts = EntryPartitions(spec_[d], mesh_);
+    if (parts > 1) {
+      ThrowKind(ErrorCode::kOutOfRange, ErrorKind::kIndexError,
+                "{} splits dimension {} {} ways, but the array has rank {} (shape {}); JAX says: list index out of "
+                "range",
+                spec_.ToString(), d, parts, rank, PyTuple(std::vector<int64_t>(global_shape.begin(), global_shape.end())));
+    }
+  }
+  std::vector<PartitionSpec::Entry> head(spec_.entries().begin(), spec_.entries().begin() + rank);
+  ValidateSpec(PartitionSpec(std::move(head)), mesh_, global_shape);
 }
 
 std::vector<int64_t> NamedSharding::ShardShape(std::span<const int64_t> global_shape) const {
   CheckShape(global_shape);
   std::vector<int64_t> out(global_shape.begin(), global_shape.end());
-  for (int d = 0; d < spec_.size(); ++d) out[d] /= EntryPartitions(spec_[d], mesh_);
+  const int dims = std::min(spec_.size(), static_cast<int>(out.size()));
+  for (int d = 0; d < dims; ++d) out[d] /= EntryPartitions(spec_[d], mesh_);
   return out;
 }
 
@@ -97,7 +128,7 @@ ShardingLayout NamedSharding::Layout(std::span<const int64_t> global_shape) cons
 
   // Per dimension: the mesh dimensions of its axes (major first) and their sizes.
   std::vector<std::vector<int>> dim_axes(rank);
-  for (int d = 0; d < spec_.size(); ++d) {
+  for (int d = 0; d < std::min(spec_.size(), rank); ++d) {
     for (const auto& a : spec_[d].axes()) {
       const int ax = mesh_.AxisIndex(a);
       dim_axes[d].push_back(ax);

@@ -76,7 +76,7 @@ class NamedSharding {
   bool is_fully_replicated() const;
   // Mesh axes the spec does not name (JAX: replicated_axes), in mesh order.
   std::vector<std::string> ReplicatedAxes() const;
-  // JAX's str: "NamedSharding(mesh=Mesh('x': 4, axis_types=(Auto,)), spec=P('x',))".
+  // JAX's str: "NamedSharding(mesh=Mesh('x': 4, axis_types=(Auto,)), spec=P('x',), memory_kind=device)".
   std::string ToString() const;
 
   // Throws SpecError with JAX's rank ValueError or IndivisibleError when the shape does not fit.

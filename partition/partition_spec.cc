@@ -378,13 +378,13 @@ std::string JaxNamedShardingString(const Mesh& mesh, const PartitionSpec& spec) 
     std::vector<std::string> types;
     for (int i = 0; i < mesh.rank(); ++i) {
       sizes.push_back(fmt::format("{}: {}", PyRepr(mesh.axis_names()[i]), mesh.shape()[i]));
-      types.push_back("Auto");  // spmdsim meshes are JAX's default: every axis Auto
+      types.push_back(std::string(AxisTypeName(mesh.axis_types()[i])));
     }
     const std::string type_tuple =
-        types.size() == 1 ? "(Auto,)" : fmt::format("({})", fmt::join(types, ", "));
+        types.size() == 1 ? fmt::format("({},)", types[0]) : fmt::format("({})", fmt::join(types, ", "));
     mesh_str = fmt::format("Mesh({}, axis_types={})", fmt::join(sizes, ", "), type_tuple);
   }
-  return fmt::format("NamedSharding(mesh={}, spec={})", mesh_str, spec.ToString());
+  return fmt::format("NamedSharding(mesh={}, spec={}, memory_kind=device)", mesh_str, spec.ToString());
 }
 
 int64_t EntryPartitions(const PartitionSpec::Entry& entry, const Mesh& mesh) {
@@ -468,10 +468,10 @@ std::vector<SpecProblem> CheckSpec(const PartitionSpec& spec, const Mesh& mesh,
     if (!known[d] || (*shape)[d] % factors[d] == 0) continue;
     problems.push_back(
         {SpecProblemReason::kNotDivisible, d, spec[d].axes(), (*shape)[d], factors[d], ErrorKind::kIndivisibleError,
-         fmt::format("{} implies that array axis {} is partitioned {} times, but the dimension size is {} (full "
-                     "shape: {}, per-dimension tiling factors: {} should evenly divide the shape)",
+         fmt::format("Sharding {} implies that array axis {} is partitioned {} times, but the dimension size is {} "
+                     "(full shape: {}, per-dimension tiling factors: [{}] should evenly divide the shape)",
                      Abbreviate(JaxNamedShardingString(mesh, spec)), d, factors[d], (*shape)[d], PyTuple(shape_vec),
-                     PyTuple(factors))});
+                     fmt::join(factors, ", "))});
   }
   return problems;
 }

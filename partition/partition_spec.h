@@ -171,7 +171,7 @@ class SpecError : public Error {
 };
 
 // JAX's str of NamedSharding(mesh, spec):
-//   "NamedSharding(mesh=Mesh('x': 4, 'y': 2, axis_types=(Auto, Auto)), spec=P('x',))".
+//   "NamedSharding(mesh=Mesh('x': 4, 'y': 2, axis_types=(Auto, Auto)), spec=P('x',), memory_kind=device)".
 std::string JaxNamedShardingString(const Mesh& mesh, const PartitionSpec& spec);
 
 // Every problem of `spec` on `mesh` (and on an array of `shape` when given), without throwing, in JAX's order:

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -45,6 +46,20 @@ std::shared_ptr<const Topology> TopologyFromPy(py::handle value);
 
 // The Python value json.loads(j.dump()) gives (data_bindings.cc).
 py::object JsonToPy(const nlohmann::json& j);
+// The Device objects of a topology, in id order: the same objects on every call (JAX's jax.devices() returns the
+// same Device objects too), kept for the last 64 topologies. REQUIRES: the GIL.
+const py::list& DeviceObjects(const std::shared_ptr<const Topology>& topology);
+// The Device object of `id` in the mesh's topology.
+py::object DeviceObject(const Mesh& mesh, int id);
+// A Mesh from a Python value: spmdsim's Mesh, or a jax.sharding.Mesh (converted by spmdsim.Mesh.from_jax).
+Mesh MeshFromPy(py::handle value);
+
+// numpy (numpy_util.cc): arrays made and measured through numpy's Python API, because Debian 12's pybind11 reads
+// dtype item sizes at numpy 1.x's struct offset (wrong under numpy 2). Use these instead of py::array(dtype, shape),
+// array_t<T>(shape), itemsize() and nbytes(); data(), mutable_data(), ndim(), shape() and dtype().kind() are safe.
+py::array NumpyEmpty(const std::vector<int64_t>& shape, py::handle dtype);  // np.empty(shape, dtype)
+size_t NumpyItemSize(const py::array& a);
+size_t NumpyBytes(const py::array& a);
 
 void BindErrors(py::module_& m);
 void BindMesh(py::module_& m);

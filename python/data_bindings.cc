@@ -115,27 +115,42 @@ py::dict Shard(py::handle x, const NamedSharding& sharding) {
   py::array global = Contiguous(x);
   std::vector<int64_t> shape = ArrayShape(global);
   ShardingLayout layout = sharding.Layout(shape);
-  const size_t itemsize = static_cast<size_t>(global.itemsize());
+  const size_t itemsize = NumpyItemSize(global);
   py::dict out;
   for (const DeviceShard& s : layout.shards) {
-    py::array block(global.dtype(), layout.shard_shape);
+    py::array block = NumpyEmpty(layout.shard_shape, global.attr("dtype"));
     CopyBlockOut(static_cast<const std::byte*>(global.data()), shape, s.index, itemsize,
                  static_cast<std::byte*>(block.mutable_data()));
-    out[py::int_(s.device)] = block;
+    out[DeviceObject(sharding.mesh(), s.device)] = block;
   }
   return out;
+}
+
+// spmdsim's NamedSharding, or JAX's (converted by NamedSharding.from_jax).
+NamedSharding ShardingFromPy(py::handle value) {
+  if (py::isinstance<NamedSharding>(value)) return value.cast<NamedSharding>();
+  if (py::hasattr(value, "mesh") && py::hasattr(value, "spec")) {
+    return py::module_::import("spmdsim").attr("NamedSharding").attr("from_jax")(value).cast<NamedSharding>();
+  }
+  throw py::type_error(fmt::format("expected a NamedSharding (spmdsim's or JAX's), got {}",
+                                   py::type::handle_of(value).attr("__name__").cast<std::string>()));
 }
 
 py::array Gather(py::object shards, const NamedSharding& sharding, bool check_replicas) {
   const Mesh& mesh = sharding.mesh();
   std::vector<py::array> blocks;
   if (py::isinstance<py::dict>(shards)) {
-    py::dict d = shards.cast<py::dict>();
+    // Keys are Device objects (what shard() returns) or device ids.
+    std::unordered_map<int, py::handle> by_id;
+    for (auto [key, value] : shards.cast<py::dict>()) {
+      by_id[py::hasattr(key, "id") ? key.attr("id").cast<int>() : key.cast<int>()] = value;
+    }
     for (int id : mesh.device_ids()) {
-      if (!d.contains(py::int_(id)))
+      auto it = by_id.find(id);
+      if (it == by_id.end())
         throw Error(ErrorCode::kInvalidArgument, fmt::format("gather: no shard for device {}; the mesh's devices are {}",
                                                              id, PyTuple(mesh.device_ids())), ErrorKind::kValueError);
-      blocks.push_back(Contiguous(d[py::int_(id)]));
+      blocks.push_back(Contiguous(it->second));
     }
   } else {
     for (py::handle b : shards) blocks.push_back(Contiguous(b));
@@ -144,9 +159,9 @@ py::array Gather(py::object shards, const NamedSharding& sharding, bool check_re
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("gather: got {} shards for a mesh of {} devices", blocks.size(), mesh.size()), ErrorKind::kValueError);
   std::vector<int64_t> shard_shape = ArrayShape(blocks[0]);
-  py::dtype dtype = blocks[0].dtype();
+  py::object dtype = blocks[0].attr("dtype");
   for (size_t i = 1; i < blocks.size(); ++i) {
-    if (ArrayShape(blocks[i]) != shard_shape || !blocks[i].dtype().equal(dtype))
+    if (ArrayShape(blocks[i]) != shard_shape || !py::object(blocks[i].attr("dtype")).equal(dtype))
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("gather: shard {} is {}{}, shard 0 is {}{}", i, py::str(blocks[i].dtype()).cast<std::string>(),
                               PyTuple(ArrayShape(blocks[i])), py::str(dtype).cast<std::string>(), PyTuple(shard_shape)),
@@ -158,14 +173,14 @@ py::array Gather(py::object shards, const NamedSharding& sharding, bool check_re
   std::vector<int64_t> global_shape = shard_shape;
   for (size_t d = 0; d < shard_shape.size(); ++d) global_shape[d] *= EntryPartitions(spec[static_cast<int>(d)], mesh);
   ShardingLayout layout = sharding.Layout(global_shape);
-  const size_t itemsize = static_cast<size_t>(blocks[0].itemsize());
+  const size_t itemsize = NumpyItemSize(blocks[0]);
   std::vector<std::vector<std::byte>> bytes(blocks.size());
   for (size_t i = 0; i < blocks.size(); ++i) {
     const auto* p = static_cast<const std::byte*>(blocks[i].data());
-    bytes[i].assign(p, p + blocks[i].nbytes());
+    bytes[i].assign(p, p + NumpyBytes(blocks[i]));
   }
   std::vector<std::byte> global = GatherBytes(layout, bytes, itemsize, {.check_replicas = check_replicas});
-  py::array out(dtype, global_shape);
+  py::array out = NumpyEmpty(global_shape, dtype);
   if (!global.empty()) std::memcpy(out.mutable_data(), global.data(), global.size());
   return out;
 }
@@ -185,24 +200,25 @@ Array ArrayFromNumpy(py::handle x) {
   std::string name = py::str(arr.dtype().attr("name")).cast<std::string>();
   DType dtype = ParseArrayDType(name);
   ArrayBuilder b(dtype, ArrayShape(arr));
-  if (arr.nbytes() > 0) std::memcpy(b.mutable_data(), arr.data(), static_cast<size_t>(arr.nbytes()));
+  if (const size_t bytes = NumpyBytes(arr); bytes > 0) std::memcpy(b.mutable_data(), arr.data(), bytes);
   return std::move(b).Freeze();
 }
 
 py::object ArrayToNumpy(const Array& a) {
   if (a.dtype() == DType::kBF16) {
-    py::array_t<uint16_t> bits(a.shape());
+    py::array bits = NumpyEmpty(a.shape(), py::str("uint16"));
     if (a.nbytes() > 0) std::memcpy(bits.mutable_data(), a.raw_data(), static_cast<size_t>(a.nbytes()));
     try {
       return bits.attr("view")(py::module_::import("ml_dtypes").attr("bfloat16"));
     } catch (py::error_already_set&) {
-      py::array_t<float> wide(a.shape());
+      py::array wide = NumpyEmpty(a.shape(), py::str("float32"));
       const auto* src = static_cast<const bfloat16*>(a.raw_data());
-      for (int64_t i = 0; i < a.size(); ++i) wide.mutable_data()[i] = ToFloat(src[i]);
+      auto* dst = static_cast<float*>(wide.mutable_data());
+      for (int64_t i = 0; i < a.size(); ++i) dst[i] = ToFloat(src[i]);
       return wide;
     }
   }
-  py::array out(py::dtype(std::string(DTypeName(a.dtype()))), a.shape());
+  py::array out = NumpyEmpty(a.shape(), py::str(std::string(DTypeName(a.dtype()))));
   if (a.nbytes() > 0) std::memcpy(out.mutable_data(), a.raw_data(), static_cast<size_t>(a.nbytes()));
   return out;
 }
@@ -323,9 +339,11 @@ py::object PlanScenarioReport(const std::string& source, bool is_text, const std
 }  // namespace
 
 void BindData(py::module_& m) {
-  m.def("shard", &Shard, py::arg("x"), py::arg("sharding"),
-        "{device id: numpy block} for every device of the sharding's mesh, in mesh order (each a copy).");
-  m.def("gather", &Gather, py::arg("shards"), py::arg("sharding"), py::kw_only(), py::arg("check_replicas") = true,
+  m.def("shard", [](py::handle x, py::handle sharding) { return Shard(x, ShardingFromPy(sharding)); },
+        py::arg("x"), py::arg("sharding"),
+        "{Device: numpy block} for every device of the sharding's mesh, in mesh order (each a copy).");
+  m.def("gather", [](py::object shards, py::handle sharding, bool check) { return Gather(shards, ShardingFromPy(sharding), check); },
+        py::arg("shards"), py::arg("sharding"), py::kw_only(), py::arg("check_replicas") = true,
         "The global array from shard()'s dict (or a list in mesh order); replicas must agree unless "
         "check_replicas=False.");
   m.def("_run_program", &RunProgram);

@@ -4,13 +4,14 @@
 // else from the ErrorCode:
 //   ValueError, TypeError, KeyError, IndexError, AssertionError, NameError, NotImplementedError, SyntaxError,
 //   RuntimeError                      -> the builtin of that name
-//   DuplicateSpecError, IndivisibleError, ScenarioError
-//                                     -> spmdsim's classes of that name, subclasses of ValueError
+//   DuplicateSpecError                -> spmdsim's class of that name, an Exception (as JAX's; not a ValueError)
+//   IndivisibleError, ScenarioError   -> spmdsim's classes of that name, subclasses of ValueError
 //   re.error                          -> Python's re.error
 //   no kind: kUnimplemented -> NotImplementedError, kResourceExhausted -> MemoryError, kDeadlineExceeded ->
 //            TimeoutError, kInternal / kAborted -> RuntimeError, every other code -> ValueError.
 // The exception's args are (message,) with the C++ message (Error::message(), without the kind prefix); it
 // also carries `code` (the ErrorCode's name, e.g. "INVALID_ARGUMENT") and `kind` (the peer's name or "").
+// pybind11's cast_error (a Python value of the wrong type inside a binding) -> TypeError, in one line.
 #include <exception>
 #include <string>
 
@@ -24,9 +25,9 @@ PyObject* g_duplicate_spec_error = nullptr;
 PyObject* g_indivisible_error = nullptr;
 PyObject* g_scenario_error = nullptr;
 
-PyObject* NewValueErrorSubclass(py::module_& m, const char* name, const char* doc) {
+PyObject* NewExceptionClass(py::module_& m, const char* name, const char* doc, PyObject* base) {
   std::string qualified = std::string("spmdsim.") + name;
-  PyObject* cls = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, PyExc_ValueError, nullptr);
+  PyObject* cls = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, base, nullptr);
   if (cls == nullptr) throw py::error_already_set();
   m.attr(name) = py::handle(cls);  // the module holds a reference too; ours is kept for the process
   return cls;
@@ -82,12 +83,14 @@ void RaiseError(const Error& e) {
 }  // namespace
 
 void BindErrors(py::module_& m) {
-  g_duplicate_spec_error = NewValueErrorSubclass(
-      m, "DuplicateSpecError", "An axis named twice in a PartitionSpec (JAX: jax._src.sharding_impls.DuplicateSpecError).");
-  g_indivisible_error = NewValueErrorSubclass(
-      m, "IndivisibleError", "An array dimension that the mesh axes of its spec do not divide.");
-  g_scenario_error = NewValueErrorSubclass(
-      m, "ScenarioError", "A problem in a scenario file (file:line:column: ...).");
+  g_duplicate_spec_error = NewExceptionClass(
+      m, "DuplicateSpecError", "An axis named twice in a PartitionSpec (JAX: jax._src.named_sharding.DuplicateSpecError, "
+      "an Exception that is not a ValueError).", PyExc_Exception);
+  g_indivisible_error = NewExceptionClass(
+      m, "IndivisibleError", "An array dimension that the mesh axes of its spec do not divide (JAX: a ValueError).",
+      PyExc_ValueError);
+  g_scenario_error = NewExceptionClass(m, "ScenarioError", "A problem in a scenario file (file:line:column: ...).",
+                                       PyExc_ValueError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -98,6 +101,13 @@ void BindErrors(py::module_& m) {
       } catch (py::error_already_set& inner) {
         inner.restore();
       }
+    } catch (const py::cast_error& e) {
+      // A Python value of the wrong type inside a binding: pybind11 raises RuntimeError("Unable to cast Python
+      // instance of type ... (#define PYBIND11_DETAILED_ERROR_MESSAGES ...)"); Python (and the peers) say TypeError.
+      std::string message = e.what();
+      if (auto cut = message.find(" (#define"); cut != std::string::npos) message.resize(cut);
+      if (auto cut = message.find(" (compile in debug mode"); cut != std::string::npos) message.resize(cut);
+      PyErr_SetString(PyExc_TypeError, message.c_str());
     }
   });
 }

@@ -1,6 +1,7 @@
 // Topology, Device, Mesh, JAX's mesh_utils and T5X's mesh builders (mesh/). The package layer
 // (spmdsim/__init__.py) gives the JAX / T5X signatures; the functions here take the topology explicitly.
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -10,6 +11,7 @@
 #include <fmt/format.h>
 #include <pybind11/numpy.h>
 
+#include "common/error.h"
 #include "common/strings.h"
 #include "mesh/mesh.h"
 #include "mesh/mesh_utils.h"
@@ -39,9 +41,23 @@ std::string DeviceRepr(const PyDevice& d) {
   return fmt::format("Device(id={})", dev.id);
 }
 
-py::array_t<int64_t> DeviceArrayToNumpy(const DeviceArray& devices) {
-  py::array_t<int64_t> out(devices.shape());
-  int64_t* data = out.mutable_data();
+// numpy object array of the Device objects, shaped as the array (JAX: mesh.devices).
+py::array DeviceArrayToObjects(const DeviceArray& devices, const std::shared_ptr<const Topology>& topology) {
+  py::array out = NumpyEmpty(devices.shape(), py::str("O"));  // filled with None
+  const py::list& table = DeviceObjects(topology);
+  PyObject** data = static_cast<PyObject**>(out.mutable_data());
+  for (size_t i = 0; i < devices.ids().size(); ++i) {
+    PyObject* d = table[static_cast<size_t>(devices.ids()[i])].ptr();
+    Py_INCREF(d);
+    Py_XDECREF(data[i]);
+    data[i] = d;
+  }
+  return out;
+}
+
+py::array DeviceArrayToNumpy(const DeviceArray& devices) {
+  py::array out = NumpyEmpty(devices.shape(), py::str("int64"));
+  auto* data = static_cast<int64_t*>(out.mutable_data());
   for (size_t i = 0; i < devices.ids().size(); ++i) data[i] = devices.ids()[i];
   return out;
 }
@@ -66,8 +82,9 @@ DeviceArray DeviceArrayFromPy(py::handle devices, std::shared_ptr<const Topology
       }
     }
   } else if (arr.dtype().kind() == 'i' || arr.dtype().kind() == 'u') {
-    py::array_t<int64_t, py::array::c_style | py::array::forcecast> flat(arr);
-    for (py::ssize_t i = 0; i < flat.size(); ++i) ids.push_back(static_cast<int>(flat.data()[i]));
+    py::array flat = np.attr("ascontiguousarray")(arr, py::str("int64"));
+    const auto* values = static_cast<const int64_t*>(flat.data());
+    for (py::ssize_t i = 0; i < flat.size(); ++i) ids.push_back(static_cast<int>(values[i]));
   } else if (arr.size() == 0) {
     // np.asarray([]) is float64: an empty mesh.
   } else {
@@ -86,19 +103,88 @@ std::optional<std::vector<int>> IdsFromPy(const py::object& devices) {
   return ids;
 }
 
-Mesh MakePyMesh(py::handle devices, const std::vector<std::string>& axis_names, py::object topology) {
+// JAX: Mesh(devices, 'x') names one axis; otherwise a sequence of names.
+std::vector<std::string> AxisNamesFromPy(py::handle names) {
+  if (py::isinstance<py::str>(names)) return {names.cast<std::string>()};
+  if (!py::isinstance<py::sequence>(names)) {
+    throw py::type_error(fmt::format("axis_names must be a str or a sequence of str, got {}",
+                                     py::type::handle_of(names).attr("__name__").cast<std::string>()));
+  }
+  std::vector<std::string> out;
+  for (py::handle n : names) {
+    if (!py::isinstance<py::str>(n)) {
+      throw py::type_error(fmt::format("mesh axis names must be str, got {} ({})", py::repr(n).cast<std::string>(),
+                                       py::type::handle_of(n).attr("__name__").cast<std::string>()));
+    }
+    out.push_back(n.cast<std::string>());
+  }
+  return out;
+}
+
+// An AxisType from spmdsim's or JAX's enum (both have .name Auto / Explicit / Manual).
+AxisType AxisTypeFromPy(py::handle value) {
+  const std::string name = py::hasattr(value, "name") ? py::str(value.attr("name")).cast<std::string>() : "";
+  if (name == "Auto") return AxisType::kAuto;
+  if (name == "Explicit") return AxisType::kExplicit;
+  if (name == "Manual") return AxisType::kManual;
+  throw py::type_error(fmt::format("axis_types entries must be AxisType.Auto, .Explicit or .Manual, got {}",
+                                   py::repr(value).cast<std::string>()));
+}
+
+std::vector<AxisType> AxisTypesFromPy(py::handle types, size_t rank) {
+  if (types.is_none()) return {};
+  std::vector<AxisType> out;
+  if (py::isinstance<py::sequence>(types)) {
+    for (py::handle t : types) out.push_back(AxisTypeFromPy(t));
+  } else {
+    out.push_back(AxisTypeFromPy(types));  // JAX accepts one AxisType for a one-axis mesh
+  }
+  if (out.size() != rank) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("Number of axis names should match the number of axis_types. Got axis_names rank {} "
+                            "and axis_types {}", rank, py::repr(types).cast<std::string>()),
+                ErrorKind::kValueError);
+  }
+  return out;
+}
+
+// The CPU topology of N devices that meshes of bare integer ids use: one per N, so that their Devices compare equal.
+std::shared_ptr<const Topology> CpuTopology(int n) {
+  static auto* by_size = new std::map<int, std::shared_ptr<const Topology>>();
+  auto& t = (*by_size)[n];
+  if (t == nullptr) t = std::make_shared<const Topology>(Topology::Cpu(n));
+  return t;
+}
+
+Mesh MakePyMesh(py::handle devices, py::handle axis_names_obj, py::handle axis_types, py::object topology) {
+  const std::vector<std::string> axis_names = AxisNamesFromPy(axis_names_obj);
   std::shared_ptr<const Topology> topo;
   if (!topology.is_none()) topo = TopologyFromPy(topology);
   std::shared_ptr<const Topology> from_devices;
   DeviceArray array = DeviceArrayFromPy(devices, &from_devices);
   if (topo == nullptr) topo = from_devices;
   if (topo == nullptr && array.size() > 0) {
-    // Integer ids without a topology: a CPU host with enough devices (JAX's Mesh needs Device objects).
+    // Integer ids without a topology: the current one (spmdsim.devices()) when it holds them, else a CPU host
+    // with enough devices.
     int max_id = *std::max_element(array.ids().begin(), array.ids().end());
-    topo = std::make_shared<const Topology>(Topology::Cpu(std::max(max_id + 1, 1)));
+    py::object current = py::module_::import("spmdsim").attr("_current_topology")();
+    if (!current.is_none() && TopologyFromPy(current)->num_devices() > max_id) {
+      topo = TopologyFromPy(current);
+    } else {
+      topo = CpuTopology(std::max(max_id + 1, 1));
+    }
   }
   if (array.size() == 0) return Mesh();
-  return Mesh(std::move(array), axis_names, topo);
+  if (static_cast<int>(axis_names.size()) != array.rank()) {
+    // JAX's message, without the device array (it can run to many lines).
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("Mesh requires the ndim of its first argument (`devices`) to equal the length of its "
+                            "second argument (`axis_names`), but got devices.ndim == {} and len(axis_names) == {}.",
+                            array.rank(), axis_names.size()),
+                ErrorKind::kValueError);
+  }
+  std::vector<AxisType> types = AxisTypesFromPy(axis_types, axis_names.size());
+  return Mesh(std::move(array), axis_names, topo, std::move(types));
 }
 
 py::object MeshShape(const Mesh& mesh) {
@@ -107,13 +193,25 @@ py::object MeshShape(const Mesh& mesh) {
   return ordered;
 }
 
+std::string AxisTypesRepr(const Mesh& mesh) {
+  std::vector<std::string> types;
+  for (AxisType t : mesh.axis_types()) types.emplace_back(AxisTypeName(t));
+  return types.size() == 1 ? fmt::format("({},)", types[0]) : fmt::format("({})", fmt::join(types, ", "));
+}
+
+// JAX: str(mesh) "Mesh('x': 2, 'y': 4, axis_types=(Auto, Auto))".
+std::string MeshStr(const Mesh& mesh) {
+  if (mesh.empty()) return "Mesh()";
+  std::vector<std::string> sizes;
+  for (int i = 0; i < mesh.rank(); ++i) sizes.push_back(fmt::format("{}: {}", PyRepr(mesh.axis_names()[i]), mesh.shape()[i]));
+  return fmt::format("Mesh({}, axis_types={})", fmt::join(sizes, ", "), AxisTypesRepr(mesh));
+}
+
+// JAX: repr(mesh) "Mesh(axis_sizes=(2, 4), axis_names=('x', 'y'), axis_types=(Auto, Auto))".
 std::string MeshRepr(const Mesh& mesh) {
-  if (mesh.empty()) return "Mesh(device_ids=[], axis_names=())";
-  std::string ids = py::repr(DeviceArrayToNumpy(mesh.devices())).cast<std::string>();
-  std::vector<std::string> types(mesh.rank(), "Auto");
-  std::string axis_types = types.size() == 1 ? "(Auto,)" : fmt::format("({})", fmt::join(types, ", "));
-  return fmt::format("Mesh(device_ids={}, axis_names={}, axis_types={})", ids, PyTuple(mesh.axis_names()),
-                     axis_types);
+  if (mesh.empty()) return "Mesh(axis_sizes=(), axis_names=(), axis_types=())";
+  return fmt::format("Mesh(axis_sizes={}, axis_names={}, axis_types={})", PyTuple(mesh.shape()),
+                     PyTuple(mesh.axis_names()), AxisTypesRepr(mesh));
 }
 
 py::tuple ChunkSliceToPy(const t5x::ChunkSlice& s) {
@@ -130,10 +228,50 @@ t5x::ChunkMeshAxis ChunkAxisFromPy(py::handle value) {
 }  // namespace
 
 std::shared_ptr<const Topology> TopologyFromPy(py::handle value) {
+  if (py::isinstance<py::str>(value)) return std::make_shared<const Topology>(Topology::Parse(value.cast<std::string>()));
+  if (!py::isinstance<Topology>(value)) {
+    throw py::type_error(fmt::format("expected a Topology or a preset string such as 'tpu-v4:2x2x2', got {}",
+                                     py::type::handle_of(value).attr("__name__").cast<std::string>()));
+  }
   return value.cast<std::shared_ptr<Topology>>();
 }
 
-void BindMesh(py::module_& m) {
+const py::list& DeviceObjects(const std::shared_ptr<const Topology>& topology) {
+  struct Entry {
+    std::shared_ptr<const Topology> topology;
+    py::list devices;
+  };
+  static constexpr size_t kEntries = 64;
+  static auto* cache = new std::vector<Entry>();  // most recently used last; never destroyed (holds Python objects)
+  for (size_t i = cache->size(); i-- > 0;) {
+    if ((*cache)[i].topology == topology) {
+      std::swap((*cache)[i], cache->back());
+      return cache->back().devices;
+    }
+  }
+  py::list devices;
+  for (const Device& d : topology->devices()) devices.append(py::cast(PyDevice{topology, d.id}));
+  if (cache->size() >= kEntries) cache->erase(cache->begin());
+  cache->push_back({topology, std::move(devices)});
+  return cache->back().devices;
+}
+
+py::object DeviceObject(const Mesh& mesh, int id) {
+  return DeviceObjects(mesh.shared_topology())[static_cast<size_t>(id)];
+}
+
+Mesh MeshFromPy(py::handle value) {
+  if (py::isinstance<Mesh>(value)) return value.cast<Mesh>();
+  if (py::hasattr(value, "shape_tuple") && py::hasattr(value, "axis_names") && py::hasattr(value, "devices")) {
+    return py::module_::import("spmdsim").attr("Mesh").attr("from_jax")(value).cast<Mesh>();
+  }
+  throw py::type_error(fmt::format("expected a Mesh (spmdsim's or JAX's), got {}",
+                                   py::type::handle_of(value).attr("__name__").cast<std::string>()));
+}
+
+namespace {
+
+void BindDevice(py::module_& m) {
   py::class_<PyDevice>(m, "Device", "One device of a Topology (JAX: jax.Device).")
       .def_property_readonly("id", [](const PyDevice& d) { return d.id; })
       .def_property_readonly("process_index", [](const PyDevice& d) { return d.device().process_index; })
@@ -152,7 +290,9 @@ void BindMesh(py::module_& m) {
                a.id == b.cast<const PyDevice&>().id;
       })
       .def("__hash__", [](const PyDevice& d) { return py::hash(py::make_tuple(d.id, reinterpret_cast<uintptr_t>(d.topology.get()))); });
+}
 
+void BindTopology(py::module_& m) {
   py::class_<Topology, std::shared_ptr<Topology>>(m, "Topology",
                                                   "A simulated machine: Topology('tpu-v4:2x2x4'), "
                                                   "Topology('dgx-h100:4'), Topology('cpu:8').")
@@ -176,9 +316,7 @@ void BindMesh(py::module_& m) {
         return out;
       })
       .def_property_readonly("devices", [](const std::shared_ptr<Topology>& t) {
-        py::list out;
-        for (const Device& d : t->devices()) out.append(py::cast(PyDevice{t, d.id}));
-        return out;
+        return py::list(DeviceObjects(t));  // a new list of the same Device objects
       }, "Every device in id order (JAX: jax.devices() lists them in process order; see jax_devices_order).")
       .def("jax_devices_order", [](const Topology& t) { return JaxDevicesOrder(t); },
            "Device ids in the order jax.devices() lists them.")
@@ -187,12 +325,22 @@ void BindMesh(py::module_& m) {
         return t.num_slices() > 1 ? fmt::format("Topology({}, num_slices={})", PyRepr(Split(t.ToString(), ' ')[0]), t.num_slices())
                                   : fmt::format("Topology({})", PyRepr(t.ToString()));
       });
+}
 
+void BindMeshClass(py::module_& m) {
   py::class_<Mesh>(m, "Mesh", "Named axes over an array of device ids (JAX: jax.sharding.Mesh).")
-      .def(py::init(&MakePyMesh), py::arg("devices"), py::arg("axis_names"), py::kw_only(),
-           py::arg("topology") = py::none())
-      .def_property_readonly("devices", [](const Mesh& mesh) { return DeviceArrayToNumpy(mesh.devices()); },
-                             "numpy array of device ids, shaped as the mesh")
+      .def(py::init(&MakePyMesh), py::arg("devices"), py::arg("axis_names"), py::arg("axis_types") = py::none(),
+           py::kw_only(), py::arg("topology") = py::none())
+      .def_property_readonly("devices", [](const Mesh& mesh) -> py::object {
+        if (mesh.empty()) return py::module_::import("numpy").attr("empty")(0, "O");
+        return DeviceArrayToObjects(mesh.devices(), mesh.shared_topology());
+      }, "numpy array of Device objects, shaped as the mesh (JAX: mesh.devices)")
+      .def_property_readonly("axis_types", [](const Mesh& mesh) {
+        py::object cls = py::module_::import("spmdsim").attr("AxisType");
+        py::tuple out(mesh.axis_types().size());
+        for (size_t i = 0; i < out.size(); ++i) out[i] = cls.attr(py::str(std::string(AxisTypeName(mesh.axis_types()[i]))));
+        return out;
+      })
       .def_property_readonly("device_ids", [](const Mesh& mesh) { return DeviceArrayToNumpy(mesh.devices()); })
       .def_property_readonly("axis_names", [](const Mesh& mesh) {
         py::tuple out(mesh.axis_names().size());
@@ -212,15 +360,18 @@ void BindMesh(py::module_& m) {
         if (mesh.shared_topology() == nullptr) return py::none();
         return py::cast(std::const_pointer_cast<Topology>(mesh.shared_topology()));
       })
-      .def("local_mesh", &t5x::LocalMesh, py::arg("process_index"),
-           "JAX: Mesh.local_mesh as seen from process `process_index`.")
-      .def("__str__", &Mesh::ToString)
+      .def("_local_mesh", &t5x::LocalMesh, py::arg("process_index"),
+           "JAX: Mesh._local_mesh(process_index), the devices of that process.")
+      .def("__str__", &MeshStr)
       .def("__repr__", &MeshRepr)
       .def("__eq__", [](const Mesh& a, py::object b) { return py::isinstance<Mesh>(b) && a == b.cast<const Mesh&>(); })
       .def("__hash__", [](const Mesh& mesh) {
         return py::hash(py::make_tuple(py::tuple(py::cast(mesh.axis_names())), py::tuple(py::cast(mesh.device_ids()))));
       });
+}
 
+// The device-array factories (mesh_utils, make_mesh, T5X's get_mesh family) under the names __init__.py wraps.
+void BindMeshFactories(py::module_& m) {
   m.def("_create_device_mesh",
         [](const std::vector<int64_t>& shape, py::object topology, py::object devices, bool contiguous, bool split) {
           auto topo = TopologyFromPy(topology);
@@ -249,7 +400,9 @@ void BindMesh(py::module_& m) {
                             std::optional<std::vector<int64_t>> ici, std::optional<std::vector<int64_t>> dcn) {
     return t5x::DefaultMesh(num_partitions, submesh, TopologyFromPy(topology), ici, dcn);
   });
+}
 
+void BindLocalChunker(py::module_& m) {
   py::class_<t5x::LocalChunker>(m, "LocalChunker",
                                 "T5X: LocalChunker(global_mesh) as it runs on process `host`.")
       .def(py::init<Mesh, int>(), py::arg("global_mesh"), py::kw_only(), py::arg("host") = 0)
@@ -277,6 +430,16 @@ void BindMesh(py::module_& m) {
       })
       .def("get_shard_id", &t5x::LocalChunker::GetShardId, py::arg("sharded_mesh_axes"))
       .def("get_replica_id", &t5x::LocalChunker::GetReplicaId, py::arg("sharded_mesh_axes"));
+}
+
+}  // namespace
+
+void BindMesh(py::module_& m) {
+  BindDevice(m);
+  BindTopology(m);
+  BindMeshClass(m);
+  BindMeshFactories(m);
+  BindLocalChunker(m);
 }
 
 }  // namespace spmdsim::python

@@ -43,6 +43,20 @@ std::string AxisName(py::handle value, py::handle entry) {
   return value.cast<std::string>();
 }
 
+// JAX's P.UNCONSTRAINED (jax._src.partition_spec.UnconstrainedSingleton).
+bool IsJaxUnconstrained(py::handle value) {
+  return TypeName(value) == "UnconstrainedSingleton";
+}
+
+// A jax.sharding.PartitionSpec (jax.P): not a tuple, but iterable over its entries.
+bool IsJaxSpec(py::handle value) {
+  py::handle type = py::type::handle_of(value);
+  if (!py::hasattr(type, "__module__")) return false;
+  const std::string module = py::str(type.attr("__module__")).cast<std::string>();
+  const std::string name = TypeName(value);
+  return (module == "jax" || module.rfind("jax.", 0) == 0) && (name == "P" || name == "PartitionSpec");
+}
+
 // slice(start, stop), or slice(None, None, None) for nullopt.
 py::object MakeSlice(std::optional<std::pair<int64_t, int64_t>> range) {
   if (!range) {
@@ -203,7 +217,7 @@ class IndicesMapCache {
   size_t devices_ = 0;
 };
 
-// {device: (slice, ...)} in mesh order, the devices of host `process_index` only when given.
+// {Device: (slice, ...)} in mesh order, the devices of host `process_index` only when given.
 py::dict IndicesMap(const NamedSharding& sharding, py::handle shape_obj, std::optional<int> process_index) {
   const std::vector<int64_t> shape = ShapeFromPy(shape_obj);
   if (!process_index) {
@@ -211,16 +225,14 @@ py::dict IndicesMap(const NamedSharding& sharding, py::handle shape_obj, std::op
   }
   ShardingLayout layout = sharding.Layout(shape);
   const std::shared_ptr<const BlockTuples> tuples = BlockTuples::For(layout);
+  const py::list& devices = DeviceObjects(sharding.mesh().shared_topology());
   PyObject* out = _PyDict_NewPresized(process_index ? 0 : static_cast<Py_ssize_t>(layout.shards.size()));
   if (out == nullptr) throw py::error_already_set();
   py::dict result = py::reinterpret_steal<py::dict>(out);
   for (const DeviceShard& s : layout.shards) {
     if (process_index && s.process_index != *process_index) continue;
-    PyObject* key = PyLong_FromLong(s.device);
-    if (key == nullptr) throw py::error_already_set();
-    const int rc = PyDict_SetItem(out, key, tuples->tuple(s.shard_id).ptr());
-    Py_DECREF(key);
-    if (rc != 0) throw py::error_already_set();
+    if (PyDict_SetItem(out, devices[static_cast<size_t>(s.device)].ptr(), tuples->tuple(s.shard_id).ptr()) != 0)
+      throw py::error_already_set();
   }
   if (!process_index) IndicesMapCache::Get().Insert(sharding, shape, result);
   return result;
@@ -326,8 +338,8 @@ UNCONSTRAINED = UnconstrainedSingleton()
 
 PartitionSpec::Entry EntryFromPy(py::handle value) {
   if (value.is_none()) return PartitionSpec::Entry::None();
-  if (value.is(Unconstrained())) return PartitionSpec::Entry::Unconstrained();
   if (py::isinstance<py::str>(value)) return PartitionSpec::Entry::Axis(value.cast<std::string>());
+  if (value.is(Unconstrained()) || IsJaxUnconstrained(value)) return PartitionSpec::Entry::Unconstrained();
   if (py::isinstance<py::tuple>(value) || py::isinstance<py::list>(value)) {
     py::sequence seq = py::reinterpret_borrow<py::sequence>(value);
     std::vector<std::string> names;
@@ -365,7 +377,7 @@ py::object EntryToPy(const PartitionSpec::Entry& entry) {
 PartitionSpec SpecFromPy(py::handle value) {
   if (py::isinstance<PartitionSpec>(value)) return value.cast<const PartitionSpec&>();
   if (value.is_none()) return PartitionSpec();
-  if (!py::isinstance<py::tuple>(value) && !py::isinstance<py::list>(value)) {
+  if (!py::isinstance<py::tuple>(value) && !py::isinstance<py::list>(value) && !IsJaxSpec(value)) {
     throw py::type_error(fmt::format("expected a PartitionSpec or a tuple of entries, got {} ({})",
                                      py::repr(value).cast<std::string>(), TypeName(value)));
   }
@@ -395,7 +407,9 @@ py::tuple ShapeToPy(const std::vector<int64_t>& shape) {
   return out;
 }
 
-void BindPartition(py::module_& m) {
+namespace {
+
+void BindPartitionSpec(py::module_& m) {
   py::class_<PartitionSpec> spec_class(m, "PartitionSpec",
                                  "How each dimension of an array is split over mesh axes (JAX: "
                                  "jax.sharding.PartitionSpec, alias P).");
@@ -445,33 +459,40 @@ void BindPartition(py::module_& m) {
   spec_class.attr("UNCONSTRAINED") = Unconstrained();
   m.attr("P") = spec_class;
   m.attr("UNCONSTRAINED") = Unconstrained();
+}
 
+void BindNamedSharding(py::module_& m) {
   py::class_<NamedSharding>(m, "NamedSharding", "A PartitionSpec bound to a Mesh (JAX: jax.sharding.NamedSharding).")
-      .def(py::init<Mesh, PartitionSpec>(), py::arg("mesh"), py::arg("spec"))
+      .def(py::init([](py::handle mesh, py::handle spec) { return NamedSharding(MeshFromPy(mesh), SpecFromPy(spec)); }),
+           py::arg("mesh"), py::arg("spec"))
       .def_property_readonly("mesh", &NamedSharding::mesh)
       .def_property_readonly("spec", &NamedSharding::spec)
       .def_property_readonly("num_devices", &NamedSharding::num_devices)
       .def_property_readonly("is_fully_replicated", &NamedSharding::is_fully_replicated)
       .def_property_readonly("device_set", [](const NamedSharding& s) {
         py::set out;
-        for (int id : s.mesh().device_ids()) out.add(py::int_(id));
+        for (int id : s.mesh().device_ids()) out.add(DeviceObject(s.mesh(), id));
         return out;
+      }, "the set of Device objects of the mesh (JAX: device_set)")
+      .def_property_readonly("_device_assignment", [](const NamedSharding& s) {
+        py::list out;
+        for (int id : s.mesh().device_ids()) out.append(DeviceObject(s.mesh(), id));
+        return py::tuple(out);
       })
-      .def_property_readonly("_device_assignment", [](const NamedSharding& s) { return py::tuple(py::cast(s.mesh().device_ids())); })
       .def_property_readonly("replicated_axes", [](const NamedSharding& s) { return py::tuple(py::cast(s.ReplicatedAxes())); })
       .def("shard_shape", [](const NamedSharding& s, py::handle shape) { return ShapeToPy(s.ShardShape(ShapeFromPy(shape))); },
            py::arg("global_shape"))
       .def("devices_indices_map", [](const NamedSharding& s, py::handle shape) { return IndicesMap(s, shape, std::nullopt); },
-           py::arg("global_shape"), "{device id: (slice, ...)} for every device, in mesh order (JAX keys are Devices).")
+           py::arg("global_shape"), "{Device: (slice, ...)} for every device, in mesh order.")
       .def("addressable_devices_indices_map",
            [](const NamedSharding& s, py::handle shape, int process_index) { return IndicesMap(s, shape, process_index); },
            py::arg("global_shape"), py::kw_only(), py::arg("process_index") = 0,
            "devices_indices_map restricted to the devices of host `process_index` (JAX: the calling process).")
       .def("replica_ids", [](const NamedSharding& s, py::handle shape) {
         py::dict out;
-        for (const DeviceShard& d : s.Layout(ShapeFromPy(shape)).shards) out[py::int_(d.device)] = d.replica_id;
+        for (const DeviceShard& d : s.Layout(ShapeFromPy(shape)).shards) out[DeviceObject(s.mesh(), d.device)] = d.replica_id;
         return out;
-      }, py::arg("global_shape"), "{device id: replica id} (JAX: device_replica_id_map).")
+      }, py::arg("global_shape"), "{Device: replica id} (JAX: device_replica_id_map).")
       .def("__repr__", &NamedSharding::ToString)
       .def("__eq__", [](const NamedSharding& a, py::object b) {
         return py::isinstance<NamedSharding>(b) && a.mesh() == b.cast<const NamedSharding&>().mesh() &&
@@ -480,9 +501,12 @@ void BindPartition(py::module_& m) {
       .def("__hash__", [](const NamedSharding& s) {
         return py::hash(py::make_tuple(py::cast(s.mesh()).attr("__hash__")(), py::cast(s.spec()).attr("__hash__")()));
       });
-
   m.def("clear_caches", [] { IndicesMapCache::Get().Clear(); },
         "Drops the cached devices_indices_map dicts (JAX: jax.clear_caches()).");
+}
+
+// Correction, validation and memory analysis of specs.
+void BindSpecChecks(py::module_& m) {
   m.def("_get_corrected_named_sharding", [](py::handle shape, py::handle spec, const Mesh& mesh) {
     if (mesh.empty()) {
       throw Error(ErrorCode::kInvalidArgument,
@@ -492,14 +516,16 @@ void BindPartition(py::module_& m) {
     }
     return GetCorrectedNamedSharding(ShapeFromPy(shape), SpecFromPy(spec), mesh);
   });
-  m.def("correct_spec", [](py::handle spec, const Mesh& mesh, py::handle shape, const std::string& mode, py::object dtype) {
+  m.def("correct_spec", [](py::handle spec, py::handle mesh_obj, py::handle shape, const std::string& mode, py::object dtype) {
+    const Mesh mesh = MeshFromPy(mesh_obj);
     CorrectionOptions options{.mode = ParseCorrectionMode(mode), .element_bytes = DTypeSize(DTypeFromPy(dtype)), .log = false};
     return ReportToPy(CorrectSpec(SpecFromPy(spec), mesh, ShapeFromPy(shape), options));
   }, py::arg("spec"), py::arg("mesh"), py::arg("shape"), py::kw_only(), py::arg("mode") = "eformer",
      py::arg("dtype") = "float32",
      "The correction of `spec` for `shape` on `mesh` with every change reported: mode 'eformer' (eformer's "
      "get_corrected_named_sharding), 'keep-most' or 'none' (validate only, as JAX).");
-  m.def("validate_spec", [](py::handle spec, const Mesh& mesh, py::object shape) {
+  m.def("validate_spec", [](py::handle spec, py::handle mesh_obj, py::object shape) {
+    const Mesh mesh = MeshFromPy(mesh_obj);
     std::optional<std::vector<int64_t>> s;
     if (!shape.is_none()) s = ShapeFromPy(shape);
     ValidateSpec(SpecFromPy(spec), mesh, s ? std::optional<std::span<const int64_t>>(*s) : std::nullopt);
@@ -513,6 +539,14 @@ void BindPartition(py::module_& m) {
     }
     return AnalysisToPy(AnalyzeMemory(named, mesh));
   });
+}
+
+}  // namespace
+
+void BindPartition(py::module_& m) {
+  BindPartitionSpec(m);
+  BindNamedSharding(m);
+  BindSpecChecks(m);
 }
 
 }  // namespace spmdsim::python

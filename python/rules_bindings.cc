@@ -133,9 +133,8 @@ py::object ModeToPy(const ModeOrDim& mode) {
   return py::str(std::string(RuntimeModeToken(std::get<RuntimeMode>(mode))));
 }
 
-}  // namespace
-
-void BindRules(py::module_& m) {
+// Flax's and T5X's logical axis rules.
+void BindLogicalAxisRules(py::module_& m) {
   m.def("logical_to_mesh_axes", &LogicalToMeshAxesPy, py::arg("array_dim_names"), py::arg("rules") = py::none(),
         "Flax: the PartitionSpec for dimensions named `array_dim_names` under `rules` (default: the rules of the "
         "enclosing `logical_axis_rules` context).");
@@ -153,7 +152,10 @@ void BindRules(py::module_& m) {
   m.def("composite_rules", [](py::object a, py::object b) {
     return py::tuple(RulesToPy(CompositeRules(ConvertRules(a), ConvertRules(b))));
   }, py::arg("rule1"), py::arg("rule2"), "Flax: rule1 with rule2 added.");
+}
 
+// eformer's PartitionAxis, with its semantic tokens and runtime modes.
+void BindPartitionAxis(py::module_& m) {
   // eformer's tokens and modes.
   py::module_ tokens = m.def_submodule("_tokens");
   for (const auto& [short_name, token] : SemanticAxisShortNames()) tokens.attr(py::str(std::string(short_name))) = std::string(token);
@@ -189,8 +191,18 @@ void BindRules(py::module_& m) {
          py::arg("override") = false)
       .def_static("unregister", &PartitionAxis::Unregister, py::arg("semantic_axis"), py::arg("missing_ok") = true)
       .def_static("clear_registered_axes", &PartitionAxis::ClearRegisteredAxes)
+      .def_property_readonly_static("_field_names", [](py::object) {
+        py::list out;
+        for (int i = 0; i < PartitionAxis::kNumFields; ++i)
+          out.append(py::str(std::string(PartitionAxis::FieldName(static_cast<PartitionAxis::Field>(i)))));
+        return py::tuple(out);
+      })
       .def("__repr__", &PartitionAxis::ToString)
       .def("__eq__", [](const PartitionAxis& a, py::object b) { return py::isinstance<PartitionAxis>(b) && a == b.cast<const PartitionAxis&>(); });
+}
+
+// eformer's PartitionManager and dynamic presets, and match_partition_rules.
+void BindPartitionManager(py::module_& m) {
   py::class_<PartitionManager>(m, "_PartitionManager")
       .def(py::init([](py::object paxis) {
         return paxis.is_none() ? PartitionManager() : PartitionManager(paxis.cast<const PartitionAxis&>());
@@ -232,6 +244,14 @@ void BindRules(py::module_& m) {
     for (const auto& [name, spec] : MatchPartitionRules(compiled, named, options)) out.append(py::cast(spec));
     return out;
   });
+}
+
+}  // namespace
+
+void BindRules(py::module_& m) {
+  BindLogicalAxisRules(m);
+  BindPartitionAxis(m);
+  BindPartitionManager(m);
 }
 
 }  // namespace spmdsim::python

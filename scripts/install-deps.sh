@@ -7,7 +7,7 @@ packages=(
   libtbb-dev libboost-dev libboost-context-dev libboost-regex-dev libeigen3-dev
   libfmt-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  pybind11-dev python3-dev python3-numpy python3-pytest
+  pybind11-dev python3-dev python3-numpy python3-pytest python3-venv
   libopenmpi-dev openmpi-bin
 )
 missing=()
@@ -19,5 +19,13 @@ echo "install-deps: installing ${missing[*]}" >&2
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
+# Installing ca-certificates (pulled in by the packages above) regenerates /etc/ssl/certs/ca-certificates.crt from
+# Debian's list. A bundle that was there before the package (a site's own CA, e.g. behind a TLS-inspecting proxy)
+# would be lost, and with it the Python package index that scripts/python-env.sh needs: keep it as a local CA.
+bundle=/etc/ssl/certs/ca-certificates.crt
+if ! dpkg -s ca-certificates >/dev/null 2>&1 && [ -s "$bundle" ]; then
+  $sudo mkdir -p /usr/local/share/ca-certificates
+  $sudo cp "$bundle" /usr/local/share/ca-certificates/preinstalled-bundle.crt
+fi
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2

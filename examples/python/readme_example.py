@@ -14,6 +14,6 @@ p.returns(p.psum(p.einsum("bd,df->bf", x, w), "model"))
 matmul = spmdsim.ShardMap(p, mesh, in_specs=(P("data", "model"), P("model", None)), out_specs=P("data", None))
 x_np, w_np = np.arange(32, dtype=np.float32).reshape(4, 8), np.ones((8, 2), np.float32)
 y, prediction = matmul(x_np, w_np)  # row i of x @ ones sums 8i..8i+7: 64i + 28
-print(f"{mesh} on devices {mesh.devices.tolist()}\ny = {y.tolist()}")
+print(f"{mesh} on devices {mesh.device_ids.tolist()}\ny = {y.tolist()}")
 print(f"predicted {prediction['totals']['predicted_seconds'] * 1e6:.2f} us on {topology}")
 raise SystemExit(0 if np.array_equal(y, x_np @ w_np) else 1)

@@ -15,7 +15,9 @@ docs/python.md describes what is bound how, the GIL policy, the dtype mapping an
 
 import contextlib as _contextlib
 import dataclasses as _dataclasses
+import enum as _enum
 import json as _json
+import re as _re
 import os as _os
 import threading as _threading
 import typing as _typing
@@ -50,6 +52,8 @@ from spmdsim._spmdsim import (  # noqa: F401  (re-exported)
 )
 
 __all__ = [
+    "AxisType", "devices", "device_count", "local_devices", "local_device_count", "process_index",
+    "process_count", "use_topology", "logical_to_mesh", "logical_to_mesh_sharding",
     "DuplicateSpecError", "IndivisibleError", "ScenarioError", "Device", "Topology", "Mesh", "PartitionSpec", "P",
     "UNCONSTRAINED", "NamedSharding", "PartitionAxis", "PartitionManager", "logical_to_mesh_axes",
     "logical_axis_rules", "axis_rules", "get_logical_axis_rules", "set_logical_axis_rules", "composite_rules",
@@ -63,35 +67,132 @@ __all__ = [
 ]
 
 # ---------------------------------------------------------------------------------------------------------------
-# The machine: an explicit topology, the devices' own, or the default set by set_topology (jax.devices()).
+# The machine (JAX: jax.devices()): the topology of the innermost `with use_topology(...)` of this thread, else the
+# one set by set_topology, else a CPU host of as many devices as XLA_FLAGS' --xla_force_host_platform_device_count
+# says (1 without it), as JAX on a CPU host. Likewise the current process (JAX: jax.process_index()), 0 by default.
+
+class AxisType(_enum.Enum):
+    """JAX: jax.sharding.AxisType. Mesh(...) makes Auto axes, make_mesh Explicit ones (JAX's defaults)."""
+    Auto = _enum.auto()
+    Explicit = _enum.auto()
+    Manual = _enum.auto()
+
+    def __repr__(self):
+        return self.name
+
 
 _default_topology = None
+_default_process = 0
 
 
-def set_topology(topology):
-    """Makes `topology` (a Topology or a preset string) the machine that functions use when given no devices."""
-    global _default_topology
-    _default_topology = Topology(topology) if isinstance(topology, str) else topology
+class _MachineContext(_threading.local):
+    def __init__(self):
+        self.stack = []  # (topology, process_index or None)
+
+
+_machine = _MachineContext()
+
+
+def _as_topology(topology):
+    return Topology(topology) if isinstance(topology, str) else topology
+
+
+def set_topology(topology, process_index=0):
+    """Makes `topology` (a Topology or a preset string; None: back to the default CPU host) the machine of every
+    thread, seen from process `process_index`. Returns it."""
+    global _default_topology, _default_process
+    _default_topology = _as_topology(topology)
+    _default_process = int(process_index)
     return _default_topology
+
+
+@_contextlib.contextmanager
+def use_topology(topology, process_index=0):
+    """`with spmdsim.use_topology("tpu-v4:2x2x4"):` makes it this thread's machine (spmdsim.devices(), meshes of
+    integer ids, the mesh builders without devices) inside the block, seen from process `process_index`."""
+    topo = _as_topology(topology)
+    _machine.stack.append((topo, int(process_index)))
+    try:
+        yield topo
+    finally:
+        _machine.stack.pop()
+
+
+def _current_topology():
+    """The topology set by use_topology / set_topology, or None."""
+    if _machine.stack:
+        return _machine.stack[-1][0]
+    return _default_topology
+
+
+_cpu_hosts = {}
+
+
+def _default_cpu_topology():
+    flags = _os.environ.get("XLA_FLAGS", "")
+    m = _re.search(r"--xla_force_host_platform_device_count=(\d+)", flags)
+    n = int(m.group(1)) if m else 1
+    if n not in _cpu_hosts:
+        _cpu_hosts[n] = Topology(f"cpu:{n}")
+    return _cpu_hosts[n]
 
 
 def get_topology():
-    return _default_topology
+    """The current topology (use_topology, set_topology), or None when neither is set."""
+    return _current_topology()
+
+
+def _machine_topology():
+    topo = _current_topology()
+    return topo if topo is not None else _default_cpu_topology()
+
+
+def process_index():
+    """JAX: jax.process_index(): the process this Python program stands for (0 unless use_topology/set_topology
+    said otherwise)."""
+    if _machine.stack:
+        return _machine.stack[-1][1]
+    return _default_process
+
+
+def process_count():
+    """JAX: jax.process_count() of the current topology."""
+    return _machine_topology().num_processes
+
+
+def devices(backend=None):
+    """JAX: jax.devices(): every Device of the current topology, in JAX's order (process by process)."""
+    topo = _machine_topology()
+    table = topo.devices
+    return [table[i] for i in topo.jax_devices_order()]
+
+
+def device_count(backend=None):
+    """JAX: jax.device_count()."""
+    return _machine_topology().num_devices
+
+
+def local_devices(process_index=None, backend=None):
+    """JAX: jax.local_devices(): the Devices of process `process_index` (default: the current one)."""
+    p = globals()["process_index"]() if process_index is None else process_index
+    return [d for d in devices() if d.process_index == p]
+
+
+def local_device_count(backend=None):
+    """JAX: jax.local_device_count()."""
+    return len(local_devices())
 
 
 def _resolve_topology(devices=None, topology=None):
     if topology is not None:
-        return Topology(topology) if isinstance(topology, str) else topology
+        return _as_topology(topology)
     if isinstance(devices, Topology):
         return devices
     if devices is not None:
         flat = _np.asarray(devices, dtype=object).ravel()
         if flat.size and isinstance(flat[0], Device):
             return flat[0].topology
-    if _default_topology is not None:
-        return _default_topology
-    raise ValueError("no topology: pass topology=Topology('...'), devices from Topology(...).devices, "
-                     "or call spmdsim.set_topology(...) first")
+    return _machine_topology()
 
 
 def _device_ids(devices):
@@ -132,10 +233,15 @@ def create_hybrid_device_mesh(mesh_shape, dcn_mesh_shape, devices=None, *, proce
     return _as_devices(ids, topo)
 
 
-def make_mesh(axis_shapes, axis_names, *, devices=None, topology=None):
-    """JAX: jax.make_mesh(axis_shapes, axis_names, devices=)."""
+def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None, topology=None):
+    """JAX: jax.make_mesh(axis_shapes, axis_names, axis_types=None, devices=): Explicit axes unless axis_types says
+    otherwise, as JAX's."""
     topo = _resolve_topology(devices, topology)
-    return _spmdsim._make_mesh(list(axis_shapes), list(axis_names), topo, _device_ids(devices))
+    names = (axis_names,) if isinstance(axis_names, str) else tuple(axis_names)
+    mesh = _spmdsim._make_mesh(list(axis_shapes), list(names), topo, _device_ids(devices))
+    if axis_types is None:
+        axis_types = (AxisType.Explicit,) * len(names)
+    return Mesh(mesh.devices, names, axis_types)
 
 
 class _MeshContext(_threading.local):
@@ -160,10 +266,39 @@ Mesh.__enter__ = _mesh_enter
 Mesh.__exit__ = _mesh_exit
 
 
+def _mesh_local_devices(self):
+    """JAX: Mesh.local_devices, the mesh's devices of the current process (spmdsim.process_index())."""
+    p = process_index()
+    return [d for d in self.devices.flat if d.process_index == p]
+
+
+Mesh.local_devices = property(_mesh_local_devices)
+Mesh.local_mesh = property(lambda self: self._local_mesh(process_index()),
+                           doc="JAX: Mesh.local_mesh, the devices of the current process (spmdsim.process_index()).")
+Mesh.is_multi_process = property(lambda self: len({d.process_index for d in self.devices.flat}) > 1)
+Mesh._flat_devices_tuple = property(lambda self: tuple(self.devices.flat))
+
+
+def _jax_context_mesh():
+    """The mesh of JAX's `with jax_mesh:` when jax is imported and one is active, else None."""
+    import sys
+    if "jax" not in sys.modules:
+        return None
+    try:
+        from jax._src import mesh as jax_mesh_lib
+        mesh = jax_mesh_lib.thread_resources.env.physical_mesh
+    except (ImportError, AttributeError):  # pragma: no cover - another jax layout
+        return None
+    return None if mesh.empty else mesh
+
+
 def get_incontext_mesh(raise_error=True):
     """eformer: the mesh of the innermost `with mesh:` of this thread."""
     if _mesh_context.stack:
         return _mesh_context.stack[-1]
+    jax_mesh = _jax_context_mesh()
+    if jax_mesh is not None:
+        return Mesh.from_jax(jax_mesh)
     if raise_error:
         raise AssertionError("No mesh found under this context manager.")
     return Mesh([], ())
@@ -296,11 +431,25 @@ class PartitionManager(_spmdsim._PartitionManager):
 
     _current = _threading.local()
 
+    def __init__(self, paxis=None):
+        if paxis is not None and not isinstance(paxis, PartitionAxis):
+            raise TypeError(f"Expected PartitionAxis, got {type(paxis)}")
+        super().__init__(paxis)
+
     def resolve(self, axes=_NOT_GIVEN, mode=_NOT_GIVEN, dynamic_axes=_NOT_GIVEN, shape=_NOT_GIVEN):
-        if dynamic_axes is not _NOT_GIVEN:
+        """eformer: resolve(axes, mode), resolve(dynamic_axes=preset), or resolve(preset, shape=...) with a preset
+        (a DynamicShardingAxes, or a class of eformer's with `axes` and `mode`)."""
+        if dynamic_axes is _NOT_GIVEN and axes is not _NOT_GIVEN:
+            if isinstance(axes, tuple) and hasattr(axes, "_fields"):
+                dynamic_axes, axes = axes, _NOT_GIVEN
+            elif isinstance(axes, type) and issubclass(axes, tuple) and hasattr(axes, "_fields"):
+                dynamic_axes, axes = DynamicShardingAxes(axes.axes, axes.mode), _NOT_GIVEN
+        if axes is _NOT_GIVEN or mode is _NOT_GIVEN:
+            if dynamic_axes is _NOT_GIVEN:
+                raise ValueError("if axes or mode is empty you should provide dynamic axes")
             axes, mode = dynamic_axes.axes, dynamic_axes.mode
-        elif axes is _NOT_GIVEN or mode is _NOT_GIVEN:
-            raise ValueError("resolve needs `axes` and `mode`, or `dynamic_axes`")
+        if isinstance(mode, int) and shape is _NOT_GIVEN:
+            raise ValueError("when using dynamic mode detection shape should be provided")
         return self._resolve(list(axes), mode, None if shape is _NOT_GIVEN else tuple(shape))
 
     def __enter__(self):
@@ -315,7 +464,7 @@ class PartitionManager(_spmdsim._PartitionManager):
         return False
 
     def __repr__(self):
-        return f"PartitionManager(paxis={self.paxis!r})"
+        return "PartitionManager(...)"  # eformer's
 
 
 def get_current_partition_manager():
@@ -333,12 +482,22 @@ def get_corrected_named_sharding(shape, partition_spec, raise_mesh_error=True, *
     """
     if mesh is None:
         mesh = get_incontext_mesh(raise_mesh_error)
-    return _spmdsim._get_corrected_named_sharding(shape, partition_spec, mesh)  # an empty mesh: ValueError
+    return _spmdsim._get_corrected_named_sharding(shape, partition_spec, _as_mesh(mesh))  # empty: ValueError
+
+
+def _is_array_like(value):
+    """An array or an abstract one (numpy, jax.Array, jax.ShapeDtypeStruct, spmdsim.ShapeDtypeStruct): a leaf."""
+    return hasattr(value, "shape") and hasattr(value, "dtype")
 
 
 def _named_leaves(tree, prefix=""):
-    """eformer's named_tree_map(sep='/'): (path, leaf) for every leaf of nested dicts / lists / tuples."""
-    if isinstance(tree, dict):
+    """eformer's named_tree_map(sep='/'): (path, leaf) for every leaf of nested dicts / lists / tuples; None is an
+    empty subtree (no leaf), as in JAX."""
+    if tree is None:
+        return
+    if _is_array_like(tree):
+        yield prefix, tree
+    elif isinstance(tree, dict):
         for key, value in tree.items():
             yield from _named_leaves(value, f"{prefix}/{key}" if prefix else str(key))
     elif isinstance(tree, (list, tuple)) and not _is_shape(tree):
@@ -360,8 +519,14 @@ def _shape_of(leaf):
 
 
 def _rebuild(tree, values):
+    if tree is None:
+        return None
+    if _is_array_like(tree):
+        return next(values)
     if isinstance(tree, dict):
         return type(tree)((k, _rebuild(v, values)) for k, v in tree.items())
+    if isinstance(tree, tuple) and hasattr(tree, "_fields"):
+        return type(tree)(*(_rebuild(v, values) for v in tree))
     if isinstance(tree, (list, tuple)) and not _is_shape(tree):
         return type(tree)(_rebuild(v, values) for v in tree)
     return next(values)
@@ -381,8 +546,7 @@ def analyze_sharding_strategy(pytree, partition_specs, mesh=None):
     """eformer: analyze_sharding_strategy(pytree, partition_specs, mesh), with every figure computed:
     total_parameters, sharded_parameters, memory_per_device {device id: bytes}, balance_score, partition_stats
     {path: shard shape, bytes, replication, ...}, plus memory_efficiency, replication_factor and capacity."""
-    if mesh is None:
-        mesh = get_incontext_mesh()
+    mesh = get_incontext_mesh() if mesh is None else _as_mesh(mesh)
     leaves = list(_named_leaves(pytree))
     specs = [spec for _, spec in _named_leaves_specs(partition_specs)]
     if len(specs) != len(leaves):
@@ -583,9 +747,9 @@ class ShardMap:
         if not program.outputs:
             raise ValueError("the program returns nothing: call program.returns(value, ...) first")
         self.program = program
-        self.mesh = mesh
+        self.mesh = _as_mesh(mesh)
         self.in_specs = tuple(in_specs) if isinstance(in_specs, (tuple, list)) else (in_specs,)
-        self._single_output = isinstance(out_specs, PartitionSpec)
+        self._single_output = _is_spec(out_specs)
         self.out_specs = (out_specs,) if self._single_output else tuple(out_specs)
         if len(self.in_specs) != len(program.inputs):
             raise ValueError(f"shard_map: {len(self.in_specs)} in_specs for {len(program.inputs)} program inputs")
@@ -639,4 +803,239 @@ def run(path_or_dict, abstract=False, threads=0):
     return _spmdsim._run_scenario(_os.fspath(path_or_dict), False, abstract, threads)
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# The rest of the peers' surface on spmdsim's classes: JAX's PartitionSpec.partitions, NamedSharding's addressable
+# devices, eformer's frozen PartitionAxis (replace, hash), Flax's tree functions, conversion to and from JAX.
+
+PartitionSpec.partitions = property(lambda self: self._partitions, doc="JAX: the entries as a tuple.")
+
+
+def _addressable_devices(self):
+    p = process_index()
+    return {d for d in self.device_set if d.process_index == p}
+
+
+NamedSharding.addressable_devices = property(_addressable_devices,
+                                             doc="JAX: the devices of the current process (spmdsim.process_index()).")
+NamedSharding.is_fully_addressable = property(lambda self: len(self.addressable_devices) == len(self.device_set))
+NamedSharding.memory_kind = property(lambda self: "device")
+_named_sharding_addressable_map = NamedSharding.addressable_devices_indices_map
+
+
+def _addressable_devices_indices_map(self, global_shape, *, process_index=None):
+    """JAX: addressable_devices_indices_map(global_shape): the map restricted to the devices of the current
+    process (spmdsim.process_index(), or `process_index=`)."""
+    p = globals()["process_index"]() if process_index is None else process_index
+    return _named_sharding_addressable_map(self, global_shape, process_index=p)
+
+
+NamedSharding.addressable_devices_indices_map = _addressable_devices_indices_map
+
+
+def _frozen_setattr(self, name, value):
+    raise _dataclasses.FrozenInstanceError(f"cannot assign to field '{name}'")
+
+
+def _frozen_delattr(self, name):
+    raise _dataclasses.FrozenInstanceError(f"cannot delete field '{name}'")
+
+
+def _partition_axis_fields(self):
+    return {name: getattr(self, name) for name in PartitionAxis._field_names}
+
+
+def _partition_axis_replace(self, **updates):
+    """eformer: PartitionAxis.replace(**fields): a copy with those fields changed (the others as they are)."""
+    unknown = [k for k in updates if k not in PartitionAxis._field_names]
+    if unknown:
+        raise TypeError(f"PartitionAxis.__init__() got an unexpected keyword argument '{unknown[0]}'")
+    fields = _partition_axis_fields(self)
+    fields.update(updates)
+    return PartitionAxis(**fields)
+
+
+PartitionAxis.__setattr__ = _frozen_setattr
+PartitionAxis.__delattr__ = _frozen_delattr
+PartitionAxis.replace = _partition_axis_replace
+PartitionAxis.__hash__ = lambda self: hash(repr(self))
+
+
+def _is_spec(x):
+    return isinstance(x, PartitionSpec) or (type(x).__name__ in ("P", "PartitionSpec")
+                                            and type(x).__module__.split(".")[0] == "jax")
+
+
+def _tree_map(f, tree, is_leaf):
+    """jax.tree_util.tree_map over dicts, lists and tuples (None is an empty subtree, left as it is)."""
+    if is_leaf(tree):
+        return f(tree)
+    if tree is None:
+        return None
+    if isinstance(tree, dict):
+        return type(tree)((k, _tree_map(f, v, is_leaf)) for k, v in tree.items())
+    if isinstance(tree, tuple) and hasattr(tree, "_fields"):
+        return type(tree)(*(_tree_map(f, v, is_leaf) for v in tree))
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_tree_map(f, v, is_leaf) for v in tree)
+    return f(tree)
+
+
+def logical_to_mesh(tree, rules=None):
+    """Flax: logical_to_mesh_axes applied to every logical PartitionSpec of a tree (dicts, lists, tuples)."""
+    return _tree_map(lambda x: logical_to_mesh_axes(x, rules), tree, _is_spec)
+
+
+def logical_to_mesh_sharding(tree, mesh, rules=None):
+    """Flax: the NamedSharding on `mesh` of every logical PartitionSpec of a tree."""
+    mesh = _as_mesh(mesh)
+    return _tree_map(lambda x: NamedSharding(mesh, x), logical_to_mesh(tree, rules), _is_spec)
+
+
+def _jax():
+    try:
+        import jax
+    except ImportError as e:  # pragma: no cover - the test environment has jax
+        raise ImportError("converting to or from JAX needs jax installed (pip install jax)") from e
+    return jax
+
+
+def _as_mesh(mesh):
+    return mesh if isinstance(mesh, Mesh) else Mesh.from_jax(mesh)
+
+
+def _mesh_from_jax(mesh, topology=None):
+    """spmdsim's Mesh of a jax.sharding.Mesh: the same device ids, names and axis types. The topology: `topology=`,
+    else the current one (spmdsim.devices()) when it has the ids, else a CPU host of JAX's device count."""
+    if isinstance(mesh, Mesh):
+        return mesh
+    ids = _np.vectorize(lambda d: d.id, otypes=[_np.int64])(_np.asarray(mesh.devices, dtype=object))
+    types = tuple(AxisType[t.name] for t in mesh.axis_types)
+    if topology is None:
+        current = _current_topology()
+        if current is not None and (ids.size == 0 or current.num_devices > int(ids.max())):
+            topology = current
+        else:
+            flat = _np.asarray(mesh.devices, dtype=object).ravel()
+            platform = getattr(flat[0], "platform", "cpu") if flat.size else "cpu"
+            if platform != "cpu":
+                raise ValueError(f"Mesh.from_jax: a mesh of {platform} devices needs topology=Topology('...') "
+                                 f"(only CPU devices map to a topology by themselves)")
+            count = max(int(ids.max()) + 1 if ids.size else 1, len(_jax().devices("cpu")))
+            topology = _cpu_hosts.setdefault(count, Topology(f"cpu:{count}"))
+    return Mesh(ids, tuple(mesh.axis_names), types, topology=_as_topology(topology))
+
+
+def _mesh_to_jax(self, devices=None):
+    """The jax.sharding.Mesh of this mesh: JAX's devices of the same ids (default jax.devices()), names, axis
+    types. JAX must have every id: on a CPU host set XLA_FLAGS=--xla_force_host_platform_device_count=N first."""
+    jax = _jax()
+    by_id = {d.id: d for d in (devices if devices is not None else jax.devices())}
+    ids = self.device_ids
+    missing = sorted(int(i) for i in ids.flat if int(i) not in by_id)
+    if missing:
+        raise ValueError(f"Mesh.to_jax: JAX has no device {missing[0]} ({len(by_id)} devices); on a CPU host set "
+                         f"XLA_FLAGS=--xla_force_host_platform_device_count={int(ids.max()) + 1} before importing jax")
+    arr = _np.empty(ids.shape, dtype=object)
+    for pos, i in _np.ndenumerate(ids):
+        arr[pos] = by_id[int(i)]
+    types = tuple(getattr(jax.sharding.AxisType, t.name) for t in self.axis_types)
+    return jax.sharding.Mesh(arr, self.axis_names, axis_types=types)
+
+
+def _spec_from_jax(spec):
+    return spec if isinstance(spec, PartitionSpec) else PartitionSpec(*(
+        UNCONSTRAINED if type(e).__name__ == "UnconstrainedSingleton" else e for e in spec))
+
+
+def _spec_to_jax(self):
+    jax = _jax()
+    P_ = jax.sharding.PartitionSpec
+    return P_(*(P_.UNCONSTRAINED if e is UNCONSTRAINED else e for e in self))
+
+
+def _sharding_from_jax(sharding, topology=None):
+    if isinstance(sharding, NamedSharding):
+        return sharding
+    return NamedSharding(_mesh_from_jax(sharding.mesh, topology), _spec_from_jax(sharding.spec))
+
+
+def _sharding_to_jax(self, devices=None):
+    jax = _jax()
+    return jax.sharding.NamedSharding(self.mesh.to_jax(devices), self.spec.to_jax())
+
+
+Mesh.from_jax = staticmethod(_mesh_from_jax)
+Mesh.to_jax = _mesh_to_jax
+PartitionSpec.from_jax = staticmethod(_spec_from_jax)
+PartitionSpec.to_jax = _spec_to_jax
+NamedSharding.from_jax = staticmethod(_sharding_from_jax)
+NamedSharding.to_jax = _sharding_to_jax
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# One-line errors. pybind11 answers arguments that match no binding with a TypeError listing every signature and
+# the repr of every argument (a Mesh's repr can run to many lines); every bound callable whose arguments can fail to
+# convert is wrapped here so that the TypeError says in one line what it got and what it takes.
+
+import functools as _functools
+
+_SIGNATURE_LINE = _re.compile(r"^\s*1\. (?:[\w.]+)?(\(.*?\))(?: -> .*)?$", _re.M)
+
+
+def _mismatch_message(name, message, args, kwargs):
+    got = [type(a).__name__ for a in args] + [f"{k}={type(v).__name__}" for k, v in kwargs.items()]
+    match = _SIGNATURE_LINE.search(message)
+    takes = match.group(1).replace("spmdsim._spmdsim.", "") if match else "(see help())"
+    takes = _re.sub(r"^\(self: \w+(, )?", "(", takes)
+    return f"{name}() got ({', '.join(got)}); it takes {takes}"
+
+
+def _one_line_errors(func, name):
+    @_functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except TypeError as e:
+            text = str(e)
+            if "incompatible function arguments" in text or "incompatible constructor arguments" in text:
+                raise TypeError(_mismatch_message(name, text, args[1:] if name.endswith("__init__") else args,
+                                                  kwargs)) from None
+            raise
+    return wrapper
+
+
+def _can_mismatch(func):
+    """False when every parameter of the binding accepts any Python object (its dispatch cannot fail)."""
+    doc = (getattr(func, "__doc__", None) or "").split("\n", 1)[0]
+    match = _re.match(r"^\w+\((.*)\)", doc)
+    if not match:
+        return True
+    params = [p.strip() for p in match.group(1).split(",") if p.strip() and not p.strip().startswith("self")]
+    params = [p for p in params if p not in ("*", "/")]
+    return not all(p.startswith("*") or p.split(":", 1)[-1].split("=")[0].strip() in ("handle", "object", "args",
+                                                                                        "kwargs")
+                   for p in params)
+
+
+def _wrap_bound_callables():
+    for cls in (Topology, Mesh, PartitionSpec, NamedSharding, PartitionAxis, _spmdsim._PartitionManager,
+                _spmdsim.LocalChunker):
+        for attr, value in list(vars(cls).items()):
+            if type(value).__name__ != "instancemethod" or (attr.startswith("__") and attr != "__init__"):
+                continue
+            func = value.__func__
+            if _can_mismatch(func):
+                setattr(cls, attr, _one_line_errors(func, f"{cls.__name__}.{attr}" if attr != "__init__"
+                                                    else f"{cls.__name__}.__init__"))
+    module = globals()
+    for attr, value in list(module.items()):
+        if type(value).__name__ == "builtin_function_or_method" and getattr(value, "__module__", "") in (
+                "spmdsim._spmdsim", "spmdsim") and _can_mismatch(value):
+            module[attr] = _one_line_errors(value, attr)
+    for attr, value in list(vars(_spmdsim).items()):
+        if type(value).__name__ == "builtin_function_or_method" and attr.startswith("_") and _can_mismatch(value):
+            setattr(_spmdsim, attr, _one_line_errors(value, attr.lstrip("_")))
+
+
+_wrap_bound_callables()
 from spmdsim.hlo import HloResult, from_jax, hlo_text, run_hlo  # noqa: E402,F401  (re-exported; docs/hlo.md)

@@ -64,6 +64,8 @@ def assert_sharded_as(actual, expected, shape=None, mesh=None):
     default_mesh = mesh or actual_mesh or expected_mesh or spmdsim.get_incontext_mesh()
     got = spmdsim.NamedSharding(actual_mesh or default_mesh, actual_spec).devices_indices_map(shape)
     want = spmdsim.NamedSharding(expected_mesh or default_mesh, expected_spec).devices_indices_map(shape)
+    got = {d.id: index for d, index in got.items()}
+    want = {d.id: index for d, index in want.items()}
     if got.keys() != want.keys():
         raise AssertionError(f"devices differ: {sorted(got)} vs expected {sorted(want)}")
     for device, index in want.items():

@@ -115,7 +115,7 @@ const std::vector<PeerCase> kPeerCases = {
     {"eformer duplicate kept", "shard --mesh dp=2,fsdp=4,tp=2 --shape 8,8 --spec \"P('dp','dp')\" --correct eformer",
      nullptr, "DuplicateSpecError: "},
     {"jax IndivisibleError", "shard --mesh x=4 --shape 6 --spec \"P('x')\"", nullptr,
-     "IndivisibleError: NamedSharding(mesh=Mesh('x': 4, axis_types=(Auto,)), spec=P('x',)) implies that array "
+     "IndivisibleError: Sharding NamedSharding(mesh=Mesh('x': 4, axis_types=(Auto,)), spec=P('x',), memory_kind=device) implies that array "
      "axis 0 is partitioned 4 times, but the dimension size is 6"},
     {"jax unknown axis", "shard --mesh x=4 --shape 8 --spec \"P('y')\"", nullptr, "ValueError: Resource axis: y of"},
     {"jax rank", "shard --mesh x=4 --shape 8 --spec \"P('x', None)\"", nullptr, "ValueError: "},

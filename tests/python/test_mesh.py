@@ -66,8 +66,8 @@ def test_create_device_mesh_errors_are_jax_exception_types():
                                          r"\[\(4, 4\)\]"):
         spmdsim.create_device_mesh((16,), Topology("tpu-v4:2x2x4").devices, contiguous_submeshes=True)
     assert spmdsim.create_device_mesh((4, 4), Topology("tpu-v4:2x2x4").devices, contiguous_submeshes=True).shape == (4, 4)
-    with pytest.raises(ValueError, match="no topology"):
-        spmdsim.create_device_mesh((8,))
+    with pytest.raises(ValueError, match=r"Number of devices 1 must equal the product of mesh_shape \(8,\)"):
+        spmdsim.create_device_mesh((8,))  # the default machine, as JAX's on a CPU host: one CPU device
 
 
 def test_default_topology_stands_in_for_jax_devices():
@@ -92,7 +92,9 @@ def test_create_hybrid_device_mesh_puts_slices_on_the_dcn_axis():
 
 def test_make_mesh_matches_jax():
     mesh = spmdsim.make_mesh((2, 8), ("x", "y"), topology=Topology("tpu-v3:2x4"))
-    assert mesh.devices.reshape(-1).tolist() == [0, 1, 2, 3, 6, 7, 4, 5, 8, 9, 10, 11, 14, 15, 12, 13]
+    assert mesh.device_ids.reshape(-1).tolist() == [0, 1, 2, 3, 6, 7, 4, 5, 8, 9, 10, 11, 14, 15, 12, 13]
+    assert mesh.axis_types == (spmdsim.AxisType.Explicit,) * 2  # JAX's make_mesh default
+    assert spmdsim.make_mesh((2, 8), ("x", "y"), (spmdsim.AxisType.Auto,) * 2, topology=Topology("tpu-v3:2x4")).axis_types == (spmdsim.AxisType.Auto,) * 2
     with pytest.raises(ValueError, match="`jax.make_mesh` does not support multi-slice topologies"):
         spmdsim.make_mesh((16,), ("x",), devices=Topology("gpu:2x8"))  # GPU hosts are slices
     with pytest.raises(AssertionError, match="use create_hybrid_device_mesh"):  # as JAX: create_device_mesh fails first
@@ -103,7 +105,9 @@ def test_mesh_properties_are_jax_s():
     topo = Topology("tpu-v4:2x2x2")
     mesh = Mesh(spmdsim.create_device_mesh((2, 4), topo.devices), ("data", "model"))
     assert isinstance(mesh.devices, np.ndarray) and mesh.devices.shape == (2, 4)
-    assert mesh.devices.tolist() == mesh.device_ids.tolist()
+    assert all(isinstance(d, spmdsim.Device) for d in mesh.devices.flat)  # JAX: Device objects
+    assert ids(mesh.devices).tolist() == mesh.device_ids.tolist()
+    assert mesh.axis_types == (spmdsim.AxisType.Auto, spmdsim.AxisType.Auto)  # JAX's Mesh default
     assert mesh.shape == collections.OrderedDict([("data", 2), ("model", 4)])
     assert isinstance(mesh.shape, collections.OrderedDict)
     assert mesh.axis_names == ("data", "model")
@@ -111,12 +115,11 @@ def test_mesh_properties_are_jax_s():
     assert mesh.axis_sizes == (2, 4)
     assert mesh.size == 8 and not mesh.empty
     assert mesh.topology.num_devices == 8
-    assert str(mesh) == "Mesh('data': 2, 'model': 4)"
-    assert repr(mesh).startswith("Mesh(device_ids=array([[") and "axis_names=('data', 'model')" in repr(mesh)
-    assert "axis_types=(Auto, Auto)" in repr(mesh)
+    assert str(mesh) == "Mesh('data': 2, 'model': 4, axis_types=(Auto, Auto))"
+    assert repr(mesh) == "Mesh(axis_sizes=(2, 4), axis_names=('data', 'model'), axis_types=(Auto, Auto))"
     same = Mesh(mesh.devices, ("data", "model"), topology=topo)
     assert same == mesh and hash(same) == hash(mesh)
-    assert Mesh([], ()).empty and repr(Mesh([], ())) == "Mesh(device_ids=[], axis_names=())"
+    assert Mesh([], ()).empty and repr(Mesh([], ())) == "Mesh(axis_sizes=(), axis_names=(), axis_types=())"
 
 
 def test_mesh_from_integer_ids_gets_a_cpu_topology():
@@ -149,10 +152,10 @@ def test_mesh_is_a_context_manager():
 def test_t5x_default_mesh_and_local_chunker():
     topo = Topology("tpu-v3:4x4")
     mesh = spmdsim.default_mesh(4, topology=topo)
-    assert str(mesh) == "Mesh('data': 8, 'model': 4)"
-    assert mesh.devices.tolist()[:6] == [[0, 1, 2, 3], [8, 9, 10, 11], [16, 17, 18, 19], [24, 25, 26, 27],
+    assert str(mesh) == "Mesh('data': 8, 'model': 4, axis_types=(Auto, Auto))"
+    assert mesh.device_ids.tolist()[:6] == [[0, 1, 2, 3], [8, 9, 10, 11], [16, 17, 18, 19], [24, 25, 26, 27],
                                          [4, 5, 6, 7], [12, 13, 14, 15]]
-    assert str(mesh.local_mesh(1)) == "Mesh('data': 2, 'model': 4)"
+    assert str(mesh._local_mesh(1)) == "Mesh('data': 2, 'model': 4, axis_types=(Auto, Auto))"
     chunker = spmdsim.LocalChunker(mesh, host=1)
     assert chunker.num_chunks == {"data": 4, "model": 1}
     assert chunker.chunk_ids == {"data": 2, "model": 0}
@@ -177,15 +180,15 @@ def test_t5x_get_mesh_gpu_and_cpu_meshes():
     with pytest.raises(AssertionError):
         spmdsim.get_mesh((3, 1, 1, 2), topology=topo)
     gpu = spmdsim.get_gpu_mesh(4, topology=Topology("gpu:2x8"))
-    assert str(gpu) == "Mesh('data': 4, 'model': 4)"
-    assert gpu.devices.tolist() == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15]]
+    assert str(gpu) == "Mesh('data': 4, 'model': 4, axis_types=(Auto, Auto))"
+    assert gpu.device_ids.tolist() == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15]]
     with pytest.raises(AssertionError):
         spmdsim.get_gpu_mesh(3, topology=Topology("gpu:2x8"))
-    assert spmdsim.get_cpu_mesh(topology=Topology("cpu:8")).devices.tolist() == [list(range(8))]
+    assert spmdsim.get_cpu_mesh(topology=Topology("cpu:8")).device_ids.tolist() == [list(range(8))]
     multi = spmdsim.default_mesh(0, ici_mesh_shape=(1, 1, 8), dcn_mesh_shape=(2, 1, 1),
                                  topology=Topology("tpu-v4:2x2x2", num_slices=2))
-    assert str(multi) == "Mesh('replica': 2, 'data': 1, 'model': 8)"
-    assert multi.devices[0, 0].tolist() == [0, 4, 2, 6, 1, 5, 3, 7]
+    assert str(multi) == "Mesh('replica': 2, 'data': 1, 'model': 8, axis_types=(Auto, Auto, Auto))"
+    assert multi.device_ids[0, 0].tolist() == [0, 4, 2, 6, 1, 5, 3, 7]
     with pytest.raises(ValueError, match="No default mesh"):
         spmdsim.default_mesh(3, topology=Topology("tpu-v3:4x4"))
 
@@ -198,5 +201,5 @@ def test_mesh_fixture_from_markers(mesh, topology):
 @pytest.mark.topology("tpu-v4:2x2x4")
 @pytest.mark.mesh(data=4, model=4)
 def test_mesh_fixture_reads_the_markers(mesh):
-    assert str(mesh) == "Mesh('data': 4, 'model': 4)"
+    assert str(mesh) == "Mesh('data': 4, 'model': 4, axis_types=(Auto, Auto))"
     assert mesh.topology.device_kind == "TPU v4"

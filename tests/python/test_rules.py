@@ -125,7 +125,7 @@ def test_partition_manager_resolve_is_eformer_s():
     assert spmdsim.get_current_partition_manager() is None
     with pm:
         assert spmdsim.get_current_partition_manager() is pm
-    assert repr(pm).startswith("PartitionManager(paxis=PartitionAxis(")
+    assert repr(pm) == "PartitionManager(...)"  # eformer's
     assert PartitionManager().paxis == PartitionAxis()
     presets = ("HiddenStateSharding", "AttnQSharding", "AttnKVSharding", "RowWise", "SRowWise", "ColumnWise",
                "SColumnWise", "Replicated", "ExpertColumnWise", "ExpertRowWise", "ExpertColumnWiseAlt",
