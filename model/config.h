@@ -29,6 +29,7 @@
 
 #include "common/dtype.h"
 #include "mesh/mesh.h"
+#include "model/stack.h"
 
 namespace spmdsim {
 
@@ -95,6 +96,9 @@ struct ModelConfig {
   MoeConfig moe{};
   ModelParallelism parallel{};
   Recompute recompute = Recompute::kNone;
+  // The software stack it is trained with (model/stack.h; kAuto: DefaultStack of the mesh's topology). Prices
+  // the step's kernels, launches and some collectives; the data run ignores it.
+  Stack stack = Stack::kAuto;
   // The data run (non-abstract; docs/model.md, "Running with data"): tokens and weights from `seed`, and the
   // numpy.isclose tolerance of the loss and every weight gradient against the one-device run.
   uint64_t seed = 0;

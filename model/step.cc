@@ -26,13 +26,20 @@ enum Category : uint8_t {
 constexpr std::array<const char*, kNumCategories> kCategoryNames = {
     "forward", "backward", "recompute", "head", "optimizer", "tensor", "data", "pipeline", "context", "expert"};
 
-// The default compute slowdown while communication is in flight: NCCL runs one CTA per channel, each on an SM,
-// with 16 channels on these collectives (NCCL's NVLS / ring channel count, cost/nccl_model.cc) -> 16 / SMs.
-// TPUs do collectives in dedicated ICI hardware and DMA engines: 0.
+// The compute slowdown while communication is in flight, for ops that carry no durations of their own under
+// contention: NCCL runs one CTA per channel, each on an SM (DeviceComputeSpec::collective_units; 16, NCCL's NVLS
+// channel count, where the spec has none) -> units / SMs. TPUs do collectives in dedicated ICI hardware and DMA
+// engines: 0.
 double DefaultCommSlowdown(const DeviceComputeSpec* spec, const Topology& topology) {
   if (spec == nullptr || topology.platform() != Platform::kGpu) return 0;
-  return std::min(0.5, 16.0 / spec->compute_units);
+  const int units = spec->collective_units > 0 ? spec->collective_units : 16;
+  return std::min(0.5, static_cast<double>(units) / spec->compute_units);
 }
+
+// An op's durations alone, with a collective of the same device in flight and with only its sends in flight.
+struct PricedOp {
+  double seconds = 0, with_collective = -1, with_p2p = -1;
+};
 
 // The communication roles and their collective groups on the simulated devices.
 struct Role {
@@ -45,8 +52,10 @@ class StepBuilder {
   StepBuilder(const ValidatedModel& model, const ModelStepOptions& options)
       : StepBuilder(model.config(), model.mesh(), model.degrees(), options) {}
   StepBuilder(const ModelConfig& c, const Mesh& mesh, const ParallelDegrees& degrees, const ModelStepOptions& options)
-      : c_(c), mesh_(mesh), d_(degrees), compute_(*mesh.topology(), options.roofline),
-        collectives_(mesh, options.collectives) {
+      : c_(c), mesh_(mesh), d_(degrees),
+        compute_(*mesh.topology(), options.roofline, ComputeOptions{options.clock, mesh.size()}),
+        collectives_(mesh, options.collectives),
+        stack_(StackSpecFor(ResolveStack(c.stack, *mesh.topology()))) {
     tensor_ = {c.parallel.tensor_axes, d_.tensor};
     data_ = {c.parallel.data_axes, d_.data};
     context_ = {c.parallel.context_axes, d_.context};
@@ -59,6 +68,7 @@ class StepBuilder {
     // fp8 training (Transformer Engine) runs the matmuls in fp8 and keeps activations, attention and
     // communication in bf16.
     const bool fp8 = c.dtype == DType::kF8E4M3FN || c.dtype == DType::kF8E5M2;
+    fp8_ = fp8;
     act_dtype_ = fp8 ? DType::kBF16 : c.dtype;
     size_ = static_cast<double>(DTypeSize(act_dtype_));
     tokens_ = c.micro_batch * c.seq / d_.context;
@@ -88,19 +98,40 @@ class StepBuilder {
   }
 
   std::unique_ptr<StepTimeline> Build() {
-    simulated_ = SimulatedPositions();
-    index_of_.assign(static_cast<size_t>(mesh_.size()), -1);
-    for (size_t i = 0; i < simulated_.size(); ++i) index_of_[static_cast<size_t>(simulated_[i])] = static_cast<int64_t>(i);
-    timeline_ = std::make_unique<StepTimeline>(static_cast<int64_t>(simulated_.size()), slowdown_);
-    pipeline_groups_ = mesh_.PositionGroups(c_.parallel.pipeline_axes);
-    for (const Role* role : {&tensor_, &data_, &context_, &expert_, &dp_and_cp_}) RegisterGroups(*role);
+    Prepare(SimulatedPositions());
     for (size_t i = 0; i < simulated_.size(); ++i) BuildDevice(static_cast<int64_t>(i));
+    return std::move(timeline_);
+  }
+
+  // One layer's forward, or its backward (with its recompute), alone on the first simulated device, its
+  // collectives costed for the whole group (the reduced simulation): what Korthikanti et al. 2022 time per layer
+  // (Table 4).
+  std::unique_ptr<StepTimeline> BuildLayer(bool backward, bool moe) {
+    reduced_ = true;
+    Prepare({SimulatedPositions().front()});
+    device_ = 0;
+    ops_ = &timeline_->program(0);
+    next_handle_ = 0;
+    prefetched_gather_ = -1;
+    if (backward) LayerBackward(moe);
+    else LayerForward(moe, kForward);
+    Wait(prefetched_gather_, kDataComm);
     return std::move(timeline_);
   }
 
   const std::vector<int64_t>& simulated() const { return simulated_; }
 
  private:
+  void Prepare(std::vector<int64_t> simulated) {
+    simulated_ = std::move(simulated);
+    index_of_.assign(static_cast<size_t>(mesh_.size()), -1);
+    for (size_t i = 0; i < simulated_.size(); ++i) index_of_[static_cast<size_t>(simulated_[i])] = static_cast<int64_t>(i);
+    timeline_ = std::make_unique<StepTimeline>(static_cast<int64_t>(simulated_.size()), slowdown_);
+    pipeline_groups_ = mesh_.PositionGroups(c_.parallel.pipeline_axes);
+    group_ids_.clear();
+    for (const Role* role : {&tensor_, &data_, &context_, &expert_, &dp_and_cp_}) RegisterGroups(*role);
+  }
+
   bool IsRepresentative(int64_t pos) const {
     for (const std::string& axis : mesh_.axis_names()) {
       const bool pipeline = std::find(c_.parallel.pipeline_axes.begin(), c_.parallel.pipeline_axes.end(), axis) !=
@@ -130,9 +161,23 @@ class StepBuilder {
 
   // --- op emitters (on the current device's program) ---
 
-  void Compute(const LocalOpCost& cost, Category category) {
-    ops_->push_back(TimelineOp::Compute(cost.seconds / speed_, category));
+  // Prices an op alone and with communication kernels holding SMs beside it (the wave effect).
+  PricedOp Price(double flops, double bytes, ContractionDims dims, DType dtype) const {
+    PricedOp p{compute_.Cost(flops, bytes, dims, dtype).seconds};
+    if (const DeviceComputeSpec* spec = compute_.spec(); spec != nullptr) {
+      if (spec->collective_units > 0)
+        p.with_collective = compute_.Cost(flops, bytes, dims, dtype, 1.0, spec->collective_units).seconds;
+      if (spec->p2p_units > 0) p.with_p2p = compute_.Cost(flops, bytes, dims, dtype, 1.0, spec->p2p_units).seconds;
+    }
+    return p;
   }
+  // `kernels` the host launches for it (eager stacks: each costs the stack's launch time).
+  void Compute(const PricedOp& op, Category category, int kernels = 1) {
+    auto scaled = [this](double s) { return s < 0 ? s : s / speed_; };
+    ops_->push_back(TimelineOp::Compute(op.seconds / speed_, category, scaled(op.with_collective),
+                                        scaled(op.with_p2p), kernels * stack_.host_launch_seconds));
+  }
+  void Compute(const LocalOpCost& cost, Category category) { Compute(PricedOp{cost.seconds}, category); }
   // [m, k] x [k, n] (batch of them).
   void Matmul(double m, double k, double n, Category category, double batch = 1,
               std::optional<DType> dtype = std::nullopt) {
@@ -145,14 +190,43 @@ class StepBuilder {
     if (it == matmul_cache_.end()) {
       const double flops = 2.0 * batch * m * k * n;
       const double bytes = batch * (m * k + k * n + m * n) * size_;
-      it = matmul_cache_.emplace(key, compute_.Cost(flops, bytes, ContractionDims{ib, im, in, ik}, type)).first;
+      it = matmul_cache_.emplace(key, Price(flops, bytes, ContractionDims{ib, im, in, ik}, type)).first;
     }
     Compute(it->second, category);
   }
   // A memory-bound op moving `elements_moved` elements of the compute dtype (+ `extra_bytes`).
   void Elementwise(double elements_moved, Category category, double extra_bytes = 0) {
     const double bytes = elements_moved * size_ + extra_bytes;
-    Compute(compute_.Cost(elements_moved, bytes, ContractionDims{}, act_dtype_), category);
+    Compute(Price(elements_moved, bytes, ContractionDims{}, act_dtype_), category);
+  }
+  // One memory-bound op of the stack over `elements` elements (its passes and kernels: model/stack.h).
+  void Kernels(const KernelPasses& k, double elements, Category category, double extra_bytes = 0) {
+    const double bytes = elements * k.bytes_per_element(size_) + extra_bytes;
+    PricedOp op = Price(elements, bytes, ContractionDims{}, act_dtype_);
+    // Every kernel after the first adds its launch gap on the device.
+    const double gaps = (k.kernels - 1) * (compute_.spec() != nullptr ? compute_.spec()->kernel_launch_seconds : 0.0);
+    op.seconds += gaps;
+    if (op.with_collective >= 0) op.with_collective += gaps;
+    if (op.with_p2p >= 0) op.with_p2p += gaps;
+    Compute(op, category, k.kernels);
+  }
+  // Transformer Engine's fp8 recipe around the layer's four linears (transformer_engine/pytorch/module/linear.py
+  // and layernorm_linear.py / layernorm_mlp.py): the forward casts each linear's bf16 input to fp8 together with
+  // the transposed copy its weight gradient needs (fp8_cast_transpose_fused: read 2 bytes, write 1 + 1 per
+  // element; one kernel, its amax reduction fused); the backward casts each output gradient the same way before
+  // its dgrad and wgrad GEMMs. Weights are cast once per step (weight caching: not priced); the attention core
+  // stays bf16. Inputs: QKV [T, h], projection [T, q], FC1 [T, h], FC2 [T, f]; output gradients: [T, q + 2 kv],
+  // [T, h], [T, f_in], [T, h] (MoE: the routed rows of the MLP).
+  void Fp8Casts(bool moe, bool backward, Category category) {
+    if (!fp8_ || !stack_.fp8_casts) return;
+    const double T = static_cast<double>(tokens_), h = static_cast<double>(c_.d_model);
+    const double rows = moe ? T * c_.moe.top_k * c_.moe.capacity_factor : T;
+    static constexpr KernelPasses kCastTranspose{1, 2, 1};
+    if (backward) {
+      for (double elements : {T * Qkv(), T * h, rows * FfIn(moe), rows * h}) Kernels(kCastTranspose, elements, category);
+    } else {
+      for (double elements : {T * h, T * AttnWidth(), rows * h, rows * Ff(moe)}) Kernels(kCastTranspose, elements, category);
+    }
   }
   double CollectiveSeconds(const Role& role, CollectiveOp op, double bytes) {
     const auto key = std::make_tuple(&role, op, bytes);
@@ -204,12 +278,27 @@ class StepBuilder {
   }
   double Heads() const { return 1.0 * c_.micro_batch * c_.heads / d_.tensor; }
 
-  // Causal flash attention of the local heads: queries of this context rank against every key.
-  LocalOpCost FlashAttention(bool backward) const {
+  // Causal flash attention of the local heads: queries of this context rank against every key, with the
+  // stack's kernel (model/stack.h AttentionKernel).
+  PricedOp FlashAttention(bool backward) const {
     const int64_t heads = c_.heads / d_.tensor;
     const int64_t kv = std::max<int64_t>(1, c_.effective_kv_heads() / d_.tensor);
-    return compute_.FlashAttention(c_.micro_batch, heads, kv, c_.seq / d_.context, c_.seq, c_.effective_head_dim(),
-                                   /*causal=*/true, backward, act_dtype_);
+    auto cost = [&](int units) {
+      return compute_.FlashAttention(c_.micro_batch, heads, kv, c_.seq / d_.context, c_.seq, c_.effective_head_dim(),
+                                     /*causal=*/true, backward, act_dtype_, units, AttentionRateScale()).seconds;
+    };
+    PricedOp p{cost(0)};
+    if (const DeviceComputeSpec* spec = compute_.spec(); spec != nullptr) {
+      if (spec->collective_units > 0) p.with_collective = cost(spec->collective_units);
+      if (spec->p2p_units > 0) p.with_p2p = cost(spec->p2p_units);
+    }
+    return p;
+  }
+  // FlashAttention-2 (PyTorch SDPA) against the device's measured cuDNN rate: on H100 at 8192 keys, causal,
+  // head_dim 128, forward + backward, 11.89 ms against cuDNN's 7.4875 ms (TransformerEngine
+  // docs/examples/attention/attention.ipynb, section 1.3).
+  double AttentionRateScale() const {
+    return stack_.attention == AttentionKernel::kFlashAttention2 ? 7.4875 / 11.89 : 1.0;
   }
 
   void AttentionCoreForward(Category cat) {
@@ -256,14 +345,33 @@ class StepBuilder {
     Wait(ring, kContextComm);
   }
 
-  void NormForward(Category cat) { Elementwise(2 * norm_tokens_ * c_.d_model, cat); }
-  void NormBackward() { Elementwise(3 * norm_tokens_ * c_.d_model, kBackward); }
+  // LayerNorm is one kernel in every stack; RMSNorm is the stack's (eager PyTorch: composite).
+  const KernelPasses& NormPasses(bool backward) const {
+    static constexpr KernelPasses kLayerNormForward{2, 0, 1}, kLayerNormBackward{3, 0, 1};
+    if (c_.norm == Norm::kLayerNorm) return backward ? kLayerNormBackward : kLayerNormForward;
+    return backward ? stack_.norm_backward : stack_.norm_forward;
+  }
+  void NormForward(Category cat) { Kernels(NormPasses(false), norm_tokens_ * c_.d_model, cat); }
+  void NormBackward() { Kernels(NormPasses(true), norm_tokens_ * c_.d_model, kBackward); }
   // Bias + dropout + residual add: read two, write one (+ a mask byte).
   void ResidualForward(Category cat) {
-    Elementwise(3 * norm_tokens_ * c_.d_model, cat, c_.dropout ? norm_tokens_ * c_.d_model : 0);
+    Kernels(stack_.residual_forward, norm_tokens_ * c_.d_model, cat, c_.dropout ? norm_tokens_ * c_.d_model : 0);
   }
   void ResidualBackward() {
-    Elementwise(3 * norm_tokens_ * c_.d_model, kBackward, c_.dropout ? norm_tokens_ * c_.d_model : 0);
+    Kernels(stack_.residual_backward, norm_tokens_ * c_.d_model, kBackward,
+            c_.dropout ? norm_tokens_ * c_.d_model : 0);
+  }
+  // The activation of `elements` hidden elements.
+  void ActivationForward(double elements, Category cat) {
+    Kernels(c_.activation == Activation::kSwiglu ? stack_.swiglu_forward : stack_.gelu_forward, elements, cat);
+  }
+  void ActivationBackward(double elements) {
+    Kernels(c_.activation == Activation::kSwiglu ? stack_.swiglu_backward : stack_.gelu_backward, elements,
+            kBackward);
+  }
+  // Rotary embedding of q and k (RopeElements counts a read and a write of each rotated element).
+  void Rope(Category cat) {
+    Kernels(cat == kBackward ? stack_.rope_backward : stack_.rope_forward, RopeElements() / 2, cat);
   }
 
   void MlpForward(bool moe, Category cat) {
@@ -275,7 +383,7 @@ class StepBuilder {
       if (d_.expert > 1) Collective(expert_, CollectiveOp::kAllToAll, routed * c_.d_model * size_, kExpertComm);
     }
     Matmul(routed, c_.d_model, FfIn(moe), cat);
-    Elementwise((c_.activation == Activation::kSwiglu ? 3 : 2) * routed * Ff(moe), cat);
+    ActivationForward(routed * Ff(moe), cat);
     Matmul(routed, Ff(moe), c_.d_model, cat);
     if (moe && d_.expert > 1) Collective(expert_, CollectiveOp::kAllToAll, routed * c_.d_model * size_, kExpertComm);
   }
@@ -289,7 +397,7 @@ class StepBuilder {
     }
     Matmul(routed, c_.d_model, Ff(moe), kBackward);            // dgrad of the second matmul
     Matmul(Ff(moe), routed, c_.d_model, kBackward);            // wgrad
-    Elementwise((c_.activation == Activation::kSwiglu ? 5 : 3) * routed * Ff(moe), kBackward);
+    ActivationBackward(routed * Ff(moe));
     ColumnParallelBackward(routed, FfIn(moe));
     if (moe) {
       if (d_.expert > 1) Collective(expert_, CollectiveOp::kAllToAll, routed * c_.d_model * size_, kExpertComm);
@@ -317,7 +425,7 @@ class StepBuilder {
   // layer's gather prefetched on the second stream while this one computes (FSDP's forward / backward prefetch).
   void GatherLayerWeights(bool moe) {
     if (c_.parallel.zero_stage < 3 || dp_and_cp_.size <= 1) return;
-    const double bytes = LayerParamsPerDevice(c_, d_, moe) * size_;
+    const double bytes = LayerParamsPerDevice(c_, d_, moe) * WeightGatherBytes();
     if (prefetched_gather_ < 0) prefetched_gather_ = Start(dp_and_cp_, CollectiveOp::kAllGather, bytes, kDataComm, 1);
     Wait(prefetched_gather_, kDataComm);
     prefetched_gather_ = Start(dp_and_cp_, CollectiveOp::kAllGather, bytes, kDataComm, 1);
@@ -326,10 +434,11 @@ class StepBuilder {
   void LayerForward(bool moe, Category cat) {
     const double T = static_cast<double>(tokens_);
     GatherLayerWeights(moe);
+    Fp8Casts(moe, /*backward=*/false, cat);
     NormForward(cat);
     EnterTp();
     Matmul(T, c_.d_model, Qkv(), cat);
-    if (c_.position == PositionEmbedding::kRope) Elementwise(RopeElements(), cat);
+    if (c_.position == PositionEmbedding::kRope) Rope(cat);
     AttentionCoreForward(cat);
     Matmul(T, AttnWidth(), c_.d_model, cat);
     LeaveTp();
@@ -345,6 +454,7 @@ class StepBuilder {
     const double T = static_cast<double>(tokens_);
     if (c_.recompute == Recompute::kFull) LayerForward(moe, kRecompute);
     else GatherLayerWeights(moe);
+    Fp8Casts(moe, /*backward=*/true, kBackward);
     ResidualBackward();
     if (sp_) Collective(tensor_, CollectiveOp::kAllGather, Act() * size_, kTensorComm);  // backward of the RS
     MlpBackward(moe);
@@ -355,7 +465,7 @@ class StepBuilder {
     Matmul(AttnWidth(), T, c_.d_model, kBackward);             // wgrad
     if (c_.recompute == Recompute::kSelective && !c_.flash_attention) AttentionCoreForward(kRecompute);
     AttentionCoreBackward();
-    if (c_.position == PositionEmbedding::kRope) Elementwise(RopeElements(), kBackward);
+    if (c_.position == PositionEmbedding::kRope) Rope(kBackward);
     ColumnParallelBackward(T, Qkv());
     NormBackward();
   }
@@ -378,14 +488,14 @@ class StepBuilder {
     NormForward(kHead);
     EnterTp();
     Matmul(T, c_.d_model, V, kHead);
-    Elementwise(T * V, kHead, 5 * 4 * T * V);  // cast to fp32, max, exp, sum, normalise: ~5 fp32 passes
+    Kernels(stack_.cross_entropy_forward, T * V, kHead);  // fp32 softmax statistics
     if (d_.tensor > 1) {
       for (int i = 0; i < 3; ++i) Collective(tensor_, CollectiveOp::kAllReduce, T * 4, kTensorComm);
     }
   }
   void LossBackward() {
     const double T = static_cast<double>(tokens_), V = VocabLocal();
-    Elementwise(T * V, kHead, 4 * T * V);      // softmax - one-hot (fp32 in, dtype out)
+    Kernels(stack_.cross_entropy_backward, T * V, kHead);  // softmax - one-hot (fp32 in, dtype out)
     Matmul(T, V, c_.d_model, kHead);           // dgrad
     Matmul(c_.d_model, T, V, kHead);           // wgrad
     if (d_.tensor > 1)
@@ -488,17 +598,34 @@ class StepBuilder {
   // backward produced them (Megatron's overlap_grad_reduce), in fp32 (Megatron accumulates and reduces main
   // gradients in fp32 with bf16 training): all-reduce, or reduce-scatter with ZeRO >= 1 (distributed optimizer).
   // Dense gradients reduce over data and context ranks.
+  // In the stack's gradient dtype (model/stack.h grad_reduce_bytes). A stack that reduces after the backward
+  // (scanned layers) defers every reduction to the optimizer.
   void StartGradientReduction(double params) {
     const Role& role = dp_and_cp_;
     if (role.size <= 1) return;
+    if (stack_.reduce_after_backward) {
+      deferred_grads_ += params;
+      return;
+    }
     const CollectiveOp op = c_.parallel.zero_stage >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
-    pending_grads_.push_back(Start(role, op, params * 4, kDataComm, 1));
+    pending_grads_.push_back(Start(role, op, params * stack_.grad_reduce_bytes, kDataComm, 1));
+  }
+  // Bytes per weight of the ZeRO-3 / FSDP all-gathers and of the distributed optimizer's weight all-gather: the
+  // stack's, else the compute dtype's (fp8 weights with Transformer Engine's fp8 recipe: one byte).
+  double WeightGatherBytes() const {
+    if (stack_.weight_gather_bytes > 0) return stack_.weight_gather_bytes;
+    return fp8_ && stack_.fp8_casts ? 1.0 : size_;
   }
 
   void Optimizer(int64_t stage) {
     AwaitAcknowledgements();
     Wait(prefetched_gather_, kDataComm);
     prefetched_gather_ = -1;
+    if (deferred_grads_ > 0) {
+      const CollectiveOp op = c_.parallel.zero_stage >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
+      pending_grads_.push_back(Start(dp_and_cp_, op, deferred_grads_ * stack_.grad_reduce_bytes, kDataComm, 1));
+      deferred_grads_ = 0;
+    }
     for (int64_t h : pending_grads_) Wait(h, kDataComm);
     pending_grads_.clear();
     const Role& role = dp_and_cp_;
@@ -515,7 +642,7 @@ class StepBuilder {
     Compute(compute_.Cost(10 * shard, shard * (4 * 4 + 3 * 4 + size_ + 4), ContractionDims{}, DType::kF32),
             kOptimizer);
     if (c_.parallel.zero_stage >= 1 && c_.parallel.zero_stage < 3 && role.size > 1)
-      Collective(role, CollectiveOp::kAllGather, params * size_, kDataComm);  // updated weights back to every rank
+      Collective(role, CollectiveOp::kAllGather, params * WeightGatherBytes(), kDataComm);  // updated weights back
   }
 
   void BuildDevice(int64_t device) {
@@ -524,6 +651,7 @@ class StepBuilder {
     next_handle_ = 0;
     prefetched_gather_ = -1;
     pending_grads_.clear();
+    deferred_grads_ = 0;
     unacknowledged_.clear();
     received_paired_ = false;
     const auto factor = speed_factors_.find(mesh_.DeviceAt(simulated_[static_cast<size_t>(device)]));
@@ -547,7 +675,8 @@ class StepBuilder {
   ComputeModel compute_;
   CollectiveModel collectives_;
   Role tensor_, data_, context_, pipeline_, expert_, dp_and_cp_;
-  bool sp_ = false, reduced_ = true, blocking_p2p_ = false;
+  bool sp_ = false, reduced_ = true, blocking_p2p_ = false, fp8_ = false;
+  const StackSpec& stack_;
   std::vector<std::pair<int64_t, int64_t>> unacknowledged_;  // blocking p2p: (peer, tag) of sends not yet awaited
   bool received_paired_ = false;  // the next backward's receive was done at the forward's exchange
   DType act_dtype_ = DType::kBF16;
@@ -558,12 +687,13 @@ class StepBuilder {
   std::unique_ptr<StepTimeline> timeline_;
   std::map<const Role*, std::vector<int32_t>> group_ids_;
   std::map<std::tuple<const Role*, CollectiveOp, double>, double> collective_cache_;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, DType>, LocalOpCost> matmul_cache_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, DType>, PricedOp> matmul_cache_;
   std::optional<double> pipe_seconds_;
   std::vector<TimelineOp>* ops_ = nullptr;
   int64_t device_ = 0, next_handle_ = 0, prev_ = 0, next_ = 0;
   std::vector<std::vector<int64_t>> pipeline_groups_;
   std::vector<int64_t> pending_grads_;
+  double deferred_grads_ = 0;  // parameters whose reduction waits for the end of the backward
   int64_t prefetched_gather_ = -1;
 };
 
@@ -588,6 +718,7 @@ ModelStepTimes Simulate(const ValidatedModel& model, const ModelStepOptions& opt
   out.exposed_comm_seconds = t.exposed_comm;
   out.hidden_comm_seconds = std::max(0.0, t.comm - t.exposed_comm);
   out.bubble_seconds = t.pipeline_wait;
+  out.host_wait_seconds = t.host_wait;
   out.comm_slowdown = builder.slowdown();
   for (int cat = 0; cat < kNumCategories; ++cat) {
     const auto u = static_cast<size_t>(cat);
@@ -610,6 +741,7 @@ ModelStepTimes Extrapolate(const ModelStepTimes& a, const ModelStepTimes& b, dou
   out.exposed_comm_seconds = line(a.exposed_comm_seconds, b.exposed_comm_seconds);
   out.hidden_comm_seconds = line(a.hidden_comm_seconds, b.hidden_comm_seconds);
   out.bubble_seconds = line(a.bubble_seconds, b.bubble_seconds);
+  out.host_wait_seconds = line(a.host_wait_seconds, b.host_wait_seconds);
   using Breakdown = std::map<std::string, double> ModelStepTimes::*;
   for (Breakdown field : {&ModelStepTimes::compute_by_phase, &ModelStepTimes::comm_by_kind, &ModelStepTimes::exposed_by_kind})
     for (auto& [key, value] : out.*field) value = line((a.*field).at(key), value);
@@ -618,6 +750,22 @@ ModelStepTimes Extrapolate(const ModelStepTimes& a, const ModelStepTimes& b, dou
 }
 
 }  // namespace
+
+ModelLayerTimes PredictModelLayer(const ValidatedModel& model, const ModelStepOptions& options, bool moe) {
+  if (model.mesh().topology() == nullptr) {
+    Throw(ErrorCode::kFailedPrecondition, "model '{}': predicting a layer needs a mesh with a topology",
+          model.config().name);
+  }
+  if (moe && model.config().moe.experts == 0)
+    Throw(ErrorCode::kInvalidArgument, "model '{}': no MoE layer to time (moe.experts is 0)", model.config().name);
+  ModelLayerTimes out;
+  for (bool backward : {false, true}) {
+    StepBuilder builder(model, options);
+    const std::vector<DeviceTimes> times = builder.BuildLayer(backward, moe)->Run();
+    (backward ? out.backward_seconds : out.forward_seconds) = times.front().end;
+  }
+  return out;
+}
 
 ModelStepTimes PredictModelStep(const ValidatedModel& model, const ModelStepOptions& options) {
   const ModelConfig& config = model.config();

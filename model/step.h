@@ -13,6 +13,7 @@
 #include <string>
 
 #include "cost/collective_model.h"
+#include "cost/compute_model.h"
 #include "cost/roofline.h"
 #include "model/config.h"
 
@@ -36,6 +37,9 @@ struct ModelStepOptions {
   // interchangeable: every device is simulated (`reduced` is ignored).
   std::map<int, double> speed_factors{};
   CollectiveOptions collectives{};
+  // The clock the compute is priced at: sustained (a step keeps the devices at their power cap; the default) or
+  // burst (the "maximum achievable" rates of short benchmarks). cost/compute_model.h ClockRegime.
+  ClockRegime clock = ClockRegime::kSustained;
   // Pipeline transfers as Megatron-LM of 2022 ran them: every send and receive waits for its transfer
   // (batch_isend_irecv, wait, torch.cuda.synchronize), a send and the next receive as one exchange; the sender
   // resumes when the receiver has the data. false: eager sends, overlapped with the sender's compute (Megatron
@@ -50,6 +54,7 @@ struct ModelStepTimes {
   double exposed_comm_seconds = 0;   // its compute stream waiting for collectives
   double hidden_comm_seconds = 0;    // collectives it ran while computing (total - exposed, >= 0)
   double bubble_seconds = 0;         // its compute stream waiting for pipeline receives
+  double host_wait_seconds = 0;      // its compute stream waiting for the host to launch kernels (eager stacks)
   double model_flops = 0;            // ModelFlops::model (forward + backward, no recompute)
   double tokens_per_second = 0;
   double mfu = 0;                    // model_flops / (step_seconds x devices x matrix peak of the dtype)
@@ -60,6 +65,18 @@ struct ModelStepTimes {
   int64_t simulated_devices = 0;
   int64_t timeline_ops = 0;
 };
+
+// One transformer layer of the first pipeline stage, as Korthikanti et al. 2022 (Table 4) time it: its forward
+// alone, and its backward alone (its recompute included), each with its tensor / context / expert collectives
+// exposed as the step would expose them and the data-parallel ones left out (they overlap the next layers).
+struct ModelLayerTimes {
+  double forward_seconds = 0;
+  double backward_seconds = 0;
+  double total() const { return forward_seconds + backward_seconds; }
+};
+// `moe`: time an MoE layer (Throws Error(kInvalidArgument) when the model has none); else a dense one.
+// Throws Error(kFailedPrecondition) when the mesh has no topology.
+ModelLayerTimes PredictModelLayer(const ValidatedModel& model, const ModelStepOptions& options = {}, bool moe = false);
 
 // Builds every simulated device's program for one optimizer step (forward, backward, recompute, pipeline
 // transfers, gradient reduction, optimizer) and runs it on a StepTimeline (cost/timeline.h), each op priced by

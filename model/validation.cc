@@ -37,6 +37,7 @@ void AddKorthikanti(std::vector<ModelValidationRow>* rows) {
       c.dtype = DType::kF16;
       c.dropout = true;
       c.flash_attention = false;
+      c.stack = Stack::kMegatron;
       c.global_batch = p.global_batch;
       c.micro_batch = p.micro_batch;
       c.recompute = selective ? Recompute::kSelective : Recompute::kFull;
@@ -67,8 +68,13 @@ void AddKorthikanti(std::vector<ModelValidationRow>* rows) {
   }
 }
 
-// NVIDIA dgxc-benchmarking, NeMo Megatron GPT-3 175B: TP 4, PP 8, virtual 12, micro-batch 1, global batch
-// 2 x GPUs, SP, flash attention (Transformer Engine), distributed optimizer (ZeRO-1), no recompute, no dropout.
+// NVIDIA dgxc-benchmarking v25.02 (NeMo 24.12), NeMo Megatron GPT-3 175B as its launch scripts run it
+// (nemo_megatron/gpt3_175b_hydra.yaml and configure.sh at that release): TP 4, PP 8 with
+// virtual_pipeline_model_parallel_size 6 (the README's table header says VP 12; the configuration that ran says
+// 6), micro-batch 1, global batch 2 x GPUs, SP, hidden and attention dropout 0.1, Transformer Engine's cuDNN
+// fused attention (NVTE_FUSED_ATTN=1), the distributed optimizer (ZeRO-1) with overlapped gradient reduce-scatter
+// and weight all-gather in bf16 (grad_sync_dtype: bf16; fp8 runs keep fp8 weights: fp8_params), no recompute,
+// NVLink SHARP off (NCCL_NVLS_ENABLE=0). The stack is Megatron-Core with Transformer Engine.
 void AddNvidiaH100(std::vector<ModelValidationRow>* rows) {
   struct Published {
     int64_t gpus;
@@ -82,8 +88,9 @@ void AddNvidiaH100(std::vector<ModelValidationRow>* rows) {
     ModelConfig c = GptModel(12288, 96, 96, 4 * 12288);
     c.name = "gpt3-175b";
     c.dtype = p.dtype;
-    c.dropout = false;
+    c.dropout = true;
     c.flash_attention = true;
+    c.stack = Stack::kMegatron;
     c.global_batch = 2 * p.gpus;
     c.micro_batch = 1;
     c.parallel.data_axes = {"data"};
@@ -92,11 +99,13 @@ void AddNvidiaH100(std::vector<ModelValidationRow>* rows) {
     c.parallel.sequence_parallel = true;
     c.parallel.pipeline_axes = {"pipe"};
     c.parallel.schedule = PipelineSchedule::kInterleaved1F1B;
-    c.parallel.virtual_stages = 12;
+    c.parallel.virtual_stages = 6;
     const Mesh mesh = MeshOn(fmt::format("dgx-h100:{}", p.gpus / 8), {{"data", p.gpus / 32}, {"pipe", 8}, {"tensor", 4}});
-    const ModelStepTimes t = PredictModelStep(ValidateModel(c, mesh));
+    ModelStepOptions options;
+    options.collectives.allow_nvls = false;  // NCCL_NVLS_ENABLE=0 in the recipe's configure.sh
+    const ModelStepTimes t = PredictModelStep(ValidateModel(c, mesh), options);
     ModelValidationRow row;
-    row.name = fmt::format("GPT-3 175B on {} H100 (TP 4, PP 8 x 12 virtual, DP {}), {}", p.gpus, p.gpus / 32,
+    row.name = fmt::format("GPT-3 175B on {} H100 (TP 4, PP 8 x 6 virtual, DP {}), {}", p.gpus, p.gpus / 32,
                            p.dtype == DType::kBF16 ? "bf16" : "fp8");
     row.reference = p.seconds;
     row.source = "NVIDIA dgxc-benchmarking, nemo_megatron/README_175b.md";
@@ -113,6 +122,56 @@ void AddNvidiaH100(std::vector<ModelValidationRow>* rows) {
 }
 
 }  // namespace
+
+std::vector<LayerValidationRow> ComputeLayerValidationRows() {
+  struct Published {
+    const char* name;
+    Recompute recompute;
+    bool sequence_parallel;
+    double forward_ms, backward_ms;
+  };
+  // Korthikanti et al. 2022, Table 4: one layer of the 22B model (the Table 5 configuration: TP 8 on a DGX A100,
+  // micro-batch 4, seq 2048, fp16).
+  const Published published[] = {
+      {"no recompute", Recompute::kNone, false, 7.7, 11.9},
+      {"sequence parallel", Recompute::kNone, true, 7.2, 11.8},
+      {"full recompute", Recompute::kFull, false, 7.7, 19.5},
+      {"selective recompute", Recompute::kSelective, false, 7.7, 13.2},
+      {"selective recompute + sequence parallel", Recompute::kSelective, true, 7.2, 13.1},
+  };
+  std::vector<LayerValidationRow> rows;
+  for (const Published& p : published) {
+    ModelConfig c = GptModel(6144, 48, 64, 4 * 6144);
+    c.name = "22B";
+    c.dtype = DType::kF16;
+    c.dropout = true;
+    c.flash_attention = false;
+    c.global_batch = 4;
+    c.micro_batch = 4;
+    c.recompute = p.recompute;
+    c.parallel.tensor_axes = {"tensor"};
+    c.parallel.sequence_parallel = p.sequence_parallel;
+    const ModelLayerTimes t = PredictModelLayer(ValidateModel(c, MeshOn("dgx-a100:1", {{"tensor", 8}})));
+    rows.push_back({fmt::format("GPT 22B layer on 8 A100 (TP 8), {}", p.name), p.forward_ms * 1e-3,
+                    p.backward_ms * 1e-3, t.forward_seconds, t.backward_seconds});
+  }
+  return rows;
+}
+
+std::string FormatLayerValidationTable(const std::vector<LayerValidationRow>& rows) {
+  std::string out = "| layer | measured forward | predicted | gap | measured backward | predicted | gap | measured total | "
+                    "predicted | gap |\n|---|---|---|---|---|---|---|---|---|---|\n";
+  auto gap = [](double predicted, double reference) { return 100 * (predicted / reference - 1); };
+  for (const LayerValidationRow& r : rows) {
+    out += fmt::format("| {} | {:.1f} ms | {:.2f} ms | {:+.1f}% | {:.1f} ms | {:.2f} ms | {:+.1f}% | {:.1f} ms | {:.2f} ms | "
+                       "{:+.1f}% |\n",
+                       r.name, 1e3 * r.forward, 1e3 * r.predicted_forward, gap(r.predicted_forward, r.forward),
+                       1e3 * r.backward, 1e3 * r.predicted_backward, gap(r.predicted_backward, r.backward),
+                       1e3 * (r.forward + r.backward), 1e3 * (r.predicted_forward + r.predicted_backward),
+                       gap(r.predicted_forward + r.predicted_backward, r.forward + r.backward));
+  }
+  return out;
+}
 
 std::string FormatModelValidationTable(const std::vector<ModelValidationRow>& rows) {
   std::string out = "| row | measured | predicted | gap | enforced (tolerance) | source | note |\n"

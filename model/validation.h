@@ -31,6 +31,17 @@ struct ModelValidationRow {
   bool within() const { return std::fabs(gap()) <= tolerance; }
 };
 
+// Korthikanti et al. 2022, Table 4: one layer of the 22B model, forward and backward, measured against
+// PredictModelLayer (model/step.h), for the five recompute / sequence-parallel settings of the paper.
+struct LayerValidationRow {
+  std::string name;
+  double forward = 0, backward = 0;                      // measured seconds
+  double predicted_forward = 0, predicted_backward = 0;  // predicted seconds
+};
+std::vector<LayerValidationRow> ComputeLayerValidationRows();
+// A Markdown table: layer | forward measured, predicted, gap | backward ... | total ...
+std::string FormatLayerValidationTable(const std::vector<LayerValidationRow>& rows);
+
 // Every row (each a whole simulated step; well under a second in all).
 std::vector<ModelValidationRow> ComputeModelValidationRows();
 // A Markdown table: row | measured | predicted | gap | enforced (tolerance) | source | note.
