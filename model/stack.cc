@@ -63,6 +63,8 @@ const StackSpec kMegatronSpec{
     .grad_reduce_bytes = 2,  // Megatron-Core DistributedDataParallelConfig.grad_reduce_in_fp32 = False
     .weight_gather_bytes = 0,
     .fp8_casts = true,
+    .optimizer_extra_bytes = 4,  // zero_grad_buffer: the fp32 main-gradient buffer zeroed every step
+    .lowp_copy = true,           // _copy_main_params_to_model_params
     .reduce_after_backward = false,
     .source = "Megatron-Core / NeMo with Transformer Engine: fused layernorm-linear, bias-activation and "
               "bias-dropout-add kernels, fused rotary embedding, cuDNN fused attention (NVTE_FUSED_ATTN), "

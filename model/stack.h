@@ -66,6 +66,13 @@ struct StackSpec {
   // Transformer Engine's fp8 recipe (fp8 dtypes only): the casts of activations, gradients and weights are
   // priced as memory-bound kernels (docs/model.md, "fp8").
   bool fp8_casts = false;
+  // Bytes per parameter the stack's optimizer step moves beyond AdamW itself (fused: read fp32 weight,
+  // gradient, m, v; write weight, m, v: 28) and the gradient norm (one read: 4): Megatron zeroes its fp32
+  // main-gradient buffer each step (write 4) and copies the updated fp32 weights into its low-precision model
+  // weights (read 4 + write the dtype: `lowp_copy`). An fp16 step also unscales the gradients and checks them
+  // for infinities (read + write 4), in every stack (loss scaling).
+  double optimizer_extra_bytes = 0;
+  bool lowp_copy = false;
   // Gradients of scanned layers leave the backward as one stacked array (MaxText's scan_layers): their
   // data-parallel reduction starts after the whole backward instead of layer by layer.
   bool reduce_after_backward = false;

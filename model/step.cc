@@ -637,10 +637,12 @@ class StepBuilder {
     if (stage == 0) params += VocabParamsPerDevice(c_, d_);
     if (stage == p - 1) params += VocabParamsPerDevice(c_, d_);
     const double shard = c_.parallel.zero_stage >= 1 ? params / role.size : params;
-    // AdamW, fused: read fp32 master weight, gradient, m, v; write master, m, v and the dtype copy; plus one
-    // read of the gradients for the global norm (clipping).
-    Compute(compute_.Cost(10 * shard, shard * (4 * 4 + 3 * 4 + size_ + 4), ContractionDims{}, DType::kF32),
-            kOptimizer);
+    // AdamW, fused: read fp32 master weight, gradient, m, v; write master, m, v; one read of the gradients for
+    // the global norm (clipping); fp16 loss scaling unscales and checks the gradients (read + write); the
+    // stack's own passes (model/stack.h optimizer_extra_bytes, lowp_copy).
+    const double bytes_per_param = 4 * 4 + 3 * 4 + 4 + (c_.dtype == DType::kF16 ? 8 : 0) +
+                                   stack_.optimizer_extra_bytes + (stack_.lowp_copy ? 4 + size_ : 0);
+    Compute(compute_.Cost(10 * shard, shard * bytes_per_param, ContractionDims{}, DType::kF32), kOptimizer);
     if (c_.parallel.zero_stage >= 1 && c_.parallel.zero_stage < 3 && role.size > 1)
       Collective(role, CollectiveOp::kAllGather, params * WeightGatherBytes(), kDataComm);  // updated weights back
   }
