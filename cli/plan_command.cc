@@ -1,4 +1,5 @@
 // spmdsim plan MODEL.yaml [--topology T] [--global-batch B] [--top N] [--json] [--write FILE] [--threads N]
+//                        [--stack S] [--calibration PROFILE]
 //
 // Searches the parallel configurations of the first `kind: model` workload of a scenario file on a topology
 // (the scenario's own unless --topology), ranks them by predicted step time (model/plan.h, docs/plan.md),
@@ -36,6 +37,7 @@ struct PlanFlags {
   int threads = 0;
   int64_t max_context = 8;
   bool no_placement = false;
+  std::string stack;  // empty: the scenario's
 };
 
 void WriteScenario(const std::string& path, const Scenario& s, const std::string& topology, const PlanEntry& best) {
@@ -53,6 +55,7 @@ void WriteScenario(const std::string& path, const Scenario& s, const std::string
 ExitCode Plan(const PlanFlags& flags) {
   const Scenario s = LoadScenario(flags.file);
   ModelConfig model = FirstModelWorkload(s);
+  if (!flags.stack.empty()) model.stack = ParseStack(flags.stack);
   std::string topology_text = flags.topology.empty() ? s.topology.topology->ToString() : flags.topology;
   auto topology = std::make_shared<const Topology>(Topology::Parse(topology_text));
   PlanOptions options;
@@ -104,6 +107,9 @@ void AddPlanCommand(CLI::App& app, ExitCode& exit_code) {
       ->check(IntIn(0, std::numeric_limits<int>::max()));
   cmd->add_option("--max-context", flags->max_context, "largest context-parallel degree searched (default 8)")
       ->check(IntIn(1, 1 << 20));
+  cmd->add_option("--stack", flags->stack,
+                  "software stack the step is priced for: auto, megatron, pytorch-fsdp, maxtext (default: the "
+                  "scenario's `stack:`, else auto: megatron on GPUs, maxtext on TPUs)");
   cmd->add_flag("--no-placement", flags->no_placement,
                 "keep Megatron's axis order (data, pipeline, context, tensor innermost) instead of searching it");
   cmd->callback([flags, &exit_code] { exit_code = Plan(*flags); });

@@ -120,6 +120,8 @@ ComputeModel::ComputeModel(const Topology& topology, RooflineOptions options, Co
   if (compute.synchronous_devices < 1)
     Throw(ErrorCode::kInvalidArgument, "compute model: synchronous_devices must be >= 1, got {}",
           compute.synchronous_devices);
+  if (!(compute.rate_scale > 0) || !std::isfinite(compute.rate_scale))
+    Throw(ErrorCode::kInvalidArgument, "compute model: rate_scale must be > 0, got {}", compute.rate_scale);
   if (spec_ == nullptr) return;
   if (compute.clock == ClockRegime::kSustained) pace_ = SynchronousPace(*spec_, compute.synchronous_devices);
   memory_bandwidth_Bps_ *= spec_->memory_fraction;
@@ -227,7 +229,7 @@ const MatmulTile* ComputeModel::ChosenTile(int64_t batch, int64_t m, int64_t n, 
 
 LocalOpCost ComputeModel::Combine(double compute, double memory, double speed_factor) const {
   LocalOpCost cost;
-  cost.compute_seconds = compute / options_.compute_efficiency;
+  cost.compute_seconds = compute / options_.compute_efficiency / compute_.rate_scale;
   cost.memory_seconds = memory / options_.memory_efficiency;
   cost.compute_bound = cost.compute_seconds >= cost.memory_seconds;
   const double launch = spec_ != nullptr ? spec_->kernel_launch_seconds : 0.0;

@@ -120,6 +120,8 @@ struct ComputeOptions {
   // Devices that wait for each other at every synchronisation (a step over a mesh: its size). More than one
   // (sustained regime): compute is paced by the expected slowest of them (DeviceComputeSpec::node_spread).
   int64_t synchronous_devices = 1;
+  // A calibrated multiplier on every compute-bound rate (> 0; 1: the documented figures).
+  double rate_scale = 1.0;
 };
 
 // A contraction's dimensions: [batch, m, k] x [k, n] (sim/op_cost.h's OpCost carries them for dot_general).

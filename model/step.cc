@@ -53,7 +53,8 @@ class StepBuilder {
       : StepBuilder(model.config(), model.mesh(), model.degrees(), options) {}
   StepBuilder(const ModelConfig& c, const Mesh& mesh, const ParallelDegrees& degrees, const ModelStepOptions& options)
       : c_(c), mesh_(mesh), d_(degrees),
-        compute_(*mesh.topology(), options.roofline, ComputeOptions{options.clock, mesh.size()}),
+        compute_(*mesh.topology(), options.roofline,
+                 ComputeOptions{options.clock, mesh.size(), options.calibration.compute_scale}),
         collectives_(mesh, options.collectives),
         stack_(StackSpecFor(ResolveStack(c.stack, *mesh.topology()))) {
     tensor_ = {c.parallel.tensor_axes, d_.tensor};
@@ -77,6 +78,13 @@ class StepBuilder {
                                            : DefaultCommSlowdown(compute_.spec(), *mesh.topology());
     reduced_ = options.reduced && options.speed_factors.empty();
     blocking_p2p_ = options.blocking_p2p;
+    const StepCalibration& k = options.calibration;
+    for (double f : {k.compute_scale, k.comm_scale, k.host_launch_scale}) {
+      if (!(f > 0) || !std::isfinite(f))
+        Throw(ErrorCode::kInvalidArgument, "model '{}': calibration figures must be > 0, got {}", c.name, f);
+    }
+    comm_scale_ = k.comm_scale;
+    host_launch_seconds_ = stack_.host_launch_seconds * k.host_launch_scale;
     speed_factors_ = options.speed_factors;
     for (const auto& [id, factor] : speed_factors_) {
       if (!(factor > 0) || !std::isfinite(factor))
@@ -175,7 +183,7 @@ class StepBuilder {
   void Compute(const PricedOp& op, Category category, int kernels = 1) {
     auto scaled = [this](double s) { return s < 0 ? s : s / speed_; };
     ops_->push_back(TimelineOp::Compute(op.seconds / speed_, category, scaled(op.with_collective),
-                                        scaled(op.with_p2p), kernels * stack_.host_launch_seconds));
+                                        scaled(op.with_p2p), kernels * host_launch_seconds_));
   }
   void Compute(const LocalOpCost& cost, Category category) { Compute(PricedOp{cost.seconds}, category); }
   // [m, k] x [k, n] (batch of them).
@@ -232,7 +240,7 @@ class StepBuilder {
     const auto key = std::make_tuple(&role, op, bytes);
     auto it = collective_cache_.find(key);
     if (it != collective_cache_.end()) return it->second;
-    const double seconds = collectives_.Cost(op, role.axes, bytes).seconds;
+    const double seconds = collectives_.Cost(op, role.axes, bytes).seconds * comm_scale_;
     collective_cache_.emplace(key, seconds);
     return seconds;
   }
@@ -522,7 +530,7 @@ class StepBuilder {
       const double bytes = Act() * size_ / d_.tensor;
       std::vector<std::pair<int, int>> pairs;
       for (int64_t s = 0; s + 1 < d_.pipeline; ++s) pairs.emplace_back(static_cast<int>(s), static_cast<int>(s + 1));
-      pipe_seconds_ = collectives_.Cost(CollectiveOp::kPermute, pipeline_.axes, bytes, pairs).seconds;
+      pipe_seconds_ = collectives_.Cost(CollectiveOp::kPermute, pipeline_.axes, bytes, pairs).seconds * comm_scale_;
     }
     return *pipe_seconds_;
   }
@@ -682,7 +690,7 @@ class StepBuilder {
   std::vector<std::pair<int64_t, int64_t>> unacknowledged_;  // blocking p2p: (peer, tag) of sends not yet awaited
   bool received_paired_ = false;  // the next backward's receive was done at the forward's exchange
   DType act_dtype_ = DType::kBF16;
-  double size_ = 2, slowdown_ = 0, norm_tokens_ = 0, speed_ = 1;
+  double size_ = 2, slowdown_ = 0, norm_tokens_ = 0, speed_ = 1, comm_scale_ = 1, host_launch_seconds_ = 0;
   std::map<int, double> speed_factors_;
   int64_t tokens_ = 0;
   std::vector<int64_t> simulated_, index_of_;

@@ -19,6 +19,15 @@
 
 namespace spmdsim {
 
+// Figures fitted to a user's measured steps (model/calibration.h FitCalibration): multipliers on the documented
+// defaults. 1: uncalibrated (the default, and the prediction the validation reports).
+struct StepCalibration {
+  double compute_scale = 1;      // compute-bound work (matmul, attention, vector) runs at this x its rate
+  double comm_scale = 1;         // every collective and pipeline transfer takes this x its predicted time
+  double host_launch_scale = 1;  // the stack's host launch time per kernel x this (eager stacks)
+  bool identity() const { return compute_scale == 1 && comm_scale == 1 && host_launch_scale == 1; }
+};
+
 struct ModelStepOptions {
   // Simulate one device per pipeline stage instead of every device. Exact for this workload: the devices of a
   // stage run the same program on the same shapes, no device is slower, and every collective is charged the
@@ -40,6 +49,8 @@ struct ModelStepOptions {
   // The clock the compute is priced at: sustained (a step keeps the devices at their power cap; the default) or
   // burst (the "maximum achievable" rates of short benchmarks). cost/compute_model.h ClockRegime.
   ClockRegime clock = ClockRegime::kSustained;
+  // A calibration profile's figures (all > 0; Throws Error(kInvalidArgument) otherwise).
+  StepCalibration calibration{};
   // Pipeline transfers as Megatron-LM of 2022 ran them: every send and receive waits for its transfer
   // (batch_isend_irecv, wait, torch.cuda.synchronize), a send and the next receive as one exchange; the sender
   // resumes when the receiver has the data. false: eager sends, overlapped with the sender's compute (Megatron

@@ -7,6 +7,7 @@
 
 #include "mesh/mesh_utils.h"
 #include "mesh/topology.h"
+#include "model/calibration.h"
 #include "model/step.h"
 
 namespace spmdsim {
@@ -16,56 +17,64 @@ Mesh MeshOn(const std::string& topology, const std::vector<std::pair<std::string
   return MakeDeviceMesh(std::make_shared<const Topology>(Topology::Parse(topology)), axes);
 }
 
+// One published run as the model predicts it.
+struct ValidationCase {
+  std::string name;
+  std::string source;
+  double reference = 0;
+  ValidatedModel model;
+  ModelStepOptions options;
+};
+
+std::string StepNote(const ModelStepTimes& t) {
+  return fmt::format("MFU {:.1f}%; compute {:.3g} s, exposed comm {:.3g} s, bubble {:.3g} s", 100 * t.mfu,
+                     t.compute_seconds, t.exposed_comm_seconds, t.bubble_seconds);
+}
+
 // Korthikanti et al. 2022, Table 5: fp16, dropout, no flash attention (2022), TP 8 in a DGX A100, PP over
-// nodes; full recompute without SP, or SP + selective recompute.
-void AddKorthikanti(std::vector<ModelValidationRow>* rows) {
-  struct Published {
-    const char* name;
-    int64_t h, layers, heads, d_ff, pp, v, gpus, global_batch, micro_batch;
-    double full, selective;
-  };
-  const Published published[] = {
-      {"22B", 6144, 48, 64, 4 * 6144, 1, 1, 8, 4, 4, 1.42, 1.10},
-      {"175B", 12288, 96, 96, 4 * 12288, 8, 3, 64, 64, 1, 18.13, 13.75},
-      {"530B", 20480, 105, 128, 81920, 35, 3, 280, 280, 1, 49.05, 37.83},
-      {"1T", 25600, 128, 160, 102400, 64, 1, 512, 512, 1, 94.42, 71.49},
-  };
-  for (const Published& p : published) {
-    for (bool selective : {false, true}) {
-      ModelConfig c = GptModel(p.h, p.layers, p.heads, p.d_ff);
-      c.name = p.name;
-      c.dtype = DType::kF16;
-      c.dropout = true;
-      c.flash_attention = false;
-      c.stack = Stack::kMegatron;
-      c.global_batch = p.global_batch;
-      c.micro_batch = p.micro_batch;
-      c.recompute = selective ? Recompute::kSelective : Recompute::kFull;
-      c.parallel.tensor_axes = {"tensor"};
-      c.parallel.sequence_parallel = selective;
-      std::vector<std::pair<std::string, int64_t>> axes = {{"tensor", 8}};
-      if (p.pp > 1) {
-        axes.insert(axes.begin(), {"pipe", p.pp});
-        c.parallel.pipeline_axes = {"pipe"};
-        c.parallel.schedule = p.v > 1 ? PipelineSchedule::kInterleaved1F1B : PipelineSchedule::k1F1B;
-        c.parallel.virtual_stages = p.v;
-      }
-      // Megatron-LM of 2022: blocking pipeline transfers (docs/model.md, "Blocking pipeline transfers").
-      const ModelStepTimes t =
-          PredictModelStep(ValidateModel(c, MeshOn(fmt::format("dgx-a100:{}", p.gpus / 8), axes)), {.blocking_p2p = true});
-      ModelValidationRow row;
-      row.name = fmt::format("GPT {} on {} A100 (TP 8, PP {}{}), {}", p.name, p.gpus, p.pp,
-                             p.v > 1 ? fmt::format(" x {} virtual", p.v) : "",
-                             selective ? "SP + selective recompute" : "full recompute");
-      row.reference = selective ? p.selective : p.full;
-      row.source = "Korthikanti et al. 2022, Table 5";
-      row.predicted = t.step_seconds;
-      row.tolerance = kModelValidationTolerance;
-      row.note = fmt::format("MFU {:.1f}%; compute {:.3g} s, exposed comm {:.3g} s, bubble {:.3g} s", 100 * t.mfu,
-                             t.compute_seconds, t.exposed_comm_seconds, t.bubble_seconds);
-      rows->push_back(std::move(row));
-    }
+// nodes; full recompute without SP, or SP + selective recompute. Megatron-LM of 2022 (the megatron stack's
+// kernels without Transformer Engine's fp8; DP 1 so its gradient dtype does not enter) with blocking pipeline
+// transfers.
+struct KorthikantiRun {
+  const char* name;
+  int64_t h, layers, heads, d_ff, pp, v, gpus, global_batch, micro_batch;
+  double full, selective;
+};
+constexpr KorthikantiRun kKorthikanti[] = {
+    {"22B", 6144, 48, 64, 4 * 6144, 1, 1, 8, 4, 4, 1.42, 1.10},
+    {"175B", 12288, 96, 96, 4 * 12288, 8, 3, 64, 64, 1, 18.13, 13.75},
+    {"530B", 20480, 105, 128, 81920, 35, 3, 280, 280, 1, 49.05, 37.83},
+    {"1T", 25600, 128, 160, 102400, 64, 1, 512, 512, 1, 94.42, 71.49},
+};
+
+ValidationCase KorthikantiCase(const KorthikantiRun& p, bool selective) {
+  ModelConfig c = GptModel(p.h, p.layers, p.heads, p.d_ff);
+  c.name = p.name;
+  c.dtype = DType::kF16;
+  c.dropout = true;
+  c.flash_attention = false;
+  c.stack = Stack::kMegatron;
+  c.global_batch = p.global_batch;
+  c.micro_batch = p.micro_batch;
+  c.recompute = selective ? Recompute::kSelective : Recompute::kFull;
+  c.parallel.tensor_axes = {"tensor"};
+  c.parallel.sequence_parallel = selective;
+  std::vector<std::pair<std::string, int64_t>> axes = {{"tensor", 8}};
+  if (p.pp > 1) {
+    axes.insert(axes.begin(), {"pipe", p.pp});
+    c.parallel.pipeline_axes = {"pipe"};
+    c.parallel.schedule = p.v > 1 ? PipelineSchedule::kInterleaved1F1B : PipelineSchedule::k1F1B;
+    c.parallel.virtual_stages = p.v;
   }
+  ValidationCase out{
+      fmt::format("GPT {} on {} A100 (TP 8, PP {}{}), {}", p.name, p.gpus, p.pp,
+                  p.v > 1 ? fmt::format(" x {} virtual", p.v) : "",
+                  selective ? "SP + selective recompute" : "full recompute"),
+      "Korthikanti et al. 2022, Table 5", selective ? p.selective : p.full,
+      ValidateModel(c, MeshOn(fmt::format("dgx-a100:{}", p.gpus / 8), axes)), {}};
+  // Megatron-LM of 2022: blocking pipeline transfers (docs/model.md, "Blocking pipeline transfers").
+  out.options.blocking_p2p = true;
+  return out;
 }
 
 // NVIDIA dgxc-benchmarking v25.02 (NeMo 24.12), NeMo Megatron GPT-3 175B as its launch scripts run it
@@ -75,48 +84,76 @@ void AddKorthikanti(std::vector<ModelValidationRow>* rows) {
 // fused attention (NVTE_FUSED_ATTN=1), the distributed optimizer (ZeRO-1) with overlapped gradient reduce-scatter
 // and weight all-gather in bf16 (grad_sync_dtype: bf16; fp8 runs keep fp8 weights: fp8_params), no recompute,
 // NVLink SHARP off (NCCL_NVLS_ENABLE=0). The stack is Megatron-Core with Transformer Engine.
+struct NvidiaRun {
+  int64_t gpus;
+  DType dtype;
+  double seconds;
+};
+constexpr NvidiaRun kNvidiaH100[] = {{128, DType::kBF16, 8.309},       {256, DType::kBF16, 8.408},
+                                     {512, DType::kBF16, 8.42},        {1024, DType::kBF16, 8.453},
+                                     {2048, DType::kBF16, 8.49},       {128, DType::kF8E4M3FN, 5.626},
+                                     {2048, DType::kF8E4M3FN, 5.96}};
+
+ValidationCase NvidiaCase(const NvidiaRun& p) {
+  ModelConfig c = GptModel(12288, 96, 96, 4 * 12288);
+  c.name = "gpt3-175b";
+  c.dtype = p.dtype;
+  c.dropout = true;
+  c.flash_attention = true;
+  c.stack = Stack::kMegatron;
+  c.global_batch = 2 * p.gpus;
+  c.micro_batch = 1;
+  c.parallel.data_axes = {"data"};
+  c.parallel.zero_stage = 1;
+  c.parallel.tensor_axes = {"tensor"};
+  c.parallel.sequence_parallel = true;
+  c.parallel.pipeline_axes = {"pipe"};
+  c.parallel.schedule = PipelineSchedule::kInterleaved1F1B;
+  c.parallel.virtual_stages = 6;
+  const Mesh mesh = MeshOn(fmt::format("dgx-h100:{}", p.gpus / 8), {{"data", p.gpus / 32}, {"pipe", 8}, {"tensor", 4}});
+  ValidationCase out{fmt::format("GPT-3 175B on {} H100 (TP 4, PP 8 x 6 virtual, DP {}), {}", p.gpus, p.gpus / 32,
+                                 p.dtype == DType::kBF16 ? "bf16" : "fp8"),
+                     "NVIDIA dgxc-benchmarking, nemo_megatron/README_175b.md", p.seconds, ValidateModel(c, mesh), {}};
+  out.options.collectives.allow_nvls = false;  // NCCL_NVLS_ENABLE=0 in the recipe's configure.sh
+  return out;
+}
+
+ModelValidationRow RowOf(const ValidationCase& v) {
+  const ModelStepTimes t = PredictModelStep(v.model, v.options);
+  ModelValidationRow row;
+  row.name = v.name;
+  row.reference = v.reference;
+  row.source = v.source;
+  row.predicted = t.step_seconds;
+  row.tolerance = kModelValidationTolerance;
+  row.note = StepNote(t);
+  return row;
+}
+
+void AddKorthikanti(std::vector<ModelValidationRow>* rows) {
+  for (const KorthikantiRun& p : kKorthikanti)
+    for (bool selective : {false, true}) rows->push_back(RowOf(KorthikantiCase(p, selective)));
+}
+
 void AddNvidiaH100(std::vector<ModelValidationRow>* rows) {
-  struct Published {
-    int64_t gpus;
-    DType dtype;
-    double seconds;
-  };
-  const Published published[] = {{128, DType::kBF16, 8.309}, {256, DType::kBF16, 8.408}, {512, DType::kBF16, 8.42},
-                                 {1024, DType::kBF16, 8.453}, {2048, DType::kBF16, 8.49},
-                                 {128, DType::kF8E4M3FN, 5.626}, {2048, DType::kF8E4M3FN, 5.96}};
-  for (const Published& p : published) {
-    ModelConfig c = GptModel(12288, 96, 96, 4 * 12288);
-    c.name = "gpt3-175b";
-    c.dtype = p.dtype;
-    c.dropout = true;
-    c.flash_attention = true;
-    c.stack = Stack::kMegatron;
-    c.global_batch = 2 * p.gpus;
-    c.micro_batch = 1;
-    c.parallel.data_axes = {"data"};
-    c.parallel.zero_stage = 1;
-    c.parallel.tensor_axes = {"tensor"};
-    c.parallel.sequence_parallel = true;
-    c.parallel.pipeline_axes = {"pipe"};
-    c.parallel.schedule = PipelineSchedule::kInterleaved1F1B;
-    c.parallel.virtual_stages = 6;
-    const Mesh mesh = MeshOn(fmt::format("dgx-h100:{}", p.gpus / 8), {{"data", p.gpus / 32}, {"pipe", 8}, {"tensor", 4}});
-    ModelStepOptions options;
-    options.collectives.allow_nvls = false;  // NCCL_NVLS_ENABLE=0 in the recipe's configure.sh
-    const ModelStepTimes t = PredictModelStep(ValidateModel(c, mesh), options);
-    ModelValidationRow row;
-    row.name = fmt::format("GPT-3 175B on {} H100 (TP 4, PP 8 x 6 virtual, DP {}), {}", p.gpus, p.gpus / 32,
-                           p.dtype == DType::kBF16 ? "bf16" : "fp8");
-    row.reference = p.seconds;
-    row.source = "NVIDIA dgxc-benchmarking, nemo_megatron/README_175b.md";
-    row.predicted = t.step_seconds;
-    row.tolerance = kModelValidationTolerance;
-    row.note = fmt::format("MFU {:.1f}%; compute {:.3g} s, exposed comm {:.3g} s, bubble {:.3g} s", 100 * t.mfu,
-                           t.compute_seconds, t.exposed_comm_seconds, t.bubble_seconds);
-    if (p.dtype != DType::kBF16) {
-      row.enforced = false;
-      row.note += "; not enforced: Transformer Engine's fp8 cast / transpose / amax kernels are not modelled";
-    }
+  for (const NvidiaRun& p : kNvidiaH100) rows->push_back(RowOf(NvidiaCase(p)));
+}
+
+// Calibration held out: fit on the first case, predict the rest.
+void AddHoldout(const std::string& family, const std::vector<ValidationCase>& cases,
+                std::vector<CalibrationHoldoutRow>* rows) {
+  const CalibrationProfile profile =
+      FitCalibration({{cases.front().name, cases.front().model, cases.front().options, cases.front().reference}});
+  for (size_t i = 1; i < cases.size(); ++i) {
+    const ValidationCase& v = cases[i];
+    CalibrationHoldoutRow row;
+    row.family = family;
+    row.fitted_on = cases.front().name;
+    row.name = v.name;
+    row.reference = v.reference;
+    row.uncalibrated = PredictModelStep(v.model, v.options).step_seconds;
+    row.calibrated = PredictModelStep(v.model, ApplyCalibration(v.options, profile, v.model)).step_seconds;
+    row.compute_scale = profile.figures.compute_scale;
     rows->push_back(std::move(row));
   }
 }
@@ -169,6 +206,31 @@ std::string FormatLayerValidationTable(const std::vector<LayerValidationRow>& ro
                        1e3 * r.backward, 1e3 * r.predicted_backward, gap(r.predicted_backward, r.backward),
                        1e3 * (r.forward + r.backward), 1e3 * (r.predicted_forward + r.predicted_backward),
                        gap(r.predicted_forward + r.predicted_backward, r.forward + r.backward));
+  }
+  return out;
+}
+
+std::vector<CalibrationHoldoutRow> ComputeCalibrationHoldoutRows() {
+  std::vector<CalibrationHoldoutRow> rows;
+  std::vector<ValidationCase> korthikanti;
+  korthikanti.push_back(KorthikantiCase(kKorthikanti[0], /*selective=*/true));  // fitted on: 22B
+  korthikanti.push_back(KorthikantiCase(kKorthikanti[0], false));
+  for (size_t i = 1; i < std::size(kKorthikanti); ++i)
+    for (bool selective : {false, true}) korthikanti.push_back(KorthikantiCase(kKorthikanti[i], selective));
+  AddHoldout("Korthikanti et al. 2022 (A100, fp16)", korthikanti, &rows);
+  std::vector<ValidationCase> nvidia;
+  for (const NvidiaRun& p : kNvidiaH100) nvidia.push_back(NvidiaCase(p));  // fitted on: 128 GPUs, bf16
+  AddHoldout("NVIDIA NeMo GPT-3 175B (H100)", nvidia, &rows);
+  return rows;
+}
+
+std::string FormatCalibrationHoldoutTable(const std::vector<CalibrationHoldoutRow>& rows) {
+  std::string out = "| family | fitted on (compute_scale) | held-out row | measured | uncalibrated | gap | calibrated | "
+                    "gap |\n|---|---|---|---|---|---|---|---|\n";
+  for (const CalibrationHoldoutRow& r : rows) {
+    out += fmt::format("| {} | {} ({:.3f}) | {} | {:.4g} s | {:.4g} s | {:+.1f}% | {:.4g} s | {:+.1f}% |\n", r.family,
+                       r.fitted_on, r.compute_scale, r.name, r.reference, r.uncalibrated,
+                       100 * (r.uncalibrated / r.reference - 1), r.calibrated, 100 * (r.calibrated / r.reference - 1));
   }
   return out;
 }

@@ -42,6 +42,19 @@ std::vector<LayerValidationRow> ComputeLayerValidationRows();
 // A Markdown table: layer | forward measured, predicted, gap | backward ... | total ...
 std::string FormatLayerValidationTable(const std::vector<LayerValidationRow>& rows);
 
+// Calibration measured honestly (model/calibration.h): within a family of published runs, a profile fitted on
+// one row (its compute_scale) predicts the others, which it was not fitted on. Families: Korthikanti et al.
+// Table 5 (fitted on the 22B SP + selective recompute row) and NVIDIA's GPT-3 175B (fitted on 128 GPUs, bf16).
+struct CalibrationHoldoutRow {
+  std::string family, fitted_on, name;
+  double reference = 0;     // measured seconds
+  double uncalibrated = 0;  // predicted from documented figures
+  double calibrated = 0;    // predicted with the profile fitted on `fitted_on`
+  double compute_scale = 1;
+};
+std::vector<CalibrationHoldoutRow> ComputeCalibrationHoldoutRows();
+std::string FormatCalibrationHoldoutTable(const std::vector<CalibrationHoldoutRow>& rows);
+
 // Every row (each a whole simulated step; well under a second in all).
 std::vector<ModelValidationRow> ComputeModelValidationRows();
 // A Markdown table: row | measured | predicted | gap | enforced (tolerance) | source | note.

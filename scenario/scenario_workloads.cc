@@ -503,6 +503,9 @@ ModelConfig ParseModel(const YamlContext& ctx, const YamlMap& m, const Scenario&
   c.parallel = ParseModelParallelism(ctx, m, s);
   c.recompute = ParseEnum(ctx, m, "recompute", c.recompute,
                           {{"none", Recompute::kNone}, {"selective", Recompute::kSelective}, {"full", Recompute::kFull}});
+  c.stack = ParseEnum(ctx, m, "stack", c.stack,
+                      {{"auto", Stack::kAuto}, {"megatron", Stack::kMegatron}, {"pytorch-fsdp", Stack::kPytorchFsdp},
+                       {"maxtext", Stack::kMaxText}});
   c.seed = static_cast<uint64_t>(NonNegative(ctx, m, "seed", 0, int64_t{1} << 62));
   c.rtol = Tolerance(ctx, m, "rtol", c.rtol);
   c.atol = Tolerance(ctx, m, "atol", c.atol);
@@ -578,7 +581,8 @@ ScenarioWorkload ParseWorkload(const YamlContext& ctx, const YAML::Node& node, c
     YamlMap m(ctx, node, key,
               WithCommon({"vocab", "d_model", "layers", "heads", "kv_heads", "head_dim", "d_ff", "activation", "norm",
                           "position", "tied_embeddings", "dropout", "flash_attention", "seq", "global_batch",
-                          "micro_batch", "dtype", "moe", "parallel", "recompute", "seed", "rtol", "atol", "check"}));
+                          "micro_batch", "dtype", "moe", "parallel", "recompute", "stack", "seed", "rtol", "atol",
+                          "check"}));
     w.name = m.String("name", default_name());
     ModelConfig c = ParseModel(ctx, m, s);
     c.name = w.name;

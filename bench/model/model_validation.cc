@@ -10,6 +10,8 @@ int main() {
   std::fputs(spmdsim::FormatModelValidationTable(rows).c_str(), stdout);
   std::fputs("\n", stdout);
   std::fputs(spmdsim::FormatLayerValidationTable(spmdsim::ComputeLayerValidationRows()).c_str(), stdout);
+  std::fputs("\n", stdout);
+  std::fputs(spmdsim::FormatCalibrationHoldoutTable(spmdsim::ComputeCalibrationHoldoutRows()).c_str(), stdout);
   int failures = 0;
   for (const auto& row : rows) {
     if (row.enforced && !row.within()) ++failures;
