@@ -23,6 +23,7 @@
 #include "scenario/report.h"
 #include "scenario/scenario.h"
 #include "model/plan.h"
+#include "scenario/calibration_yaml.h"
 
 namespace spmdsim::cli {
 namespace {
@@ -37,7 +38,8 @@ struct PlanFlags {
   int threads = 0;
   int64_t max_context = 8;
   bool no_placement = false;
-  std::string stack;  // empty: the scenario's
+  std::string stack;        // empty: the scenario's
+  std::string calibration;  // empty: the scenario's topology.calibration, if any
 };
 
 void WriteScenario(const std::string& path, const Scenario& s, const std::string& topology, const PlanEntry& best) {
@@ -59,6 +61,18 @@ ExitCode Plan(const PlanFlags& flags) {
   std::string topology_text = flags.topology.empty() ? s.topology.topology->ToString() : flags.topology;
   auto topology = std::make_shared<const Topology>(Topology::Parse(topology_text));
   PlanOptions options;
+  if (!flags.calibration.empty()) {
+    const CalibrationProfile profile = LoadCalibrationProfile(flags.calibration);
+    if (profile.device_kind != topology->device_kind())
+      Throw(ErrorCode::kInvalidArgument, "--calibration: {} was fitted on {}, the topology's devices are {}",
+            flags.calibration, profile.device_kind, topology->device_kind());
+    if (profile.stack != ResolveStack(model.stack, *topology))
+      Throw(ErrorCode::kInvalidArgument, "--calibration: {} was fitted on stack {}, the model runs on {}",
+            flags.calibration, StackName(profile.stack), StackName(ResolveStack(model.stack, *topology)));
+    options.calibration = profile.figures;
+  } else if (s.topology.calibration && flags.topology.empty()) {
+    options.calibration = s.topology.calibration->figures;
+  }
   options.global_batch = flags.global_batch;
   options.top = flags.top;
   options.threads = flags.threads;
@@ -110,6 +124,8 @@ void AddPlanCommand(CLI::App& app, ExitCode& exit_code) {
   cmd->add_option("--stack", flags->stack,
                   "software stack the step is priced for: auto, megatron, pytorch-fsdp, maxtext (default: the "
                   "scenario's `stack:`, else auto: megatron on GPUs, maxtext on TPUs)");
+  cmd->add_option("--calibration", flags->calibration,
+                  "calibration profile of `spmdsim calibrate` (default: the scenario's topology.calibration)");
   cmd->add_flag("--no-placement", flags->no_placement,
                 "keep Megatron's axis order (data, pipeline, context, tensor innermost) instead of searching it");
   cmd->callback([flags, &exit_code] { exit_code = Plan(*flags); });

@@ -56,7 +56,7 @@ double GoldenSection(const std::function<double(double)>& objective) {
 
 }  // namespace
 
-Stack ModelStack(const ValidatedModel& model) {
+SoftwareStack ModelStack(const ValidatedModel& model) {
   SPMDSIM_CHECK(model.mesh().topology() != nullptr, "a calibrated model needs a topology");
   return ResolveStack(model.config().stack, *model.mesh().topology());
 }
@@ -71,7 +71,7 @@ CalibrationProfile FitCalibration(const std::vector<CalibrationRun>& runs, const
     if (run.model.mesh().topology() == nullptr)
       Throw(ErrorCode::kInvalidArgument, "calibrate: run '{}' has no topology to predict on", run.name);
     const std::string kind(run.model.mesh().topology()->device_kind());
-    const Stack stack = ModelStack(run.model);
+    const SoftwareStack stack = ModelStack(run.model);
     if (profile.runs.empty()) {
       profile.device_kind = kind;
       profile.stack = stack;
@@ -109,7 +109,7 @@ ModelStepOptions ApplyCalibration(const ModelStepOptions& options, const Calibra
                                   const ValidatedModel& model) {
   SPMDSIM_CHECK(model.mesh().topology() != nullptr, "a calibrated model needs a topology");
   const std::string kind(model.mesh().topology()->device_kind());
-  const Stack stack = ModelStack(model);
+  const SoftwareStack stack = ModelStack(model);
   if (kind != profile.device_kind || stack != profile.stack) {
     Throw(ErrorCode::kFailedPrecondition,
           "calibration profile fitted on {} with stack {} does not apply to model '{}' on {} with stack {}",

@@ -34,7 +34,7 @@ struct CalibrationRun {
 
 struct CalibrationProfile {
   std::string device_kind;         // the runs' device kind (a profile applies to it only)
-  Stack stack = Stack::kAuto;      // the runs' stack, resolved
+  SoftwareStack stack = SoftwareStack::kAuto;      // the runs' stack, resolved
   StepCalibration figures;
   std::vector<std::string> fitted;  // the figures fitted, in order ("compute_scale", "comm_scale", ...)
   std::vector<std::string> runs;    // the runs fitted on
@@ -56,7 +56,7 @@ ModelStepOptions ApplyCalibration(const ModelStepOptions& options, const Calibra
                                   const ValidatedModel& model);
 
 // The resolved stack a model runs on (its `stack`, or the topology's default).
-Stack ModelStack(const ValidatedModel& model);
+SoftwareStack ModelStack(const ValidatedModel& model);
 
 }  // namespace spmdsim
 

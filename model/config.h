@@ -98,7 +98,7 @@ struct ModelConfig {
   Recompute recompute = Recompute::kNone;
   // The software stack it is trained with (model/stack.h; kAuto: DefaultStack of the mesh's topology). Prices
   // the step's kernels, launches and some collectives; the data run ignores it.
-  Stack stack = Stack::kAuto;
+  SoftwareStack stack = SoftwareStack::kAuto;
   // The data run (non-abstract; docs/model.md, "Running with data"): tokens and weights from `seed`, and the
   // numpy.isclose tolerance of the loss and every weight gradient against the one-device run.
   uint64_t seed = 0;

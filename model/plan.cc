@@ -199,7 +199,8 @@ Outcome Evaluate(const ModelConfig& model, const std::shared_ptr<const Mesh>& me
     }
     const ModelAccounting a = AccountModel(*valid);
     if (!a.fits()) continue;
-    PlanEntry entry{valid->config(), cand.axes, PredictModelStep(*valid), a.peak_bytes};
+    PlanEntry entry{valid->config(), cand.axes, PredictModelStep(*valid, {.calibration = o.calibration}),
+                    a.peak_bytes};
     out.kind = Outcome::Kind::kEvaluated;
     out.entry = std::move(entry);
     return out;

@@ -47,6 +47,8 @@ struct PlanOptions {
   int64_t max_context = 8;         // context degrees 1, 2, 4, ... up to this (and dividing seq)
   bool search_placement = true;    // every order of the mesh axes; false: tensor innermost, then context,
                                    // pipeline, data outermost (Megatron's order)
+  // A calibration profile's figures every configuration is predicted with (default: none).
+  StepCalibration calibration{};
   // Called after each configuration with (done, total).
   std::function<void(int64_t, int64_t)> progress = nullptr;
 };

@@ -45,7 +45,7 @@ constexpr KernelPasses kEagerSwigluBackward{9, 0, 3};
 constexpr KernelPasses kEagerRope{10, 0, 5};
 
 const StackSpec kMegatronSpec{
-    .stack = Stack::kMegatron,
+    .stack = SoftwareStack::kMegatron,
     .host_launch_seconds = kEagerLaunchSeconds,
     .norm_forward = kFusedNormForward,
     .norm_backward = kFusedNormBackward,
@@ -73,7 +73,7 @@ const StackSpec kMegatronSpec{
 };
 
 const StackSpec kPytorchFsdpSpec{
-    .stack = Stack::kPytorchFsdp,
+    .stack = SoftwareStack::kPytorchFsdp,
     .host_launch_seconds = kEagerLaunchSeconds,
     .norm_forward = kEagerRmsNormForward,
     .norm_backward = kEagerRmsNormBackward,
@@ -99,7 +99,7 @@ const StackSpec kPytorchFsdpSpec{
 };
 
 const StackSpec kMaxTextSpec{
-    .stack = Stack::kMaxText,
+    .stack = SoftwareStack::kMaxText,
     .host_launch_seconds = 0,
     .norm_forward = kFusedNormForward,
     .norm_backward = kFusedNormBackward,
@@ -125,39 +125,39 @@ const StackSpec kMaxTextSpec{
 
 }  // namespace
 
-std::string_view StackName(Stack stack) {
+std::string_view StackName(SoftwareStack stack) {
   switch (stack) {
-    case Stack::kAuto: return "auto";
-    case Stack::kMegatron: return "megatron";
-    case Stack::kPytorchFsdp: return "pytorch-fsdp";
-    case Stack::kMaxText: return "maxtext";
+    case SoftwareStack::kAuto: return "auto";
+    case SoftwareStack::kMegatron: return "megatron";
+    case SoftwareStack::kPytorchFsdp: return "pytorch-fsdp";
+    case SoftwareStack::kMaxText: return "maxtext";
   }
   return "?";
 }
 
-Stack ParseStack(std::string_view name) {
+SoftwareStack ParseStack(std::string_view name) {
   std::string lower(name);
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (Stack s : {Stack::kAuto, Stack::kMegatron, Stack::kPytorchFsdp, Stack::kMaxText}) {
+  for (SoftwareStack s : {SoftwareStack::kAuto, SoftwareStack::kMegatron, SoftwareStack::kPytorchFsdp, SoftwareStack::kMaxText}) {
     if (StackName(s) == lower) return s;
   }
   Throw(ErrorCode::kInvalidArgument, "unknown stack '{}'; valid: auto, megatron, pytorch-fsdp, maxtext", name);
 }
 
-Stack DefaultStack(const Topology& topology) {
-  return topology.platform() == Platform::kGpu ? Stack::kMegatron : Stack::kMaxText;
+SoftwareStack DefaultStack(const Topology& topology) {
+  return topology.platform() == Platform::kGpu ? SoftwareStack::kMegatron : SoftwareStack::kMaxText;
 }
 
-Stack ResolveStack(Stack stack, const Topology& topology) {
-  return stack == Stack::kAuto ? DefaultStack(topology) : stack;
+SoftwareStack ResolveStack(SoftwareStack stack, const Topology& topology) {
+  return stack == SoftwareStack::kAuto ? DefaultStack(topology) : stack;
 }
 
-const StackSpec& StackSpecFor(Stack stack) {
+const StackSpec& StackSpecFor(SoftwareStack stack) {
   switch (stack) {
-    case Stack::kMegatron: return kMegatronSpec;
-    case Stack::kPytorchFsdp: return kPytorchFsdpSpec;
-    case Stack::kMaxText: return kMaxTextSpec;
-    case Stack::kAuto: break;
+    case SoftwareStack::kMegatron: return kMegatronSpec;
+    case SoftwareStack::kPytorchFsdp: return kPytorchFsdpSpec;
+    case SoftwareStack::kMaxText: return kMaxTextSpec;
+    case SoftwareStack::kAuto: break;
   }
   SPMDSIM_CHECK(false, "StackSpecFor needs a resolved stack");
   return kMegatronSpec;

@@ -4,7 +4,7 @@
 // mode, and JAX / XLA (MaxText); each figure below comes from the stack's source or a published microbenchmark,
 // cited in StackSpecFor's comments and in docs/model.md.
 //
-// Example: const StackSpec& s = StackSpecFor(Stack::kPytorchFsdp);
+// Example: const StackSpec& s = StackSpecFor(SoftwareStack::kPytorchFsdp);
 //          s.norm_forward.bytes_per_element(2) == 36 (HF RMSNorm in eager PyTorch: eight kernels)
 // Thread safety: immutable tables; safe to use from any thread.
 #ifndef SPMDSIM_MODEL_STACK_H_
@@ -16,20 +16,20 @@
 
 namespace spmdsim {
 
-enum class Stack {
+enum class SoftwareStack {
   kAuto,         // the stack a user of the topology most likely runs (DefaultStack)
   kMegatron,     // Megatron-Core / NeMo with Transformer Engine (fused kernels, cuDNN attention, fp8 casts)
   kPytorchFsdp,  // PyTorch FSDP, eager: kernels launched from the host, unfused norms and activations
   kMaxText,      // JAX / XLA as MaxText runs it: one compiled program, XLA's fusions
 };
 
-std::string_view StackName(Stack stack);  // "auto", "megatron", "pytorch-fsdp", "maxtext"
+std::string_view StackName(SoftwareStack stack);  // "auto", "megatron", "pytorch-fsdp", "maxtext"
 // Throws Error(kInvalidArgument) naming the valid names for anything else.
-Stack ParseStack(std::string_view name);
+SoftwareStack ParseStack(std::string_view name);
 // GPU topologies: kMegatron (the stack NVIDIA publishes its DGX training results with); TPU and CPU: kMaxText.
-Stack DefaultStack(const Topology& topology);
+SoftwareStack DefaultStack(const Topology& topology);
 // `stack` itself, or DefaultStack when it is kAuto.
-Stack ResolveStack(Stack stack, const Topology& topology);
+SoftwareStack ResolveStack(SoftwareStack stack, const Topology& topology);
 
 // The HBM traffic and kernel count of one memory-bound op of the layer, per element of its tensor (the
 // activations it normalises / activates / rotates). Bytes are `dtype_passes` passes of the activation dtype plus
@@ -49,7 +49,7 @@ enum class AttentionKernel {
 };
 
 struct StackSpec {
-  Stack stack = Stack::kMegatron;
+  SoftwareStack stack = SoftwareStack::kMegatron;
   // Host time to launch one kernel (eager PyTorch's dispatch + launch); 0 where one compiled program runs.
   double host_launch_seconds = 0;
   KernelPasses norm_forward, norm_backward;      // RMSNorm (LayerNorm is one fused kernel in every stack)
@@ -80,7 +80,7 @@ struct StackSpec {
 };
 
 // REQUIRES: stack != kAuto.
-const StackSpec& StackSpecFor(Stack stack);
+const StackSpec& StackSpecFor(SoftwareStack stack);
 
 }  // namespace spmdsim
 

@@ -53,7 +53,7 @@ ValidationCase KorthikantiCase(const KorthikantiRun& p, bool selective) {
   c.dtype = DType::kF16;
   c.dropout = true;
   c.flash_attention = false;
-  c.stack = Stack::kMegatron;
+  c.stack = SoftwareStack::kMegatron;
   c.global_batch = p.global_batch;
   c.micro_batch = p.micro_batch;
   c.recompute = selective ? Recompute::kSelective : Recompute::kFull;
@@ -100,7 +100,7 @@ ValidationCase NvidiaCase(const NvidiaRun& p) {
   c.dtype = p.dtype;
   c.dropout = true;
   c.flash_attention = true;
-  c.stack = Stack::kMegatron;
+  c.stack = SoftwareStack::kMegatron;
   c.global_batch = 2 * p.gpus;
   c.micro_batch = 1;
   c.parallel.data_axes = {"data"};

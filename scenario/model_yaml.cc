@@ -58,7 +58,7 @@ void EmitModel(YAML::Emitter& out, const ModelConfig& c) {
   }
   EmitParallel(out, c.parallel);
   out << YAML::Key << "recompute" << YAML::Value << std::string(RecomputeName(c.recompute));
-  if (c.stack != Stack::kAuto) out << YAML::Key << "stack" << YAML::Value << std::string(StackName(c.stack));
+  if (c.stack != SoftwareStack::kAuto) out << YAML::Key << "stack" << YAML::Value << std::string(StackName(c.stack));
   out << YAML::EndMap;
 }
 

@@ -19,6 +19,7 @@
 #include "mesh/mesh_utils.h"
 #include "mesh/t5x_mesh.h"
 #include "partition/named_sharding.h"
+#include "scenario/calibration_yaml.h"
 #include "scenario/internal/scenario_workloads.h"
 #include "scenario/internal/scenario_yaml.h"
 #include "workloads/workloads.h"
@@ -74,10 +75,27 @@ void SetAt(const YamlContext& ctx, const YAML::Node& node, std::string_view key,
   }
 }
 
+// `topology.calibration: FILE` (relative to the scenario): a profile fitted on this topology's device kind.
+CalibrationProfile ParseCalibrationKey(const YamlContext& ctx, const YamlMap& m, const Topology& topology) {
+  const std::string file = ctx.String(m.Get("calibration"), m.Key("calibration"));
+  const std::filesystem::path base = std::filesystem::path(ctx.file()).parent_path();
+  CalibrationProfile profile;
+  try {
+    profile = LoadCalibrationProfile(std::filesystem::path(file).is_absolute() ? file : (base / file).string());
+  } catch (const Error& e) {
+    ctx.Rethrow(m.Get("calibration"), m.Key("calibration"), e);
+  }
+  if (profile.device_kind != topology.device_kind())
+    ctx.Fail(m.Get("calibration"), m.Key("calibration"),
+             fmt::format("the profile was fitted on {}, this topology's devices are {}", profile.device_kind,
+                         topology.device_kind()));
+  return profile;
+}
+
 ScenarioTopology ParseTopology(const YamlContext& ctx, const YAML::Node& node) {
   YamlMap m(ctx, node, "topology",
             {"preset", "slices", "links", "network", "nvlink_sharp", "wraparound", "hbm_GiB", "peak_TFLOPs",
-             "efficiency", "stragglers"});
+             "efficiency", "stragglers", "calibration"});
   std::string preset = ctx.String(m.Need("preset"), "topology.preset");
   int64_t slices = m.Int("slices", 1);
   if (slices < 1 || slices > 1024) ctx.Fail(m.Get("slices"), "topology.slices", "expected an integer in [1, 1024]");
@@ -203,6 +221,7 @@ ScenarioTopology ParseTopology(const YamlContext& ctx, const YAML::Node& node) {
       out.stragglers.emplace_back(static_cast<int>(device), speed);
     }
   }
+  if (m.Has("calibration")) out.calibration = ParseCalibrationKey(ctx, m, *topology);
   out.topology = std::move(topology);
   return out;
 }
@@ -662,6 +681,12 @@ Scenario ParseScenarioUnchecked(std::string_view text, const std::string& path) 
     if (!names.insert(w.name).second)
       ctx.Fail(workloads[i], fmt::format("workloads[{}].name", i),
                fmt::format("two workloads are named '{}'; give each a distinct name", w.name));
+    if (const ValidatedModel* model = std::get_if<ValidatedModel>(&w.config);
+        model != nullptr && s.topology.calibration && ModelStack(*model) != s.topology.calibration->stack) {
+      ctx.Fail(workloads[i], fmt::format("workloads[{}].stack", i),
+               fmt::format("runs on stack {}, but topology.calibration was fitted on stack {}",
+                           StackName(ModelStack(*model)), StackName(s.topology.calibration->stack)));
+    }
     s.workloads.push_back(std::move(w));
   }
   return s;

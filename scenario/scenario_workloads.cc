@@ -504,8 +504,8 @@ ModelConfig ParseModel(const YamlContext& ctx, const YamlMap& m, const Scenario&
   c.recompute = ParseEnum(ctx, m, "recompute", c.recompute,
                           {{"none", Recompute::kNone}, {"selective", Recompute::kSelective}, {"full", Recompute::kFull}});
   c.stack = ParseEnum(ctx, m, "stack", c.stack,
-                      {{"auto", Stack::kAuto}, {"megatron", Stack::kMegatron}, {"pytorch-fsdp", Stack::kPytorchFsdp},
-                       {"maxtext", Stack::kMaxText}});
+                      {{"auto", SoftwareStack::kAuto}, {"megatron", SoftwareStack::kMegatron}, {"pytorch-fsdp", SoftwareStack::kPytorchFsdp},
+                       {"maxtext", SoftwareStack::kMaxText}});
   c.seed = static_cast<uint64_t>(NonNegative(ctx, m, "seed", 0, int64_t{1} << 62));
   c.rtol = Tolerance(ctx, m, "rtol", c.rtol);
   c.atol = Tolerance(ctx, m, "atol", c.atol);
