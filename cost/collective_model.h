@@ -73,6 +73,11 @@ std::map<LinkClass, double> DefaultLinkEfficiency();
 // The fraction of NVLink's line rate NCCL reaches: 0.73 on Ampere (220 of 300 GB/s, nccl-tests issues 228 and
 // 331), 0.8 otherwise (nccl-tests issue 212: ~20% protocol overhead on Hopper).
 double DefaultNvlinkEfficiency(GpuGeneration generation);
+// The fraction of the ICI link rate XLA's collectives reach, and their fixed cost per collective: v5e 0.855 (95% of
+// the book's 4.5e10 B/s, of the preset's 5e10) and 2.7 us, from the JAX scaling book's measured all_gather
+// bandwidth curve and 128 KiB profile (sharding.md); other generations 1 and 0.
+double DefaultIciEfficiency(Topology::TpuGeneration generation);
+double TpuCollectiveOverheadSeconds(Topology::TpuGeneration generation);
 
 struct CollectiveOptions {
   // Forced per-stage algorithm (kAuto: fastest applicable per stage), like NCCL_ALGO. A forced algorithm that
