@@ -142,8 +142,9 @@ StageMemory StageMemoryOf(const ModelConfig& c, const ParallelDegrees& d, int64_
   s.stage = stage;
   const int64_t t = d.tensor, p = d.pipeline, v = c.parallel.virtual_stages;
   const int zero = c.parallel.zero_stage;
-  const double dense_group = static_cast<double>(d.data * d.context);
-  const double expert_group = static_cast<double>(d.data / d.expert * d.context);
+  // ZeRO's group: its shard axes (all data axes unless zero_axes names fewer) and the context axes.
+  const double dense_group = static_cast<double>(d.zero * d.context);
+  const double expert_group = static_cast<double>(std::max<int64_t>(1, d.zero / d.expert) * d.context);
   const std::vector<int64_t> layers = StageLayers(c, p, stage);
   s.layers = static_cast<int64_t>(layers.size());
   // Parameters on one device of this stage.

@@ -119,6 +119,12 @@ void ValidateParallel(const ModelConfig& c, const Mesh& mesh, ParallelDegrees* d
     Invalid(c, "mesh axes {} have no role; give each axis larger than 1 to data_axes, tensor_axes, context_axes or "
             "pipeline_axes", AxesText(unassigned));
   if (p.zero_stage < 0 || p.zero_stage > 3) Invalid(c, "zero_stage must be 0, 1, 2 or 3 (3 = FSDP), got {}", p.zero_stage);
+  for (const std::string& axis : p.zero_axes) {
+    if (std::find(p.data_axes.begin(), p.data_axes.end(), axis) == p.data_axes.end())
+      Invalid(c, "zero axis '{}' must also be a data axis (ZeRO shards over data-parallel ranks); data_axes: {}", axis,
+              AxesText(p.data_axes));
+  }
+  d->zero = p.zero_axes.empty() ? d->data : mesh.AxesSize(p.zero_axes);
   const int64_t t = d->tensor;
   if (p.sequence_parallel && p.tensor_axes.empty()) Invalid(c, "sequence_parallel needs tensor_axes");
   if (c.heads % t != 0)

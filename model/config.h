@@ -65,6 +65,10 @@ struct MoeConfig {
 struct ModelParallelism {
   std::vector<std::string> data_axes{};      // data parallel (gradient reduction; ZeRO / FSDP shard over them)
   int zero_stage = 0;                        // 0 none, 1 optimizer states, 2 + gradients, 3 + parameters (= FSDP)
+  // The data axes ZeRO / FSDP shards over (empty: all of them); the other data axes hold replicas (hybrid
+  // sharding: PyTorch's HSDP, MaxText's data parallelism over DCN across slices). Gradients reduce-scatter over
+  // these and all-reduce over the others.
+  std::vector<std::string> zero_axes{};
   std::vector<std::string> tensor_axes{};    // Megatron tensor parallelism (heads and d_ff split)
   bool sequence_parallel = false;            // Megatron SP over tensor_axes (norms / dropout split on seq)
   std::vector<std::string> context_axes{};   // context parallelism: seq split, ring attention
@@ -121,6 +125,7 @@ ModelConfig LlamaModel(int64_t d_model, int64_t layers, int64_t heads, int64_t k
 // The degrees of each role on a mesh (products of the axes' sizes; 1 for a role without axes).
 struct ParallelDegrees {
   int64_t data = 1, tensor = 1, context = 1, pipeline = 1, expert = 1;
+  int64_t zero = 1;              // the data degree ZeRO shards over: zero_axes' product (data when none named)
   int64_t micro_batches = 1;     // per optimizer step per data-parallel rank: global_batch / (micro_batch * data)
 };
 

@@ -65,7 +65,6 @@ const StackSpec kMegatronSpec{
     .fp8_casts = true,
     .optimizer_extra_bytes = 4,  // zero_grad_buffer: the fp32 main-gradient buffer zeroed every step
     .lowp_copy = true,           // _copy_main_params_to_model_params
-    .reduce_after_backward = false,
     .source = "Megatron-Core / NeMo with Transformer Engine: fused layernorm-linear, bias-activation and "
               "bias-dropout-add kernels, fused rotary embedding, cuDNN fused attention (NVTE_FUSED_ATTN), "
               "gradients reduced in bf16 (megatron/core/distributed/distributed_data_parallel_config.py), "
@@ -91,7 +90,6 @@ const StackSpec kPytorchFsdpSpec{
     .grad_reduce_bytes = 4,  // torchtitan's mixed_precision_reduce = "float32"
     .weight_gather_bytes = 0,  // MixedPrecision param_dtype bf16: the shards are cast before the all-gather
     .fp8_casts = false,
-    .reduce_after_backward = false,
     .source = "PyTorch FSDP in eager mode: Hugging Face / torchtitan modules (composite RMSNorm, SwiGLU and "
               "rotary embedding, one kernel per op), SDPA's FlashAttention-2 backend, fp32 gradient "
               "reduce-scatter (torchtitan mixed_precision_reduce), bf16 weight all-gathers; eager launches "
@@ -117,10 +115,10 @@ const StackSpec kMaxTextSpec{
     .grad_reduce_bytes = 4,    // MaxText base.yml weight_dtype: float32 (the gradients are fp32)
     .weight_gather_bytes = 0,  // Flax casts the fp32 shard to the bf16 dtype before GSPMD's all-gather
     .fp8_casts = false,
-    .reduce_after_backward = true,  // base.yml scan_layers: True
     .source = "JAX / XLA as MaxText runs it (MaxText/configs/base.yml: weight_dtype float32, scan_layers True): "
-              "one compiled program (no host launches), XLA's elementwise fusions, the scanned layers' stacked "
-              "gradients reduced after the backward scan",
+              "one compiled program (no host launches), XLA's elementwise fusions; GSPMD reduces each scanned "
+              "layer's gradient inside the loop body (reduce-scatter over the shard axes, all-reduce over the "
+              "replicas), overlapped with the next layer's backward",
 };
 
 }  // namespace

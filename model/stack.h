@@ -73,9 +73,6 @@ struct StackSpec {
   // for infinities (read + write 4), in every stack (loss scaling).
   double optimizer_extra_bytes = 0;
   bool lowp_copy = false;
-  // Gradients of scanned layers leave the backward as one stacked array (MaxText's scan_layers): their
-  // data-parallel reduction starts after the whole backward instead of layer by layer.
-  bool reduce_after_backward = false;
   std::string_view source;
 };
 

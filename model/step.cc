@@ -65,6 +65,14 @@ class StepBuilder {
     for (const std::string& a : c.parallel.data_axes) dp_and_cp_.axes.push_back(a);
     for (const std::string& a : c.parallel.context_axes) dp_and_cp_.axes.push_back(a);
     dp_and_cp_.size = d_.data * d_.context;
+    // Hybrid sharding: ZeRO over its shard axes (and context), replicas over the other data axes.
+    const std::vector<std::string>& zero_axes = c.parallel.zero_axes.empty() ? c.parallel.data_axes : c.parallel.zero_axes;
+    for (const std::string& a : zero_axes) zero_.axes.push_back(a);
+    for (const std::string& a : c.parallel.context_axes) zero_.axes.push_back(a);
+    zero_.size = d_.zero * d_.context;
+    for (const std::string& a : c.parallel.data_axes)
+      if (std::find(zero_axes.begin(), zero_axes.end(), a) == zero_axes.end()) replicas_.axes.push_back(a);
+    replicas_.size = d_.data / d_.zero;
     sp_ = c.parallel.sequence_parallel && d_.tensor > 1;
     // fp8 training (Transformer Engine) runs the matmuls in fp8 and keeps activations, attention and
     // communication in bf16.
@@ -137,7 +145,8 @@ class StepBuilder {
     timeline_ = std::make_unique<StepTimeline>(static_cast<int64_t>(simulated_.size()), slowdown_);
     pipeline_groups_ = mesh_.PositionGroups(c_.parallel.pipeline_axes);
     group_ids_.clear();
-    for (const Role* role : {&tensor_, &data_, &context_, &expert_, &dp_and_cp_}) RegisterGroups(*role);
+    for (const Role* role : {&tensor_, &data_, &context_, &expert_, &dp_and_cp_, &zero_, &replicas_})
+      RegisterGroups(*role);
   }
 
   bool IsRepresentative(int64_t pos) const {
@@ -432,11 +441,11 @@ class StepBuilder {
   // ZeRO-3 / FSDP: a layer's weights are all-gathered over the data (and context) ranks before use, the next
   // layer's gather prefetched on the second stream while this one computes (FSDP's forward / backward prefetch).
   void GatherLayerWeights(bool moe) {
-    if (c_.parallel.zero_stage < 3 || dp_and_cp_.size <= 1) return;
+    if (c_.parallel.zero_stage < 3 || zero_.size <= 1) return;
     const double bytes = LayerParamsPerDevice(c_, d_, moe) * WeightGatherBytes();
-    if (prefetched_gather_ < 0) prefetched_gather_ = Start(dp_and_cp_, CollectiveOp::kAllGather, bytes, kDataComm, 1);
+    if (prefetched_gather_ < 0) prefetched_gather_ = Start(zero_, CollectiveOp::kAllGather, bytes, kDataComm, 1);
     Wait(prefetched_gather_, kDataComm);
-    prefetched_gather_ = Start(dp_and_cp_, CollectiveOp::kAllGather, bytes, kDataComm, 1);
+    prefetched_gather_ = Start(zero_, CollectiveOp::kAllGather, bytes, kDataComm, 1);
   }
 
   void LayerForward(bool moe, Category cat) {
@@ -606,17 +615,22 @@ class StepBuilder {
   // backward produced them (Megatron's overlap_grad_reduce), in fp32 (Megatron accumulates and reduces main
   // gradients in fp32 with bf16 training): all-reduce, or reduce-scatter with ZeRO >= 1 (distributed optimizer).
   // Dense gradients reduce over data and context ranks.
-  // In the stack's gradient dtype (model/stack.h grad_reduce_bytes). A stack that reduces after the backward
-  // (scanned layers) defers every reduction to the optimizer.
+  // In the stack's gradient dtype (model/stack.h grad_reduce_bytes).
   void StartGradientReduction(double params) {
-    const Role& role = dp_and_cp_;
-    if (role.size <= 1) return;
-    if (stack_.reduce_after_backward) {
-      deferred_grads_ += params;
+    if (dp_and_cp_.size <= 1) return;
+    ReduceGradients(params);
+  }
+  // ZeRO >= 1: reduce-scatter over ZeRO's group, then (hybrid sharding) all-reduce the shard over the replicas on
+  // the same stream (XLA's and HSDP's hierarchical reduction); else one all-reduce over every data rank.
+  void ReduceGradients(double params) {
+    const double bytes = params * stack_.grad_reduce_bytes;
+    if (c_.parallel.zero_stage == 0) {
+      pending_grads_.push_back(Start(dp_and_cp_, CollectiveOp::kAllReduce, bytes, kDataComm, 1));
       return;
     }
-    const CollectiveOp op = c_.parallel.zero_stage >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
-    pending_grads_.push_back(Start(role, op, params * stack_.grad_reduce_bytes, kDataComm, 1));
+    if (zero_.size > 1) pending_grads_.push_back(Start(zero_, CollectiveOp::kReduceScatter, bytes, kDataComm, 1));
+    if (replicas_.size > 1)
+      pending_grads_.push_back(Start(replicas_, CollectiveOp::kAllReduce, bytes / zero_.size, kDataComm, 1));
   }
   // Bytes per weight of the ZeRO-3 / FSDP all-gathers and of the distributed optimizer's weight all-gather: the
   // stack's, else the compute dtype's (fp8 weights with Transformer Engine's fp8 recipe: one byte).
@@ -629,14 +643,8 @@ class StepBuilder {
     AwaitAcknowledgements();
     Wait(prefetched_gather_, kDataComm);
     prefetched_gather_ = -1;
-    if (deferred_grads_ > 0) {
-      const CollectiveOp op = c_.parallel.zero_stage >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
-      pending_grads_.push_back(Start(dp_and_cp_, op, deferred_grads_ * stack_.grad_reduce_bytes, kDataComm, 1));
-      deferred_grads_ = 0;
-    }
     for (int64_t h : pending_grads_) Wait(h, kDataComm);
     pending_grads_.clear();
-    const Role& role = dp_and_cp_;
     double params = 0;
     const int64_t p = d_.pipeline, v = c_.parallel.virtual_stages, per_chunk = c_.layers / (p * v);
     for (int64_t chunk = 0; chunk < v; ++chunk)
@@ -644,15 +652,15 @@ class StepBuilder {
         params += LayerParamsPerDevice(c_, d_, c_.is_moe_layer((chunk * p + stage) * per_chunk + i));
     if (stage == 0) params += VocabParamsPerDevice(c_, d_);
     if (stage == p - 1) params += VocabParamsPerDevice(c_, d_);
-    const double shard = c_.parallel.zero_stage >= 1 ? params / role.size : params;
+    const double shard = c_.parallel.zero_stage >= 1 ? params / zero_.size : params;
     // AdamW, fused: read fp32 master weight, gradient, m, v; write master, m, v; one read of the gradients for
     // the global norm (clipping); fp16 loss scaling unscales and checks the gradients (read + write); the
     // stack's own passes (model/stack.h optimizer_extra_bytes, lowp_copy).
     const double bytes_per_param = 4 * 4 + 3 * 4 + 4 + (c_.dtype == DType::kF16 ? 8 : 0) +
                                    stack_.optimizer_extra_bytes + (stack_.lowp_copy ? 4 + size_ : 0);
     Compute(compute_.Cost(10 * shard, shard * bytes_per_param, ContractionDims{}, DType::kF32), kOptimizer);
-    if (c_.parallel.zero_stage >= 1 && c_.parallel.zero_stage < 3 && role.size > 1)
-      Collective(role, CollectiveOp::kAllGather, params * WeightGatherBytes(), kDataComm);  // updated weights back
+    if (c_.parallel.zero_stage >= 1 && c_.parallel.zero_stage < 3 && zero_.size > 1)
+      Collective(zero_, CollectiveOp::kAllGather, params * WeightGatherBytes(), kDataComm);  // updated weights back
   }
 
   void BuildDevice(int64_t device) {
@@ -661,7 +669,6 @@ class StepBuilder {
     next_handle_ = 0;
     prefetched_gather_ = -1;
     pending_grads_.clear();
-    deferred_grads_ = 0;
     unacknowledged_.clear();
     received_paired_ = false;
     const auto factor = speed_factors_.find(mesh_.DeviceAt(simulated_[static_cast<size_t>(device)]));
@@ -685,6 +692,7 @@ class StepBuilder {
   ComputeModel compute_;
   CollectiveModel collectives_;
   Role tensor_, data_, context_, pipeline_, expert_, dp_and_cp_;
+  Role zero_, replicas_;  // ZeRO's shard group (its axes + context) and the replicas across them (hybrid)
   bool sp_ = false, reduced_ = true, blocking_p2p_ = false, fp8_ = false;
   const StackSpec& stack_;
   std::vector<std::pair<int64_t, int64_t>> unacknowledged_;  // blocking p2p: (peer, tag) of sends not yet awaited
@@ -703,7 +711,6 @@ class StepBuilder {
   int64_t device_ = 0, next_handle_ = 0, prev_ = 0, next_ = 0;
   std::vector<std::vector<int64_t>> pipeline_groups_;
   std::vector<int64_t> pending_grads_;
-  double deferred_grads_ = 0;  // parameters whose reduction waits for the end of the backward
   int64_t prefetched_gather_ = -1;
 };
 

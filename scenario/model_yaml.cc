@@ -18,6 +18,7 @@ void EmitParallel(YAML::Emitter& out, const ModelParallelism& p) {
   out << YAML::Key << "parallel" << YAML::Value << YAML::BeginMap;
   EmitAxes(out, "data_axes", p.data_axes);
   out << YAML::Key << "zero_stage" << YAML::Value << p.zero_stage;
+  if (!p.zero_axes.empty()) EmitAxes(out, "zero_axes", p.zero_axes);
   EmitAxes(out, "tensor_axes", p.tensor_axes);
   out << YAML::Key << "sequence_parallel" << YAML::Value << p.sequence_parallel;
   EmitAxes(out, "context_axes", p.context_axes);

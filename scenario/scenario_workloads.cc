@@ -446,11 +446,11 @@ ModelParallelism ParseModelParallelism(const YamlContext& ctx, const YamlMap& pa
   if (!parent.Has("parallel")) return p;
   YamlMap m(ctx, parent.Get("parallel"), parent.Key("parallel"),
             {"data_axes", "zero_stage", "fsdp", "tensor_axes", "sequence_parallel", "context_axes", "pipeline_axes",
-             "schedule", "virtual_stages", "expert_axes"});
+             "schedule", "virtual_stages", "expert_axes", "zero_axes"});
   const Mesh& mesh = s.mesh.mesh;
   for (auto [key, axes] : {std::pair{"data_axes", &p.data_axes}, {"tensor_axes", &p.tensor_axes},
                            {"context_axes", &p.context_axes}, {"pipeline_axes", &p.pipeline_axes},
-                           {"expert_axes", &p.expert_axes}}) {
+                           {"expert_axes", &p.expert_axes}, {"zero_axes", &p.zero_axes}}) {
     if (m.Has(key)) *axes = MeshAxes(ctx, m.Get(key), m.Key(key), mesh);
   }
   p.zero_stage = static_cast<int>(NonNegative(ctx, m, "zero_stage", 0, 3));
