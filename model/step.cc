@@ -84,6 +84,8 @@ class StepBuilder {
     norm_tokens_ = sp_ ? static_cast<double>(tokens_) / d_.tensor : static_cast<double>(tokens_);
     slowdown_ = options.comm_slowdown >= 0 ? options.comm_slowdown
                                            : DefaultCommSlowdown(compute_.spec(), *mesh.topology());
+    // An explicit slowdown replaces the per-op wave effect with that uniform fraction.
+    uniform_slowdown_ = options.comm_slowdown >= 0;
     reduced_ = options.reduced && options.speed_factors.empty();
     blocking_p2p_ = options.blocking_p2p;
     const StepCalibration& k = options.calibration;
@@ -181,7 +183,7 @@ class StepBuilder {
   // Prices an op alone and with communication kernels holding SMs beside it (the wave effect).
   PricedOp Price(double flops, double bytes, ContractionDims dims, DType dtype) const {
     PricedOp p{compute_.Cost(flops, bytes, dims, dtype).seconds};
-    if (const DeviceComputeSpec* spec = compute_.spec(); spec != nullptr) {
+    if (const DeviceComputeSpec* spec = compute_.spec(); spec != nullptr && !uniform_slowdown_) {
       if (spec->collective_units > 0)
         p.with_collective = compute_.Cost(flops, bytes, dims, dtype, 1.0, spec->collective_units).seconds;
       if (spec->p2p_units > 0) p.with_p2p = compute_.Cost(flops, bytes, dims, dtype, 1.0, spec->p2p_units).seconds;
@@ -305,7 +307,7 @@ class StepBuilder {
                                      /*causal=*/true, backward, act_dtype_, units, AttentionRateScale()).seconds;
     };
     PricedOp p{cost(0)};
-    if (const DeviceComputeSpec* spec = compute_.spec(); spec != nullptr) {
+    if (const DeviceComputeSpec* spec = compute_.spec(); spec != nullptr && !uniform_slowdown_) {
       if (spec->collective_units > 0) p.with_collective = cost(spec->collective_units);
       if (spec->p2p_units > 0) p.with_p2p = cost(spec->p2p_units);
     }
@@ -693,7 +695,7 @@ class StepBuilder {
   CollectiveModel collectives_;
   Role tensor_, data_, context_, pipeline_, expert_, dp_and_cp_;
   Role zero_, replicas_;  // ZeRO's shard group (its axes + context) and the replicas across them (hybrid)
-  bool sp_ = false, reduced_ = true, blocking_p2p_ = false, fp8_ = false;
+  bool sp_ = false, reduced_ = true, blocking_p2p_ = false, fp8_ = false, uniform_slowdown_ = false;
   const StackSpec& stack_;
   std::vector<std::pair<int64_t, int64_t>> unacknowledged_;  // blocking p2p: (peer, tag) of sends not yet awaited
   bool received_paired_ = false;  // the next backward's receive was done at the forward's exchange

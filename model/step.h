@@ -39,7 +39,8 @@ struct ModelStepOptions {
   // group of p micro-batches adds the same time (tests compare it with the whole simulation).
   bool extrapolate = true;
   // Fraction of a device's compute lost while its own communication is in flight (NCCL runs one CTA per channel
-  // on an SM). < 0: the device's default (docs/model.md); 0: none.
+  // on an SM). < 0 (default): every op priced on the SMs communication kernels leave it (the wave effect,
+  // docs/model.md); >= 0: this uniform fraction instead (0: none).
   double comm_slowdown = -1;
   RooflineOptions roofline{};       // the user's compute / HBM efficiency knobs (default 1)
   // Stragglers: device id -> speed factor (> 0; 0.5 computes at half speed). Devices are then no longer

@@ -4,8 +4,9 @@
 // recompute, precision) on the topology preset and predicts one step with PredictModelStep, with the presets'
 // documented figures only (no per-row factor).
 //
-// Tolerance: the target is 10% per row; rows are enforced at kModelValidationTolerance (20%) until the
-// model meets 10% (docs/model-validation.md says where the remaining gap is believed to come from).
+// Targets: every enforced row within kModelValidationTolerance (10%) of its measurement, and the mean signed gap
+// over all rows within kModelValidationMeanGap (5%: no systematic optimism). A row the model does not meet
+// honestly is shown, not enforced, with the missing mechanism in its note (docs/model-validation.md).
 // Thread safety: free functions; safe to call concurrently.
 #ifndef SPMDSIM_MODEL_VALIDATION_H_
 #define SPMDSIM_MODEL_VALIDATION_H_
@@ -16,8 +17,8 @@
 
 namespace spmdsim {
 
-inline constexpr double kModelValidationTolerance = 0.20;
-inline constexpr double kModelValidationTarget = 0.10;
+inline constexpr double kModelValidationTolerance = 0.10;
+inline constexpr double kModelValidationMeanGap = 0.05;
 
 struct ModelValidationRow {
   std::string name;        // the model, machine and configuration
@@ -55,10 +56,18 @@ struct CalibrationHoldoutRow {
 std::vector<CalibrationHoldoutRow> ComputeCalibrationHoldoutRows();
 std::string FormatCalibrationHoldoutTable(const std::vector<CalibrationHoldoutRow>& rows);
 
+// The one-device layer that scripts/measure-sustained-compute.py times (h 4096, 32 heads, seq 2048, micro-batch
+// 4, bf16, on one H100), predicted per stack: a Markdown table whose `measured` column awaits the script's run.
+std::string OneDeviceLayerPredictions();
+
 // Every row (each a whole simulated step; well under a second in all).
 std::vector<ModelValidationRow> ComputeModelValidationRows();
 // A Markdown table: row | measured | predicted | gap | enforced (tolerance) | source | note.
 std::string FormatModelValidationTable(const std::vector<ModelValidationRow>& rows);
+// The mean of the rows' signed gaps (predicted / measured - 1).
+double MeanSignedGap(const std::vector<ModelValidationRow>& rows);
+// "N rows: M within 10% (K enforced), mean signed gap -x.x%, mean |gap| y.y%, worst -z.z% (row)".
+std::string ModelValidationSummary(const std::vector<ModelValidationRow>& rows);
 
 }  // namespace spmdsim
 

@@ -106,12 +106,14 @@ CalibrationProfile ParseCalibrationProfile(std::string_view text, const std::str
         (std::string_view(list) == "fitted" ? p.fitted : p.runs)
             .push_back(ctx.String(node[i], fmt::format("{}[{}]", m.Key(list), i)));
     }
-    p.rms_log_error_before = m.Has("rms_log_error_before") ? ctx.NumberIn(m.Get("rms_log_error_before"),
-                                                                          m.Key("rms_log_error_before"), 0, 1e3)
-                                                           : 0;
-    p.rms_log_error_after = m.Has("rms_log_error_after") ? ctx.NumberIn(m.Get("rms_log_error_after"),
-                                                                        m.Key("rms_log_error_after"), 0, 1e3)
-                                                         : 0;
+    auto error = [&](std::string_view key) {
+      if (!m.Has(key)) return 0.0;
+      const double e = ctx.Number(m.Get(key), m.Key(key));
+      if (e < 0) ctx.Fail(m.Get(key), m.Key(key), "expected a number >= 0");
+      return e;
+    };
+    p.rms_log_error_before = error("rms_log_error_before");
+    p.rms_log_error_after = error("rms_log_error_after");
     return p;
   });
 }

@@ -1,3 +1,4 @@
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <set>
@@ -227,7 +228,7 @@ TEST(ModelStep, OverlapLiesBetweenTheSerialSumAndTheMaximum) {
     const auto& k = t.comm_by_kind;
     const double busiest = std::max({t.compute_seconds, k.at("tensor") + k.at("expert"), k.at("data") + k.at("context")});
     EXPECT_GE(t.step_seconds, busiest - 1e-9) << l.name;
-    EXPECT_NEAR(t.step_seconds, t.compute_seconds + t.exposed_comm_seconds + t.bubble_seconds,
+    EXPECT_NEAR(t.step_seconds, t.compute_seconds + t.exposed_comm_seconds + t.bubble_seconds + t.host_wait_seconds,
                 1e-6 * t.step_seconds) << l.name;
   }
 }
@@ -235,6 +236,8 @@ TEST(ModelStep, OverlapLiesBetweenTheSerialSumAndTheMaximum) {
 TEST(ModelStep, RecomputeAndSlowdownCostTimeAndMoreMicroBatchesShrinkTheBubble) {
   const Mesh mesh = MeshOn("dgx-h100:4", {{"pipe", 4}, {"tensor", 8}});
   ModelConfig c = Small();
+  // A compiled stack: the small model's eager kernels would wait for the host, hiding the slowdown.
+  c.stack = SoftwareStack::kMaxText;
   c.parallel = {.tensor_axes = {"tensor"}, .sequence_parallel = true, .pipeline_axes = {"pipe"}};
   const ModelStepTimes none = PredictModelStep(ValidateModel(c, mesh));
   c.recompute = Recompute::kFull;
@@ -244,7 +247,9 @@ TEST(ModelStep, RecomputeAndSlowdownCostTimeAndMoreMicroBatchesShrinkTheBubble) 
   EXPECT_NEAR(full.mfu * full.step_seconds, none.mfu * none.step_seconds, 1e-9);  // same model FLOPs
   c.recompute = Recompute::kNone;
   const ModelStepTimes fast = PredictModelStep(ValidateModel(c, mesh), {.comm_slowdown = 0});
-  EXPECT_LT(fast.step_seconds, none.step_seconds);
+  const ModelStepTimes slowed = PredictModelStep(ValidateModel(c, mesh), {.comm_slowdown = 0.3});
+  EXPECT_LE(fast.step_seconds, none.step_seconds);  // the wave effect never speeds an op up
+  EXPECT_LT(fast.step_seconds, slowed.step_seconds);
   EXPECT_GT(none.comm_slowdown, 0);  // GPUs: NCCL's channels take SMs
   c.global_batch = 128;
   const ModelStepTimes more = PredictModelStep(ValidateModel(c, mesh));
@@ -264,9 +269,8 @@ TEST(ModelStep, BlockingPipelineTransfersCostTimeAndKeepTheSimulationExact) {
       const ModelStepTimes eager = PredictModelStep(ValidateModel(c, mesh));
       const ModelStepTimes blocking = PredictModelStep(ValidateModel(c, mesh), {.blocking_p2p = true});
       EXPECT_GE(blocking.step_seconds, eager.step_seconds - 1e-12) << what;
-      // The same work; no longer slowed by sends in flight under it.
-      EXPECT_LE(blocking.compute_seconds, eager.compute_seconds + 1e-12) << what;
-      EXPECT_GT(blocking.compute_seconds, 0.95 * eager.compute_seconds) << what;
+      // The same work, slowed only by what communication runs beside it (which blocking moves around).
+      EXPECT_NEAR(blocking.compute_seconds / eager.compute_seconds, 1, 0.02) << what;
       const ModelStepTimes full = PredictModelStep(ValidateModel(c, mesh), {.reduced = false, .blocking_p2p = true});
       EXPECT_NEAR(full.step_seconds, blocking.step_seconds, 1e-12 * full.step_seconds) << what;
       const ModelStepTimes whole = PredictModelStep(ValidateModel(c, mesh), {.extrapolate = false, .blocking_p2p = true});
@@ -332,7 +336,7 @@ TEST(ModelStep, NonFlashAttentionIsTwoMatmulsAndACausalSoftmax) {
   const ModelStepTimes flash = PredictModelStep(ValidateModel(c, mesh), options);
   c.flash_attention = false;
   const ModelStepTimes plain = PredictModelStep(ValidateModel(c, mesh), options);
-  const ComputeModel model(*mesh.topology());
+  const ComputeModel model(*mesh.topology(), {}, {.synchronous_devices = mesh.size()});
   const int64_t b = c.micro_batch * c.heads, s = c.seq, d = c.effective_head_dim();
   const double size = 2, bd = static_cast<double>(b), sd = static_cast<double>(s), dd = static_cast<double>(d);
   const double qk = model.Cost(2 * bd * sd * dd * sd, bd * (sd * dd + dd * sd + sd * sd) * size, {b, s, s, d},
@@ -348,19 +352,76 @@ TEST(ModelStep, NonFlashAttentionIsTwoMatmulsAndACausalSoftmax) {
               1e-9 * std::fabs(expected));
 }
 
-// docs/model-validation.md is the table this computes, and every enforced row is within its tolerance.
-TEST(ModelValidation, EveryEnforcedRowIsWithinItsToleranceAndDocumented) {
+// docs/model-validation.md is the table this computes: every enforced row within 10% of its measurement, the
+// mean signed gap over all rows within 5%, and every row listed.
+TEST(ModelValidation, EveryEnforcedRowIsWithinTenPercentAndTheMeanGapWithinFive) {
   const std::vector<ModelValidationRow> rows = ComputeModelValidationRows();
   ASSERT_GE(rows.size(), 15u);
   std::ifstream doc(std::string(SPMDSIM_SOURCE_DIR) + "/docs/model-validation.md");
   std::stringstream text;
   text << doc.rdbuf();
+  int unenforced = 0;
   for (const ModelValidationRow& row : rows) {
+    EXPECT_EQ(row.tolerance, kModelValidationTolerance) << row.name;
     if (row.enforced) {
       EXPECT_TRUE(row.within()) << row.name << ": gap " << row.gap();
+    } else {
+      ++unenforced;
+      EXPECT_THAT(row.note, ::testing::HasSubstr("not enforced:")) << row.name << " must say what is missing";
     }
     EXPECT_THAT(text.str(), ::testing::HasSubstr(row.name)) << "docs/model-validation.md lacks a row";
   }
+  EXPECT_LE(unenforced, 2) << "the shown-not-enforced rows are the exception";
+  EXPECT_LE(std::fabs(MeanSignedGap(rows)), kModelValidationMeanGap) << ModelValidationSummary(rows);
+  EXPECT_THAT(text.str(), ::testing::HasSubstr(ModelValidationSummary(rows))) << "the summary line is stale";
+}
+
+// Korthikanti et al. 2022, Table 4: one 22B layer forward and backward for five recompute / SP settings. The
+// whole-step 22B rows rest on these (48 layers are ~92% of the step): each total within 10%, forward and
+// backward each within 12%, and the settings' differences in the published direction.
+TEST(ModelValidation, TheKorthikantiLayerTimesOfTableFour) {
+  const std::vector<LayerValidationRow> rows = ComputeLayerValidationRows();
+  ASSERT_EQ(rows.size(), 5u);
+  for (const LayerValidationRow& r : rows) {
+    const double total = r.predicted_forward + r.predicted_backward, measured = r.forward + r.backward;
+    EXPECT_NEAR(total / measured, 1, 0.10) << r.name;
+    EXPECT_NEAR(r.predicted_forward / r.forward, 1, 0.12) << r.name;
+    EXPECT_NEAR(r.predicted_backward / r.backward, 1, 0.12) << r.name;
+  }
+  const LayerValidationRow &none = rows[0], &sp = rows[1], &full = rows[2], &selective = rows[3], &both = rows[4];
+  EXPECT_LT(sp.predicted_forward, none.predicted_forward);           // SP shards the norms and dropouts
+  EXPECT_NEAR(full.predicted_forward, none.predicted_forward, 1e-12);  // recompute does not touch the forward
+  EXPECT_GT(full.predicted_backward - none.predicted_backward, 0.8 * none.predicted_forward);  // ~ a forward
+  EXPECT_GT(selective.predicted_backward, none.predicted_backward);  // the attention core again
+  EXPECT_LT(selective.predicted_backward - none.predicted_backward, 0.3 * none.predicted_forward);
+  EXPECT_LT(both.predicted_forward + both.predicted_backward, selective.predicted_forward + selective.predicted_backward);
+  std::ifstream doc(std::string(SPMDSIM_SOURCE_DIR) + "/docs/model-validation.md");
+  std::stringstream text;
+  text << doc.rdbuf();
+  EXPECT_THAT(text.str(), ::testing::HasSubstr(FormatLayerValidationTable(rows))) << "the Table 4 rows are stale";
+}
+
+// The whole step of the 22B rows is its layers, then the rest: 48 predicted layers account for the step less
+// the embedding, loss and optimizer, as the paper's 48 x Table 4 accounts for most of Table 5.
+TEST(ModelValidation, TheTwentyTwoBStepIsItsLayersAndTheRest) {
+  const std::vector<ModelValidationRow> steps = ComputeModelValidationRows();
+  const std::vector<LayerValidationRow> layers = ComputeLayerValidationRows();
+  const double full_layers = 48 * (layers[2].predicted_forward + layers[2].predicted_backward);
+  ASSERT_NE(steps[0].name.find("22B"), std::string::npos);
+  EXPECT_GT(steps[0].predicted, full_layers);
+  EXPECT_LT(steps[0].predicted - full_layers, 0.15 * steps[0].predicted);
+}
+
+// Calibration fitted on one row of a family predicts the others it was not fitted on: the held-out table in
+// docs/model-validation.md is what this computes.
+TEST(ModelValidation, TheCalibrationHeldOutTableIsDocumented) {
+  const std::vector<CalibrationHoldoutRow> rows = ComputeCalibrationHoldoutRows();
+  ASSERT_GE(rows.size(), 10u);
+  for (const CalibrationHoldoutRow& r : rows) EXPECT_NE(r.fitted_on, r.name);
+  std::ifstream doc(std::string(SPMDSIM_SOURCE_DIR) + "/docs/model-validation.md");
+  std::stringstream text;
+  text << doc.rdbuf();
+  EXPECT_THAT(text.str(), ::testing::HasSubstr(FormatCalibrationHoldoutTable(rows)));
 }
 
 }  // namespace

@@ -45,9 +45,10 @@ TEST(ModelWorkload, ParsesEveryKeyOntoTheConfig) {
     micro_batch: 2
     dtype: float8_e4m3fn
     moe: {experts: 4, top_k: 1, capacity_factor: 1.5, d_ff: 1024, every: 2, router: sinkhorn}
-    parallel: {data_axes: [data], zero_stage: 1, tensor_axes: [tensor], sequence_parallel: true,
+    parallel: {data_axes: [data], zero_stage: 1, zero_axes: [data], tensor_axes: [tensor], sequence_parallel: true,
                pipeline_axes: [pipe], schedule: interleaved, virtual_stages: 2, expert_axes: [data]}
     recompute: selective
+    stack: pytorch-fsdp
 )y", "t.yaml");
   ASSERT_EQ(s.workloads.size(), 1u);
   const ModelConfig& c = std::get<ValidatedModel>(s.workloads[0].config).config();
@@ -67,6 +68,8 @@ TEST(ModelWorkload, ParsesEveryKeyOntoTheConfig) {
   EXPECT_EQ(c.parallel.virtual_stages, 2);
   EXPECT_EQ(c.parallel.expert_axes, std::vector<std::string>{"data"});
   EXPECT_EQ(c.recompute, Recompute::kSelective);
+  EXPECT_EQ(c.stack, SoftwareStack::kPytorchFsdp);
+  EXPECT_EQ(c.parallel.zero_axes, std::vector<std::string>{"data"});
 }
 
 TEST(ModelWorkload, ErrorsNameFileLineAndField) {
@@ -88,6 +91,11 @@ TEST(ModelWorkload, ErrorsNameFileLineAndField) {
   EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, moe: {top_k: 2}}\n"), HasSubstr("workloads[0].moe.experts"));
   EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, parallel: {fsdp: true, zero_stage: 1}}\n"),
               HasSubstr("fsdp: true is zero_stage 3"));
+  EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, stack: deepspeed}\n"),
+              HasSubstr("workloads[0].stack"));
+  EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, global_batch: 8, parallel: {data_axes: [data], zero_axes: [pipe], "
+                                "tensor_axes: [tensor], pipeline_axes: [pipe]}}\n"),
+              HasSubstr("zero axis 'pipe' must also be a data axis"));
 }
 
 TEST(ModelWorkload, RunPrintsTheAnalyticAccountingAndTheSimulatedStep) {
