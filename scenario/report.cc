@@ -252,10 +252,11 @@ nlohmann::json ModelJson(const ModelAccounting& a) {
   }
   return {{"analytic", true},
           {"degrees", {{"data", d.data}, {"tensor", d.tensor}, {"context", d.context}, {"pipeline", d.pipeline},
-                       {"expert", d.expert}, {"micro_batches", d.micro_batches}}},
+                       {"expert", d.expert}, {"expert_tensor", d.expert_tensor}, {"expert_data", d.expert_data},
+                       {"micro_batches", d.micro_batches}}},
           {"params", {{"total", a.params.total}, {"active", a.params.active}, {"embedding", a.params.embedding},
                       {"output", a.params.output}, {"per_dense_layer", a.params.per_dense_layer},
-                      {"per_moe_layer", a.params.per_moe_layer}}},
+                      {"per_moe_layer", a.params.per_moe_layer}, {"mtp", a.params.mtp}}},
           {"flops", {{"forward", a.flops.forward}, {"backward", a.flops.backward}, {"recompute", a.flops.recompute},
                      {"model", a.flops.model}, {"hardware", a.flops.hardware}}},
           {"tokens_per_step", a.tokens_per_step},
