@@ -360,6 +360,9 @@ class StepBuilder {
     EnterTp(0, static_cast<double>(a.kv_lora_rank));
     Matmul(T, static_cast<double>(a.kv_lora_rank), LocalHeads() * static_cast<double>(a.qk_head_dim + a.v_head_dim), cat);
     Elementwise(RopeElements(), cat);
+    // q and k made whole: each head's qk part and rotary part concatenated (k's rotary part broadcast to every
+    // head) into contiguous [T, heads / t, qk + rope] tensors: read and write both.
+    Elementwise(4 * T * LocalHeads() * QkDim(), cat);
   }
   void MlaForward(int64_t layer, Category cat) {
     const MlaConfig& a = c_.mla;
@@ -381,6 +384,7 @@ class StepBuilder {
     const double T = static_cast<double>(tokens_), t = static_cast<double>(d_.tensor);
     if (a.recompute_up_proj) MlaUpForward(kRecompute);
     AttentionCoreBackward(layer);
+    Elementwise(4 * T * LocalHeads() * QkDim(), kBackward);  // the concatenations' backward (k's rotary part summed)
     Elementwise(RopeElements(), kBackward);
     ColumnParallelBackward(T, LocalHeads() * static_cast<double>(a.qk_head_dim + a.v_head_dim),
                            static_cast<double>(a.kv_lora_rank));

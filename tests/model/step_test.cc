@@ -405,7 +405,8 @@ TEST(ModelStep, SlidingWindowLayersAttendWithinTheirWindow) {
 }
 
 // Megatron-Core's mla_up_proj recompute reruns, before each layer's attention backward, the q and kv norms, the
-// two up projections and the rotary embedding of the decoupled parts: nothing else.
+// two up projections, the rotary embedding of the decoupled parts and the concatenations that make q and k
+// whole: nothing else.
 TEST(ModelStep, MlaUpProjectionRecomputeRerunsTheUpProjections) {
   const Mesh mesh = MeshOn("dgx-h100:1", {{"data", 8}});
   ModelConfig c = SmallDeepSeek();
@@ -421,7 +422,7 @@ TEST(ModelStep, MlaUpProjectionRecomputeRerunsTheUpProjections) {
     return model.Cost(2 * md * kd * nd, (md * kd + kd * nd + md * nd) * size, {1, m, n, k}, c.dtype).seconds;
   };
   const double per_layer = elementwise(2 * T * 256) + matmul(2048, 256, 16 * 96) + elementwise(2 * T * 128) +
-                           matmul(2048, 128, 16 * 128) + elementwise(2 * T * 17 * 32);
+                           matmul(2048, 128, 16 * 128) + elementwise(2 * T * 17 * 32) + elementwise(4 * T * 16 * 96);
   const double micro_batches = static_cast<double>(c.global_batch / 8);
   EXPECT_NEAR(t.compute_by_phase.at("recompute"), per_layer * 6 * micro_batches, 1e-9 * per_layer);
   c.mla.recompute_up_proj = false;
