@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "cost/collective_model.h"
 #include "cost/compute_model.h"
@@ -59,6 +60,13 @@ struct ModelStepOptions {
   bool blocking_p2p = false;
 };
 
+// One pipeline stage's times: those of its device that finishes last.
+struct ModelStageTimes {
+  int64_t stage = 0;
+  double end = 0, compute_seconds = 0, exposed_comm_seconds = 0, bubble_seconds = 0;
+  std::map<std::string, double> exposed_by_kind;    // tensor, data, pipeline, context, expert
+};
+
 // The predicted step. Times are those of the device that finishes last (the first such in mesh order).
 struct ModelStepTimes {
   double step_seconds = 0;
@@ -76,6 +84,9 @@ struct ModelStepTimes {
   std::map<std::string, double> exposed_by_kind;    // the same, exposed
   int64_t simulated_devices = 0;
   int64_t timeline_ops = 0;
+  // Every pipeline stage's own times (the device that finishes last waits for the slowest stage: its
+  // bubble_seconds include that stage's excess; the stages show where the time goes).
+  std::vector<ModelStageTimes> stages;
 };
 
 // One transformer layer of the first pipeline stage, as Korthikanti et al. 2022 (Table 4) time it: its forward

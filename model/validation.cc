@@ -1,5 +1,7 @@
 #include "model/validation.h"
 
+#include <algorithm>
+#include <iterator>
 #include <memory>
 #include <string>
 
@@ -168,6 +170,108 @@ void AddHoldout(const std::string& family, const std::vector<ValidationCase>& ca
   }
 }
 
+// Why the DeepSeek-V3 and Llama 3 rows are shown but not held to the tolerance (docs/model-validation.md): the
+// model is faster than both by more than 10%, and the mechanism missing is not one of the documented machine or
+// stack figures.
+constexpr const char* kDeepSeekMissing =
+    "not enforced: the busiest stage is its compute plus the exposed expert all_to_all (NCCL pairwise over 8 "
+    "nodes at one NIC per GPU); the ~25% the model misses is not identified without a profile of the run "
+    "(candidates: NCCL all_to_all with 64 peers below the single-NIC rate at ~2 MB per peer, MoE permutation and "
+    "grouped-GEMM kernels below the dense figures, token imbalance past capacity padding)";
+constexpr const char* kLlamaMissing =
+    "not enforced: the measurement is derived (430 TFLOPS/GPU over this model's FLOP count, not a timed step) and "
+    "Meta's own training stack is priced as Megatron's; its kernel efficiency and the at-scale loss the paper "
+    "shows (400 TFLOPS/GPU on 16384 GPUs against 430 on 8192, far more than the slowest-GPU order statistic) are "
+    "not modelled";
+
+// MFU, the last device's compute by phase, and the busiest stage (compute + exposed communication): where the
+// time goes when the stages differ.
+std::string BreakdownNote(const ModelStepTimes& t) {
+  const auto& phase = t.compute_by_phase;
+  std::string note = fmt::format(
+      "MFU {:.1f}%; last device: compute {:.3g} s (forward {:.3g}, backward {:.3g}, recompute {:.3g}, head {:.3g}, "
+      "optimizer {:.3g}), exposed comm {:.3g} s, bubble {:.3g} s",
+      100 * t.mfu, t.compute_seconds, phase.at("forward"), phase.at("backward"), phase.at("recompute"),
+      phase.at("head"), phase.at("optimizer"), t.exposed_comm_seconds, t.bubble_seconds);
+  const ModelStageTimes* busiest = nullptr;
+  for (const ModelStageTimes& s : t.stages)
+    if (busiest == nullptr || s.compute_seconds + s.exposed_comm_seconds >
+                                  busiest->compute_seconds + busiest->exposed_comm_seconds)
+      busiest = &s;
+  if (busiest != nullptr && t.stages.size() > 1) {
+    const auto& k = busiest->exposed_by_kind;
+    note += fmt::format("; busiest stage {}: compute {:.3g} s, exposed comm {:.3g} s (tensor {:.3g}, expert {:.3g}, "
+                        "data {:.3g}), pipeline wait {:.3g} s",
+                        busiest->stage, busiest->compute_seconds, busiest->exposed_comm_seconds, k.at("tensor"),
+                        k.at("expert"), k.at("data"), busiest->bubble_seconds);
+  }
+  return note;
+}
+
+// NVIDIA dgxc-benchmarking v25.05.04/05, deepseek_v3/pretraining (README.md, launch.sh; NeMo 25.04.01 container,
+// NeMo commit 7a8f1cc7, scripts/performance/llm/pretrain_deepseek_v3.py, recipes/deepseek_v3.py): DeepSeek-V3
+// with its MTP module (pretrain_recipe's use_mtp), bf16, seq 4096, micro-batch 1, global batch 8 x GPUs, TP 2 +
+// SP, PP 8 (first stage 7 layers, last 6, as 64 // PP - 1 and - 2) or 16 (3, 2), EP 64 over the data x tensor
+// ranks with expert tensor parallelism 1, VP 1, distributed optimizer, recompute of the MLA up projections only,
+// token drop with capacity factor 1 padded to capacity, the shared expert overlapping the all_to_all.
+void AddDeepSeekV3(std::vector<ModelValidationRow>* rows) {
+  struct Published {
+    int64_t gpus, pp, first, last;
+    double seconds;
+  };
+  for (const Published& p : {Published{512, 8, 7, 6, 48.948}, Published{1024, 16, 3, 2, 52.04}}) {
+    ModelConfig c = DeepSeekV3Model();
+    c.global_batch = 8 * p.gpus;
+    c.micro_batch = 1;
+    c.mla.recompute_up_proj = true;
+    const int64_t data = p.gpus / (2 * p.pp);
+    c.parallel = {.data_axes = {"data"}, .zero_stage = 1, .tensor_axes = {"tensor"}, .sequence_parallel = true,
+                  .pipeline_axes = {"pipe"}, .first_stage_layers = p.first, .last_stage_layers = p.last,
+                  .expert_axes = {"data", "tensor"}};
+    const Mesh mesh = MeshOn(fmt::format("dgx-h100:{}", p.gpus / 8), {{"pipe", p.pp}, {"data", data}, {"tensor", 2}});
+    const ModelStepTimes t = PredictModelStep(ValidateModel(c, mesh));
+    ModelValidationRow row;
+    row.name = fmt::format("DeepSeek-V3 671B on {} H100 (TP 2 + SP, PP {} with first / last stage {} / {} layers, "
+                           "EP 64 over DP {} x TP 2, MTP), bf16", p.gpus, p.pp, p.first, p.last, data);
+    row.reference = p.seconds;
+    row.source = "NVIDIA dgxc-benchmarking v25.05.05, deepseek_v3/pretraining/README.md";
+    row.predicted = t.step_seconds;
+    row.note = BreakdownNote(t);
+    row.enforced = false;
+    row.note += std::string("; ") + kDeepSeekMissing;
+    rows->push_back(std::move(row));
+  }
+}
+
+// Llama 3 405B (Dubey et al. 2024, "The Llama 3 Herd of Models", section 3.3: Table 4 and the pipeline
+// improvements): 8192 H100, TP 8, CP 1, PP 16, DP 64, seq 8192, 16M tokens per step (2048 sequences, 32 per data
+// rank, micro-batch 1), bf16, no activation recompute, an interleaved schedule whose first chunk holds only the
+// embedding and last chunk only the loss (126 layers + 2 over 16 stages x 8 chunks of one), asynchronous p2p.
+// The paper gives 430 TFLOPS per GPU, not the step: the measured step is this model's FLOPs (Megatron /
+// Korthikanti's count, attention over all keys) / (8192 x 430e12).
+void AddLlama3(std::vector<ModelValidationRow>* rows) {
+  ModelConfig c = LlamaModel(16384, 126, 128, 8, 53248, 8192);
+  c.name = "llama3-405b";
+  c.vocab = 128256;
+  c.global_batch = 2048;
+  c.micro_batch = 1;
+  c.parallel = {.data_axes = {"data"}, .zero_stage = 1, .tensor_axes = {"tensor"}, .sequence_parallel = true,
+                .pipeline_axes = {"pipe"}, .schedule = PipelineSchedule::kInterleaved1F1B, .virtual_stages = 8,
+                .embedding_in_split = true, .loss_in_split = true};
+  const ValidatedModel model = ValidateModel(c, MeshOn("dgx-h100:1024", {{"data", 64}, {"pipe", 16}, {"tensor", 8}}));
+  const ModelStepTimes t = PredictModelStep(model);
+  ModelValidationRow row;
+  row.name = "Llama 3 405B on 8192 H100 (TP 8 + SP, PP 16 x 8 virtual with the embedding and loss as layers, DP 64), "
+             "bf16";
+  row.reference = t.model_flops / (8192 * 430e12);
+  row.source = "Llama 3 paper (Dubey et al. 2024), Table 4: 430 TFLOPS/GPU";
+  row.predicted = t.step_seconds;
+  row.note = BreakdownNote(t);
+  row.enforced = false;
+  row.note += std::string("; ") + kLlamaMissing;
+  rows->push_back(std::move(row));
+}
+
 }  // namespace
 
 std::vector<LayerValidationRow> ComputeLayerValidationRows() {
@@ -232,7 +336,7 @@ std::string OneDeviceLayerPredictions() {
     c.global_batch = 4;
     c.micro_batch = 4;
     c.stack = stack;
-    const ModelLayerTimes t = PredictModelLayer(ValidateModel(c, MeshOn("dgx-h100:1", {{"data", 1}})));
+    const ModelLayerTimes t = PredictModelLayer(ValidateModel(c, MeshOn("gpu:1x1", {{"data", 1}})));
     out += fmt::format("| {} | {:.2f} ms | {:.2f} ms | {:.2f} ms | not yet run |\n", StackName(stack),
                        1e3 * t.forward_seconds, 1e3 * t.backward_seconds, 1e3 * t.total());
   }
@@ -270,6 +374,13 @@ double MeanSignedGap(const std::vector<ModelValidationRow>& rows) {
   return rows.empty() ? 0 : sum / static_cast<double>(rows.size());
 }
 
+double EnforcedMeanSignedGap(const std::vector<ModelValidationRow>& rows) {
+  std::vector<ModelValidationRow> enforced;
+  std::copy_if(rows.begin(), rows.end(), std::back_inserter(enforced),
+               [](const ModelValidationRow& r) { return r.enforced; });
+  return MeanSignedGap(enforced);
+}
+
 std::string ModelValidationSummary(const std::vector<ModelValidationRow>& rows) {
   int within = 0, enforced = 0;
   double abs_sum = 0;
@@ -280,9 +391,10 @@ std::string ModelValidationSummary(const std::vector<ModelValidationRow>& rows) 
     abs_sum += std::fabs(r.gap());
     if (worst == nullptr || std::fabs(r.gap()) > std::fabs(worst->gap())) worst = &r;
   }
-  return fmt::format("{} rows: {} within {:.0f}% ({} enforced), mean signed gap {:+.1f}%, mean |gap| {:.1f}%, "
-                     "worst {:+.1f}% ({})",
+  return fmt::format("{} rows: {} within {:.0f}% ({} enforced), mean signed gap {:+.1f}% (enforced rows {:+.1f}%), "
+                     "mean |gap| {:.1f}%, worst {:+.1f}% ({})",
                      rows.size(), within, 100 * kModelValidationTolerance, enforced, 100 * MeanSignedGap(rows),
+                     100 * EnforcedMeanSignedGap(rows),
                      100 * abs_sum / static_cast<double>(std::max<size_t>(rows.size(), 1)),
                      worst != nullptr ? 100 * worst->gap() : 0.0, worst != nullptr ? worst->name : "");
 }
@@ -304,6 +416,8 @@ std::vector<ModelValidationRow> ComputeModelValidationRows() {
   std::vector<ModelValidationRow> rows;
   AddKorthikanti(&rows);
   AddNvidiaH100(&rows);
+  AddDeepSeekV3(&rows);
+  AddLlama3(&rows);
   return rows;
 }
 
