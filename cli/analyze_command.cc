@@ -9,7 +9,7 @@
 // A separate command rather than a mode of `spmdsim shard`: shard lays out ONE array and draws it; analyze sums
 // MANY arrays per device and draws nothing.
 //
-// --file: YAML, either a list of arrays or a map with an `arrays:` list; each array
+// --file: an arrays file (scenario/arrays_file.h): YAML, a list of arrays or a map with an `arrays:` list, each
 //     {name: w, shape: [1024, 4096], dtype: bf16, spec: "P(None, 'tp')"}
 // dtype defaults to f32; spec is Python text as for --spec, or a list with one entry per dimension (null, an axis,
 // or a list of axes), as in the JSON output; a missing spec is P().
@@ -26,7 +26,6 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <yaml-cpp/yaml.h>
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
@@ -41,7 +40,7 @@
 #include "partition/correction.h"
 #include "partition/memory_analysis.h"
 #include "partition/partition_spec.h"
-#include "scenario/yaml_text.h"
+#include "scenario/arrays_file.h"
 
 namespace spmdsim::cli {
 namespace {
@@ -58,103 +57,6 @@ struct AnalyzeArgs {
   bool json = false;
 };
 
-// One array of --file. `where` is "arrays.yaml: array 3" for messages.
-NamedArray ArrayFromYaml(const YAML::Node& node, const std::string& where) {
-  if (!node.IsMap()) Throw(ErrorCode::kInvalidArgument, "{}: expected a map {{name, shape, dtype, spec}}", where);
-  for (const auto& kv : node) {
-    const std::string key = kv.first.as<std::string>();
-    if (key != "name" && key != "shape" && key != "dtype" && key != "spec") {
-      Throw(ErrorCode::kInvalidArgument, "{}: unknown field '{}'; valid fields are name, shape, dtype, spec", where,
-            key);
-    }
-  }
-  NamedArray array;
-  if (!node["name"] || !node["name"].IsScalar() || node["name"].as<std::string>().empty()) {
-    Throw(ErrorCode::kInvalidArgument, "{}: 'name' is missing or not a string", where);
-  }
-  array.name = node["name"].as<std::string>();
-  const std::string at = fmt::format("{} ('{}')", where, array.name);
-  const YAML::Node shape = node["shape"];
-  if (!shape) Throw(ErrorCode::kInvalidArgument, "{}: 'shape' is missing (a list such as [1024, 4096], [] for a scalar)", at);
-  if (shape.IsSequence()) {
-    for (size_t i = 0; i < shape.size(); ++i) {
-      const int64_t v = ParseInt(shape[i].as<std::string>(), fmt::format("{} shape[{}]", at, i));
-      if (v < 0) Throw(ErrorCode::kInvalidArgument, "{}: shape[{}] is {}; sizes must be >= 0", at, i, v);
-      array.shape.push_back(v);
-    }
-  } else if (shape.IsScalar()) {
-    array.shape = ParseShape(shape.as<std::string>(), fmt::format("{} shape", at));
-  } else {
-    Throw(ErrorCode::kInvalidArgument, "{}: 'shape' must be a list such as [1024, 4096]", at);
-  }
-  try {
-    array.dtype = node["dtype"] ? ParseDType(node["dtype"].as<std::string>()) : DType::kF32;
-  } catch (const Error& e) {
-    RethrowWithContext(e, fmt::format("{}: {}", at, e.message()));
-  }
-  const YAML::Node spec = node["spec"];
-  if (!spec || spec.IsNull()) return array;
-  if (spec.IsScalar()) {
-    try {
-      array.spec = PartitionSpec::Parse(spec.as<std::string>());
-    } catch (const Error& e) {
-      RethrowWithContext(e, fmt::format("{} spec: {}", at, e.message()));
-    }
-    return array;
-  }
-  if (!spec.IsSequence()) {
-    Throw(ErrorCode::kInvalidArgument, "{}: 'spec' must be Python text such as \"P('dp', None)\" or a list", at);
-  }
-  std::vector<PartitionSpec::Entry> entries;
-  for (size_t d = 0; d < spec.size(); ++d) {
-    const YAML::Node e = spec[d];
-    if (e.IsNull()) {
-      entries.push_back(PartitionSpec::Entry::None());
-    } else if (e.IsScalar()) {
-      entries.push_back(PartitionSpec::Entry::Axis(e.as<std::string>()));
-    } else if (e.IsSequence()) {
-      std::vector<std::string> axes;
-      for (const auto& a : e) {
-        if (!a.IsScalar() || a.IsNull()) {
-          Throw(ErrorCode::kInvalidArgument, "{}: spec[{}] holds a nested list or null; a tuple entry is a list of "
-                                             "axis names", at, d);
-        }
-        axes.push_back(a.as<std::string>());
-      }
-      entries.push_back(PartitionSpec::Entry::Axes(std::move(axes)));
-    } else {
-      Throw(ErrorCode::kInvalidArgument, "{}: spec[{}] must be null, an axis name or a list of axis names", at, d);
-    }
-  }
-  array.spec = PartitionSpec(std::move(entries));
-  return array;
-}
-
-std::vector<NamedArray> ArraysFromFile(const std::string& path) {
-  YAML::Node root;
-  const std::string text = ReadFileBounded(path, kMaxTextFileBytes, "--file");
-  scenario::CheckYamlText(text, path, "an arrays file (--file)", ErrorKind::kValueError);
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    Throw(ErrorCode::kInvalidArgument, "--file '{}': YAML error at line {}, column {}: {}", path, e.mark.line + 1,
-          e.mark.column + 1, e.msg);
-  }
-  YAML::Node list = root.IsMap() ? root["arrays"] : root;
-  if (!list || !list.IsSequence()) {
-    Throw(ErrorCode::kInvalidArgument, "--file '{}': expected a list of arrays, or a map with an 'arrays' list", path);
-  }
-  std::vector<NamedArray> arrays;
-  for (size_t i = 0; i < list.size(); ++i) {
-    try {
-      arrays.push_back(ArrayFromYaml(list[i], fmt::format("--file '{}': array {}", path, i)));
-    } catch (const YAML::Exception& e) {
-      Throw(ErrorCode::kInvalidArgument, "--file '{}': array {}: {}", path, i, e.msg);
-    }
-  }
-  return arrays;
-}
-
 ExitCode RunAnalyze(const AnalyzeArgs& args) {
   if (args.arrays.empty() == args.file.empty()) {
     Throw(ErrorCode::kInvalidArgument, "give the arrays with --array name:shape:dtype:spec (repeatable) or --file "
@@ -163,7 +65,7 @@ ExitCode RunAnalyze(const AnalyzeArgs& args) {
   const Mesh mesh = BuildCliMesh(args.mesh, args.topology, args.slices, args.dcn);
   std::vector<NamedArray> arrays;
   if (!args.file.empty()) {
-    arrays = ArraysFromFile(args.file);
+    arrays = LoadArraysFile(args.file);
   } else {
     for (const std::string& text : args.arrays) arrays.push_back(ParseNamedArray(text));
   }

@@ -1,7 +1,7 @@
 // spmdsim calibrate RUNS.yaml [--figures N] [--write PROFILE] [--json]
 //
 // Fits at most a few machine / stack figures (model/calibration.h) to the user's measured steps listed in a runs
-// file (scenario/calibration_yaml.h), prints every run's measured, uncalibrated and calibrated step (the runs
+// file (scenario/calibration_file.h), prints every run's measured, uncalibrated and calibrated step (the runs
 // marked `holdout: true` are predicted, not fitted: the profile's held-out error) and writes the profile a
 // scenario (`topology.calibration:`) or `spmdsim plan --calibration` can name (docs/model.md, "Calibration").
 #include <cmath>
@@ -16,7 +16,7 @@
 #include "cli/commands.h"
 #include "common/error.h"
 #include "model/calibration.h"
-#include "scenario/calibration_yaml.h"
+#include "scenario/calibration_file.h"
 
 namespace spmdsim::cli {
 namespace {

@@ -23,7 +23,7 @@
 #include "scenario/report.h"
 #include "scenario/scenario.h"
 #include "model/plan.h"
-#include "scenario/calibration_yaml.h"
+#include "scenario/calibration_file.h"
 
 namespace spmdsim::cli {
 namespace {

@@ -134,7 +134,7 @@ ExitCode RunShard(const ShardArgs& args) {
                                ? " on " + mesh.topology()->ToString()
                                : " (devices numbered row-major)");
   fmt::print("shape       {} {} ({})\n", PyTuple(shape), DTypeShortName(dtype),
-             HumanBytes(Product(shape) * DTypeSize(dtype)));
+             HumanBytes(NumElements(shape) * DTypeSize(dtype)));
   fmt::print("spec        {}", report.corrected.ToString());
   if (report.corrected != requested) fmt::print("   (requested {})", requested.ToString());
   fmt::print("\n");

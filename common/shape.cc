@@ -10,6 +10,30 @@
 
 namespace spmdsim {
 
+std::vector<int64_t> BlockRunStarts(std::span<const int64_t> shape, std::span<const IndexRange> index) {
+  std::vector<int64_t> starts;
+  const int rank = static_cast<int>(shape.size());
+  std::vector<int64_t> strides(static_cast<size_t>(rank), 1);
+  for (int d = rank - 2; d >= 0; --d) strides[d] = strides[d + 1] * shape[d + 1];
+  for (int d = 0; d < rank; ++d)
+    if (index[d].size() == 0) return starts;
+  std::vector<int64_t> at(static_cast<size_t>(std::max(rank - 1, 0)));  // odometer over the outer dimensions
+  for (int d = 0; d + 1 < rank; ++d) at[d] = index[d].start;
+  while (true) {
+    int64_t flat = rank == 0 ? 0 : index[rank - 1].start;
+    for (int d = 0; d + 1 < rank; ++d) flat += at[d] * strides[d];
+    starts.push_back(flat);
+    int d = rank - 2;
+    for (; d >= 0; --d) {
+      if (++at[d] < index[d].stop) break;
+      at[d] = index[d].start;
+    }
+    if (d < 0) break;
+  }
+  return starts;
+}
+
+
 std::vector<int64_t> RowMajorStrides(std::span<const int64_t> shape) {
   std::vector<int64_t> strides;
   RowMajorStrides(shape, &strides);

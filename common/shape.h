@@ -31,6 +31,20 @@ int64_t NumElements(std::span<const int64_t> shape);
 // Whether product(shape) * element_bytes exceeds int64 (a zero dimension never overflows).
 bool ElementCountOverflows(std::span<const int64_t> shape, int64_t element_bytes);
 
+// A half-open range [start, stop) of one dimension (a Python slice with step 1); a block of an array is one
+// range per dimension.
+struct IndexRange {
+  int64_t start = 0;
+  int64_t stop = 0;
+  int64_t size() const { return stop - start; }
+  bool operator==(const IndexRange&) const = default;
+};
+
+// The flat index of each run of the last dimension in the block `index` of a row-major array of `shape`, in
+// increasing order (none for an empty block). Example: shape {4, 4}, block rows 1-2, columns 1-3 -> {5, 9}.
+// REQUIRES: index.size() == shape.size(), every range inside its dimension.
+std::vector<int64_t> BlockRunStarts(std::span<const int64_t> shape, std::span<const IndexRange> index);
+
 // "[2,3]", "[]" (XLA's and jax.Array's spelling after the dtype: "float32[2,3]").
 std::string ShapeToString(std::span<const int64_t> shape);
 

@@ -63,6 +63,13 @@ std::string HumanBytes(int64_t bytes) {
   return fmt::format("{:.2f}{}", value, kUnits[unit]);
 }
 
+std::string ExactBytes(int64_t bytes) {
+  if (bytes >= kGiB && bytes % kGiB == 0) return fmt::format("{}GiB", bytes / kGiB);
+  if (bytes >= kMiB && bytes % kMiB == 0) return fmt::format("{}MiB", bytes / kMiB);
+  if (bytes >= kKiB && bytes % kKiB == 0) return fmt::format("{}KiB", bytes / kKiB);
+  return fmt::format("{}B", bytes);
+}
+
 std::vector<std::string> Split(std::string_view text, char separator) {
   std::vector<std::string> parts;
   size_t start = 0;

@@ -29,6 +29,14 @@ std::string PyTuple(const std::vector<std::string>& values);
 // under 1024 "12B"; otherwise two decimals and a binary unit, no space: "1.50KiB", "4.02MiB", "16.00GiB",
 // "1.00TiB", "2.00PiB" (PiB is the largest unit); negative counts with a leading '-'.
 std::string HumanBytes(int64_t bytes);
+// A byte count as a size is written in a config or a sweep: the largest binary unit that divides it exactly, no
+// decimals, no space: 4096 -> "4KiB", 3 << 20 -> "3MiB", 1 << 30 -> "1GiB", 1000 -> "1000B".
+std::string ExactBytes(int64_t bytes);
+
+// Binary units, in bytes.
+inline constexpr int64_t kKiB = int64_t{1} << 10;
+inline constexpr int64_t kMiB = int64_t{1} << 20;
+inline constexpr int64_t kGiB = int64_t{1} << 30;
 
 std::vector<std::string> Split(std::string_view text, char separator);
 std::string_view Trim(std::string_view text);

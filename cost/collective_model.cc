@@ -48,7 +48,7 @@ StageTime TimeOfStage(Phase phase, Algorithm algorithm, const SpanStage& stage, 
   if (phase == Phase::kAllToAll) {
     t.bytes_sent = fraction * D;
     switch (algorithm) {
-      case Algorithm::kDirect:  // pairwise exchange through a switch (hardware.md)
+      case Algorithm::kDirect:  // pairwise exchange through a switch (Thakur, Rabenseifner and Gropp 2005)
         t.latency = (p - 1) * alpha;
         t.bandwidth = fraction * D / B;
         break;

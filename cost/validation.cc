@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "common/strings.h"
 #include "cost/collective_model.h"
 #include "mesh/mesh.h"
 #include "mesh/topology.h"
@@ -13,11 +14,10 @@
 namespace spmdsim {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 const char kIssue212[] =
     "nccl-tests issue 212 (NCCL maintainer): 450 GB/s line rate, ~20% protocol overhead, ~370 GB/s busBw "
     "with NCCL_ALGO=RING or for non-allreduce operations";
-const char kScalingBook[] = "JAX scaling book (shared/reference/hardware.md), W = bidirectional per-axis bandwidth";
+const char kScalingBook[] = "JAX scaling book (jax-ml/scaling-book), W = bidirectional per-axis bandwidth";
 
 // A mesh whose axes are the topology's chip dimensions, last axis = x (device ids are x-fastest).
 Mesh TorusMesh(const Topology& topology, const std::vector<std::string>& names) {
@@ -56,13 +56,6 @@ std::vector<int> FirstIds(int n) {
   return ids;
 }
 
-std::string SizeText(double bytes) {
-  if (bytes >= kGiB) return fmt::format("{:g} GiB", bytes / kGiB);
-  if (bytes >= 1 << 20) return fmt::format("{:g} MiB", bytes / (1 << 20));
-  if (bytes >= 1024) return fmt::format("{:g} KiB", bytes / 1024);
-  return fmt::format("{:g} B", bytes);
-}
-
 std::string Choice(const CollectiveCost& cost) { return cost.algorithm + "/" + cost.protocol; }
 
 // 8x H100, NCCL's default choice, time per size: the whole published curve.
@@ -76,7 +69,7 @@ void AddH100DefaultCurve(std::vector<ValidationRow>* rows) {
   for (Point p : {Point{8, 13.67}, Point{1 << 20, 27.37}, Point{1 << 24, 123.8}, Point{1 << 27, 586.4},
                   Point{kGiB, 4029}, Point{8 * kGiB, 31307}}) {
     CollectiveCost cost = model.Cost(CollectiveOp::kAllReduce, all, p.bytes);
-    ValidationRow row{fmt::format("8xH100 all-reduce time, default algorithm, S = {}", SizeText(p.bytes)), "us",
+    ValidationRow row{fmt::format("8xH100 all-reduce time, default algorithm, S = {}", ExactBytes(static_cast<int64_t>(p.bytes))), "us",
                       p.us, kDgxcNccl, cost.seconds * 1e6, p.bytes,
                       fmt::format("model chooses {} (cost/nccl_model.h)", Choice(cost))};
     rows->push_back(row);
@@ -286,7 +279,7 @@ std::vector<ValidationRow> ComputeRuleOfThumbComparisons() {
            cube.Cost(CollectiveOp::kAllGather, Axes{"x"}, V).seconds * 1e3, V,
            "the rule counts p/2 hops of a whole shard each way, V/W at any p; a bidirectional ring that sends half "
            "of each shard each way moves (p-1)/p V over each direction: 3/4 V/W at p = 4, the (p-1)/p of "
-           "hardware.md's ring formula and nccl-tests' busbw"}};
+           "the ring formula (Thakur et al. 2005) and nccl-tests' busbw"}};
 }
 
 std::string FormatValidationTable(const std::vector<ValidationRow>& rows) {

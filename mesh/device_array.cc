@@ -7,15 +7,9 @@
 
 namespace spmdsim {
 
-int64_t Product(const std::vector<int64_t>& values) {
-  int64_t p = 1;
-  for (int64_t v : values) p *= v;
-  return p;
-}
-
 DeviceArray::DeviceArray(std::vector<int64_t> shape, std::vector<int> ids)
     : shape_(std::move(shape)), ids_(std::move(ids)) {
-  if (Product(shape_) != static_cast<int64_t>(ids_.size())) {
+  if (NumElements(shape_) != static_cast<int64_t>(ids_.size())) {
     Throw(ErrorCode::kInvalidArgument, "cannot lay {} devices out as shape {}", ids_.size(), PyTuple(shape_));
   }
 }
@@ -32,7 +26,7 @@ int DeviceArray::at(const std::vector<int64_t>& index) const {
 }
 
 DeviceArray DeviceArray::Reshape(std::vector<int64_t> shape) const {
-  if (Product(shape) != size()) {
+  if (NumElements(shape) != size()) {
     Throw(ErrorCode::kInvalidArgument, "cannot reshape array of size {} into shape {}", size(), PyTuple(shape));
   }
   return DeviceArray(std::move(shape), ids_);

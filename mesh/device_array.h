@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "common/shape.h"  // RowMajorStrides
+#include "common/shape.h"  // RowMajorStrides, NumElements
 
 namespace spmdsim {
 
@@ -38,9 +38,6 @@ class DeviceArray {
   std::vector<int64_t> shape_;
   std::vector<int> ids_;
 };
-
-// Product of the entries (1 for an empty shape).
-int64_t Product(const std::vector<int64_t>& values);
 
 }  // namespace spmdsim
 

@@ -46,7 +46,7 @@ Mesh::Mesh(DeviceArray devices, std::vector<std::string> axis_names, std::shared
 }
 
 Mesh Mesh::Iota(std::vector<int64_t> shape, std::vector<std::string> axis_names) {
-  int64_t n = Product(shape);
+  int64_t n = NumElements(shape);
   std::vector<int> ids(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) ids[i] = static_cast<int>(i);
   auto topology = std::make_shared<const Topology>(Topology::Cpu(static_cast<int>(std::max<int64_t>(n, 1))));

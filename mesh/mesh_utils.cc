@@ -415,7 +415,7 @@ DeviceArray GenerateLogicalMesh(const DeviceArray& physical_mesh, const std::vec
 TorusAssignment CreateDeviceMeshForNdTorusSplittingAxes(const DeviceArray& physical_mesh,
                                                         const std::vector<int64_t>& mesh_shape) {
   const std::vector<int64_t>& physical = physical_mesh.shape();
-  if (Product(physical) != Product(mesh_shape)) {
+  if (NumElements(physical) != NumElements(mesh_shape)) {
     ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "The number of devices in physical mesh {} does not match the number of devices in logical mesh {}.",
               PyTuple(physical), PyTuple(mesh_shape));
@@ -476,7 +476,7 @@ DeviceArray CreateDeviceMesh(const std::vector<int64_t>& mesh_shape, const Topol
   std::vector<int> ids = devices ? std::move(*devices) : JaxDevicesOrder(topology);
   CheckIds(topology, ids);
   CheckSizes(mesh_shape, "mesh_shape", "create_device_mesh");
-  if (Product(mesh_shape) != static_cast<int64_t>(ids.size())) {
+  if (NumElements(mesh_shape) != static_cast<int64_t>(ids.size())) {
     ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "Number of devices {} must equal the product of mesh_shape {}", ids.size(), PyTuple(mesh_shape));
   }
@@ -526,7 +526,7 @@ DeviceArray CreateHybridDeviceMesh(const std::vector<int64_t>& ici_shape, const 
   }
   if (options.should_sort_granules_by_key) std::sort(keys.begin(), keys.end());
   const int64_t num_granules = static_cast<int64_t>(keys.size());
-  if (Product(dcn_shape) != num_granules) {
+  if (NumElements(dcn_shape) != num_granules) {
     ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "Number of slices {} must equal the product of dcn_mesh_shape {} (the devices form {} {})",
               num_granules, PyTuple(dcn_shape), num_granules, options.process_is_granule ? "processes" : "slices");
@@ -546,7 +546,7 @@ DeviceArray CreateHybridDeviceMesh(const std::vector<int64_t>& ici_shape, const 
   const std::vector<int64_t> out_strides = RowMajorStrides(out_shape);
   const std::vector<int64_t> block_strides = RowMajorStrides(block);
   const std::vector<int64_t> grid_strides = RowMajorStrides(grid);
-  std::vector<int> out(static_cast<size_t>(Product(out_shape)));
+  std::vector<int> out(static_cast<size_t>(NumElements(out_shape)));
   for (int64_t g = 0; g < num_granules; ++g) {
     const std::vector<int>& block_ids = blocks[g].ids();
     for (int64_t b = 0; b < static_cast<int64_t>(block_ids.size()); ++b) {
@@ -567,7 +567,7 @@ Mesh MakeMesh(const std::vector<int64_t>& axis_shapes, const std::vector<std::st
   SPMDSIM_CHECK(topology != nullptr);
   std::vector<int> ids = devices ? std::move(*devices) : JaxDevicesOrder(*topology);
   CheckSizes(axis_shapes, "axis_shapes", "make_mesh");
-  const int64_t size = Product(axis_shapes);
+  const int64_t size = NumElements(axis_shapes);
   if (size > static_cast<int64_t>(ids.size())) {
     ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
               "Number of devices {} must be >= the product of mesh_shape {}", ids.size(), PyTuple(axis_shapes));

@@ -155,7 +155,7 @@ Mesh GetMesh(const HardwareMesh& model_parallel_submesh, std::shared_ptr<const T
   // Place the devices by their coordinates.
   std::vector<int64_t> shape = Widen(global);
   std::vector<int64_t> strides = RowMajorStrides(shape);
-  std::vector<int> cells(static_cast<size_t>(Product(shape)), -1);
+  std::vector<int> cells(static_cast<size_t>(NumElements(shape)), -1);
   for (const Device* d : all) {
     HardwareMesh c = GetCoords(topology, *d);
     int64_t at = 0;
@@ -219,7 +219,7 @@ Mesh GetMesh(const HardwareMesh& model_parallel_submesh, std::shared_ptr<const T
     }
   }
   devices = devices.Reshape(split).Transpose(perm);
-  int64_t model = Product(Widen(submesh));
+  int64_t model = NumElements(Widen(submesh));
   devices = devices.Reshape({devices.size() / model, model});
 
   if (steps) {
@@ -385,7 +385,7 @@ Mesh LocalMesh(const Mesh& global_mesh, int process_index) {
   std::vector<int> ids;
   std::vector<std::string> strangers;
   std::vector<int64_t> index(rank, 0);
-  for (int64_t k = 0; k < Product(shape); ++k) {
+  for (int64_t k = 0; k < NumElements(shape); ++k) {
     int64_t rest = k;
     for (int a = rank - 1; a >= 0; --a) {
       index[a] = lo[a] + rest % shape[a];

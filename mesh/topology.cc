@@ -11,7 +11,6 @@
 namespace spmdsim {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kGB = 1e9;
 
 struct TpuFigures {
@@ -30,8 +29,9 @@ struct TpuFigures {
   const char* dcn_source;
 };
 
-// Sources: shared/reference/hardware.md (Google Cloud TPU system-architecture pages; per-link ICI figures
-// from the JAX scaling book). Where a source states a bidirectional per-chip figure, the one-way per-link
+// Sources: Google Cloud's TPU system-architecture pages (cloud.google.com/tpu/docs/system-architecture-tpu-vm and
+// the per-generation pages: peak FLOP/s, HBM, ICI per chip, chips per host, DCN); per-link ICI figures from the
+// JAX scaling book (jax-ml/scaling-book, "How to Think About TPUs"). Where a source states a bidirectional per-chip figure, the one-way per-link
 // figure is (bidirectional / 2) / ports.
 const TpuFigures kTpuFigures[] = {
     {"tpu-v2", "TPU v2", 2, 2, 4, 16, 16 * kGiB, 700 * kGB, 45e12, 62.5e9,
@@ -207,7 +207,7 @@ constexpr char kNetworkLatencySource[] =
 constexpr char kH100Pcie[] = "PCIe Gen5 x16: 64 GB/s one-way; latency 2 us assumed";
 constexpr char kA100Pcie[] = "PCIe Gen4 x16: 32 GB/s one-way; latency 2 us assumed";
 
-// Sources: vendor datasheets (shared/reference/hardware.md for H100 / A100 / DGX H100); every bandwidth ONE-WAY.
+// Sources: NVIDIA's datasheets (H100 SXM, A100 SXM, DGX H100 / DGX A100 user guides); every bandwidth ONE-WAY.
 const GpuFigures kGpuFigures[] = {
     {"dgx-h100", "NVIDIA H100 80GB HBM3", 8, GpuGeneration::kHopper, true, false, 80 * kGB, 3350 * kGB, 989e12,
      67e12, "H100 SXM datasheet: 80 GB HBM3 at 3.35 TB/s, 989 TFLOPS bf16 dense, 67 TFLOPS f32", 450e9,
@@ -357,9 +357,9 @@ Topology Topology::Cpu(int num_devices) {
   t.memory_bandwidth_Bps_ = 10.5e9;
   t.peak_flops_ = {{DType::kF32, 50e9}, {DType::kF64, 25e9}, {DType::kBF16, 50e9}};
   t.links_[LinkClass::kHostMemory] = {0.1e-6, 10.5e9,
-                                      "shared/reference/machine-limits.md: memcpy 10.5 GB/s on one thread, "
+                                      "docs/machine-limits.md: memcpy 10.5 GB/s on one thread, "
                                       "~100 ns cache-line round trip"};
-  t.figures_source_ = "a small 2-core machine (shared/reference/machine-limits.md); 16 GiB per device assumed";
+  t.figures_source_ = "a small 2-core machine (docs/machine-limits.md); 16 GiB per device assumed";
   for (int i = 0; i < num_devices; ++i) {
     Device d;
     d.id = i;

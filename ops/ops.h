@@ -11,6 +11,7 @@
 // ops/shape_ops.h    Reshape, Transpose, Slice, DynamicSlice, Concatenate, Pad, BroadcastTo, Flip, Iota, ...
 // ops/linalg.h       DotGeneral, MatMul, Dot, Einsum
 // ops/cost.h         the FLOP/byte cost every op reports (the cost model's seam)
+// ops/random.h       deterministic random arrays (normal, uniform), whole or block by block
 // docs/ops.md has the list, the numerics and the cost conventions.
 #ifndef SPMDSIM_OPS_OPS_H_
 #define SPMDSIM_OPS_OPS_H_
@@ -18,6 +19,7 @@
 #include "ops/cost.h"
 #include "ops/elementwise.h"
 #include "ops/linalg.h"
+#include "ops/random.h"
 #include "ops/reduction.h"
 #include "ops/shape_ops.h"
 

@@ -67,7 +67,7 @@ MemoryAnalysis AnalyzeMemory(const std::vector<NamedArray>& arrays, const Mesh& 
     m.shape = array.shape;
     m.spec = array.spec;
     m.shard_shape = layout.shard_shape;
-    m.elements = Product(array.shape);
+    m.elements = NumElements(array.shape);
     m.global_bytes = m.elements * element_bytes;
     m.bytes_per_device = layout.ShardBytes(element_bytes);
     m.num_shards = layout.num_shards;

@@ -46,7 +46,7 @@ std::vector<std::vector<const DeviceShard*>> ShardingLayout::ShardsByProcess() c
   return out;
 }
 
-int64_t ShardingLayout::ShardBytes(int64_t element_bytes) const { return Product(shard_shape) * element_bytes; }
+int64_t ShardingLayout::ShardBytes(int64_t element_bytes) const { return NumElements(shard_shape) * element_bytes; }
 
 // ---------------------------------------------------------------------------------------------------------------
 // NamedSharding
@@ -105,7 +105,7 @@ ShardingLayout NamedSharding::Layout(std::span<const int64_t> global_shape) cons
     }
     layout.shard_shape[d] /= layout.tiling[d];
   }
-  layout.num_shards = Product(layout.tiling);
+  layout.num_shards = NumElements(layout.tiling);
   layout.num_replicas = mesh_.size() / layout.num_shards;
   const std::vector<int64_t> tiling_strides = RowMajorStrides(layout.tiling);
 
@@ -195,7 +195,7 @@ void CopyBlockIn(const std::byte* block, std::span<const int64_t> global_shape, 
 
 std::vector<std::vector<std::byte>> ScatterBytes(const ShardingLayout& layout, std::span<const std::byte> global,
                                                  size_t element_bytes) {
-  const size_t expected = static_cast<size_t>(Product(layout.global_shape)) * element_bytes;
+  const size_t expected = static_cast<size_t>(NumElements(layout.global_shape)) * element_bytes;
   if (global.size() != expected) {
     Throw(ErrorCode::kInvalidArgument, "scatter: the global array has {} bytes but shape {} of {}-byte elements "
           "needs {}", global.size(), PyTuple(layout.global_shape), element_bytes, expected);
@@ -227,7 +227,7 @@ std::vector<std::byte> GatherBytes(const ShardingLayout& layout, std::span<const
             element_bytes, shard_bytes);
     }
   }
-  std::vector<std::byte> global(static_cast<size_t>(Product(layout.global_shape)) * element_bytes);
+  std::vector<std::byte> global(static_cast<size_t>(NumElements(layout.global_shape)) * element_bytes);
   std::vector<std::string> mismatches;
   for (int64_t id = 0; id < layout.num_shards; ++id) {
     const auto& positions = layout.positions_of_shard[id];

@@ -24,18 +24,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/shape.h"
 #include "mesh/mesh.h"
 #include "partition/partition_spec.h"
 
 namespace spmdsim {
 
-// A half-open range [start, stop) of one dimension (a Python slice with step 1).
-struct IndexRange {
-  int64_t start = 0;
-  int64_t stop = 0;
-  int64_t size() const { return stop - start; }
-  bool operator==(const IndexRange&) const = default;
-};
 // "(slice(0, 2, None), slice(None, None, None))": JAX's repr of an index; whole dimensions print as slice(None...).
 std::string IndexToString(std::span<const IndexRange> index, std::span<const int64_t> global_shape);
 

@@ -1,4 +1,5 @@
 #include "scenario/dump.h"
+#include "scenario/arrays.h"
 
 #include <cctype>
 #include <filesystem>

@@ -22,34 +22,41 @@ constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicSize = 6;
 
 struct DTypeInfo {
-  std::string_view name;
+  DType dtype;
   std::string_view descr;  // what we write
-  int64_t itemsize;
 };
 
 constexpr DTypeInfo kDTypes[] = {
-    {"float32", "<f4", 4}, {"float64", "<f8", 8}, {"float16", "<f2", 2}, {"int32", "<i4", 4},
-    {"int64", "<i8", 8},   {"bool", "|b1", 1},    {"bfloat16", "<f4", 2},
+    {DType::kF32, "<f4"}, {DType::kF64, "<f8"}, {DType::kF16, "<f2"}, {DType::kI32, "<i4"},
+    {DType::kI64, "<i8"}, {DType::kBool, "|b1"}, {DType::kBF16, "<f4"},
 };
+constexpr DType kNpyDTypes[] = {DType::kF32, DType::kF64, DType::kF16, DType::kI32,
+                                DType::kI64, DType::kBool, DType::kBF16};
 
-std::optional<DTypeInfo> FindByName(std::string_view name) {
+std::optional<DTypeInfo> Find(DType dtype) {
   for (const DTypeInfo& info : kDTypes)
-    if (info.name == name) return info;
+    if (info.dtype == dtype) return info;
   return std::nullopt;
 }
 
-// descr -> dtype name for reading ('|b1', '<b1', '>b1' are all bool; '=' and '|' mean native = little here).
-std::optional<std::string_view> NameFromDescr(std::string_view descr) {
+std::string NpyDTypeList() {
+  std::string out;
+  for (DType d : kNpyDTypes) out += (out.empty() ? "" : ", ") + std::string(DTypeName(d));
+  return out;
+}
+
+// descr -> dtype for reading ('|b1', '<b1', '>b1' are all bool; '=' and '|' mean native = little here).
+std::optional<DType> DTypeFromDescr(std::string_view descr) {
   if (descr.size() < 2) return std::nullopt;
   char order = descr[0];
   std::string_view rest = descr.substr(1);
-  if (rest == "b1") return "bool";
+  if (rest == "b1") return DType::kBool;
   if (order != '<' && order != '|' && order != '=') return std::nullopt;
-  if (rest == "f4") return "float32";
-  if (rest == "f8") return "float64";
-  if (rest == "f2") return "float16";
-  if (rest == "i4") return "int32";
-  if (rest == "i8") return "int64";
+  if (rest == "f4") return DType::kF32;
+  if (rest == "f8") return DType::kF64;
+  if (rest == "f2") return DType::kF16;
+  if (rest == "i4") return DType::kI32;
+  if (rest == "i8") return DType::kI64;
   return std::nullopt;
 }
 
@@ -194,22 +201,7 @@ int64_t NpyArray::num_elements() const {
   return n;
 }
 
-const std::vector<std::string>& NpyDTypeNames() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> out;
-    for (const DTypeInfo& info : kDTypes) out.emplace_back(info.name);
-    return out;
-  }();
-  return names;
-}
-
-int64_t NpyItemSize(std::string_view dtype) {
-  std::optional<DTypeInfo> info = FindByName(dtype);
-  if (!info)
-    Throw(ErrorCode::kInvalidArgument, "unsupported dtype '{}'; valid dtypes are {}", dtype,
-          fmt::join(NpyDTypeNames(), ", "));
-  return info->itemsize;
-}
+std::span<const DType> NpyDTypes() { return kNpyDTypes; }
 
 namespace {
 
@@ -237,22 +229,22 @@ NpyHeader ParseHeader(std::string_view bytes, int64_t file_size, std::string_vie
   NpyHeader out;
   HeaderParser(header, what).Parse(&descr, &out.fortran_order, &out.shape);
 
-  std::optional<std::string_view> name = NameFromDescr(descr);
-  if (!name) {
+  std::optional<DType> dtype = DTypeFromDescr(descr);
+  if (!dtype) {
     std::string why = !descr.empty() && descr[0] == '>' ? " (big-endian data is not supported)" : "";
     Throw(ErrorCode::kInvalidArgument,
           "{}: unsupported .npy dtype '{}'{}; valid: '<f4' float32, '<f8' float64, '<f2' float16, '<i4' int32, "
           "'<i8' int64, '|b1' bool",
           what, descr, why);
   }
-  out.dtype = std::string(*name);
+  out.dtype = *dtype;
   out.data_offset = static_cast<int64_t>(prefix + header_len);
-  int64_t itemsize = NpyItemSize(out.dtype);
+  const int64_t itemsize = DTypeSize(out.dtype);
   std::optional<int64_t> nbytes = CheckedProduct(out.shape, itemsize);
   const int64_t data = file_size - out.data_offset;
   if (!nbytes || *nbytes != data)
     Throw(ErrorCode::kInvalidArgument, "{}: shape {} of {} needs {} bytes of data but the file has {}", what,
-          PyTuple(out.shape), out.dtype, nbytes ? fmt::format("{}", *nbytes) : std::string("more than 2^63"), data);
+          PyTuple(out.shape), DTypeName(out.dtype), nbytes ? fmt::format("{}", *nbytes) : std::string("more than 2^63"), data);
   out.data_bytes = *nbytes;
   return out;
 }
@@ -265,7 +257,7 @@ NpyArray ParseNpy(std::string_view bytes, std::string_view what) {
   out.dtype = header.dtype;
   out.shape = header.shape;
   const std::vector<int64_t>& shape = out.shape;
-  const int64_t itemsize = NpyItemSize(out.dtype);
+  const int64_t itemsize = DTypeSize(out.dtype);
   std::string_view data = bytes.substr(static_cast<size_t>(header.data_offset));
   out.data.assign(data.begin(), data.end());
   if (header.fortran_order && shape.size() > 1) {
@@ -294,16 +286,16 @@ NpyArray ReadNpy(const std::string& path) {
 }
 
 std::string SerializeNpy(const NpyArray& array) {
-  std::optional<DTypeInfo> info = FindByName(array.dtype);
+  std::optional<DTypeInfo> info = Find(array.dtype);
   if (!info)
-    Throw(ErrorCode::kInvalidArgument, "cannot write dtype '{}' to .npy; valid dtypes are {}", array.dtype,
-          fmt::join(NpyDTypeNames(), ", "));
+    Throw(ErrorCode::kInvalidArgument, "cannot write dtype '{}' to .npy; valid dtypes are {}", DTypeName(array.dtype),
+          NpyDTypeList());
   for (int64_t d : array.shape)
     if (d < 0) Throw(ErrorCode::kInvalidArgument, "cannot write shape {}: negative dimension", PyTuple(array.shape));
-  std::optional<int64_t> nbytes = CheckedProduct(array.shape, info->itemsize);
+  std::optional<int64_t> nbytes = CheckedProduct(array.shape, DTypeSize(array.dtype));
   if (!nbytes || static_cast<uint64_t>(*nbytes) != array.data.size())
     Throw(ErrorCode::kInvalidArgument, "array of shape {} and dtype {} needs {} bytes, has {}", PyTuple(array.shape),
-          array.dtype, nbytes.value_or(-1), array.data.size());
+          DTypeName(array.dtype), nbytes.value_or(-1), array.data.size());
   std::string shape_text = "(";
   for (size_t i = 0; i < array.shape.size(); ++i) {
     shape_text += fmt::format("{}", array.shape[i]);
@@ -324,7 +316,7 @@ std::string SerializeNpy(const NpyArray& array) {
   uint32_t len = static_cast<uint32_t>(dict.size());
   for (int i = 0; i < (version == 1 ? 2 : 4); ++i) out.push_back(static_cast<char>((len >> (8 * i)) & 0xff));
   out += dict;
-  if (array.dtype == "bfloat16") {
+  if (array.dtype == DType::kBF16) {
     // Widen to float32: the bf16 bits are the high half of the float32 bits.
     size_t n = array.data.size() / 2;
     for (size_t i = 0; i < n; ++i) {

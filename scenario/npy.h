@@ -13,9 +13,9 @@
 // and reordered to C (row-major) order.
 //
 // Example:
-//   NpyArray a{"float32", {2, 3}, bytes_of({0, 1, 2, 3, 4, 5})};
+//   NpyArray a{DType::kF32, {2, 3}, bytes_of({0, 1, 2, 3, 4, 5})};
 //   WriteNpy("/tmp/a.npy", a);   // numpy.load("/tmp/a.npy") -> array([[0., 1., 2.], [3., 4., 5.]], dtype=float32)
-//   NpyArray b = ReadNpy("/tmp/a.npy");   // b.dtype == "float32", b.shape == {2, 3}, b.data.size() == 24
+//   NpyArray b = ReadNpy("/tmp/a.npy");   // b.dtype == DType::kF32, b.shape == {2, 3}, b.data.size() == 24
 //
 // Errors: Error(kInvalidArgument) naming the file (or `what`) and what is wrong (bad magic, truncated header,
 // unknown key, unsupported descr, data length that does not match the shape); Error(kNotFound) for a file
@@ -25,14 +25,17 @@
 
 #include <cstdint>
 #include <string>
+#include <span>
 #include <string_view>
 #include <vector>
+
+#include "common/dtype.h"
 
 namespace spmdsim {
 
 // One array as stored in a .npy file: numpy dtype name, shape, and the elements in C order, little-endian.
 struct NpyArray {
-  std::string dtype;            // "float32", "float64", "float16", "bfloat16" (write only), "int32", "int64", "bool"
+  DType dtype = DType::kF32;    // float32, float64, float16, bfloat16 (write only), int32, int64, bool
   std::vector<int64_t> shape;   // () for a scalar
   std::vector<uint8_t> data;    // product(shape) * itemsize bytes
 
@@ -41,17 +44,15 @@ struct NpyArray {
 
 // What a .npy file's header says, and where its data lies (C or Fortran order, little-endian).
 struct NpyHeader {
-  std::string dtype;            // as NpyArray::dtype
+  DType dtype = DType::kF32;    // as NpyArray::dtype
   std::vector<int64_t> shape;
   bool fortran_order = false;
   int64_t data_offset = 0;      // bytes before the first element
   int64_t data_bytes = 0;       // product(shape) * itemsize
 };
 
-// The dtype names NpyArray accepts, for error messages.
-const std::vector<std::string>& NpyDTypeNames();
-// Bytes per element of a supported dtype name; throws Error(kInvalidArgument) listing NpyDTypeNames().
-int64_t NpyItemSize(std::string_view dtype);
+// The dtypes .npy files hold here (bfloat16 is written widened to float32).
+std::span<const DType> NpyDTypes();
 
 // Parses the bytes of a .npy file; `what` names the source in errors (a path).
 NpyArray ParseNpy(std::string_view bytes, std::string_view what);

@@ -27,9 +27,9 @@ Unit TimeUnit(double max_seconds) {
 }
 
 Unit ByteUnit(double max_bytes) {
-  if (max_bytes >= 1073741824.0) return {"GiB", 1073741824.0};
-  if (max_bytes >= 1048576.0) return {"MiB", 1048576.0};
-  if (max_bytes >= 1024.0) return {"KiB", 1024.0};
+  if (max_bytes >= kGiB) return {"GiB", static_cast<double>(kGiB)};
+  if (max_bytes >= kMiB) return {"MiB", static_cast<double>(kMiB)};
+  if (max_bytes >= kKiB) return {"KiB", static_cast<double>(kKiB)};
   return {"B", 1};
 }
 

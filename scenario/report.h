@@ -1,14 +1,14 @@
 // What `spmdsim run` prints: the human report (tables with units in every header) and the same as JSON
 // (docs/scenarios.md, "Output", documents every field).
 //
-// Example (human, one mlp workload on cpu:8, mesh data=2 x model=4; the numbers are illustrative):
-//   == workload mlp (mlp) ==
-//   step              kind        predicted [us]  compute [us]  comm [us]  comm model [us]  host_memory [KiB/dev]  flops [GFLOP]
-//   fwd/w1_matmul     compute              1.20          1.20       0.00                                      0.00          0.002
-//   fwd/psum_out      collective           3.10          0.00       3.10             3.10                     1.50          0.000
+// Example (human, the mlp workload of scenarios/cpu8-quick.yaml, mesh data=2 x model=4; columns shortened):
+//   == workload tp_mlp (mlp) ==
+//   step                   kind         op   axes  predicted [us]  compute [us]  comm [us]  ...  flops [GFLOP]  count
+//   fwd/h               compute     einsum      -           0.488         0.488          0  ...      1.638e-05      1
+//   fwd/out          collective       psum  model           0.493             0      0.493  ...              0      1
 //   ...
-//   peak memory per device: max 12.0 KiB on device 5, min 10.0 KiB on device 0, capacity 16.0 GiB: fits
-//   check: PASSED (max abs error 1.2e-07, max rel error 3.1e-07; rtol 1e-04, atol 1e-05)
+//   peak memory per device: max 23.00KiB on device 0, min 23.00KiB on device 0, capacity 16.00GiB: fits
+//   check: PASSED (max abs error 2.86e-06, max rel error 0.000234; rtol 0.001, atol 0.001); ...
 #ifndef SPMDSIM_SCENARIO_REPORT_H_
 #define SPMDSIM_SCENARIO_REPORT_H_
 

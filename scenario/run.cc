@@ -1,4 +1,5 @@
 #include "scenario/run.h"
+#include "scenario/arrays.h"
 
 #include <type_traits>
 #include <variant>

@@ -32,6 +32,7 @@
 #include "model/calibration.h"
 #include "mesh/mesh.h"
 #include "mesh/topology.h"
+#include "ops/random.h"
 #include "partition/logical_axis_rules.h"
 #include "partition/match_rules.h"
 #include "partition/named_sharding.h"
@@ -56,7 +57,7 @@ struct ScenarioTopology {
   std::shared_ptr<const Topology> topology;
   RooflineOptions efficiency;                      // compute / memory efficiency factors, default 1
   std::vector<std::pair<int, double>> stragglers;  // (device id, speed factor), factor in (0, 1]
-  // `calibration: FILE`: a profile of `spmdsim calibrate` (scenario/calibration_yaml.h), fitted on this
+  // `calibration: FILE`: a profile of `spmdsim calibrate` (scenario/calibration_file.h), fitted on this
   // topology's device kind and every model workload's stack; none: the documented figures.
   std::optional<CalibrationProfile> calibration;
 };
@@ -80,11 +81,8 @@ struct ScenarioRules {
 // How an array's elements are made.
 struct ArrayInit {
   enum class Kind { kZeros, kOnes, kIota, kRandom, kNpy };
-  enum class Distribution { kNormal, kUniform };
   Kind kind = Kind::kZeros;
-  uint64_t seed = 0;                                // kRandom
-  Distribution distribution = Distribution::kNormal;  // kRandom: N(0, scale^2) or U[-scale, scale)
-  double scale = 1.0;                               // kRandom
+  RandomFill random;                                // kRandom: seed, scale, normal or uniform (ops/random.h)
   std::string path;                                 // kNpy: resolved against the scenario's folder
   std::optional<NpyHeader> npy;                     // kNpy: the file's header (read at load time; the data
                                                     // when the array or its blocks are made)
@@ -143,23 +141,6 @@ struct Scenario {
   // The array named `name`; throws Error(kNotFound) listing the names.
   const ScenarioArray& array(std::string_view name) const;
 };
-
-// The array's global value: its init made concrete (abstract: shape and dtype only, no data; an npy file is
-// then not read). Random data: normal as RandomArray (workloads/workloads.h), uniform from std::mt19937_64.
-Array MakeScenarioArray(const ScenarioArray& array, bool abstract);
-
-// Blocks of the array's global value (each the index ranges of one block, per dimension), bitwise those of
-// MakeScenarioArray(array, false) cut at the same ranges, made without the whole array: zeros and ones
-// directly, iota and random values streamed once in flat order and kept where a block holds them (the time is
-// that of the whole array up to the last element kept; the memory that of the blocks), npy data read block by
-// block from the file (only the blocks' bytes; a Fortran-order file whole). Across ranks each
-// rank makes only its own devices' blocks (docs/multiprocess.md). REQUIRES: ranges within the shape.
-std::vector<Array> MakeScenarioArrayBlocks(const ScenarioArray& array,
-                                           const std::vector<std::vector<IndexRange>>& blocks);
-
-// An array's bytes as a .npy value (bfloat16 is widened to float32 when written). Throws
-// Error(kFailedPrecondition) for an abstract array.
-NpyArray ToNpy(const Array& array);
 
 // A ready-to-run scenario file (YAML text) with one `kind: model` workload: `config` on `topology` (the Parse
 // form, e.g. "dgx-h100:16") with a mesh of `mesh_axes` (in mesh order). Every field of the config is written, so

@@ -4,16 +4,11 @@
 #
 #   scripts/bench-peers.sh            # installs Open MPI if missing, builds, runs (~3 minutes on 2 cores)
 #
-# Peers: ../shared/peers/*.cpp (relative to the repository root; or $SPMDSIM_PEERS), built into build/peers/.
+# Peers: bench/peers/*.cpp (or $SPMDSIM_PEERS), built into build/peers/.
 # Ours:  build/bench/bench/sim/sim_runtime_benchmark (preset `bench`; built here if missing).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-# ../shared/peers next to the main checkout; a worktree under wt/ finds it one level further up.
-peers_src="${SPMDSIM_PEERS:-}"
-for candidate in "${root}/../shared/peers" "${root}/../../shared/peers"; do
-  [ -z "${peers_src}" ] && [ -d "${candidate}" ] && peers_src="$(cd "${candidate}" && pwd)"
-done
-[ -n "${peers_src}" ] || { echo "bench-peers: cannot find shared/peers (set SPMDSIM_PEERS)" >&2; exit 1; }
+peers_src="${SPMDSIM_PEERS:-${root}/bench/peers}"
 out="${root}/build/peers"
 mkdir -p "${out}"
 

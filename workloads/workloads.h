@@ -27,7 +27,8 @@
 //   MlpConfig mlp{.batch = 4, .seq = 8, .d_model = 16, .d_ff = 32};
 //   mlp.sharding.batch_axes = {"data"};  mlp.sharding.tensor_axes = {"model"};
 //   WorkloadResult r = RunMlp(ctx, mlp);
-//   r.check.passed == true;  r.steps[...] names "fwd/w1_matmul", "fwd/psum_out", ...;  r.totals.predicted_seconds
+//   r.check.passed == true;  r.steps[...] names "fwd/h", "fwd/act", "fwd/out_partial", "fwd/out" (the psum), ...;
+//   r.totals.predicted_seconds
 //
 // Errors: bad configuration (an unknown op, axis or value name, a shape that does not divide) throws
 // spmdsim::Error naming the workload, the step and what would be valid. A failed numeric check is NOT an error:
@@ -102,7 +103,7 @@ enum class StepKind { kCompute, kCollective };
 std::string_view StepKindName(StepKind kind);  // "compute", "collective"
 
 struct StepResult {
-  std::string name;        // the step's name ("fwd/w1_matmul", "psum 1MiB over (model)", a program value name)
+  std::string name;        // the step's name ("fwd/h", "psum 1MiB over (model)", a program value name)
   StepKind kind = StepKind::kCompute;  // kCollective when the step ran a collective
   std::string op;          // the op ("einsum", "psum", "all_gather", ...)
   std::vector<std::string> axes;  // mesh axes of the collective (empty for compute)
@@ -249,39 +250,6 @@ struct WorkloadResult {
 };
 
 // ---------------------------------------------------------------------------------------------------------------
-// Array data helpers (deterministic; the same seed gives the same values on every machine).
-
-// Normal(0, scale) values (std::mt19937_64 + Box-Muller, computed in double, rounded to dtype). Abstract when
-// `abstract`.
-Array RandomArray(std::vector<int64_t> shape, DType dtype, uint64_t seed, double scale = 1.0, bool abstract = false);
-// RandomArray's array of `values` (some or all of them): float64, rounded to dtype the same way.
-Array RandomArrayOfValues(const std::vector<double>& values, std::vector<int64_t> shape, DType dtype);
-
-// Values streamed in flat order: `chunk(first, values)` gets elements [first, first + values.size()), at most
-// kValueChunk at a time; it returns false when no more are needed.
-inline constexpr int64_t kValueChunk = 65536;
-using ValueChunk = std::function<bool(int64_t first, std::span<const double> values)>;
-// RandomArray's values in double, streamed to `chunk` until `n` elements or until it returns false. Lets a rank
-// keep only the elements of its own blocks (scenario/scenario.h: MakeScenarioArrayBlocks).
-void RandomNormalValues(int64_t n, uint64_t seed, double scale, const ValueChunk& chunk);
-
-// Blocks (index ranges per dimension) of an array of `shape` whose flat elements `stream(n, chunk)` produces in
-// order (the first n of them), each chunk rounded to dtype by `round(values, dtype)` (a rounding done element by
-// element, so chunk by chunk gives the bits of the whole array's). Keeps only the blocks' elements: the memory
-// is that of the blocks, the time that of the array up to the last element a block holds.
-// Example: BlocksOfValues({4, 4}, kF32, {{{2, 4}, {0, 4}}}, iota stream, round) -> [[8..11], [12..15]].
-std::vector<Array> BlocksOfValues(
-    std::span<const int64_t> shape, DType dtype, const std::vector<std::vector<IndexRange>>& blocks,
-    const std::function<void(int64_t n, const ValueChunk& chunk)>& stream,
-    const std::function<Array(const std::vector<double>& values, DType dtype)>& round);
-// Blocks of RandomArray(shape, dtype, seed, scale), bitwise.
-std::vector<Array> RandomArrayBlocks(std::span<const int64_t> shape, DType dtype, uint64_t seed, double scale,
-                                     const std::vector<std::vector<IndexRange>>& blocks);
-// The flat index of each run of the last dimension in the block `index` of a row-major array of `shape`, in
-// increasing order (none for an empty block). Example: shape {4, 4}, block rows 1-2, columns 1-3 -> {5, 9}.
-std::vector<int64_t> BlockRunStarts(std::span<const int64_t> shape, std::span<const IndexRange> index);
-
-// ---------------------------------------------------------------------------------------------------------------
 // 1. collectives: an nccl-tests-like sweep.
 
 struct CollectivesConfig {
@@ -359,7 +327,7 @@ struct ProgramInput {
   // Optional, used when `value` is abstract: makes blocks of the global array (index ranges per dimension),
   // bitwise the same cut of the whole array. Across ranks (a process_group of several ranks) the engine makes
   // only the blocks of this rank's devices, and the whole array only for the one-device reference check; in one
-  // process the whole array. Example: MakeScenarioArrayBlocks (scenario/scenario.h).
+  // process the whole array. Example: MakeScenarioArrayBlocks (scenario/arrays.h).
   std::function<std::vector<Array>(const std::vector<std::vector<IndexRange>>& blocks)> make_blocks{};
 };
 

@@ -95,7 +95,7 @@ BENCHMARK(BM_StdBarrierThreads)->ArgNames({"devices"})->Arg(2)->Arg(8)->Arg(64)-
     ->Unit(benchmark::kMillisecond);
 
 #if defined(SPMDSIM_HAVE_BOOST_FIBER)
-// Peer: Boost.Fiber fibers on one thread, boost::fibers::barrier (shared/peers/fiber_barrier.cpp).
+// Peer: Boost.Fiber fibers on one thread, boost::fibers::barrier (bench/peers/fiber_barrier.cpp).
 void BM_BoostFiberBarrier(benchmark::State& state) {
   const int64_t n = state.range(0);
   const int64_t rounds = RoundsFor(n) / (n >= 4096 ? 3 : 1);

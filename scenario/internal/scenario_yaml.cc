@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <exception>
 #include <cstdlib>
 #include <limits>
 #include <set>
@@ -72,21 +73,22 @@ std::optional<double> ToDouble(const std::string& text) {
 
 }  // namespace
 
-YAML::Node LoadSingleYamlDocument(std::string_view text, const std::string& file) {
-  scenario::CheckYamlText(text, file, "a scenario file", ErrorKind::kScenarioError);
+YAML::Node LoadSingleYamlDocument(std::string_view text, const std::string& file, std::string_view what,
+                                  ErrorKind kind) {
+  scenario::CheckYamlText(text, file, what, kind);
   std::vector<YAML::Node> documents;
   try {
     documents = YAML::LoadAll(std::string(text));
   } catch (const YAML::Exception& e) {
     std::string where = e.mark.is_null() ? file : fmt::format("{}:{}:{}", file, e.mark.line + 1, e.mark.column + 1);
-    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kScenarioError, "{}: not valid YAML: {}", where, e.msg);
+    ThrowKind(ErrorCode::kInvalidArgument, kind, "{}: not valid YAML: {}", where, e.msg);
   }
   if (documents.size() > 1) {  // a document started by "..." and content, without a "---"
     const int line = documents[1].Mark().is_null() ? 1 : documents[1].Mark().line + 1;
-    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kScenarioError,
-              "{}:{}:1: a second YAML document starts here; a scenario file holds one document (remove the '---' "
-              "and what follows, or put it in its own file)",
-              file, line);
+    ThrowKind(ErrorCode::kInvalidArgument, kind,
+              "{}:{}:1: a second YAML document starts here; {} holds one document (remove the '---' and what "
+              "follows, or put it in its own file)",
+              file, line, what);
   }
   return documents.empty() ? YAML::Node() : documents[0];
 }
@@ -153,15 +155,15 @@ SourceLocation YamlContext::Location(const YAML::Node& node) const {
 void YamlContext::Fail(const YAML::Node& node, std::string_view key, std::string_view message) const {
   SourceLocation location = Location(node);
   std::string where = location.line > 0 ? location.ToString() : file_;
-  ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kScenarioError, "{}: {}: {}", where, key.empty() ? "(top level)" : key,
-            message);
+  throw LocatedError(ErrorCode::kInvalidArgument,
+                     fmt::format("{}: {}: {}", where, key.empty() ? "(top level)" : key, message), kind_);
 }
 
 void YamlContext::Rethrow(const YAML::Node& node, std::string_view key, const Error& error) const {
   SourceLocation location = Location(node);
   std::string where = location.line > 0 ? location.ToString() : file_;
-  const ErrorKind kind = error.kind() == ErrorKind::kNone ? ErrorKind::kScenarioError : error.kind();
-  RethrowWithContext(error, fmt::format("{}: {}: {}", where, key, error.message()), kind);
+  const ErrorKind kind = error.kind() == ErrorKind::kNone ? kind_ : error.kind();
+  std::throw_with_nested(LocatedError(error.code(), fmt::format("{}: {}: {}", where, key, error.message()), kind));
 }
 
 std::string YamlContext::String(const YAML::Node& node, std::string_view key) const {

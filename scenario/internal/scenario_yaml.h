@@ -32,20 +32,34 @@ std::optional<std::string> DidYouMean(std::string_view found, const std::vector<
 // the valid suffixes (B, KB, MB, GB, KiB, MiB, GiB).
 int64_t ParseByteSize(std::string_view text);
 
-// The one YAML document in `text` (a null node for an empty text). Throws Error(kInvalidArgument, kind
-// "ScenarioError") with "<file>:<line>:<col>" when the text is not UTF-8, not YAML, or holds a second document.
-YAML::Node LoadSingleYamlDocument(std::string_view text, const std::string& file);
+// The one YAML document in `text` (a null node for an empty text). Throws Error(kInvalidArgument, `kind`) with
+// "<file>:<line>:<col>" when the text is not UTF-8, not YAML, or holds a second document; `what` names the kind
+// of file in messages ("a scenario file").
+YAML::Node LoadSingleYamlDocument(std::string_view text, const std::string& file,
+                                  std::string_view what = "a scenario file",
+                                  ErrorKind kind = ErrorKind::kScenarioError);
+
+// An error that already names its place in the file (what YamlContext::Fail and Rethrow throw): a parser that
+// hands a value to a library and locates the library's errors lets these pass unchanged
+// (`catch (const LocatedError&) { throw; }` before `catch (const Error&)`).
+class LocatedError : public Error {
+ public:
+  using Error::Error;
+};
 
 class YamlContext {
  public:
-  explicit YamlContext(std::string file) : file_(std::move(file)) {}
+  // `kind`: the kind of the errors it throws (a scenario's ScenarioError; an arrays file's ValueError).
+  explicit YamlContext(std::string file, ErrorKind kind = ErrorKind::kScenarioError)
+      : file_(std::move(file)), kind_(kind) {}
   const std::string& file() const { return file_; }
 
   SourceLocation Location(const YAML::Node& node) const;
-  // Throws Error(kInvalidArgument, kind "ScenarioError"): "<file>:<line>:<col>: <key>: <message>".
+  // Throws Error(kInvalidArgument, the context's kind): "<file>:<line>:<col>: <key>: <message>".
   [[noreturn]] void Fail(const YAML::Node& node, std::string_view key, std::string_view message) const;
   // Rethrows a library error about the value at `node` with the location and key in front (the original nested:
-  // common/error_context.h). REQUIRES: called in the handler that caught `error`.
+  // common/error_context.h), keeping its kind (the context's when it has none). REQUIRES: called in the handler
+  // that caught `error`.
   [[noreturn]] void Rethrow(const YAML::Node& node, std::string_view key, const Error& error) const;
 
   // Scalars. `what` describes the valid values in messages ("a positive integer").
@@ -67,6 +81,7 @@ class YamlContext {
 
  private:
   std::string file_;
+  ErrorKind kind_;
 };
 
 // A mapping whose keys are checked against a fixed list.

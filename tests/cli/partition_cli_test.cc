@@ -235,19 +235,21 @@ TEST(PartitionCli, AnalyzeFileErrorsNameTheArrayAndTheField) {
     std::string yaml;
     std::vector<std::string> must_mention;
   };
+  // The arrays file is read with the scenario's readers: every error names file:line:col and the key.
   const std::vector<FileCase> cases = {
-      {"arrays:\n  - name: w\n    shape: [8\n", {"YAML error at line"}},
-      {"arrays: 3\n", {"expected a list of arrays"}},
-      {"- name: w\n  shape: [8]\n  sepc: P()\n", {"array 0", "'sepc'", "name, shape, dtype, spec"}},
-      {"- shape: [8]\n", {"array 0", "'name'"}},
-      {"- name: w\n", {"('w')", "'shape' is missing"}},
-      {"- name: w\n  shape: [8, x]\n", {"('w') shape[1]", "'x'"}},
-      {"- name: w\n  shape: [8, -1]\n", {"shape[1] is -1"}},
-      {"- name: w\n  shape: [8]\n  dtype: float\n", {"('w')", "'float'"}},
-      {"- name: w\n  shape: [8]\n  spec: \"P('x'\"\n", {"('w') spec", "SyntaxError"}},
-      {"- name: w\n  shape: [8]\n  spec: [[x, [y]]]\n", {"spec[0]", "nested"}},
-      {"- name: w\n  shape: [8]\n  spec: {a: b}\n", {"'spec' must be"}},
+      {"arrays:\n  - name: w\n    shape: [8\n", {":4:1: not valid YAML"}},
+      {"arrays: 3\n", {":1:9: arrays: expected a list of arrays"}},
+      {"- name: w\n  shape: [8]\n  sepc: P()\n", {":3:3: arrays[0].sepc", "did you mean 'spec'", "name, shape, dtype, spec"}},
+      {"- shape: [8]\n", {":1:3: arrays[0].name: missing required key"}},
+      {"- name: w\n", {":1:3: arrays[0].shape: missing required key"}},
+      {"- name: w\n  shape: [8, x]\n", {":2:14: arrays[0].shape[1]", "'x'"}},
+      {"- name: w\n  shape: [8, -1]\n", {":2:10: arrays[0].shape", "dimension 1 is -1"}},
+      {"- name: w\n  shape: [8]\n  dtype: float\n", {":3:10: arrays[0].dtype", "'float'"}},
+      {"- name: w\n  shape: [8]\n  spec: \"P('x'\"\n", {":3:9: arrays[0].spec", "SyntaxError"}},
+      {"- name: w\n  shape: [8]\n  spec: [[x, [y]]]\n", {":3:14: arrays[0].spec[0][1]", "found a list"}},
+      {"- name: w\n  shape: [8]\n  spec: {a: b}\n", {":3:9: arrays[0].spec", "expected a PartitionSpec"}},
       {"- name: w\n  shape: [6]\n  spec: [x]\n", {"IndivisibleError", "array 'w'"}},
+      {"- {name: w, shape: [8]}\n- {name: w, shape: [4]}\n", {":2:3: arrays[1].name", "given twice"}},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string path = WriteFile("analyze_bad_" + std::to_string(i) + ".yaml", cases[i].yaml);

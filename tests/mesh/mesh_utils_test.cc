@@ -39,7 +39,7 @@ std::vector<int> Iota(int n, int start = 0) {
   return ids;
 }
 
-DeviceArray IotaArray(Shape shape) { return DeviceArray(shape, Iota(static_cast<int>(Product(shape)))); }
+DeviceArray IotaArray(Shape shape) { return DeviceArray(shape, Iota(static_cast<int>(NumElements(shape)))); }
 
 // JAX writes expected assignments as the physical axes each logical axis takes; this builds the matrix.
 AssignmentMatrix MatrixFromAxes(const Shape& physical, const std::vector<std::vector<int>>& axes) {

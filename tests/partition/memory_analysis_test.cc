@@ -13,9 +13,9 @@ using ::testing::Each;
 using ::testing::HasSubstr;
 
 Mesh CpuMesh(std::vector<int64_t> shape, std::vector<std::string> names, int64_t memory_bytes) {
-  Topology topology = Topology::Cpu(static_cast<int>(Product(shape)));
+  Topology topology = Topology::Cpu(static_cast<int>(NumElements(shape)));
   topology.SetMemoryBytes(memory_bytes);
-  std::vector<int> ids(Product(shape));
+  std::vector<int> ids(NumElements(shape));
   std::iota(ids.begin(), ids.end(), 0);
   return Mesh(DeviceArray(shape, ids), names, std::make_shared<const Topology>(topology));
 }

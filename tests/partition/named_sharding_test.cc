@@ -63,7 +63,7 @@ std::vector<std::vector<std::pair<int64_t, int64_t>>> ReferenceIndices(const Mes
   std::vector<std::vector<std::pair<int64_t, int64_t>>> out(mesh.size());
   std::vector<int64_t> block(rank, 0);
   size_t next = 0;
-  const int64_t blocks = Product(dims);
+  const int64_t blocks = NumElements(dims);
   for (int64_t b = 0; b < blocks; ++b) {
     std::vector<std::pair<int64_t, int64_t>> idx;
     for (int d = 0; d < rank; ++d) {
@@ -108,7 +108,7 @@ TEST(NamedSharding, TupleOrderIsMajorToMinor) {
   ShardingLayout yx = NamedSharding(mesh, PartitionSpec::Parse("P(('y', 'x'))")).Layout(shape);
   for (int i = 0; i < 4; ++i) {
     for (int j = 0; j < 2; ++j) {
-      EXPECT_EQ(xy.shards[2 * i + j].index[0].start, 2 * i + j);  // jax-semantics.md
+      EXPECT_EQ(xy.shards[2 * i + j].index[0].start, 2 * i + j);  // JAX: tests/shard_map_test.py
       EXPECT_EQ(yx.shards[2 * i + j].index[0].start, 4 * j + i);
     }
   }
@@ -295,7 +295,7 @@ TEST(NamedSharding, RandomLayoutsMatchJaxTileAssignmentTileTheArrayAndRoundTrip)
     std::vector<int64_t> mesh_shape;
     for (int i = 0; i < mesh_rank; ++i) mesh_shape.push_back(1 + static_cast<int64_t>(rng() % 3));
     std::vector<std::string> axes(names.begin(), names.begin() + mesh_rank);
-    std::vector<int> ids(Product(mesh_shape));
+    std::vector<int> ids(NumElements(mesh_shape));
     std::iota(ids.begin(), ids.end(), 0);
     std::shuffle(ids.begin(), ids.end(), rng);
     Mesh mesh(DeviceArray(mesh_shape, ids), axes);
@@ -320,13 +320,13 @@ TEST(NamedSharding, RandomLayoutsMatchJaxTileAssignmentTileTheArrayAndRoundTrip)
     ASSERT_EQ(Ranges(layout), ReferenceIndices(mesh, spec, shape)) << spec.ToString();
 
     // Every element is covered exactly num_replicas times, once per replica id.
-    const int64_t n = Product(shape);
+    const int64_t n = NumElements(shape);
     std::vector<int64_t> cover(n * layout.num_replicas, 0);
     const std::vector<int64_t> strides = RowMajorStrides(shape);
     for (const auto& s : layout.shards) {
       std::vector<int64_t> at(rank);
       for (int d = 0; d < rank; ++d) at[d] = s.index[d].start;
-      const int64_t count = Product(layout.shard_shape);
+      const int64_t count = NumElements(layout.shard_shape);
       for (int64_t k = 0; k < count; ++k) {
         int64_t flat = 0;
         for (int d = 0; d < rank; ++d) flat += at[d] * strides[d];

@@ -41,7 +41,7 @@ std::vector<uint8_t> Bytes(const std::vector<T>& values) {
 }
 
 TEST(Npy, WritesTheSameBytesAsNumpySave) {
-  NpyArray a{"float32", {2, 3}, Bytes<float>({0, 1, 2, 3, 4, 5})};
+  NpyArray a{DType::kF32, {2, 3}, Bytes<float>({0, 1, 2, 3, 4, 5})};
   std::string bytes = SerializeNpy(a);
   // np.save: header_len 0x76 = 118, total 152 bytes.
   EXPECT_EQ(bytes.size(), 152u);
@@ -53,10 +53,10 @@ TEST(Npy, WritesTheSameBytesAsNumpySave) {
 }
 
 TEST(Npy, WritesOneDimensionalAndScalarShapesAsPythonTuples) {
-  std::string one = SerializeNpy({"bool", {4}, {1, 0, 1, 1}});
+  std::string one = SerializeNpy({DType::kBool, {4}, {1, 0, 1, 1}});
   EXPECT_NE(one.find("{'descr': '|b1', 'fortran_order': False, 'shape': (4,), }"), std::string::npos);
   EXPECT_EQ(one.size(), 132u);  // np.save(np.array([True, False, True, True]))
-  std::string scalar = SerializeNpy({"float16", {}, {0x00, 0x3e}});
+  std::string scalar = SerializeNpy({DType::kF16, {}, {0x00, 0x3e}});
   EXPECT_NE(scalar.find("'shape': (), }"), std::string::npos);
   EXPECT_EQ(scalar.size(), 130u);  // np.save(np.float16(1.5) * np.ones((), np.float16))
 }
@@ -64,15 +64,15 @@ TEST(Npy, WritesOneDimensionalAndScalarShapesAsPythonTuples) {
 TEST(Npy, RoundTripsEveryDtypeThroughAFile) {
   std::mt19937_64 rng(7);
   std::string dir = ::testing::TempDir();
-  for (std::string dtype : {"float32", "float64", "float16", "int32", "int64", "bool"}) {
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kF16, DType::kI32, DType::kI64, DType::kBool}) {
     for (int trial = 0; trial < 5; ++trial) {
       NpyArray a;
       a.dtype = dtype;
       int rank = static_cast<int>(rng() % 4);
       for (int d = 0; d < rank; ++d) a.shape.push_back(static_cast<int64_t>(rng() % 5));
-      a.data.resize(a.num_elements() * NpyItemSize(dtype));
-      for (uint8_t& b : a.data) b = dtype == "bool" ? static_cast<uint8_t>(rng() % 2) : static_cast<uint8_t>(rng());
-      std::string path = dir + "npy_roundtrip_" + dtype + ".npy";
+      a.data.resize(a.num_elements() * DTypeSize(dtype));
+      for (uint8_t& b : a.data) b = dtype == DType::kBool ? static_cast<uint8_t>(rng() % 2) : static_cast<uint8_t>(rng());
+      std::string path = dir + "npy_roundtrip_" + std::string(DTypeName(dtype)) + ".npy";
       WriteNpy(path, a);
       NpyArray b = ReadNpy(path);
       EXPECT_EQ(b.dtype, a.dtype);
@@ -84,9 +84,9 @@ TEST(Npy, RoundTripsEveryDtypeThroughAFile) {
 
 TEST(Npy, WidensBfloat16ToFloat32Exactly) {
   // bf16 1.0 = 0x3f80, -2.5 = 0xc020: the float32 bits are the bf16 bits followed by 16 zero bits.
-  NpyArray a{"bfloat16", {2}, {0x80, 0x3f, 0x20, 0xc0}};
+  NpyArray a{DType::kBF16, {2}, {0x80, 0x3f, 0x20, 0xc0}};
   NpyArray b = ParseNpy(SerializeNpy(a), "bf16");
-  ASSERT_EQ(b.dtype, "float32");
+  ASSERT_EQ(b.dtype, DType::kF32);
   float values[2];
   std::memcpy(values, b.data.data(), 8);
   EXPECT_EQ(values[0], 1.0f);
@@ -105,7 +105,7 @@ TEST(Npy, ReadsFortranOrderIntoRowMajor) {
 TEST(Npy, ReadsVersionTwoHeaders) {
   std::string data(reinterpret_cast<const char*>(Bytes<double>({1, 2, 3}).data()), 24);
   NpyArray a = ParseNpy(NumpyFile("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }", data, 2), "v2.npy");
-  EXPECT_EQ(a.dtype, "float64");
+  EXPECT_EQ(a.dtype, DType::kF64);
   EXPECT_EQ(a.shape, std::vector<int64_t>{3});
 }
 
@@ -135,7 +135,7 @@ TEST(Npy, RejectsBadFilesNamingWhatIsWrong) {
 }
 
 TEST(Npy, NeverCrashesOnTruncatedOrMutatedFiles) {
-  std::string good = SerializeNpy({"int32", {2, 2}, Bytes<int32_t>({1, 2, 3, 4})});
+  std::string good = SerializeNpy({DType::kI32, {2, 2}, Bytes<int32_t>({1, 2, 3, 4})});
   std::mt19937 rng(11);
   int errors = 0;
   for (size_t cut = 0; cut < good.size(); ++cut) {
@@ -151,7 +151,7 @@ TEST(Npy, NeverCrashesOnTruncatedOrMutatedFiles) {
     for (int k = 0; k < 3; ++k) bytes[rng() % bytes.size()] = static_cast<char>(rng());
     try {
       NpyArray a = ParseNpy(bytes, "mutated.npy");
-      EXPECT_EQ(static_cast<int64_t>(a.data.size()), a.num_elements() * NpyItemSize(a.dtype));
+      EXPECT_EQ(static_cast<int64_t>(a.data.size()), a.num_elements() * DTypeSize(a.dtype));
     } catch (const Error&) {
     }
   }
@@ -168,10 +168,10 @@ TEST(Npy, ReportsAMissingFile) {
 }
 
 TEST(Npy, RefusesToWriteInconsistentArrays) {
-  EXPECT_THROW(SerializeNpy({"complex64", {1}, {0, 0, 0, 0, 0, 0, 0, 0}}), Error);
-  EXPECT_THROW(SerializeNpy({"float32", {3}, {0, 0, 0, 0}}), Error);
-  EXPECT_THROW(SerializeNpy({"float32", {-1}, {}}), Error);
-  EXPECT_THROW(WriteNpy("/nonexistent/dir/x.npy", {"float32", {1}, {0, 0, 0, 0}}), Error);
+  EXPECT_THROW(SerializeNpy({DType::kC64, {1}, {0, 0, 0, 0, 0, 0, 0, 0}}), Error);
+  EXPECT_THROW(SerializeNpy({DType::kF32, {3}, {0, 0, 0, 0}}), Error);
+  EXPECT_THROW(SerializeNpy({DType::kF32, {-1}, {}}), Error);
+  EXPECT_THROW(WriteNpy("/nonexistent/dir/x.npy", {DType::kF32, {1}, {0, 0, 0, 0}}), Error);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // format, its defaults, and its errors, which must name the file, line, column and key, what was found and what
 // is valid.
 #include "scenario/scenario.h"
+#include "scenario/arrays.h"
 
 #include <cmath>
 #include <cstring>
@@ -280,7 +281,7 @@ workloads: [{kind: collectives}]
   EXPECT_EQ(s.array("w").spec.ToString(), "P(None, 'model')");
   EXPECT_EQ(s.array("w").dtype, DType::kBF16);
   EXPECT_EQ(s.array("w").init.kind, ArrayInit::Kind::kRandom);
-  EXPECT_EQ(s.array("w").init.seed, 4u);
+  EXPECT_EQ(s.array("w").init.random.seed, 4u);
   EXPECT_EQ(s.array("b").spec.ToString(), "P('model',)");
   EXPECT_THROW(s.array("nope"), Error);
 }
@@ -353,7 +354,7 @@ TEST(Scenario, ReadsNpyDataRelativeToTheScenario) {
   std::vector<uint8_t> bytes(4 * 4);
   float values[4] = {1, 2, 3, 4};
   std::memcpy(bytes.data(), values, 16);
-  WriteNpy(dir + "/data/x.npy", {"float32", {2, 2}, bytes});
+  WriteNpy(dir + "/data/x.npy", {DType::kF32, {2, 2}, bytes});
   Scenario s = ParseScenario(kArraysHead + "arrays:\n  - {name: x, data: data/x.npy}\nworkloads: [{kind: collectives}]\n",
                              dir + "/s.yaml");
   EXPECT_EQ(s.array("x").shape, (std::vector<int64_t>{2, 2}));
@@ -383,8 +384,8 @@ TEST(Scenario, ReadsNpyBlocksBitwiseEqualToTheWholeArrayCutAtTheSameRanges) {
       std::memcpy(f_bytes.data() + (j * rows + i) * 4, &v, 4);
     }
   }
-  WriteNpy(dir + "/c.npy", {"float32", {rows, cols}, c_bytes});
-  std::string fortran = SerializeNpy({"float32", {rows, cols}, f_bytes});
+  WriteNpy(dir + "/c.npy", {DType::kF32, {rows, cols}, c_bytes});
+  std::string fortran = SerializeNpy({DType::kF32, {rows, cols}, f_bytes});
   const std::string c_order_text = "'fortran_order': False";
   fortran.replace(fortran.find(c_order_text), c_order_text.size(), "'fortran_order': True ");
   std::ofstream(dir + "/f.npy", std::ios::binary) << fortran;
@@ -526,6 +527,15 @@ TEST(DidYouMean, SuggestsOnlyCloseNames) {
   EXPECT_EQ(DidYouMean("slises", {"preset", "slices"}), "slices");
   EXPECT_EQ(DidYouMean("MODEL", {"model", "data"}), "model");
   EXPECT_EQ(DidYouMean("zzz", {"preset", "slices"}), std::nullopt);
+}
+
+// A workload without `kind` is reported at its own line and column (a YAML null made by yaml-cpp for an absent
+// key has no place in the file: the parser must not locate the error there).
+TEST(Scenario, AWorkloadWithoutKindIsLocated) {
+  const std::string head = "topology: {preset: \"cpu:8\"}\nmesh: {axes: {d: 8}}\nworkloads:\n";
+  EXPECT_THAT(ErrorOf(head + "  - name: x\n"), HasSubstr("t.yaml:4:5: workloads[0].kind: missing required key"));
+  EXPECT_THAT(ErrorOf(head + "  - {name: x}\n"), HasSubstr("t.yaml:4:5: workloads[0].kind: missing required key"));
+  EXPECT_THAT(ErrorOf(head + "  - {}\n"), HasSubstr("t.yaml:4:5: workloads[0].kind: missing required key"));
 }
 
 }  // namespace

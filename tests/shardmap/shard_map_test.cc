@@ -42,7 +42,7 @@ TEST(P, BuildsSpecsAsPythonWritesThem) {
 }
 
 TEST(ShardMap, SplitsTupleEntriesMajorToMinor) {
-  // jax-semantics.md: mesh (x:4, y:2), arange(8) with P(('x','y')) -> device (i,j) holds [2i+j];
+  // JAX (shard_map notebook): mesh (x:4, y:2), arange(8) with P(('x','y')) -> device (i,j) holds [2i+j];
   // with P(('y','x')) -> [4j+i].
   Mesh mesh = Mesh::Iota({4, 2}, {"x", "y"});
   std::vector<double> got_xy(8), got_yx(8);
@@ -102,7 +102,7 @@ TEST(ShardMap, PassThroughHandsTheWholeArrayToEveryDevice) {
 }
 
 TEST(ShardMap, OutputsOmittingAnAxisKeepOneCopy) {
-  // jax-semantics.md: mesh (x:4,y:2), arange(8.), P(('x','y')): psum 'y' -> P('x') [1,5,9,13]; psum 'x' ->
+  // JAX (shard_map notebook): mesh (x:4,y:2), arange(8.), P(('x','y')): psum 'y' -> P('x') [1,5,9,13]; psum 'x' ->
   // P('y') [12,16]; pmean over ('x','y') -> 3.5.
   Mesh mesh = Mesh::Iota({4, 2}, {"x", "y"});
   Array x = Array::Iota({8}, DType::kF32);

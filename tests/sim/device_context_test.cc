@@ -210,7 +210,7 @@ TEST_P(Collectives, APsumLargerThanTheCachesIsTheInOrderSumBitwise) {
   EXPECT_EQ(sums[0].data<float>().data(), sum);  // one buffer for the group
 }
 
-// --- JAX's worked numbers (shared/reference/jax-semantics.md) -------------------------------------------------
+// --- JAX's worked numbers (jax/_src/lax/parallel.py docstrings, tests/shard_map_test.py) ----------------------
 
 TEST_P(Collectives, PsumPmaxPmeanMatchJaxWorkedNumbersOnAFourByTwoMesh) {
   // arange(8.) with P(('x','y')): device (i, j) holds [2i + j].

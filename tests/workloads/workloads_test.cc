@@ -1,4 +1,5 @@
 #include "workloads/workloads.h"
+#include "ops/random.h"
 
 #include <cmath>
 #include <memory>

@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "common/host_memory.h"
+#include "common/strings.h"
 #include "ops/elementwise.h"
 #include "sim/multiprocess.h"
 #include "workloads/internal/recorder.h"
@@ -38,13 +39,6 @@ std::string JaxName(std::string_view given) {
     case CollectiveOp::kPermute: return "ppermute";
   }
   return std::string(given);
-}
-
-std::string HumanSize(int64_t bytes) {
-  if (bytes >= (int64_t{1} << 30) && bytes % (int64_t{1} << 30) == 0) return fmt::format("{}GiB", bytes >> 30);
-  if (bytes >= (int64_t{1} << 20) && bytes % (int64_t{1} << 20) == 0) return fmt::format("{}MiB", bytes >> 20);
-  if (bytes >= 1024 && bytes % 1024 == 0) return fmt::format("{}KiB", bytes >> 10);
-  return fmt::format("{}B", bytes);
 }
 
 // Expected output element `j` of the device with in-group index `r` of `members`.
@@ -349,7 +343,7 @@ WorkloadResult RunCollectives(const WorkloadContext& context, const CollectivesC
       for (int64_t size : config.sizes) {
         Row row = MakeRow(op, axes, groups, size, config);
         if (!context.abstract) CheckRowFitsHost(row, mesh, config);
-        row.step = recorder.AddStep(fmt::format("{} {} over ({})", op, HumanSize(row.bytes), fmt::join(axes, ",")),
+        row.step = recorder.AddStep(fmt::format("{} {} over ({})", op, ExactBytes(row.bytes), fmt::join(axes, ",")),
                                     op, StepKind::kCollective, axes);
         const RowRun run = RunRow(row, context, config, check, tolerance_rel, runtime, recorder);
         SweepRow& out = result.sweep.emplace_back();

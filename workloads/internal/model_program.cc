@@ -37,6 +37,7 @@
 
 #include "common/error.h"
 #include "common/host_memory.h"
+#include "ops/random.h"
 #include "ops/ops.h"
 #include "workloads/internal/program_builder.h"
 

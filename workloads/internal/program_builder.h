@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "common/host_memory.h"
+#include "ops/random.h"
 #include "common/strings.h"
 #include "workloads/workloads.h"
 

@@ -1,6 +1,7 @@
-#include "scenario/internal/scenario_workloads.h"
+#include "scenario/internal/scenario_parsers.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -8,6 +9,8 @@
 
 #include "common/strings.h"
 #include "common/user_text.h"
+#include "model/calibration.h"
+#include "model/stack.h"
 #include "partition/named_sharding.h"
 #include "scenario/scenario.h"
 
@@ -542,7 +545,9 @@ ModelConfig ParseModel(const YamlContext& ctx, const YamlMap& m, const Scenario&
   c.recompute = ParseEnum(ctx, m, "recompute", c.recompute,
                           {{"none", Recompute::kNone}, {"selective", Recompute::kSelective}, {"full", Recompute::kFull}});
   c.stack = ParseEnum(ctx, m, "stack", c.stack,
-                      {{"auto", SoftwareStack::kAuto}, {"megatron", SoftwareStack::kMegatron}, {"pytorch-fsdp", SoftwareStack::kPytorchFsdp},
+                      {{"auto", SoftwareStack::kAuto},
+                       {"megatron", SoftwareStack::kMegatron},
+                       {"pytorch-fsdp", SoftwareStack::kPytorchFsdp},
                        {"maxtext", SoftwareStack::kMaxText}});
   c.seed = static_cast<uint64_t>(NonNegative(ctx, m, "seed", 0, int64_t{1} << 62));
   c.rtol = Tolerance(ctx, m, "rtol", c.rtol);
@@ -563,12 +568,13 @@ ScenarioWorkload ParseWorkload(const YamlContext& ctx, const YAML::Node& node, c
                                const Scenario& s) {
   if (!node.IsMap()) ctx.Fail(node, key, "expected a mapping with a `kind:` key");
   // Read `kind` first: it decides which keys are valid.
-  std::string kind;
-  YAML::Node kind_node;
+  // (A default-constructed YAML::Node is a defined null without a place in the file: track "found" apart.)
+  std::optional<YAML::Node> kind_node;
   for (YAML::const_iterator it = node.begin(); it != node.end(); ++it)
     if (it->first.IsScalar() && it->first.Scalar() == "kind") kind_node = it->second;
-  if (!kind_node.IsDefined()) ctx.Fail(node, key + ".kind", fmt::format("missing required key; one of {}", fmt::join(WorkloadKinds(), ", ")));
-  kind = ctx.Choice(kind_node, key + ".kind", WorkloadKinds());
+  if (!kind_node)
+    ctx.Fail(node, key + ".kind", fmt::format("missing required key; one of {}", fmt::join(WorkloadKinds(), ", ")));
+  const std::string kind = ctx.Choice(*kind_node, key + ".kind", WorkloadKinds());
 
   ScenarioWorkload w;
   w.kind = kind;
@@ -631,6 +637,12 @@ ScenarioWorkload ParseWorkload(const YamlContext& ctx, const YAML::Node& node, c
     } catch (const Error& e) {
       ctx.Rethrow(node, key, e);
     }
+    // A calibration profile prices one stack: a model on another would be priced with figures not fitted for it.
+    const ValidatedModel& model = std::get<ValidatedModel>(w.config);
+    if (s.topology.calibration && ModelStack(model) != s.topology.calibration->stack)
+      ctx.Fail(m.Has("stack") ? m.Get("stack") : node, m.Key("stack"),
+               fmt::format("runs on stack {}, but topology.calibration was fitted on stack {}",
+                           StackName(ModelStack(model)), StackName(s.topology.calibration->stack)));
   } else {
     YamlMap m(ctx, node, key, WithCommon({"params", "include_arrays", "correction"}));
     w.name = m.String("name", default_name());

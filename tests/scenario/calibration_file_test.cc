@@ -1,5 +1,5 @@
-// Calibration files (scenario/calibration_yaml.h): runs files, profiles, and a scenario naming a profile.
-#include "scenario/calibration_yaml.h"
+// Calibration files (scenario/calibration_file.h): runs files, profiles, and a scenario naming a profile.
+#include "scenario/calibration_file.h"
 
 #include <filesystem>
 #include <fstream>

@@ -18,8 +18,8 @@
 //
 // Errors: Error(kInvalidArgument, kind "ScenarioError") "<file>:<line>:<col>: <key>: <message>" for a bad file;
 // the errors of LoadScenario for a run's scenario.
-#ifndef SPMDSIM_SCENARIO_CALIBRATION_YAML_H_
-#define SPMDSIM_SCENARIO_CALIBRATION_YAML_H_
+#ifndef SPMDSIM_SCENARIO_CALIBRATION_FILE_H_
+#define SPMDSIM_SCENARIO_CALIBRATION_FILE_H_
 
 #include <string>
 #include <string_view>
@@ -47,4 +47,4 @@ std::string CalibrationProfileYaml(const CalibrationProfile& profile, const std:
 
 }  // namespace spmdsim
 
-#endif  // SPMDSIM_SCENARIO_CALIBRATION_YAML_H_
+#endif  // SPMDSIM_SCENARIO_CALIBRATION_FILE_H_
