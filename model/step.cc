@@ -55,7 +55,8 @@ class StepBuilder {
   StepBuilder(const ModelConfig& c, const Mesh& mesh, const ParallelDegrees& degrees, const ModelStepOptions& options)
       : c_(c), mesh_(mesh), d_(degrees),
         compute_(*mesh.topology(), options.roofline,
-                 ComputeOptions{options.clock, mesh.size(), options.calibration.compute_scale}),
+                 ComputeOptions{options.clock, options.mechanisms.slowest_device ? mesh.size() : 1,
+                                options.calibration.compute_scale}),
         collectives_(mesh, options.collectives),
         stack_(StackSpecFor(ResolveStack(c.stack, *mesh.topology()))) {
     tensor_ = {c.parallel.tensor_axes, d_.tensor};
@@ -102,7 +103,8 @@ class StepBuilder {
         Throw(ErrorCode::kInvalidArgument, "model '{}': calibration figures must be > 0, got {}", c.name, f);
     }
     comm_scale_ = k.comm_scale;
-    host_launch_seconds_ = stack_.host_launch_seconds * k.host_launch_scale;
+    host_launch_seconds_ = options.mechanisms.host_launch ? stack_.host_launch_seconds * k.host_launch_scale : 0;
+    fp8_casts_ = options.mechanisms.fp8_casts && stack_.fp8_casts;
     speed_factors_ = options.speed_factors;
     for (const auto& [id, factor] : speed_factors_) {
       if (!(factor > 0) || !std::isfinite(factor))
@@ -247,7 +249,7 @@ class StepBuilder {
   // stays bf16. Inputs: QKV [T, h], projection [T, q], FC1 [T, h], FC2 [T, f]; output gradients: [T, q + 2 kv],
   // [T, h], [T, f_in], [T, h] (MoE: the routed rows of the MLP).
   void Fp8Casts(bool moe, bool backward, Category category) {
-    if (!fp8_ || !stack_.fp8_casts) return;
+    if (!fp8_ || !fp8_casts_) return;
     const double T = static_cast<double>(tokens_), h = static_cast<double>(c_.d_model);
     const double rows = moe ? Rows() : T;
     static constexpr KernelPasses kCastTranspose{1, 2, 1};
@@ -974,7 +976,8 @@ class StepBuilder {
   Role tensor_, data_, context_, pipeline_, expert_, dp_and_cp_, expert_dp_;
   Role zero_, replicas_;  // ZeRO's shard group (its axes + context) and the replicas across them (hybrid)
   std::vector<LayerRange> layout_;  // the layers of every virtual stage
-  bool sp_ = false, reduced_ = true, blocking_p2p_ = false, fp8_ = false, uniform_slowdown_ = false;
+  bool sp_ = false, reduced_ = true, blocking_p2p_ = false, fp8_ = false, fp8_casts_ = false;
+  bool uniform_slowdown_ = false;
   const StackSpec& stack_;
   std::vector<std::pair<int64_t, int64_t>> unacknowledged_;  // blocking p2p: (peer, tag) of sends not yet awaited
   bool received_paired_ = false;  // the next backward's receive was done at the forward's exchange

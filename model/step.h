@@ -29,6 +29,15 @@ struct StepCalibration {
   bool identity() const { return compute_scale == 1 && comm_scale == 1 && host_launch_scale == 1; }
 };
 
+// Pricing mechanisms that can be turned off one at a time (docs/model-validation.md measures each one's share of
+// the prediction that way); all on by default. The clock regime and the wave effect have their own options
+// (`clock`, `comm_slowdown`).
+struct StepMechanisms {
+  bool slowest_device = true;  // sustained compute paced by the expected slowest of the mesh's devices
+  bool host_launch = true;     // a kernel waits for the host to launch it when the device runs ahead
+  bool fp8_casts = true;       // Transformer Engine's fp8 cast / transpose / amax kernels (the stack's)
+};
+
 struct ModelStepOptions {
   // Simulate one device per pipeline stage instead of every device. Exact for this workload: the devices of a
   // stage run the same program on the same shapes, no device is slower, and every collective is charged the
@@ -58,6 +67,7 @@ struct ModelStepOptions {
   // resumes when the receiver has the data. false: eager sends, overlapped with the sender's compute (Megatron
   // core's overlapped p2p). docs/model.md, "Blocking pipeline transfers".
   bool blocking_p2p = false;
+  StepMechanisms mechanisms{};
 };
 
 // One pipeline stage's times: those of its device that finishes last.

@@ -214,33 +214,43 @@ std::string BreakdownNote(const ModelStepTimes& t) {
 // SP, PP 8 (first stage 7 layers, last 6, as 64 // PP - 1 and - 2) or 16 (3, 2), EP 64 over the data x tensor
 // ranks with expert tensor parallelism 1, VP 1, distributed optimizer, recompute of the MLA up projections only,
 // token drop with capacity factor 1 padded to capacity, the shared expert overlapping the all_to_all.
+struct DeepSeekRun {
+  int64_t gpus, pp, first, last;
+  double seconds;
+};
+constexpr DeepSeekRun kDeepSeekV3[] = {{512, 8, 7, 6, 48.948}, {1024, 16, 3, 2, 52.04}};
+
+ValidationCase DeepSeekV3Case(const DeepSeekRun& p) {
+  ModelConfig c = DeepSeekV3Model();
+  c.global_batch = 8 * p.gpus;
+  c.micro_batch = 1;
+  c.mla.recompute_up_proj = true;
+  const int64_t data = p.gpus / (2 * p.pp);
+  c.parallel = {.data_axes = {"data"}, .zero_stage = 1, .tensor_axes = {"tensor"}, .sequence_parallel = true,
+                .pipeline_axes = {"pipe"}, .first_stage_layers = p.first, .last_stage_layers = p.last,
+                .expert_axes = {"data", "tensor"}};
+  const Mesh mesh = MeshOn(fmt::format("dgx-h100:{}", p.gpus / 8), {{"pipe", p.pp}, {"data", data}, {"tensor", 2}});
+  return {fmt::format("DeepSeek-V3 671B on {} H100 (TP 2 + SP, PP {} with first / last stage {} / {} layers, "
+                      "EP 64 over DP {} x TP 2, MTP), bf16", p.gpus, p.pp, p.first, p.last, data),
+          "NVIDIA dgxc-benchmarking v25.05.05, deepseek_v3/pretraining/README.md", p.seconds,
+          ValidateModel(c, mesh), {}};
+}
+
+// A shown-not-enforced row with the breakdown of where its time goes and what the model lacks.
+ModelValidationRow UnenforcedRowOf(const ValidationCase& v, const char* missing) {
+  const ModelStepTimes t = PredictModelStep(v.model, v.options);
+  ModelValidationRow row;
+  row.name = v.name;
+  row.reference = v.reference;
+  row.source = v.source;
+  row.predicted = t.step_seconds;
+  row.note = BreakdownNote(t) + "; " + missing;
+  row.enforced = false;
+  return row;
+}
+
 void AddDeepSeekV3(std::vector<ModelValidationRow>* rows) {
-  struct Published {
-    int64_t gpus, pp, first, last;
-    double seconds;
-  };
-  for (const Published& p : {Published{512, 8, 7, 6, 48.948}, Published{1024, 16, 3, 2, 52.04}}) {
-    ModelConfig c = DeepSeekV3Model();
-    c.global_batch = 8 * p.gpus;
-    c.micro_batch = 1;
-    c.mla.recompute_up_proj = true;
-    const int64_t data = p.gpus / (2 * p.pp);
-    c.parallel = {.data_axes = {"data"}, .zero_stage = 1, .tensor_axes = {"tensor"}, .sequence_parallel = true,
-                  .pipeline_axes = {"pipe"}, .first_stage_layers = p.first, .last_stage_layers = p.last,
-                  .expert_axes = {"data", "tensor"}};
-    const Mesh mesh = MeshOn(fmt::format("dgx-h100:{}", p.gpus / 8), {{"pipe", p.pp}, {"data", data}, {"tensor", 2}});
-    const ModelStepTimes t = PredictModelStep(ValidateModel(c, mesh));
-    ModelValidationRow row;
-    row.name = fmt::format("DeepSeek-V3 671B on {} H100 (TP 2 + SP, PP {} with first / last stage {} / {} layers, "
-                           "EP 64 over DP {} x TP 2, MTP), bf16", p.gpus, p.pp, p.first, p.last, data);
-    row.reference = p.seconds;
-    row.source = "NVIDIA dgxc-benchmarking v25.05.05, deepseek_v3/pretraining/README.md";
-    row.predicted = t.step_seconds;
-    row.note = BreakdownNote(t);
-    row.enforced = false;
-    row.note += std::string("; ") + kDeepSeekMissing;
-    rows->push_back(std::move(row));
-  }
+  for (const DeepSeekRun& p : kDeepSeekV3) rows->push_back(UnenforcedRowOf(DeepSeekV3Case(p), kDeepSeekMissing));
 }
 
 // Llama 3 405B (Dubey et al. 2024, "The Llama 3 Herd of Models", section 3.3: Table 4 and the pipeline
@@ -249,7 +259,7 @@ void AddDeepSeekV3(std::vector<ModelValidationRow>* rows) {
 // embedding and last chunk only the loss (126 layers + 2 over 16 stages x 8 chunks of one), asynchronous p2p.
 // The paper gives 430 TFLOPS per GPU, not the step: the measured step is this model's FLOPs (Megatron /
 // Korthikanti's count, attention over all keys) / (8192 x 430e12).
-void AddLlama3(std::vector<ModelValidationRow>* rows) {
+ValidationCase Llama3Case() {
   ModelConfig c = LlamaModel(16384, 126, 128, 8, 53248, 8192);
   c.name = "llama3-405b";
   c.vocab = 128256;
@@ -258,18 +268,30 @@ void AddLlama3(std::vector<ModelValidationRow>* rows) {
   c.parallel = {.data_axes = {"data"}, .zero_stage = 1, .tensor_axes = {"tensor"}, .sequence_parallel = true,
                 .pipeline_axes = {"pipe"}, .schedule = PipelineSchedule::kInterleaved1F1B, .virtual_stages = 8,
                 .embedding_in_split = true, .loss_in_split = true};
-  const ValidatedModel model = ValidateModel(c, MeshOn("dgx-h100:1024", {{"data", 64}, {"pipe", 16}, {"tensor", 8}}));
-  const ModelStepTimes t = PredictModelStep(model);
-  ModelValidationRow row;
-  row.name = "Llama 3 405B on 8192 H100 (TP 8 + SP, PP 16 x 8 virtual with the embedding and loss as layers, DP 64), "
-             "bf16";
-  row.reference = t.model_flops / (8192 * 430e12);
-  row.source = "Llama 3 paper (Dubey et al. 2024), Table 4: 430 TFLOPS/GPU";
-  row.predicted = t.step_seconds;
-  row.note = BreakdownNote(t);
-  row.enforced = false;
-  row.note += std::string("; ") + kLlamaMissing;
-  rows->push_back(std::move(row));
+  ValidationCase v{"Llama 3 405B on 8192 H100 (TP 8 + SP, PP 16 x 8 virtual with the embedding and loss as layers, "
+                   "DP 64), bf16",
+                   "Llama 3 paper (Dubey et al. 2024), Table 4: 430 TFLOPS/GPU", 0,
+                   ValidateModel(c, MeshOn("dgx-h100:1024", {{"data", 64}, {"pipe", 16}, {"tensor", 8}})), {}};
+  v.reference = PredictModelStep(v.model).model_flops / (8192 * 430e12);
+  return v;
+}
+
+void AddLlama3(std::vector<ModelValidationRow>* rows) { rows->push_back(UnenforcedRowOf(Llama3Case(), kLlamaMissing)); }
+
+// The validation cases by family, for the mechanism ablation.
+std::vector<std::pair<std::string, std::vector<ValidationCase>>> CaseFamilies() {
+  std::vector<std::pair<std::string, std::vector<ValidationCase>>> families(5);
+  families[0].first = "Korthikanti A100 (8 rows)";
+  for (const KorthikantiRun& p : kKorthikanti)
+    for (bool selective : {false, true}) families[0].second.push_back(KorthikantiCase(p, selective));
+  families[1].first = "NeMo H100 bf16 (5 rows)";
+  families[2].first = "NeMo H100 fp8 (2 rows)";
+  for (const NvidiaRun& p : kNvidiaH100) families[p.dtype == DType::kBF16 ? 1 : 2].second.push_back(NvidiaCase(p));
+  families[3].first = "DeepSeek-V3 H100 (2 rows)";
+  for (const DeepSeekRun& p : kDeepSeekV3) families[3].second.push_back(DeepSeekV3Case(p));
+  families[4].first = "Llama 3 405B H100 (1 row)";
+  families[4].second.push_back(Llama3Case());
+  return families;
 }
 
 }  // namespace
@@ -408,6 +430,41 @@ std::string FormatModelValidationTable(const std::vector<ModelValidationRow>& ro
                        r.enforced ? fmt::format("yes ({:.0f}%), {}", 100 * r.tolerance, r.within() ? "within" : "FAILS")
                                   : "no",
                        r.source, r.note);
+  }
+  return out;
+}
+
+std::string MechanismAblationTable() {
+  struct Setting {
+    const char* name;
+    void (*apply)(ModelStepOptions*);
+  };
+  const Setting settings[] = {
+      {"every mechanism on (the prediction)", [](ModelStepOptions*) {}},
+      {"burst clock (no sustained clock, no slowest-device pace)",
+       [](ModelStepOptions* o) { o->clock = ClockRegime::kBurst; }},
+      {"no slowest-device pace", [](ModelStepOptions* o) { o->mechanisms.slowest_device = false; }},
+      {"no wave effect (communication takes no SMs)", [](ModelStepOptions* o) { o->comm_slowdown = 0; }},
+      {"no host launch wait", [](ModelStepOptions* o) { o->mechanisms.host_launch = false; }},
+      {"no fp8 casts", [](ModelStepOptions* o) { o->mechanisms.fp8_casts = false; }},
+  };
+  const auto families = CaseFamilies();
+  std::string out = "| setting |";
+  for (const auto& [name, cases] : families) out += " " + name + " |";
+  out += "\n|---|";
+  for (size_t i = 0; i < families.size(); ++i) out += "---|";
+  out += "\n";
+  for (const Setting& setting : settings) {
+    out += fmt::format("| {} |", setting.name);
+    for (const auto& [name, cases] : families) {
+      double sum = 0;
+      for (ValidationCase v : cases) {
+        setting.apply(&v.options);
+        sum += PredictModelStep(v.model, v.options).step_seconds / v.reference - 1;
+      }
+      out += fmt::format(" {:+.1f}% |", 100 * sum / static_cast<double>(cases.size()));
+    }
+    out += "\n";
   }
   return out;
 }

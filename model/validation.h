@@ -61,6 +61,12 @@ std::string FormatCalibrationHoldoutTable(const std::vector<CalibrationHoldoutRo
 // 4, bf16, on one H100), predicted per stack: a Markdown table whose `measured` column awaits the script's run.
 std::string OneDeviceLayerPredictions();
 
+// What each pricing mechanism contributes: per family of rows (Korthikanti A100, NeMo H100 bf16 and fp8,
+// DeepSeek-V3, Llama 3), the mean signed gap with every mechanism on, then with each turned off in turn (the
+// sustained clock, the slowest device's pace, the wave effect, the host launch wait, the fp8 casts). A Markdown
+// table, one row per setting, one column per family.
+std::string MechanismAblationTable();
+
 // Every row (each a whole simulated step; well under a second in all).
 std::vector<ModelValidationRow> ComputeModelValidationRows();
 // A Markdown table: row | measured | predicted | gap | enforced (tolerance) | source | note.

@@ -16,6 +16,8 @@ int main() {
   std::fputs(spmdsim::FormatCalibrationHoldoutTable(spmdsim::ComputeCalibrationHoldoutRows()).c_str(), stdout);
   std::fputs("\n", stdout);
   std::fputs(spmdsim::OneDeviceLayerPredictions().c_str(), stdout);
+  std::fputs("\n", stdout);
+  std::fputs(spmdsim::MechanismAblationTable().c_str(), stdout);
   int failures = 0;
   for (const auto& row : rows) {
     if (row.enforced && !row.within()) ++failures;
