@@ -394,7 +394,7 @@ TEST(ModelStep, SlidingWindowLayersAttendWithinTheirWindow) {
   const ModelStepTimes global = PredictModelStep(ValidateModel(c, mesh), options);
   c.attention_window = {.window = 512, .global_every = 2};
   const ModelStepTimes windowed = PredictModelStep(ValidateModel(c, mesh), options);
-  const ComputeModel model(*mesh.topology());
+  const ComputeModel model(*mesh.topology(), {}, {.synchronous_devices = mesh.size()});  // the step's pace
   const int64_t s = c.seq, w = 512, keys = (w * (w + 1) / 2 + (s - w) * w + s - 1) / s;
   const double micro_batches = static_cast<double>(c.global_batch / (c.micro_batch * 8));
   for (bool backward : {false, true}) {
@@ -418,7 +418,7 @@ TEST(ModelStep, MlaUpProjectionRecomputeRerunsTheUpProjections) {
   c.mtp_layers = 0;
   c.parallel = {.data_axes = {"data"}};
   const ModelStepTimes t = PredictModelStep(ValidateModel(c, mesh), {.comm_slowdown = 0});
-  const ComputeModel model(*mesh.topology());
+  const ComputeModel model(*mesh.topology(), {}, {.synchronous_devices = mesh.size()});  // the step's pace
   const double T = 2048, size = 2;
   auto elementwise = [&](double e) { return model.Cost(e, e * size, ContractionDims{}, c.dtype).seconds; };
   auto matmul = [&](int64_t m, int64_t k, int64_t n) {
