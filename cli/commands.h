@@ -23,6 +23,7 @@ void AddRulesCommand(CLI::App& app, ExitCode& exit_code);    // cli/rules_comman
 void AddResolveCommand(CLI::App& app, ExitCode& exit_code);  // cli/resolve_command.cc
 void AddAnalyzeCommand(CLI::App& app, ExitCode& exit_code);  // cli/analyze_command.cc
 void AddPlanCommand(CLI::App& app, ExitCode& exit_code);     // cli/plan_command.cc
+void AddCalibrateCommand(CLI::App& app, ExitCode& exit_code);  // cli/calibrate_command.cc
 // `processes`: the ranks of an `mpirun -np K spmdsim run` (docs/multiprocess.md), or nullptr.
 void AddRunCommand(CLI::App& app, ExitCode& exit_code,
                    std::shared_ptr<ProcessGroup> processes = nullptr);  // cli/run_command.cc

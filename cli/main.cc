@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   spmdsim::cli::AddResolveCommand(app, exit_code);
   spmdsim::cli::AddAnalyzeCommand(app, exit_code);
   spmdsim::cli::AddPlanCommand(app, exit_code);
+  spmdsim::cli::AddCalibrateCommand(app, exit_code);
   spmdsim::cli::AddRunCommand(app, exit_code, mpi.world());
   if (std::optional<std::string> bad = spmdsim::cli::NonUtf8Argument(argc, argv)) {
     fmt::print(stderr, "spmdsim: {}\n", *bad);

@@ -1,4 +1,5 @@
 // spmdsim plan MODEL.yaml [--topology T] [--global-batch B] [--top N] [--json] [--write FILE] [--threads N]
+//                        [--stack S] [--calibration PROFILE]
 //
 // Searches the parallel configurations of the first `kind: model` workload of a scenario file on a topology
 // (the scenario's own unless --topology), ranks them by predicted step time (model/plan.h, docs/plan.md),
@@ -22,6 +23,7 @@
 #include "scenario/report.h"
 #include "scenario/scenario.h"
 #include "model/plan.h"
+#include "scenario/calibration_file.h"
 
 namespace spmdsim::cli {
 namespace {
@@ -36,6 +38,8 @@ struct PlanFlags {
   int threads = 0;
   int64_t max_context = 8;
   bool no_placement = false;
+  std::string stack;        // empty: the scenario's
+  std::string calibration;  // empty: the scenario's topology.calibration, if any
 };
 
 void WriteScenario(const std::string& path, const Scenario& s, const std::string& topology, const PlanEntry& best) {
@@ -53,9 +57,22 @@ void WriteScenario(const std::string& path, const Scenario& s, const std::string
 ExitCode Plan(const PlanFlags& flags) {
   const Scenario s = LoadScenario(flags.file);
   ModelConfig model = FirstModelWorkload(s);
+  if (!flags.stack.empty()) model.stack = ParseStack(flags.stack);
   std::string topology_text = flags.topology.empty() ? s.topology.topology->ToString() : flags.topology;
   auto topology = std::make_shared<const Topology>(Topology::Parse(topology_text));
   PlanOptions options;
+  if (!flags.calibration.empty()) {
+    const CalibrationProfile profile = LoadCalibrationProfile(flags.calibration);
+    if (profile.device_kind != topology->device_kind())
+      Throw(ErrorCode::kInvalidArgument, "--calibration: {} was fitted on {}, the topology's devices are {}",
+            flags.calibration, profile.device_kind, topology->device_kind());
+    if (profile.stack != ResolveStack(model.stack, *topology))
+      Throw(ErrorCode::kInvalidArgument, "--calibration: {} was fitted on stack {}, the model runs on {}",
+            flags.calibration, StackName(profile.stack), StackName(ResolveStack(model.stack, *topology)));
+    options.calibration = profile.figures;
+  } else if (s.topology.calibration && flags.topology.empty()) {
+    options.calibration = s.topology.calibration->figures;
+  }
   options.global_batch = flags.global_batch;
   options.top = flags.top;
   options.threads = flags.threads;
@@ -104,6 +121,11 @@ void AddPlanCommand(CLI::App& app, ExitCode& exit_code) {
       ->check(IntIn(0, std::numeric_limits<int>::max()));
   cmd->add_option("--max-context", flags->max_context, "largest context-parallel degree searched (default 8)")
       ->check(IntIn(1, 1 << 20));
+  cmd->add_option("--stack", flags->stack,
+                  "software stack the step is priced for: auto, megatron, pytorch-fsdp, maxtext (default: the "
+                  "scenario's `stack:`, else auto: megatron on GPUs, maxtext on TPUs)");
+  cmd->add_option("--calibration", flags->calibration,
+                  "calibration profile of `spmdsim calibrate` (default: the scenario's topology.calibration)");
   cmd->add_flag("--no-placement", flags->no_placement,
                 "keep Megatron's axis order (data, pipeline, context, tensor innermost) instead of searching it");
   cmd->callback([flags, &exit_code] { exit_code = Plan(*flags); });

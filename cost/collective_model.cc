@@ -136,9 +136,13 @@ std::string ApplicableNames(Phase phase, const SpanStage& stage, int num_stages)
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-double Efficiency(const CollectiveOptions& options, LinkClass link) {
+// The options' figure for the link class, else its default: NVLink by GPU generation (DefaultNvlinkEfficiency).
+double Efficiency(const CollectiveOptions& options, LinkClass link, const Topology& topology) {
   auto it = options.link_efficiency.find(link);
-  return it == options.link_efficiency.end() ? 1.0 : it->second;
+  if (it != options.link_efficiency.end()) return it->second;
+  if (link == LinkClass::kNvlink) return DefaultNvlinkEfficiency(topology.gpu_generation());
+  if (link == LinkClass::kIci && topology.tpu_generation()) return DefaultIciEfficiency(*topology.tpu_generation());
+  return 1.0;
 }
 
 bool IsTorus(const SpanStage& stage) {
@@ -177,9 +181,33 @@ CollectiveOp ParseCollectiveOp(std::string_view name) {
 
 std::map<LinkClass, double> DefaultLinkEfficiency() {
   std::map<LinkClass, double> efficiency;
-  efficiency[LinkClass::kNvlink] = 0.8;
   efficiency[LinkClass::kInfiniband] = 0.96;
   return efficiency;
+}
+
+// TPU v5e's ICI as XLA's collectives use it (the JAX scaling book, sharding.md): an all_gather on a v5e 8x16
+// slice reaches "about 95% of the peak claimed bandwidth (4.5e10)" per link one way from ~10 MB (the empirical
+// bandwidth figure, scaling-book PR 82): 4.275e10 of the preset's 5e10 B/s. The book's profile of a 128 KiB
+// all_gather over the 4-chip axis of a v5e {X: 8, Y: 4} (no wraparound, 3 hops) took ~8 us: 3 hops x 1 us and
+// 3 x 32 KiB at 4.275e10 B/s (2.3 us) leave 2.7 us of fixed cost per collective.
+constexpr double kV5eIciEfficiency = 0.95 * 4.5e10 / 5e10;
+constexpr double kV5eCollectiveOverheadSeconds = 8e-6 - 3e-6 - 0.75 * 131072 / (0.95 * 4.5e10);
+
+double DefaultIciEfficiency(Topology::TpuGeneration generation) {
+  // Measured on v5e only (above); other generations keep the link rate (the book's TPU v2 reduce-scatter profile
+  // ran at 0.97 of its 1.2e11 B/s figure: profiling.md).
+  return generation == Topology::TpuGeneration::kV5e ? kV5eIciEfficiency : 1.0;
+}
+
+double TpuCollectiveOverheadSeconds(Topology::TpuGeneration generation) {
+  return generation == Topology::TpuGeneration::kV5e ? kV5eCollectiveOverheadSeconds : 0.0;
+}
+
+double DefaultNvlinkEfficiency(GpuGeneration generation) {
+  // Ampere (NVLink 3, 12 links x 25 GB/s): 220 GB/s of all-reduce busbw on 8x A100-SXM4-80GB once P2P is on
+  // (nccl-tests issue 228), 72 of 100 GB/s over a 4-link A100 pair (nccl-tests issue 331): ~0.73. Hopper and
+  // later: the NCCL maintainers' ~20% protocol overhead (nccl-tests issue 212: 370 of 450 GB/s).
+  return generation == GpuGeneration::kAmpere ? 220.0 / 300.0 : 0.8;
 }
 
 double BusBandwidthFactor(CollectiveOp op, int n) {
@@ -746,7 +774,8 @@ CollectiveCost CollectiveModel::CostOfSpan(CollectiveOp op, const GroupSpan& spa
     return cost;
   }
   std::vector<double> B(k);  // bytes/s: each stage's one-way bandwidth times its link's efficiency
-  for (int s = 0; s < k; ++s) B[s] = span.stages[s].bandwidth_Bps * Efficiency(options_, span.stages[s].link);
+  for (int s = 0; s < k; ++s)
+    B[s] = span.stages[s].bandwidth_Bps * Efficiency(options_, span.stages[s].link, *mesh_.topology());
   cost.stages.resize(k);
   for (int s = 0; s < k; ++s) {
     cost.stages[s].stage = span.stages[s];
@@ -763,6 +792,13 @@ CollectiveCost CollectiveModel::CostOfSpan(CollectiveOp op, const GroupSpan& spa
     CostGpuAllToAll(span, bytes, NcclGroupOf(span, topology, B), B, &cost);
   } else {
     CostPhased(op, span, bytes, B, options_, &cost);
+    // A TPU collective's fixed cost (the scaling book's small all_gather profile), on its first stage.
+    if (topology.tpu_generation() && op != CollectiveOp::kPermute) {
+      const double overhead = TpuCollectiveOverheadSeconds(*topology.tpu_generation());
+      cost.seconds += overhead;
+      cost.stages.front().latency_seconds += overhead;
+      cost.stages.front().seconds += overhead;
+    }
   }
   if (topology.platform() == Platform::kGpu && cost.protocol.empty()) cost.protocol = "simple";
   AddBreakdowns(bytes, &cost);

@@ -67,8 +67,17 @@ enum class Composition { kAuto, kSequential, kConcurrent };
 std::string_view CompositionName(Composition composition);  // "auto", "sequential", "concurrent"
 Composition ParseComposition(std::string_view name);
 
-// {nvlink: 0.8, infiniband: 0.96}: see CollectiveOptions::link_efficiency.
+// {infiniband: 0.96}: see CollectiveOptions::link_efficiency. NVLink's default depends on the GPU generation:
+// DefaultNvlinkEfficiency.
 std::map<LinkClass, double> DefaultLinkEfficiency();
+// The fraction of NVLink's line rate NCCL reaches: 0.73 on Ampere (220 of 300 GB/s, nccl-tests issues 228 and
+// 331), 0.8 otherwise (nccl-tests issue 212: ~20% protocol overhead on Hopper).
+double DefaultNvlinkEfficiency(GpuGeneration generation);
+// The fraction of the ICI link rate XLA's collectives reach, and their fixed cost per collective: v5e 0.855 (95% of
+// the book's 4.5e10 B/s, of the preset's 5e10) and 2.7 us, from the JAX scaling book's measured all_gather
+// bandwidth curve and 128 KiB profile (sharding.md); other generations 1 and 0.
+double DefaultIciEfficiency(Topology::TpuGeneration generation);
+double TpuCollectiveOverheadSeconds(Topology::TpuGeneration generation);
 
 struct CollectiveOptions {
   // Forced per-stage algorithm (kAuto: fastest applicable per stage), like NCCL_ALGO. A forced algorithm that
@@ -78,9 +87,9 @@ struct CollectiveOptions {
   // GPU all_to_all and ppermute run Simple whatever this says; on TPU and CPU a forced protocol is an error.
   Protocol protocol = Protocol::kAuto;
   Composition composition = Composition::kAuto;
-  // Fraction of the line rate a collective library reaches, per link class (1 when absent). NVLink 0.8:
-  // the NCCL maintainers' "~20% protocol overhead" (nccl-tests issue 212); InfiniBand 0.96: their ~24 GB/s
-  // of busbw per 200 Gb/s NIC (nccl-tests issue 119).
+  // Fraction of the line rate a collective library reaches, per link class (1 when absent, except NVLink:
+  // DefaultNvlinkEfficiency of the GPU generation). InfiniBand 0.96: the NCCL maintainers' ~24 GB/s of busbw
+  // per 200 Gb/s NIC (nccl-tests issue 119).
   std::map<LinkClass, double> link_efficiency = DefaultLinkEfficiency();
   // Whether kAuto may choose NVLink SHARP (nvls, nvls_tree) where the topology has it (H100 and later).
   bool allow_nvls = true;

@@ -33,20 +33,40 @@ constexpr DeviceComputeSpec kSpecs[] = {
      "with CUDA Graphs'); best measured bf16 matmul 792.1 TFLOPS (stas00/ml-engineering, MAMF table); L2 "
      "8986 GB/s (5120 B/clk at 1755 MHz: Ultrasonics Sonochemistry 99 (2023) 106546, Table 3); fp8 matmul "
      "1382.2 TFLOPS and BabelStream triad 2.97 TB/s (Azure/AI-benchmarking-guide, ND H100 v5 results); cuDNN "
-     "flash attention (TransformerEngine attention.ipynb)",
-     1382.2 / 1979, 2.97e12 / 3.35e12, kH100CudnnAttention},
+     "flash attention (TransformerEngine attention.ipynb); sustained at the 700 W cap: H200 SXM MSMF 708.5 bf16 / "
+     "1288.7 fp8 TFLOPS at ~1465 / ~1374 MHz against MAMF 841.9 at 1980 MHz, all 8 GPUs busy 698.6 mean with a "
+     "4.5% spread (stas00/ml-engineering branch fast-mamf, compute/accelerator/README.md and benchmarks/README.md; "
+     "H100 SXM and H200 SXM share the die, SM count, clocks and 700 W cap, and their cuBLASLt GEMM rates agree "
+     "within 2.4%: Azure/AI-benchmarking-guide NDv5 results); NCCL's all_gather runs 24 CTAs (NVIDIA developer "
+     "forum, 'Compute-Communication Overlap Causes Severe GEMM Performance Degradation because of Tail Effect'), "
+     "send/recv 2 channels per peer (NCCL's log in NVIDIA/nccl issue 1189)",
+     1382.2 / 1979, 2.97e12 / 3.35e12, kH100CudnnAttention,
+     708.5 / 989, 1288.7 / 1979, 708.5 / 841.9, 0.045, 1 - 698.6 / 702.9, 24, 2},
     {"NVIDIA A100-SXM4-80GB", 108, kCublasTiles, 64, 0, 19.5e12, 1e-6, 267.9 / 312, 5120 * 1.41e9,
      "A100 whitepaper: 108 SMs, no fp8, 19.5 TFLOPS fp32 (CUDA cores), L2 5120 B/clk (7219 GB/s at 1410 MHz); "
      "cuBLAS tiles of NVIDIA's matmul guide; launch ~1 us per back-to-back kernel (NVIDIA blog 'Getting Started "
      "with CUDA Graphs'); best measured bf16 matmul 267.9 TFLOPS (stas00/ml-engineering, MAMF table); "
-     "BabelStream triad 1.70 TB/s (Azure/AI-benchmarking-guide, ND A100 v4 results)",
-     0, 1.70e12 / 2.039e12, {}},
+     "BabelStream triad 1.70 TB/s (Azure/AI-benchmarking-guide, ND A100 v4 results); sustained at the 400 W cap: "
+     "cuBLAS 8192^3 on random data 257 TFLOPS (295 on zeros; Horace He, 'Strangely, Matrix Multiplications on "
+     "GPUs Run Faster When Given Predictable Data'), 312 x 1305 / 1410 MHz x 0.895 = 258 from NVIDIA's power-"
+     "limited HPL clock; node spread as measured on H200 (no A100 figure); NCCL runs 24 channels on an 8-GPU "
+     "NVSwitch A100 node (NCCL's log in NVIDIA/nccl-tests issue 100)",
+     0, 1.70e12 / 2.039e12, {},
+     257.0 / 312, 0, 1305.0 / 1410, 0.045, 1 - 698.6 / 702.9, 24, 2},
     {"TPU v2", 1, kMxu128, 128, 0, 0, 0, 1, 0, "Cloud TPU system architecture: one 128x128 MXU per v2 TensorCore", 0, 1, {}},
     {"TPU v3", 2, kMxu128, 128, 0, 0, 0, 1, 0, "Cloud TPU system architecture: two 128x128 MXUs per v3 TensorCore", 0, 1, {}},
     {"TPU v4", 8, kMxu128, 128, 0, 0, 0, 1, 0,
      "Cloud TPU v4 / TPU v4 paper (Jouppi et al. 2023): 2 TensorCores per chip, 4 MXUs of 128x128 each", 0, 1, {}},
-    {"TPU v5 lite", 4, kMxu128, 128, 0, 0, 0, 1, 0, "Cloud TPU v5e: one TensorCore per chip, 4 MXUs of 128x128", 0, 1, {}},
-    {"TPU v5", 8, kMxu128, 128, 0, 0, 0, 1, 0, "Cloud TPU v5p: 2 TensorCores per chip, 4 MXUs of 128x128 each", 0, 1, {}},
+    // TPU v5e: XLA's jnp.matmul of bf16 8192^3 on one v5e reaches 181.8 TFLOPS, 92.3% of the 197 TFLOPS peak
+    // (JAX documentation, Pallas TPU "Matrix Multiplication" notebook, docs/pallas/tpu/matmul.ipynb: the XLA
+    // reference cell's output; inputs jnp.ones, timed with timeit over 100 calls). v5p has no published matmul
+    // measurement: it takes v5e's (the same 128x128 MXUs and compiler), an assumption docs/cost-model.md states.
+    {"TPU v5 lite", 4, kMxu128, 128, 0, 0, 0, 181.823e12 / 197e12, 0,
+     "Cloud TPU v5e: one TensorCore per chip, 4 MXUs of 128x128; XLA bf16 8192^3 matmul 181.8 TFLOPS (JAX docs, "
+     "Pallas TPU matmul notebook)", 0, 1, {}},
+    {"TPU v5", 8, kMxu128, 128, 0, 0, 0, 181.823e12 / 197e12, 0,
+     "Cloud TPU v5p: 2 TensorCores per chip, 4 MXUs of 128x128 each; matmul fraction taken from v5e's XLA "
+     "measurement (no v5p measurement published)", 0, 1, {}},
     {"TPU v6 lite", 2, kMxu256, 256, 0, 0, 0, 1, 0,
      "Cloud TPU v6e (Trillium): one TensorCore per chip, 2 MXUs of 256x256", 0, 1, {}},
 };
@@ -54,6 +74,39 @@ constexpr DeviceComputeSpec kSpecs[] = {
 constexpr size_t kMaxTiles = 16;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The inverse of the standard normal CDF, p in (0, 1) (P. J. Acklam's rational approximation, relative error
+// below 1.2e-9).
+double NormalQuantile(double p) {
+  static constexpr double a[] = {-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+                                 1.383577518672690e+02, -3.066479806614716e+01, 2.506628277459239e+00};
+  static constexpr double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                                 6.680131188771972e+01, -1.328068155288572e+01};
+  static constexpr double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+                                 -2.549671010115819e+00, 4.374664141464968e+00, 2.938163982698783e+00};
+  static constexpr double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                                 3.754408661907416e+00};
+  auto tail = [&](double q) {
+    return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+           ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+  };
+  if (p < 0.02425) return tail(std::sqrt(-2 * std::log(p)));
+  if (p > 1 - 0.02425) return -tail(std::sqrt(-2 * std::log(1 - p)));
+  const double q = p - 0.5, r = q * q;
+  return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+         (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+}
+
+// The pace of a synchronous step over n devices: the expected slowest of n draws of the sustained rate. The
+// spread was measured as the range of 40 samples (8 GPUs x 5 rounds), the expected range of 40 normal draws
+// being 4.322 standard deviations (the d2 constant of statistical process control); the expected smallest of n
+// normal draws is Blom's Phi^-1((n - 0.375) / (n + 0.25)) standard deviations below the mean.
+double SynchronousPace(const DeviceComputeSpec& spec, int64_t n) {
+  if (n <= 1) return 1.0;
+  const double sigma = spec.node_spread / 4.322;
+  const double z = NormalQuantile((static_cast<double>(n) - 0.375) / (static_cast<double>(n) + 0.25));
+  return (1 - spec.node_concurrent_loss) * (1 - sigma * z);
+}
 
 bool IsFp8(DType dtype) { return dtype == DType::kF8E4M3FN || dtype == DType::kF8E5M2; }
 
@@ -65,13 +118,20 @@ const DeviceComputeSpec* FindDeviceComputeSpec(std::string_view device_kind) {
   return nullptr;
 }
 
-ComputeModel::ComputeModel(const Topology& topology, RooflineOptions options)
+ComputeModel::ComputeModel(const Topology& topology, RooflineOptions options, ComputeOptions compute)
     : roofline_(topology, options),
       spec_(FindDeviceComputeSpec(topology.device_kind())),
       peak_flops_(topology.peak_flops()),
       memory_bandwidth_Bps_(topology.memory_bandwidth_Bps()),
-      options_(options) {
+      options_(options),
+      compute_(compute) {
+  if (compute.synchronous_devices < 1)
+    Throw(ErrorCode::kInvalidArgument, "compute model: synchronous_devices must be >= 1, got {}",
+          compute.synchronous_devices);
+  if (!(compute.rate_scale > 0) || !std::isfinite(compute.rate_scale))
+    Throw(ErrorCode::kInvalidArgument, "compute model: rate_scale must be > 0, got {}", compute.rate_scale);
   if (spec_ == nullptr) return;
+  if (compute.clock == ClockRegime::kSustained) pace_ = SynchronousPace(*spec_, compute.synchronous_devices);
   memory_bandwidth_Bps_ *= spec_->memory_fraction;
   SPMDSIM_CHECK(!spec_->tiles.empty() && spec_->tiles.size() <= kMaxTiles, "a spec has 1 to {} tiles", kMaxTiles);
   tile_rates_.resize(AllDTypes().size());
@@ -80,17 +140,33 @@ ComputeModel::ComputeModel(const Topology& topology, RooflineOptions options)
   }
 }
 
+double ComputeModel::MatmulFraction(DType dtype) const {
+  if (spec_ == nullptr) return 1.0;
+  const bool fp8_units = IsFp8(dtype) && spec_->fp8_flops > 0;
+  const double burst =
+      fp8_units && spec_->fp8_matmul_fraction > 0 ? spec_->fp8_matmul_fraction : spec_->matmul_fraction;
+  if (compute_.clock == ClockRegime::kBurst) return burst;
+  if (fp8_units && spec_->sustained_fp8_matmul_fraction > 0) return spec_->sustained_fp8_matmul_fraction;
+  if (spec_->sustained_matmul_fraction <= 0) return burst;
+  // fp8 without its own sustained figure: the bf16 sustained / burst ratio (the same clock drop).
+  return fp8_units ? burst * spec_->sustained_matmul_fraction / spec_->matmul_fraction
+                   : spec_->sustained_matmul_fraction;
+}
+
 std::vector<double> ComputeModel::TileRates(DType dtype) const {
   const bool fp8_units = IsFp8(dtype) && spec_->fp8_flops > 0;
-  const double fraction =
+  const double burst_fraction =
       fp8_units && spec_->fp8_matmul_fraction > 0 ? spec_->fp8_matmul_fraction : spec_->matmul_fraction;
-  const double rate = MatrixPeak(dtype) * fraction;  // the best tile's rate on the whole device
+  // A tile's L2 feed relative to its need does not depend on the clock (L2 moves bytes per clock as the tensor
+  // cores do FLOPs per clock): feeds are computed at the burst rate, then every tile runs at the regime's rate.
+  const double burst_rate = MatrixPeak(dtype) * burst_fraction;
+  const double rate = MatrixPeak(dtype) * MatmulFraction(dtype) * pace_;  // the best tile, whole device
   const double size = static_cast<double>(DTypeSize(dtype));
   double best_feed = 0;
-  for (const MatmulTile& tile : spec_->tiles) best_feed = std::max(best_feed, TileFeed(tile, rate, size));
+  for (const MatmulTile& tile : spec_->tiles) best_feed = std::max(best_feed, TileFeed(tile, burst_rate, size));
   std::vector<double> rates;
   for (const MatmulTile& tile : spec_->tiles)
-    rates.push_back(rate / spec_->compute_units * TileFeed(tile, rate, size) / best_feed);
+    rates.push_back(rate / spec_->compute_units * TileFeed(tile, burst_rate, size) / best_feed);
   return rates;
 }
 
@@ -115,12 +191,14 @@ double ComputeModel::TileFeed(const MatmulTile& tile, double rate, double size) 
 }
 
 double ComputeModel::ContractionSeconds(int64_t batch, int64_t m, int64_t n, int64_t k, DType dtype,
-                                        const MatmulTile** chosen) const {
+                                        const MatmulTile** chosen, int units_taken) const {
   if (chosen != nullptr) *chosen = nullptr;
   if (spec_ == nullptr) return 2.0 * batch * m * n * k / MatrixPeak(dtype);
   const std::vector<double>& rates = tile_rates_[static_cast<size_t>(dtype)];
   if (rates.empty()) MatrixPeak(dtype);  // throws kNotFound listing the dtypes the topology has
   const double k_steps = static_cast<double>(CeilDiv(k, spec_->tile_k) * spec_->tile_k);
+  // The units the kernel gets (communication kernels may hold some), the library's choice as it sees them.
+  const double units = std::max(1, spec_->compute_units - std::max(0, units_taken));
   // Tile counts, and the classes the library considers: up to the first one with a tile that fills a wave.
   std::array<double, kMaxTiles> counts{};
   int last_class = 0;
@@ -134,7 +212,7 @@ double ComputeModel::ContractionSeconds(int64_t batch, int64_t m, int64_t n, int
   for (size_t i = 0; i < spec_->tiles.size(); ++i) {
     const MatmulTile& tile = spec_->tiles[i];
     if (tile.efficiency_class > last_class) continue;
-    const double waves = std::ceil(counts[i] / spec_->compute_units);
+    const double waves = std::ceil(counts[i] / units);
     const double seconds = waves * 2.0 * static_cast<double>(tile.m * tile.n) * k_steps / rates[i];
     if (seconds < best) {
       best = seconds;
@@ -159,7 +237,7 @@ const MatmulTile* ComputeModel::ChosenTile(int64_t batch, int64_t m, int64_t n, 
 
 LocalOpCost ComputeModel::Combine(double compute, double memory, double speed_factor) const {
   LocalOpCost cost;
-  cost.compute_seconds = compute / options_.compute_efficiency;
+  cost.compute_seconds = compute / options_.compute_efficiency / compute_.rate_scale;
   cost.memory_seconds = memory / options_.memory_efficiency;
   cost.compute_bound = cost.compute_seconds >= cost.memory_seconds;
   const double launch = spec_ != nullptr ? spec_->kernel_launch_seconds : 0.0;
@@ -167,32 +245,41 @@ LocalOpCost ComputeModel::Combine(double compute, double memory, double speed_fa
   return cost;
 }
 
-LocalOpCost ComputeModel::Cost(double flops, double bytes, ContractionDims dims, DType dtype,
-                               double speed_factor) const {
+double ComputeModel::UnitShare(int units_taken) const {
+  if (spec_ == nullptr || units_taken <= 0) return 1.0;
+  return static_cast<double>(std::max(1, spec_->compute_units - units_taken)) / spec_->compute_units;
+}
+
+LocalOpCost ComputeModel::Cost(double flops, double bytes, ContractionDims dims, DType dtype, double speed_factor,
+                               int units_taken) const {
   // Validates the numbers and the dtype (throws as documented); also the whole answer without a spec.
   LocalOpCost plain = roofline_.Cost(flops, bytes, IsFp8(dtype) ? DType::kBF16 : dtype, speed_factor);
   if (spec_ == nullptr || (flops == 0 && bytes == 0)) return plain;  // a reshape launches no kernel
   double compute = 0;
   if (dims.valid()) {
-    compute = ContractionSeconds(dims.batch, dims.m, dims.n, dims.k, dtype);
+    compute = ContractionSeconds(dims.batch, dims.m, dims.n, dims.k, dtype, nullptr, units_taken);
   } else if (flops > 0) {
-    compute = flops / (spec_->vector_flops > 0 ? spec_->vector_flops : MatrixPeak(dtype));
+    compute = flops / (spec_->vector_flops > 0 ? spec_->vector_flops : MatrixPeak(dtype)) / pace_ /
+              UnitShare(units_taken);
   }
   return Combine(compute, bytes / memory_bandwidth_Bps_, speed_factor);
 }
 
 LocalOpCost ComputeModel::FlashAttention(int64_t batch, int64_t heads, int64_t kv_heads, int64_t q_len,
                                          int64_t kv_len, int64_t head_dim, bool causal, bool backward,
-                                         DType dtype) const {
+                                         DType dtype, int units_taken, double rate_scale) const {
   SPMDSIM_CHECK(batch > 0 && heads > 0 && kv_heads > 0 && q_len > 0 && kv_len > 0 && head_dim > 0,
                 "flash attention dims must be positive");
   const double size = static_cast<double>(DTypeSize(dtype));
   // Two matmuls (Q K^T, P V) per head; causal masking skips about half of the blocks.
   double compute = 0;
   if (const double fraction = AttentionFraction(kv_len); fraction > 0) {
-    compute = 4.0 * batch * heads * q_len * kv_len * head_dim / (MatrixPeak(dtype) * fraction);
+    // Measured in bursts: at the settled clock under the sustained regime, paced as every compute-bound op.
+    const double clock = compute_.clock == ClockRegime::kSustained ? spec_->sustained_clock_ratio : 1.0;
+    compute = 4.0 * batch * heads * q_len * kv_len * head_dim /
+              (MatrixPeak(dtype) * fraction * rate_scale * clock * pace_ * UnitShare(units_taken));
   } else {
-    compute = 2 * ContractionSeconds(batch * heads, q_len, kv_len, head_dim, dtype);
+    compute = 2 * ContractionSeconds(batch * heads, q_len, kv_len, head_dim, dtype, nullptr, units_taken);
   }
   double bytes = 2.0 * batch * head_dim * (heads * q_len + kv_heads * kv_len) * size;
   if (causal) compute /= 2;

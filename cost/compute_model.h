@@ -85,6 +85,43 @@ struct DeviceComputeSpec {
   // The flash-attention kernel the device's training stack runs, measured at these key lengths (ascending);
   // empty: flash attention's matmuls are priced as contractions at the matmul rate.
   std::span<const AttentionRate> attention_rates;
+
+  // --- Sustained compute (docs/cost-model.md, "Sustained compute") ---
+  // The best matmul rate held once the device is saturated at its power cap and its clock has settled
+  // ("maximum sustainable matmul FLOPS"), over the peak; 0: no measurement (matmul_fraction holds). A training
+  // step keeps the device at its power cap, so this is the rate the step is priced at by default.
+  double sustained_matmul_fraction = 0;
+  double sustained_fp8_matmul_fraction = 0;  // the same for fp8 (0: sustained_matmul_fraction x fp8 / bf16 burst)
+  // The settled clock's effect on other tensor-core kernels whose rates were measured in short bursts (flash
+  // attention): the measured sustained / burst matmul ratio on one chip and software (1: none documented).
+  double sustained_clock_ratio = 1.0;
+  // Spread of the sustained rate across the devices of a node when all of them run at once (max - min over the
+  // mean, measured over 40 samples) and the mean's loss against one device running alone. A synchronous step of
+  // n devices waits for its slowest: it runs at (1 - node_concurrent_loss) x (1 - sigma z(n)) of the alone rate,
+  // sigma = node_spread / 4.322 (the expected range of 40 normal draws), z(n) the expected smallest of n normal
+  // draws (Blom: Phi^-1((n - 0.375) / (n + 0.25))): 1.43 sigma for 8 devices, 2.59 for 128, 3.43 for 2048.
+  double node_spread = 0;
+  double node_concurrent_loss = 0;
+  // Compute units a communication kernel occupies while it runs (GPU: one SM per NCCL channel): a compute
+  // kernel overlapped with it gets the rest (the wave effect). 0: communication runs beside the compute units
+  // (TPU ICI / DMA engines).
+  int collective_units = 0;  // NCCL all-reduce / all_gather / reduce_scatter / all_to_all
+  int p2p_units = 0;         // NCCL send / recv (pipeline transfers)
+};
+
+// The clock regime ops are priced at.
+enum class ClockRegime {
+  kSustained,  // a device busy for seconds at its power cap (a training step): the sustained figures
+  kBurst,      // a short burst at the boost clock (the "maximum achievable" figures)
+};
+
+struct ComputeOptions {
+  ClockRegime clock = ClockRegime::kSustained;
+  // Devices that wait for each other at every synchronisation (a step over a mesh: its size). More than one
+  // (sustained regime): compute is paced by the expected slowest of them (DeviceComputeSpec::node_spread).
+  int64_t synchronous_devices = 1;
+  // A calibrated multiplier on every compute-bound rate (> 0; 1: the documented figures).
+  double rate_scale = 1.0;
 };
 
 // A contraction's dimensions: [batch, m, k] x [k, n] (sim/op_cost.h's OpCost carries them for dot_general).
@@ -98,13 +135,17 @@ const DeviceComputeSpec* FindDeviceComputeSpec(std::string_view device_kind);
 
 class ComputeModel {
  public:
-  // Copies the figures it needs. Throws Error(kInvalidArgument) for an efficiency outside (0, 1].
-  explicit ComputeModel(const Topology& topology, RooflineOptions options = {});
+  // Copies the figures it needs. Throws Error(kInvalidArgument) for an efficiency outside (0, 1] or
+  // synchronous_devices < 1.
+  explicit ComputeModel(const Topology& topology, RooflineOptions options = {}, ComputeOptions compute = {});
 
   // The time of one op: its flops, bytes read + written, and (for a contraction) its dims; other ops pass
   // ContractionDims{}. `dtype` selects the peak: fp8 dtypes use the spec's fp8 peak when it has one, else the
-  // bf16 peak. Throws as Roofline::Cost.
-  LocalOpCost Cost(double flops, double bytes, ContractionDims dims, DType dtype, double speed_factor = 1.0) const;
+  // bf16 peak. `units_taken`: compute units (SMs) occupied by communication kernels while the op runs; the op
+  // gets the rest (a contraction's waves are recounted on them; other compute-bound work scales with the units
+  // left; memory-bound work is unchanged). Throws as Roofline::Cost.
+  LocalOpCost Cost(double flops, double bytes, ContractionDims dims, DType dtype, double speed_factor = 1.0,
+                   int units_taken = 0) const;
 
   // Fraction of the peak a [batch, m, k] x [k, n] contraction reaches: the best tile's quantisation and feed x
   // matmul_fraction (1 without a spec). REQUIRES: all > 0.
@@ -119,32 +160,46 @@ class ComputeModel {
   //   backward flops = 2.5 x forward (5 matmuls instead of 2), bytes = 2 x forward (reads Q K V O dO, writes dQ dK dV)
   // With the spec's measured attention_rates, compute = flops / (peak x AttentionFraction(kv_len)); without,
   // the matmuls are priced with the tile model as batch*heads contractions [q_len, head_dim] x [head_dim, kv_len].
+  // `rate_scale` scales the measured rate (another kernel measured against the device's: e.g. FlashAttention-2
+  // against cuDNN); it does not apply to the contraction pricing.
   LocalOpCost FlashAttention(int64_t batch, int64_t heads, int64_t kv_heads, int64_t q_len, int64_t kv_len,
-                             int64_t head_dim, bool causal, bool backward, DType dtype) const;
+                             int64_t head_dim, bool causal, bool backward, DType dtype, int units_taken = 0,
+                             double rate_scale = 1.0) const;
 
   // Fraction of the bf16/fp16 peak flash attention reaches over `kv_len` keys: the measured rates interpolated
   // linearly in log2(kv_len), the end points' outside them; 0 when the device has no measurement.
   double AttentionFraction(int64_t kv_len) const;
 
   const DeviceComputeSpec* spec() const { return spec_; }
+  const ComputeOptions& compute_options() const { return compute_; }
   // The peak FLOP/s the model uses for a contraction in `dtype` (fp8 as above).
   double MatrixPeak(DType dtype) const;
+  // The fraction of the peak the best-fed tile reaches in `dtype` under the clock regime (sustained or burst
+  // matmul fraction; 1 without a spec), before pace().
+  double MatmulFraction(DType dtype) const;
+  // The synchronous step's pace: compute-bound work runs at this fraction of one device's rate (1 unless the
+  // regime is sustained and synchronous_devices > 1).
+  double pace() const { return pace_; }
 
  private:
   // The fastest tile's time (and which tile) for a contraction in `dtype`.
   double ContractionSeconds(int64_t batch, int64_t m, int64_t n, int64_t k, DType dtype,
-                            const MatmulTile** chosen = nullptr) const;
+                            const MatmulTile** chosen = nullptr, int units_taken = 0) const;
   double TileFeed(const MatmulTile& tile, double rate, double size) const;
   double FindMatrixPeak(DType dtype) const;  // 0 when the topology has no peak for it
   // Per-unit FLOP/s of each of spec_->tiles in `dtype` (rate / units x relative feed).
   std::vector<double> TileRates(DType dtype) const;
   LocalOpCost Combine(double compute, double memory, double speed_factor) const;
+  // The fraction of the compute units left when communication kernels hold `units_taken` of them.
+  double UnitShare(int units_taken) const;
 
   Roofline roofline_;  // validates numbers and dtypes; the plain model for ops without a spec
   const DeviceComputeSpec* spec_;
   std::map<DType, double> peak_flops_;
   double memory_bandwidth_Bps_;
   RooflineOptions options_;
+  ComputeOptions compute_;
+  double pace_ = 1.0;
   // TileRates of every dtype whose peak the device has, indexed by the DType's value (empty: none).
   std::vector<std::vector<double>> tile_rates_;
 };

@@ -45,7 +45,12 @@ struct Device {
   State state = State::kRunnable;
   std::vector<std::pair<int32_t, int64_t>> next_seq;                     // per group: the next Start's index
   std::unordered_map<int64_t, std::pair<int32_t, int64_t>> handles;      // handle -> (group, seq)
-  std::vector<std::pair<double, double>> in_flight;                      // communication intervals
+  struct InFlight {
+    double start, end;
+    bool collective;  // false: a send
+  };
+  std::vector<InFlight> in_flight;                                       // communication intervals
+  double host = 0;                                                       // when the host is free to launch
   std::pair<int32_t, int64_t> blocked_on{-1, 0};
   MessageKey blocked_key{-1, -1, 0};
   DeviceTimes times;
@@ -121,29 +126,53 @@ class Engine {
     d.state = State::kDone;
   }
 
+  // The host launches the op: it starts no earlier than that; the compute stream's wait is host_wait.
+  void WaitForHost(Device& d, const TimelineOp& op) {
+    if (op.host_seconds <= 0) return;
+    d.host += op.host_seconds;
+    if (d.host > d.t) {
+      d.times.host_wait += d.host - d.t;
+      d.t = d.host;
+    }
+  }
+
+  // The op's progress rate with the given communication in flight.
+  double Rate(const TimelineOp& op, bool collective, bool p2p) const {
+    if (!collective && !p2p) return 1.0;
+    const double with = collective ? op.seconds_with_collective : op.seconds_with_p2p;
+    if (with >= 0) return with > 0 ? op.seconds / with : 1.0;
+    return 1.0 - slowdown_;
+  }
+
   void RunCompute(Device& d, const TimelineOp& op) {
     SPMDSIM_CHECK(op.seconds >= 0 && std::isfinite(op.seconds), "compute seconds must be finite and >= 0");
+    SPMDSIM_CHECK(op.seconds_with_collective < 0 || op.seconds_with_collective >= op.seconds,
+                  "a compute op is never faster with communication in flight");
+    SPMDSIM_CHECK(op.seconds_with_p2p < 0 || op.seconds_with_p2p >= op.seconds,
+                  "a compute op is never faster with communication in flight");
+    WaitForHost(d, op);
     const double begin = d.t;
     double t = d.t, work = op.seconds;
-    if (slowdown_ > 0) {
-      std::erase_if(d.in_flight, [&](const auto& iv) { return iv.second <= t; });
+    const bool contended = slowdown_ > 0 || op.seconds_with_collective > op.seconds || op.seconds_with_p2p > op.seconds;
+    if (contended) {
+      std::erase_if(d.in_flight, [&](const Device::InFlight& iv) { return iv.end <= t; });
     }
     while (work > 0) {
-      if (slowdown_ == 0 || d.in_flight.empty()) {
+      if (!contended || d.in_flight.empty()) {
         t += work;
         break;
       }
-      bool active = false;
+      bool collective = false, p2p = false;
       double boundary = INFINITY;
-      for (const auto& [s, e] : d.in_flight) {
-        if (s <= t && t < e) {
-          active = true;
-          boundary = std::min(boundary, e);
-        } else if (s > t) {
-          boundary = std::min(boundary, s);
+      for (const Device::InFlight& iv : d.in_flight) {
+        if (iv.start <= t && t < iv.end) {
+          (iv.collective ? collective : p2p) = true;
+          boundary = std::min(boundary, iv.end);
+        } else if (iv.start > t) {
+          boundary = std::min(boundary, iv.start);
         }
       }
-      const double rate = active ? 1.0 - slowdown_ : 1.0;
+      const double rate = Rate(op, collective, p2p);
       if (boundary == INFINITY || work <= (boundary - t) * rate) {
         t += work / rate;
         break;
@@ -159,6 +188,7 @@ class Engine {
   // Returns false when the device must wait for the other members.
   bool IssueStart(int64_t p, Device& d, const TimelineOp& op, std::deque<int64_t>* runnable) {
     if (d.state == State::kAtStart) return false;  // issued already, not resolved yet
+    WaitForHost(d, op);
     const auto g = static_cast<size_t>(op.group);
     const int64_t seq = NextSeq(d, op.group);
     std::vector<Instance>& list = instances_[g];
@@ -184,7 +214,7 @@ class Engine {
     for (int64_t member : groups_[g]) {
       Device& m = devices_[static_cast<size_t>(member)];
       m.stream_free[op.stream] = inst.end;
-      if (inst.seconds > 0) m.in_flight.emplace_back(inst.start, inst.end);
+      if (inst.seconds > 0) m.in_flight.push_back({inst.start, inst.end, true});
       m.times.comm += inst.seconds;
       m.times.comm_by_category[op.category] += inst.seconds;
       if (member != p) {
@@ -219,7 +249,7 @@ class Engine {
     const double start = std::max(d.t, d.stream_free[kP2pStream]);
     const double end = start + op.seconds;
     d.stream_free[kP2pStream] = end;
-    if (op.seconds > 0) d.in_flight.emplace_back(start, end);
+    if (op.seconds > 0) d.in_flight.push_back({start, end, false});
     d.times.comm += op.seconds;
     d.times.comm_by_category[op.category] += op.seconds;
     const MessageKey key{p, op.peer, op.tag};

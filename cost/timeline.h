@@ -22,8 +22,14 @@
 // integers) for the breakdown.
 //
 // Compute slowed by communication: communication kernels occupy part of the device (NCCL runs one CTA per
-// channel on an SM), so a compute op progresses at (1 - comm_slowdown) of its speed while a collective or a
-// send of the same device is in flight (docs/model.md gives the default's source).
+// channel on an SM). A compute op may carry its own durations with a collective in flight and with only sends
+// in flight (`seconds_with_collective`, `seconds_with_p2p`: its waves recounted on the SMs left, the wave
+// effect); it then progresses at seconds / that duration while such communication of the same device runs.
+// An op without them progresses at (1 - comm_slowdown) of its speed (docs/model.md gives the sources).
+//
+// Host launch: an op may carry `host_seconds`, the time the host takes to launch it (eager PyTorch's dispatch
+// and launch). The host issues a device's ops in program order and runs ahead of the device; an op starts no
+// earlier than the host has launched it, and the compute stream's wait for the host is reported (host_wait).
 //
 // Example: two devices, each Compute(1 ms), Start(h, G, 2 ms), Compute(1 ms), Wait(h), Compute(1 ms), with
 // comm_slowdown 0: the collective runs [1, 3] ms, the second compute [1, 2] ms, the wait 1 ms exposed, the
@@ -51,12 +57,23 @@ struct TimelineOp {
   int64_t peer = -1;     // kSend / kRecv: the other device's position
   int64_t tag = 0;       // kStart / kWait: the device's handle; kSend / kRecv: the message tag
   double seconds = 0;    // kCompute, kStart, kSend
+  // kCompute: its duration while a collective (resp. only sends) of the device is in flight; < 0: seconds /
+  // (1 - comm_slowdown). REQUIRES >= seconds when set.
+  double seconds_with_collective = -1;
+  double seconds_with_p2p = -1;
+  double host_seconds = 0;  // kCompute, kStart: the host's launch time (0: none)
 
   static TimelineOp Compute(double seconds, uint8_t category) {
     return {Kind::kCompute, category, 0, -1, -1, 0, seconds};
   }
-  static TimelineOp Start(int64_t handle, int32_t group, double seconds, uint8_t category, uint8_t stream = 0) {
-    return {Kind::kStart, category, stream, group, -1, handle, seconds};
+  // A compute op with its durations under communication and its host launch time.
+  static TimelineOp Compute(double seconds, uint8_t category, double with_collective, double with_p2p,
+                            double host_seconds) {
+    return {Kind::kCompute, category, 0, -1, -1, 0, seconds, with_collective, with_p2p, host_seconds};
+  }
+  static TimelineOp Start(int64_t handle, int32_t group, double seconds, uint8_t category, uint8_t stream = 0,
+                          double host_seconds = 0) {
+    return {Kind::kStart, category, stream, group, -1, handle, seconds, -1, -1, host_seconds};
   }
   static TimelineOp Wait(int64_t handle, uint8_t category) { return {Kind::kWait, category, 0, -1, -1, handle, 0}; }
   static TimelineOp Send(int64_t peer, int64_t tag, double seconds, uint8_t category) {
@@ -73,6 +90,7 @@ struct DeviceTimes {
   double exposed_comm = 0;        // compute stream waiting at Wait
   double comm = 0;                // collectives' durations (each counted once per member)
   double pipeline_wait = 0;       // compute stream waiting at Recv
+  double host_wait = 0;           // compute stream waiting for the host to launch its next op
   std::vector<double> compute_by_category, exposed_by_category, comm_by_category;
 };
 

@@ -20,7 +20,11 @@ struct ModelParams {
   double embedding = 0;          // input embedding (+ learned positions)
   double output = 0;             // output projection (0 when tied)
   double per_dense_layer = 0;    // attention + MLP + norms of one dense layer
-  double per_moe_layer = 0;      // attention + experts + router + norms of one MoE layer
+  double per_moe_layer = 0;      // attention + routed and shared experts + router + norms of one MoE layer
+  double mtp = 0;                // the multi-token-prediction modules (their embedding and head are shared)
+  // DeepSeek-V3 (MLA, 1 shared + 256 routed experts top-8, 3 dense layers, 61 layers): total 671B, active 37B
+  // (DeepSeek-V3 technical report, section 2; tested), MTP 11.6B (their 14B counts the shared embedding and
+  // head once more).
 };
 
 struct ModelFlops {
@@ -31,7 +35,8 @@ struct ModelFlops {
   double model = 0;              // forward + backward (what MFU counts)
   double hardware = 0;           // model + recompute
   // For GPT (MHA, gelu, d_ff = 4h) `model` equals Korthikanti et al. 2022's 72 B s l h^2 (1 + s / 6h + V / 12 l h)
-  // (attention counted non-causal, as there); tested.
+  // (attention counted non-causal, as there); tested. MTP modules count as Megatron-Core's
+  // num_floating_point_operations counts them: one more layer and one more head each.
 };
 
 // Memory of one device in bytes, by category.
@@ -78,15 +83,23 @@ struct ModelAccounting {
 double LayerActivationBytes(const ModelConfig& config, int64_t b, int64_t t, int64_t c, bool moe_layer);
 
 // Forward FLOPs per token of one layer's attention core (Q K^T and P V over all seq keys, as Megatron and
-// Korthikanti et al. count them): 4 * seq * heads * head_dim.
-double AttentionCoreFlopsPerToken(const ModelConfig& config);
+// Korthikanti et al. count them): 4 * seq * heads * head_dim; MLA 2 * seq * heads * (qk + rope + v head dims);
+// a layer in a sliding window over min(window, seq) keys instead of seq. `layer` >= layers: an MTP layer
+// (shaped like the last one).
+double AttentionCoreFlopsPerToken(const ModelConfig& config, int64_t layer = 0);
 
 // The whole accounting.
 ModelAccounting AccountModel(const ValidatedModel& model);
 
-// Parameters one device holds for one layer (tensor-parallel share; a MoE layer's experts split over the expert
-// degree), before any ZeRO sharding.
+// Parameters one device holds for one layer (tensor-parallel share; a MoE layer's routed experts split over the
+// expert degree and the expert tensor degree), before any ZeRO sharding; ExpertParamsPerDevice the routed
+// experts' part of it (0 for a dense layer), whose gradients reduce over `expert_data` ranks instead of
+// data x context.
 double LayerParamsPerDevice(const ModelConfig& config, const ParallelDegrees& degrees, bool moe_layer);
+double ExpertParamsPerDevice(const ModelConfig& config, const ParallelDegrees& degrees, bool moe_layer);
+// Parameters of one multi-token-prediction module on one device (the last stage), its layer included and its
+// routed experts' part in `experts` when not null.
+double MtpParamsPerDevice(const ModelConfig& config, const ParallelDegrees& degrees, double* experts = nullptr);
 // Parameters of the input embedding (and learned positions) or of the output projection on one device.
 double VocabParamsPerDevice(const ModelConfig& config, const ParallelDegrees& degrees);
 

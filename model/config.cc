@@ -79,7 +79,7 @@ void ValidateShape(const ModelConfig& c) {
   if (c.heads % c.effective_kv_heads() != 0)
     Invalid(c, "heads = {} is not divisible by kv_heads = {} (GQA groups must be equal)", c.heads, c.kv_heads);
   if (c.head_dim < 0) Invalid(c, "head_dim must be >= 0 (0: d_model / heads), got {}", c.head_dim);
-  if (c.head_dim == 0 && c.d_model % c.heads != 0)
+  if (c.head_dim == 0 && !c.is_mla() && c.d_model % c.heads != 0)
     Invalid(c, "heads = {} does not divide d_model = {}; give head_dim explicitly", c.heads, c.d_model);
   if (c.dtype != DType::kBF16 && c.dtype != DType::kF16 && c.dtype != DType::kF8E4M3FN && c.dtype != DType::kF8E5M2)
     Invalid(c, "dtype must be a compute dtype: bfloat16, float16, float8_e4m3fn, float8_e5m2 (got {})",
@@ -93,25 +93,46 @@ void ValidateShape(const ModelConfig& c) {
     if (m.d_ff < 0) Invalid(c, "moe.d_ff must be >= 0 (0: the model's d_ff), got {}", m.d_ff);
     if (m.every < 1 || m.every > c.layers)
       Invalid(c, "moe.every must be in [1, layers = {}], got {}", c.layers, m.every);
+    if (m.first_dense < 0 || m.first_dense > c.layers)
+      Invalid(c, "moe.first_dense must be in [0, layers = {}], got {}", c.layers, m.first_dense);
+    if (m.shared_d_ff < 0) Invalid(c, "moe.shared_d_ff must be >= 0 (0: no shared expert), got {}", m.shared_d_ff);
   }
+  if (c.mtp_layers < 0) Invalid(c, "mtp_layers must be >= 0, got {}", c.mtp_layers);
+  const AttentionWindow& w = c.attention_window;
+  if (w.window < 0) Invalid(c, "attention_window.window must be >= 0 (0: no sliding window), got {}", w.window);
+  if (w.global_every < 0 || w.global_every > c.layers)
+    Invalid(c, "attention_window.global_every must be in [0, layers = {}], got {}", c.layers, w.global_every);
+  if (w.global_every > 0 && w.window == 0) Invalid(c, "attention_window.global_every needs a window > 0");
 }
 
-void ValidateParallel(const ModelConfig& c, const Mesh& mesh, ParallelDegrees* d) {
+// Multi-head latent attention: its widths, and the fields it replaces.
+void ValidateMla(const ModelConfig& c) {
+  const MlaConfig& a = c.mla;
+  if (a.kv_lora_rank < 0) Invalid(c, "mla.kv_lora_rank must be >= 0 (0: no MLA), got {}", a.kv_lora_rank);
+  if (!c.is_mla()) return;
+  if (a.q_lora_rank < 0) Invalid(c, "mla.q_lora_rank must be >= 0 (0: queries not compressed), got {}", a.q_lora_rank);
+  if (a.qk_head_dim < 1) Invalid(c, "mla.qk_head_dim must be >= 1, got {}", a.qk_head_dim);
+  if (a.v_head_dim < 1) Invalid(c, "mla.v_head_dim must be >= 1, got {}", a.v_head_dim);
+  if (a.qk_rope_head_dim < 2 || a.qk_rope_head_dim % 2 != 0)
+    Invalid(c, "mla.qk_rope_head_dim must be even and >= 2 (the rotated halves), got {}", a.qk_rope_head_dim);
+  if (c.position != PositionEmbedding::kRope) Invalid(c, "mla needs position: rope (its decoupled rotary part)");
+  if (c.kv_heads != 0 || c.head_dim != 0)
+    Invalid(c, "kv_heads and head_dim do not apply with mla (its widths are mla.qk_head_dim, qk_rope_head_dim, "
+            "v_head_dim); leave them unset");
+}
+
+bool Contains(const std::vector<std::string>& axes, const std::string& axis) {
+  return std::find(axes.begin(), axes.end(), axis) != axes.end();
+}
+
+// The roles' degrees; every mesh axis larger than 1 has exactly one role.
+void ValidateRoles(const ModelConfig& c, const Mesh& mesh, ParallelDegrees* d) {
   const ModelParallelism& p = c.parallel;
   std::set<std::string> used;
   d->data = RoleDegree(c, mesh, "data_axes", p.data_axes, &used);
   d->tensor = RoleDegree(c, mesh, "tensor_axes", p.tensor_axes, &used);
   d->context = RoleDegree(c, mesh, "context_axes", p.context_axes, &used);
   d->pipeline = RoleDegree(c, mesh, "pipeline_axes", p.pipeline_axes, &used);
-  for (const std::string& axis : p.expert_axes) {
-    if (!mesh.HasAxis(axis))
-      Throw(ErrorCode::kNotFound, "model '{}': expert_axes names mesh axis '{}', which the mesh lacks; its axes: {}",
-            c.name, axis, fmt::join(mesh.axis_names(), ", "));
-    if (std::find(p.data_axes.begin(), p.data_axes.end(), axis) == p.data_axes.end())
-      Invalid(c, "expert axis '{}' must also be a data axis (experts are split over data-parallel ranks, as in "
-              "Megatron); data_axes: {}", axis, AxesText(p.data_axes));
-  }
-  d->expert = mesh.AxesSize(p.expert_axes);
   std::vector<std::string> unassigned;
   for (const std::string& axis : mesh.axis_names())
     if (mesh.AxisSize(axis) > 1 && used.count(axis) == 0) unassigned.push_back(axis);
@@ -119,29 +140,117 @@ void ValidateParallel(const ModelConfig& c, const Mesh& mesh, ParallelDegrees* d
     Invalid(c, "mesh axes {} have no role; give each axis larger than 1 to data_axes, tensor_axes, context_axes or "
             "pipeline_axes", AxesText(unassigned));
   if (p.zero_stage < 0 || p.zero_stage > 3) Invalid(c, "zero_stage must be 0, 1, 2 or 3 (3 = FSDP), got {}", p.zero_stage);
-  const int64_t t = d->tensor;
+  for (const std::string& axis : p.zero_axes) {
+    if (!Contains(p.data_axes, axis))
+      Invalid(c, "zero axis '{}' must also be a data axis (ZeRO shards over data-parallel ranks); data_axes: {}", axis,
+              AxesText(p.data_axes));
+  }
+  d->zero = p.zero_axes.empty() ? d->data : mesh.AxesSize(p.zero_axes);
   if (p.sequence_parallel && p.tensor_axes.empty()) Invalid(c, "sequence_parallel needs tensor_axes");
+}
+
+// Expert parallelism: data axes, optionally with every tensor axis (MoE parallel folding).
+void ValidateExperts(const ModelConfig& c, const Mesh& mesh, ParallelDegrees* d) {
+  const ModelParallelism& p = c.parallel;
+  int tensor_axes_in = 0;
+  for (const std::string& axis : p.expert_axes) {
+    if (!mesh.HasAxis(axis))
+      Throw(ErrorCode::kNotFound, "model '{}': expert_axes names mesh axis '{}', which the mesh lacks; its axes: {}",
+            c.name, axis, fmt::join(mesh.axis_names(), ", "));
+    if (Contains(p.tensor_axes, axis)) {
+      ++tensor_axes_in;
+    } else if (!Contains(p.data_axes, axis)) {
+      Invalid(c, "expert axis '{}' must be a data axis (experts are split over data-parallel ranks, as in Megatron) "
+              "or a tensor axis (with all of them: expert tensor parallelism 1); data_axes: {}, tensor_axes: {}",
+              axis, AxesText(p.data_axes), AxesText(p.tensor_axes));
+    }
+  }
+  const bool folded = tensor_axes_in > 0;
+  if (folded && tensor_axes_in != static_cast<int>(p.tensor_axes.size()))
+    Invalid(c, "expert_axes take all the tensor axes {} or none of them", AxesText(p.tensor_axes));
+  if (folded && d->tensor > 1 && !p.sequence_parallel)
+    Invalid(c, "experts over the tensor axes need sequence_parallel (each tensor rank routes its own tokens)");
+  d->expert = mesh.AxesSize(p.expert_axes);
+  d->expert_tensor = folded ? 1 : d->tensor;
+  d->expert_data = d->data * d->context * d->tensor / (d->expert * d->expert_tensor);
+  if (!p.expert_axes.empty() && c.moe.experts == 0) Invalid(c, "expert_axes need moe.experts > 0");
+  if (c.moe.experts > 0 && c.moe.experts % d->expert != 0)
+    Invalid(c, "moe.experts = {} is not divisible by the expert-parallel degree {} (axes {})", c.moe.experts,
+            d->expert, AxesText(p.expert_axes));
+  if (c.moe.experts > 0 && c.expert_d_ff() % d->expert_tensor != 0)
+    Invalid(c, "moe.d_ff = {} is not divisible by the tensor-parallel degree {}", c.expert_d_ff(), d->expert_tensor);
+  if (c.moe.experts > 0 && c.moe.shared_d_ff % d->tensor != 0)
+    Invalid(c, "moe.shared_d_ff = {} is not divisible by the tensor-parallel degree {}", c.moe.shared_d_ff, d->tensor);
+}
+
+// What the tensor and context split need of the widths and the sequence.
+void ValidateSplits(const ModelConfig& c, const ParallelDegrees& d) {
+  const ModelParallelism& p = c.parallel;
+  const int64_t t = d.tensor;
   if (c.heads % t != 0)
     Invalid(c, "heads = {} is not divisible by the tensor-parallel degree {} (axes {})", c.heads, t, AxesText(p.tensor_axes));
-  const int64_t kv = c.effective_kv_heads();
-  if (kv % t != 0 && t % kv != 0)
-    Invalid(c, "kv_heads = {} and the tensor-parallel degree {} must divide one another", kv, t);
+  if (c.is_mla()) {
+    // Megatron-Core's MLA (0.12) splits the down projections' outputs over tensor ranks too.
+    if (c.mla.q_lora_rank % t != 0)
+      Invalid(c, "mla.q_lora_rank = {} is not divisible by the tensor-parallel degree {}", c.mla.q_lora_rank, t);
+    if ((c.mla.kv_lora_rank + c.mla.qk_rope_head_dim) % t != 0)
+      Invalid(c, "mla.kv_lora_rank + mla.qk_rope_head_dim = {} is not divisible by the tensor-parallel degree {}",
+              c.mla.kv_lora_rank + c.mla.qk_rope_head_dim, t);
+  } else {
+    const int64_t kv = c.effective_kv_heads();
+    if (kv % t != 0 && t % kv != 0)
+      Invalid(c, "kv_heads = {} and the tensor-parallel degree {} must divide one another", kv, t);
+  }
   if (c.d_ff % t != 0) Invalid(c, "d_ff = {} is not divisible by the tensor-parallel degree {}", c.d_ff, t);
-  if (c.moe.experts > 0 && c.expert_d_ff() % t != 0)
-    Invalid(c, "moe.d_ff = {} is not divisible by the tensor-parallel degree {}", c.expert_d_ff(), t);
-  const int64_t seq_split = (p.sequence_parallel ? t : 1) * (d->context > 1 ? 2 * d->context : 1);
+  const int64_t seq_split = (p.sequence_parallel ? t : 1) * (d.context > 1 ? 2 * d.context : 1);
   if (c.seq % seq_split != 0)
     Invalid(c, "seq = {} is not divisible by {} ({}2 x context degree {}: ring attention's load-balanced chunks)",
             c.seq, seq_split, p.sequence_parallel ? fmt::format("tensor degree {} (sequence parallel) x ", t) : "",
-            d->context);
+            d.context);
+  if (c.attention_window.window > 0 && d.context > 1)
+    Invalid(c, "attention_window with context_axes is not modelled (ring attention over a sliding window); drop "
+            "one of them");
+}
+
+// The layers of each stage, as Megatron-Core allows them (PipelineLayerLayout).
+void ValidateLayout(const ModelConfig& c, int64_t stages) {
+  const ModelParallelism& p = c.parallel;
+  const int64_t v = p.virtual_stages, first = p.first_stage_layers, last = p.last_stage_layers;
+  const bool uneven = first >= 0 || last >= 0, accounted = p.embedding_in_split || p.loss_in_split;
+  if (first < -1 || last < -1)
+    Invalid(c, "first_stage_layers / last_stage_layers must be >= 0 (unset: -1), got {} / {}", first, last);
+  if (uneven && accounted)
+    Invalid(c, "give first_stage_layers / last_stage_layers or account_for_embedding / account_for_loss, not both "
+            "(as Megatron-Core)");
+  if ((uneven || accounted) && stages < 2) Invalid(c, "uneven pipeline stages need pipeline_axes of 2 stages or more");
+  if (uneven) {
+    const int64_t given = (first >= 0 ? 1 : 0) + (last >= 0 ? 1 : 0);
+    const int64_t middle_stages = stages - given;
+    const int64_t middle = c.layers - std::max<int64_t>(first, 0) - std::max<int64_t>(last, 0);
+    if (middle < 0 || (middle_stages == 0 && middle != 0) || (middle_stages > 0 && middle % middle_stages != 0))
+      Invalid(c, "layers = {} minus first_stage_layers and last_stage_layers leaves {} for the other {} stages, "
+              "which must share them evenly", c.layers, middle, middle_stages);
+    const int64_t per_middle = middle_stages > 0 ? middle / middle_stages : 0;
+    if (std::max<int64_t>(first, 0) % v != 0 || std::max<int64_t>(last, 0) % v != 0 || per_middle % v != 0)
+      Invalid(c, "every stage's layers (first {}, middle {}, last {}) must be divisible by virtual_stages = {}",
+              first, per_middle, last, v);
+    return;
+  }
+  const int64_t slots = c.layers + (p.embedding_in_split ? 1 : 0) + (p.loss_in_split ? 1 : 0);
+  if (slots % (stages * v) != 0)
+    Invalid(c, "layers = {}{} is not divisible by pipeline stages x virtual stages = {} x {}", c.layers,
+            accounted ? fmt::format(" + {} (embedding / loss counted as layers) = {}", slots - c.layers, slots) : "",
+            stages, v);
+}
+
+void ValidatePipeline(const ModelConfig& c, ParallelDegrees* d) {
+  const ModelParallelism& p = c.parallel;
   if (p.virtual_stages < 1) Invalid(c, "virtual_stages must be >= 1, got {}", p.virtual_stages);
   if (p.schedule != PipelineSchedule::kInterleaved1F1B && p.virtual_stages != 1)
     Invalid(c, "virtual_stages = {} needs schedule: interleaved", p.virtual_stages);
   if (p.schedule == PipelineSchedule::kInterleaved1F1B && p.virtual_stages < 2)
     Invalid(c, "schedule interleaved needs virtual_stages >= 2 (with 1 it is 1f1b)");
-  if (c.layers % (d->pipeline * p.virtual_stages) != 0)
-    Invalid(c, "layers = {} is not divisible by pipeline stages x virtual stages = {} x {}", c.layers, d->pipeline,
-            p.virtual_stages);
+  ValidateLayout(c, d->pipeline);
   if (c.global_batch % (c.micro_batch * d->data) != 0)
     Invalid(c, "global_batch = {} is not divisible by micro_batch x data-parallel degree = {} x {}", c.global_batch,
             c.micro_batch, d->data);
@@ -149,10 +258,13 @@ void ValidateParallel(const ModelConfig& c, const Mesh& mesh, ParallelDegrees* d
   if (p.schedule == PipelineSchedule::kInterleaved1F1B && d->micro_batches % d->pipeline != 0)
     Invalid(c, "the interleaved schedule needs the micro-batches per step ({}) to be a multiple of the pipeline "
             "stages ({}), as Megatron-LM requires", d->micro_batches, d->pipeline);
-  if (!p.expert_axes.empty() && c.moe.experts == 0) Invalid(c, "expert_axes need moe.experts > 0");
-  if (c.moe.experts > 0 && c.moe.experts % d->expert != 0)
-    Invalid(c, "moe.experts = {} is not divisible by the expert-parallel degree {} (axes {})", c.moe.experts,
-            d->expert, AxesText(p.expert_axes));
+}
+
+void ValidateParallel(const ModelConfig& c, const Mesh& mesh, ParallelDegrees* d) {
+  ValidateRoles(c, mesh, d);
+  ValidateExperts(c, mesh, d);
+  ValidateSplits(c, *d);
+  ValidatePipeline(c, d);
 }
 
 }  // namespace
@@ -160,6 +272,7 @@ void ValidateParallel(const ModelConfig& c, const Mesh& mesh, ParallelDegrees* d
 ValidatedModel ValidateModel(ModelConfig config, std::shared_ptr<const Mesh> mesh) {
   SPMDSIM_CHECK(mesh != nullptr, "ValidateModel needs a mesh");
   ValidateShape(config);
+  ValidateMla(config);
   ParallelDegrees degrees;
   ValidateParallel(config, *mesh, &degrees);
   return ValidatedModel(std::move(config), std::move(mesh), degrees);
@@ -206,6 +319,17 @@ ModelConfig LlamaModel(int64_t d_model, int64_t layers, int64_t heads, int64_t k
   c.activation = Activation::kSwiglu;
   c.norm = Norm::kRmsNorm;
   c.position = PositionEmbedding::kRope;
+  return c;
+}
+
+ModelConfig DeepSeekV3Model() {
+  ModelConfig c = LlamaModel(7168, 61, 128, 0, 18432, 4096);
+  c.name = "deepseek-v3";
+  c.vocab = 129280;
+  c.mla = {.q_lora_rank = 1536, .kv_lora_rank = 512, .qk_head_dim = 128, .qk_rope_head_dim = 64, .v_head_dim = 128};
+  c.moe = {.experts = 256, .top_k = 8, .capacity_factor = 1.0, .d_ff = 2048, .every = 1, .first_dense = 3,
+           .shared_d_ff = 2048, .shared_expert_overlap = true};
+  c.mtp_layers = 1;
   return c;
 }
 

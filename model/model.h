@@ -2,6 +2,7 @@
 //   model/config.h      ModelConfig, ValidateModel -> ValidatedModel (checked once, trusted downstream)
 //   model/accounting.h  AccountModel: parameters, FLOPs, memory per device by category and stage
 //   model/pipeline.h    Megatron's pipeline schedules: PipelineOrder, InFlightChunks, PipelineBubbleFraction
+//   model/stack.h       the software stacks (Megatron / TE, PyTorch FSDP eager, MaxText) and their figures
 //   model/step.h        PredictModelStep: the simulated step on compute and communication streams
 // and, separately, model/plan.h (PlanModel, the configuration search) and model/validation.h (the published
 // rows the step is checked against).
@@ -11,6 +12,7 @@
 #include "model/accounting.h"
 #include "model/config.h"
 #include "model/pipeline.h"
+#include "model/stack.h"
 #include "model/step.h"
 
 #endif  // SPMDSIM_MODEL_MODEL_H_

@@ -25,6 +25,39 @@ int64_t InFlightChunks(PipelineSchedule schedule, int64_t stages, int64_t stage,
   return micro_batches;
 }
 
+std::vector<LayerRange> PipelineLayerLayout(const ModelConfig& c, int64_t stages) {
+  const ModelParallelism& par = c.parallel;
+  const int64_t p = stages, v = par.virtual_stages;
+  SPMDSIM_CHECK(p >= 1 && v >= 1, "bad pipeline figures");
+  std::vector<int64_t> counts(static_cast<size_t>(p * v));
+  if (par.first_stage_layers >= 0 || par.last_stage_layers >= 0) {
+    const int64_t first = std::max<int64_t>(par.first_stage_layers, 0), last = std::max<int64_t>(par.last_stage_layers, 0);
+    const int64_t middle_stages = p - (par.first_stage_layers >= 0 ? 1 : 0) - (par.last_stage_layers >= 0 ? 1 : 0);
+    const int64_t per_middle = middle_stages > 0 ? (c.layers - first - last) / middle_stages : 0;
+    for (int64_t k = 0; k < p * v; ++k) {
+      const int64_t stage = k % p;
+      int64_t per_stage = per_middle;
+      if (stage == 0 && par.first_stage_layers >= 0) per_stage = first;
+      if (stage == p - 1 && par.last_stage_layers >= 0) per_stage = last;
+      counts[static_cast<size_t>(k)] = per_stage / v;
+    }
+  } else {
+    const int64_t e = par.embedding_in_split ? 1 : 0, l = par.loss_in_split ? 1 : 0;
+    counts.assign(counts.size(), (c.layers + e + l) / (p * v));
+    counts.front() -= e;
+    counts.back() -= l;
+  }
+  std::vector<LayerRange> out;
+  int64_t next = 0;
+  for (int64_t count : counts) {
+    SPMDSIM_CHECK(count >= 0, "a virtual stage with fewer than no layers");
+    out.push_back({next, count});
+    next += count;
+  }
+  SPMDSIM_CHECK(next == c.layers, "the pipeline layout does not hold every layer");
+  return out;
+}
+
 std::vector<PipelineTask> PipelineOrder(PipelineSchedule schedule, int64_t stages, int64_t stage,
                                         int64_t micro_batches, int64_t virtual_stages) {
   SPMDSIM_CHECK(stages >= 1 && stage >= 0 && stage < stages && micro_batches >= 1 && virtual_stages >= 1,

@@ -39,6 +39,24 @@ double PipelineBubbleFraction(PipelineSchedule schedule, int64_t stages, int64_t
 int64_t InFlightChunks(PipelineSchedule schedule, int64_t stages, int64_t stage, int64_t micro_batches,
                        int64_t virtual_stages);
 
+// The transformer layers [first, first + count) of one virtual pipeline stage.
+struct LayerRange {
+  int64_t first = 0, count = 0;
+  bool operator==(const LayerRange&) const = default;
+};
+
+// The layers of every virtual stage (p v of them; chunk j of stage s is virtual stage j p + s), contiguous in
+// virtual-stage order, as Megatron-Core builds them (megatron/core/transformer/transformer_block.py
+// get_num_layers_to_build, transformer_layer.py get_transformer_layer_offset):
+//   even          L / (p v) each;
+//   first / last  the first stage's `first_stage_layers` and the last stage's `last_stage_layers` (each split
+//                 over its v chunks), the other stages sharing the rest evenly;
+//   embedding / loss in the split   (L + e + l) / (p v) each, virtual stage 0 one fewer with the embedding
+//                 counted and virtual stage p v - 1 one fewer with the loss (Llama 3 405B: 126 layers,
+//                 p 16 x v 8: one layer per chunk, the first chunk only the embedding, the last only the loss).
+// REQUIRES: `config` validated for `stages` (ValidateModel checks the divisibility).
+std::vector<LayerRange> PipelineLayerLayout(const ModelConfig& config, int64_t stages);
+
 }  // namespace spmdsim
 
 #endif  // SPMDSIM_MODEL_PIPELINE_H_

@@ -27,11 +27,33 @@ std::vector<int64_t> Divisors(int64_t n) {
   return out;
 }
 
+// How L layers go to p stages of v chunks, as Megatron-Core allows (PipelineLayerLayout): evenly; else with the
+// embedding and the loss counted as a layer each (account_for_embedding / account_for_loss, Llama 3 405B); else
+// (1F1B) the middle stages ceil(L / p) each and the first and last stages, which hold the embedding and the loss,
+// the rest (decoder first / last pipeline num layers). nullopt: none fits.
+struct StageSplit {
+  int64_t first = -1, last = -1;
+  bool accounted = false;
+};
+std::optional<StageSplit> SplitLayers(int64_t layers, int64_t p, int64_t v) {
+  if (layers % (p * v) == 0) return StageSplit{};
+  if (p > 1 && (layers + 2) % (p * v) == 0) return StageSplit{-1, -1, true};
+  if (p < 2 || v > 1) return std::nullopt;
+  if (p == 2) return StageSplit{(layers + 1) / 2, layers / 2, false};
+  const int64_t middle = (layers + p - 1) / p, rest = layers - (p - 2) * middle;
+  if (rest < 0) return std::nullopt;
+  return StageSplit{rest - rest / 2, rest / 2, false};
+}
+
 // One parallel layout before placement and memory options.
 struct Layout {
   int64_t tensor = 1, pipeline = 1, context = 1, data = 1, expert = 1, micro_batch = 1;
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   int64_t virtual_stages = 1;
+  StageSplit split{};
+  // Experts also over the tensor ranks (expert tensor parallelism 1): the expert degree is `expert` (data
+  // ranks) x `tensor`.
+  bool experts_over_tensor = false;
 };
 
 // One candidate: a layout and the order of its mesh axes.
@@ -69,6 +91,7 @@ ModelConfig Configure(const ModelConfig& model, const Layout& l, Recompute recom
     if (l.data / l.expert == 1) p.data_axes = {"expert"};
   }
   if (l.expert > 1) p.expert_axes = {"expert"};
+  if (l.experts_over_tensor) p.expert_axes.push_back("tensor");
   p.zero_stage = zero;
   if (l.tensor > 1) {
     p.tensor_axes = {"tensor"};
@@ -79,6 +102,9 @@ ModelConfig Configure(const ModelConfig& model, const Layout& l, Recompute recom
     p.pipeline_axes = {"pipe"};
     p.schedule = l.schedule;
     p.virtual_stages = l.virtual_stages;
+    p.first_stage_layers = l.split.first;
+    p.last_stage_layers = l.split.last;
+    p.embedding_in_split = p.loss_in_split = l.split.accounted;
   }
   return c;
 }
@@ -94,6 +120,44 @@ std::vector<std::pair<std::string, int64_t>> AxesOf(const Layout& l) {
   return axes;
 }
 
+// The expert layouts of a MoE model on d data ranks (tensor degree t): experts over e data ranks for every e
+// dividing both, and, with t > 1, over e data ranks x the t tensor ranks.
+std::vector<std::pair<int64_t, bool>> ExpertLayouts(const ModelConfig& m, int64_t d, int64_t t) {
+  std::vector<std::pair<int64_t, bool>> out{{1, false}};
+  if (m.moe.experts == 0) return out;
+  out.clear();
+  for (int64_t e : Divisors(std::gcd(d, m.moe.experts))) {
+    out.emplace_back(e, false);
+    if (t > 1 && m.moe.experts % (e * t) == 0) out.emplace_back(e, true);
+  }
+  return out;
+}
+
+// The micro-batch sizes and schedules of one set of degrees.
+void AddSchedules(const ModelConfig& m, int64_t global_batch, const PlanOptions& o, Layout l,
+                  std::vector<Layout>* out) {
+  for (int64_t mb : o.micro_batches) {
+    if (global_batch % (mb * l.data) != 0) continue;
+    const int64_t micro_batches = global_batch / (mb * l.data);
+    l.micro_batch = mb;
+    l.schedule = PipelineSchedule::k1F1B;
+    l.virtual_stages = 1;
+    if (const std::optional<StageSplit> split = SplitLayers(m.layers, l.pipeline, 1)) {
+      l.split = *split;
+      out->push_back(l);  // 1F1B (or no pipeline)
+    }
+    if (l.pipeline == 1 || micro_batches % l.pipeline != 0) continue;
+    for (int64_t v : o.virtual_stages) {
+      const std::optional<StageSplit> split = SplitLayers(m.layers, l.pipeline, v);
+      if (v < 2 || !split) continue;
+      l.schedule = PipelineSchedule::kInterleaved1F1B;
+      l.virtual_stages = v;
+      l.split = *split;
+      out->push_back(l);
+    }
+  }
+}
+
 std::vector<Layout> Layouts(const ModelConfig& m, const Topology& topology, int64_t global_batch,
                             const PlanOptions& o) {
   const int64_t devices = topology.num_devices();
@@ -102,26 +166,14 @@ std::vector<Layout> Layouts(const ModelConfig& m, const Topology& topology, int6
   for (int64_t t : Divisors(devices)) {
     if (t > host || m.heads % t != 0) continue;
     for (int64_t p : Divisors(devices / t)) {
-      if (m.layers % p != 0) continue;
+      if (!SplitLayers(m.layers, p, 1) && !SplitLayers(m.layers, p, 2)) continue;
       for (int64_t c = 1; c <= o.max_context && (devices / (t * p)) % c == 0; c *= 2) {
         if (c > 1 && m.seq % (2 * c) != 0) continue;
         const int64_t d = devices / (t * p * c);
-        std::vector<int64_t> experts{1};
-        if (m.moe.experts > 0) experts = Divisors(std::gcd(d, m.moe.experts));
-        for (int64_t e : experts) {
-          for (int64_t mb : o.micro_batches) {
-            if (global_batch % (mb * d) != 0) continue;
-            const int64_t micro_batches = global_batch / (mb * d);
-            Layout l{t, p, c, d, e, mb};
-            out.push_back(l);  // 1F1B (or no pipeline)
-            if (p == 1 || micro_batches % p != 0) continue;
-            for (int64_t v : o.virtual_stages) {
-              if (v < 2 || m.layers % (p * v) != 0) continue;
-              l.schedule = PipelineSchedule::kInterleaved1F1B;
-              l.virtual_stages = v;
-              out.push_back(l);
-            }
-          }
+        for (const auto& [e, over_tensor] : ExpertLayouts(m, d, t)) {
+          Layout l{.tensor = t, .pipeline = p, .context = c, .data = d, .expert = e};
+          l.experts_over_tensor = over_tensor;
+          AddSchedules(m, global_batch, o, l, &out);
         }
       }
     }
@@ -199,7 +251,8 @@ Outcome Evaluate(const ModelConfig& model, const std::shared_ptr<const Mesh>& me
     }
     const ModelAccounting a = AccountModel(*valid);
     if (!a.fits()) continue;
-    PlanEntry entry{valid->config(), cand.axes, PredictModelStep(*valid), a.peak_bytes};
+    PlanEntry entry{valid->config(), cand.axes, PredictModelStep(*valid, {.calibration = o.calibration}),
+                    a.peak_bytes};
     out.kind = Outcome::Kind::kEvaluated;
     out.entry = std::move(entry);
     return out;
@@ -219,9 +272,14 @@ std::string PlanEntry::Describe() const {
     out += fmt::format("{} {}", axis, size);
   }
   if (!p.pipeline_axes.empty()) {
-    out += p.schedule == PipelineSchedule::kInterleaved1F1B ? fmt::format(" (interleaved {})", p.virtual_stages)
-                                                              : " (1f1b)";
+    out += p.schedule == PipelineSchedule::kInterleaved1F1B ? fmt::format(" (interleaved {}", p.virtual_stages)
+                                                              : " (1f1b";
+    if (p.embedding_in_split || p.loss_in_split) out += ", embedding and loss as layers";
+    if (p.first_stage_layers >= 0) out += fmt::format(", first stage {} layers", p.first_stage_layers);
+    if (p.last_stage_layers >= 0) out += fmt::format(", last stage {} layers", p.last_stage_layers);
+    out += ")";
   }
+  if (config.experts_over_tensor()) out += " + experts over tensor";
   if (p.sequence_parallel) out += " + sp";
   out += fmt::format(", mb {}, recompute {}, zero {}", config.micro_batch, RecomputeName(config.recompute),
                      p.zero_stage);

@@ -3,9 +3,11 @@
 //
 // For a model (ModelConfig; its `parallel`, `micro_batch` and `recompute` are ignored: they are what is searched),
 // a topology and a global batch, every configuration is enumerated:
-//   degrees      tensor t (dividing the devices of one host / NVLink domain on GPUs), pipeline p (dividing the
-//                layers), context c, data d (the rest: t p c d = devices), expert e (MoE: dividing d and the
-//                experts)
+//   degrees      tensor t (dividing the devices of one host / NVLink domain on GPUs), pipeline p (the layers
+//                split evenly, else with the embedding and loss counted as layers, else with lighter first and last
+//                stages: Megatron-Core's uneven stages, model/pipeline.h), context c, data d (the rest:
+//                t p c d = devices), expert e (MoE: dividing d and the experts; also e x t over the tensor ranks,
+//                expert tensor parallelism 1)
 //   placement    the order of the mesh axes (the last varies fastest: on GPUs it rides NVLink inside a host,
 //                on TPUs the mesh is laid on the torus by MakeDeviceMesh as JAX's mesh_utils does)
 //   micro-batch, pipeline schedule (1F1B; interleaved with v virtual stages), recompute, ZeRO stage (0, 1, 3),
@@ -47,6 +49,8 @@ struct PlanOptions {
   int64_t max_context = 8;         // context degrees 1, 2, 4, ... up to this (and dividing seq)
   bool search_placement = true;    // every order of the mesh axes; false: tensor innermost, then context,
                                    // pipeline, data outermost (Megatron's order)
+  // A calibration profile's figures every configuration is predicted with (default: none).
+  StepCalibration calibration{};
   // Called after each configuration with (done, total).
   std::function<void(int64_t, int64_t)> progress = nullptr;
 };

@@ -11,12 +11,32 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "cost/collective_model.h"
+#include "cost/compute_model.h"
 #include "cost/roofline.h"
 #include "model/config.h"
 
 namespace spmdsim {
+
+// Figures fitted to a user's measured steps (model/calibration.h FitCalibration): multipliers on the documented
+// defaults. 1: uncalibrated (the default, and the prediction the validation reports).
+struct StepCalibration {
+  double compute_scale = 1;      // compute-bound work (matmul, attention, vector) runs at this x its rate
+  double comm_scale = 1;         // every collective and pipeline transfer takes this x its predicted time
+  double host_launch_scale = 1;  // the stack's host launch time per kernel x this (eager stacks)
+  bool identity() const { return compute_scale == 1 && comm_scale == 1 && host_launch_scale == 1; }
+};
+
+// Pricing mechanisms that can be turned off one at a time (docs/model-validation.md measures each one's share of
+// the prediction that way); all on by default. The clock regime and the wave effect have their own options
+// (`clock`, `comm_slowdown`).
+struct StepMechanisms {
+  bool slowest_device = true;  // sustained compute paced by the expected slowest of the mesh's devices
+  bool host_launch = true;     // a kernel waits for the host to launch it when the device runs ahead
+  bool fp8_casts = true;       // Transformer Engine's fp8 cast / transpose / amax kernels (the stack's)
+};
 
 struct ModelStepOptions {
   // Simulate one device per pipeline stage instead of every device. Exact for this workload: the devices of a
@@ -29,18 +49,32 @@ struct ModelStepOptions {
   // group of p micro-batches adds the same time (tests compare it with the whole simulation).
   bool extrapolate = true;
   // Fraction of a device's compute lost while its own communication is in flight (NCCL runs one CTA per channel
-  // on an SM). < 0: the device's default (docs/model.md); 0: none.
+  // on an SM). < 0 (default): every op priced on the SMs communication kernels leave it (the wave effect,
+  // docs/model.md); >= 0: this uniform fraction instead (0: none).
   double comm_slowdown = -1;
   RooflineOptions roofline{};       // the user's compute / HBM efficiency knobs (default 1)
   // Stragglers: device id -> speed factor (> 0; 0.5 computes at half speed). Devices are then no longer
   // interchangeable: every device is simulated (`reduced` is ignored).
   std::map<int, double> speed_factors{};
   CollectiveOptions collectives{};
+  // The clock the compute is priced at: sustained (a step keeps the devices at their power cap; the default) or
+  // burst (the "maximum achievable" rates of short benchmarks). cost/compute_model.h ClockRegime.
+  ClockRegime clock = ClockRegime::kSustained;
+  // A calibration profile's figures (all > 0; Throws Error(kInvalidArgument) otherwise).
+  StepCalibration calibration{};
   // Pipeline transfers as Megatron-LM of 2022 ran them: every send and receive waits for its transfer
   // (batch_isend_irecv, wait, torch.cuda.synchronize), a send and the next receive as one exchange; the sender
   // resumes when the receiver has the data. false: eager sends, overlapped with the sender's compute (Megatron
   // core's overlapped p2p). docs/model.md, "Blocking pipeline transfers".
   bool blocking_p2p = false;
+  StepMechanisms mechanisms{};
+};
+
+// One pipeline stage's times: those of its device that finishes last.
+struct ModelStageTimes {
+  int64_t stage = 0;
+  double end = 0, compute_seconds = 0, exposed_comm_seconds = 0, bubble_seconds = 0;
+  std::map<std::string, double> exposed_by_kind;    // tensor, data, pipeline, context, expert
 };
 
 // The predicted step. Times are those of the device that finishes last (the first such in mesh order).
@@ -50,6 +84,7 @@ struct ModelStepTimes {
   double exposed_comm_seconds = 0;   // its compute stream waiting for collectives
   double hidden_comm_seconds = 0;    // collectives it ran while computing (total - exposed, >= 0)
   double bubble_seconds = 0;         // its compute stream waiting for pipeline receives
+  double host_wait_seconds = 0;      // its compute stream waiting for the host to launch kernels (eager stacks)
   double model_flops = 0;            // ModelFlops::model (forward + backward, no recompute)
   double tokens_per_second = 0;
   double mfu = 0;                    // model_flops / (step_seconds x devices x matrix peak of the dtype)
@@ -59,7 +94,22 @@ struct ModelStepTimes {
   std::map<std::string, double> exposed_by_kind;    // the same, exposed
   int64_t simulated_devices = 0;
   int64_t timeline_ops = 0;
+  // Every pipeline stage's own times (the device that finishes last waits for the slowest stage: its
+  // bubble_seconds include that stage's excess; the stages show where the time goes).
+  std::vector<ModelStageTimes> stages;
 };
+
+// One transformer layer of the first pipeline stage, as Korthikanti et al. 2022 (Table 4) time it: its forward
+// alone, and its backward alone (its recompute included), each with its tensor / context / expert collectives
+// exposed as the step would expose them and the data-parallel ones left out (they overlap the next layers).
+struct ModelLayerTimes {
+  double forward_seconds = 0;
+  double backward_seconds = 0;
+  double total() const { return forward_seconds + backward_seconds; }
+};
+// `moe`: time an MoE layer (Throws Error(kInvalidArgument) when the model has none); else a dense one.
+// Throws Error(kFailedPrecondition) when the mesh has no topology.
+ModelLayerTimes PredictModelLayer(const ValidatedModel& model, const ModelStepOptions& options = {}, bool moe = false);
 
 // Builds every simulated device's program for one optimizer step (forward, backward, recompute, pipeline
 // transfers, gradient reduction, optimizer) and runs it on a StepTimeline (cost/timeline.h), each op priced by

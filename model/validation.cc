@@ -1,5 +1,7 @@
 #include "model/validation.h"
 
+#include <algorithm>
+#include <iterator>
 #include <memory>
 #include <string>
 
@@ -7,6 +9,7 @@
 
 #include "mesh/mesh_utils.h"
 #include "mesh/topology.h"
+#include "model/calibration.h"
 #include "model/step.h"
 
 namespace spmdsim {
@@ -16,103 +19,408 @@ Mesh MeshOn(const std::string& topology, const std::vector<std::pair<std::string
   return MakeDeviceMesh(std::make_shared<const Topology>(Topology::Parse(topology)), axes);
 }
 
-// Korthikanti et al. 2022, Table 5: fp16, dropout, no flash attention (2022), TP 8 in a DGX A100, PP over
-// nodes; full recompute without SP, or SP + selective recompute.
-void AddKorthikanti(std::vector<ModelValidationRow>* rows) {
-  struct Published {
-    const char* name;
-    int64_t h, layers, heads, d_ff, pp, v, gpus, global_batch, micro_batch;
-    double full, selective;
-  };
-  const Published published[] = {
-      {"22B", 6144, 48, 64, 4 * 6144, 1, 1, 8, 4, 4, 1.42, 1.10},
-      {"175B", 12288, 96, 96, 4 * 12288, 8, 3, 64, 64, 1, 18.13, 13.75},
-      {"530B", 20480, 105, 128, 81920, 35, 3, 280, 280, 1, 49.05, 37.83},
-      {"1T", 25600, 128, 160, 102400, 64, 1, 512, 512, 1, 94.42, 71.49},
-  };
-  for (const Published& p : published) {
-    for (bool selective : {false, true}) {
-      ModelConfig c = GptModel(p.h, p.layers, p.heads, p.d_ff);
-      c.name = p.name;
-      c.dtype = DType::kF16;
-      c.dropout = true;
-      c.flash_attention = false;
-      c.global_batch = p.global_batch;
-      c.micro_batch = p.micro_batch;
-      c.recompute = selective ? Recompute::kSelective : Recompute::kFull;
-      c.parallel.tensor_axes = {"tensor"};
-      c.parallel.sequence_parallel = selective;
-      std::vector<std::pair<std::string, int64_t>> axes = {{"tensor", 8}};
-      if (p.pp > 1) {
-        axes.insert(axes.begin(), {"pipe", p.pp});
-        c.parallel.pipeline_axes = {"pipe"};
-        c.parallel.schedule = p.v > 1 ? PipelineSchedule::kInterleaved1F1B : PipelineSchedule::k1F1B;
-        c.parallel.virtual_stages = p.v;
-      }
-      // Megatron-LM of 2022: blocking pipeline transfers (docs/model.md, "Blocking pipeline transfers").
-      const ModelStepTimes t =
-          PredictModelStep(ValidateModel(c, MeshOn(fmt::format("dgx-a100:{}", p.gpus / 8), axes)), {.blocking_p2p = true});
-      ModelValidationRow row;
-      row.name = fmt::format("GPT {} on {} A100 (TP 8, PP {}{}), {}", p.name, p.gpus, p.pp,
-                             p.v > 1 ? fmt::format(" x {} virtual", p.v) : "",
-                             selective ? "SP + selective recompute" : "full recompute");
-      row.reference = selective ? p.selective : p.full;
-      row.source = "Korthikanti et al. 2022, Table 5";
-      row.predicted = t.step_seconds;
-      row.tolerance = kModelValidationTolerance;
-      row.note = fmt::format("MFU {:.1f}%; compute {:.3g} s, exposed comm {:.3g} s, bubble {:.3g} s", 100 * t.mfu,
-                             t.compute_seconds, t.exposed_comm_seconds, t.bubble_seconds);
-      rows->push_back(std::move(row));
-    }
-  }
+// One published run as the model predicts it.
+struct ValidationCase {
+  std::string name;
+  std::string source;
+  double reference = 0;
+  ValidatedModel model;
+  ModelStepOptions options;
+};
+
+std::string StepNote(const ModelStepTimes& t) {
+  return fmt::format("MFU {:.1f}%; compute {:.3g} s, exposed comm {:.3g} s, bubble {:.3g} s", 100 * t.mfu,
+                     t.compute_seconds, t.exposed_comm_seconds, t.bubble_seconds);
 }
 
-// NVIDIA dgxc-benchmarking, NeMo Megatron GPT-3 175B: TP 4, PP 8, virtual 12, micro-batch 1, global batch
-// 2 x GPUs, SP, flash attention (Transformer Engine), distributed optimizer (ZeRO-1), no recompute, no dropout.
-void AddNvidiaH100(std::vector<ModelValidationRow>* rows) {
-  struct Published {
-    int64_t gpus;
-    DType dtype;
-    double seconds;
-  };
-  const Published published[] = {{128, DType::kBF16, 8.309}, {256, DType::kBF16, 8.408}, {512, DType::kBF16, 8.42},
-                                 {1024, DType::kBF16, 8.453}, {2048, DType::kBF16, 8.49},
-                                 {128, DType::kF8E4M3FN, 5.626}, {2048, DType::kF8E4M3FN, 5.96}};
-  for (const Published& p : published) {
-    ModelConfig c = GptModel(12288, 96, 96, 4 * 12288);
-    c.name = "gpt3-175b";
-    c.dtype = p.dtype;
-    c.dropout = false;
-    c.flash_attention = true;
-    c.global_batch = 2 * p.gpus;
-    c.micro_batch = 1;
-    c.parallel.data_axes = {"data"};
-    c.parallel.zero_stage = 1;
-    c.parallel.tensor_axes = {"tensor"};
-    c.parallel.sequence_parallel = true;
+// Korthikanti et al. 2022, Table 5: fp16, dropout, no flash attention (2022), TP 8 in a DGX A100, PP over
+// nodes; full recompute without SP, or SP + selective recompute. Megatron-LM of 2022 (the megatron stack's
+// kernels without Transformer Engine's fp8; DP 1 so its gradient dtype does not enter) with blocking pipeline
+// transfers.
+struct KorthikantiRun {
+  const char* name;
+  int64_t h, layers, heads, d_ff, pp, v, gpus, global_batch, micro_batch;
+  double full, selective;
+};
+constexpr KorthikantiRun kKorthikanti[] = {
+    {"22B", 6144, 48, 64, 4 * 6144, 1, 1, 8, 4, 4, 1.42, 1.10},
+    {"175B", 12288, 96, 96, 4 * 12288, 8, 3, 64, 64, 1, 18.13, 13.75},
+    {"530B", 20480, 105, 128, 81920, 35, 3, 280, 280, 1, 49.05, 37.83},
+    {"1T", 25600, 128, 160, 102400, 64, 1, 512, 512, 1, 94.42, 71.49},
+};
+
+ValidationCase KorthikantiCase(const KorthikantiRun& p, bool selective) {
+  ModelConfig c = GptModel(p.h, p.layers, p.heads, p.d_ff);
+  c.name = p.name;
+  c.dtype = DType::kF16;
+  c.dropout = true;
+  c.flash_attention = false;
+  c.stack = SoftwareStack::kMegatron;
+  c.global_batch = p.global_batch;
+  c.micro_batch = p.micro_batch;
+  c.recompute = selective ? Recompute::kSelective : Recompute::kFull;
+  c.parallel.tensor_axes = {"tensor"};
+  c.parallel.sequence_parallel = selective;
+  std::vector<std::pair<std::string, int64_t>> axes = {{"tensor", 8}};
+  if (p.pp > 1) {
+    axes.insert(axes.begin(), {"pipe", p.pp});
     c.parallel.pipeline_axes = {"pipe"};
-    c.parallel.schedule = PipelineSchedule::kInterleaved1F1B;
-    c.parallel.virtual_stages = 12;
-    const Mesh mesh = MeshOn(fmt::format("dgx-h100:{}", p.gpus / 8), {{"data", p.gpus / 32}, {"pipe", 8}, {"tensor", 4}});
-    const ModelStepTimes t = PredictModelStep(ValidateModel(c, mesh));
-    ModelValidationRow row;
-    row.name = fmt::format("GPT-3 175B on {} H100 (TP 4, PP 8 x 12 virtual, DP {}), {}", p.gpus, p.gpus / 32,
-                           p.dtype == DType::kBF16 ? "bf16" : "fp8");
-    row.reference = p.seconds;
-    row.source = "NVIDIA dgxc-benchmarking, nemo_megatron/README_175b.md";
-    row.predicted = t.step_seconds;
-    row.tolerance = kModelValidationTolerance;
-    row.note = fmt::format("MFU {:.1f}%; compute {:.3g} s, exposed comm {:.3g} s, bubble {:.3g} s", 100 * t.mfu,
-                           t.compute_seconds, t.exposed_comm_seconds, t.bubble_seconds);
-    if (p.dtype != DType::kBF16) {
+    c.parallel.schedule = p.v > 1 ? PipelineSchedule::kInterleaved1F1B : PipelineSchedule::k1F1B;
+    c.parallel.virtual_stages = p.v;
+  }
+  ValidationCase out{
+      fmt::format("GPT {} on {} A100 (TP 8, PP {}{}), {}", p.name, p.gpus, p.pp,
+                  p.v > 1 ? fmt::format(" x {} virtual", p.v) : "",
+                  selective ? "SP + selective recompute" : "full recompute"),
+      "Korthikanti et al. 2022, Table 5", selective ? p.selective : p.full,
+      ValidateModel(c, MeshOn(fmt::format("dgx-a100:{}", p.gpus / 8), axes)), {}};
+  // Megatron-LM of 2022: blocking pipeline transfers (docs/model.md, "Blocking pipeline transfers").
+  out.options.blocking_p2p = true;
+  return out;
+}
+
+// NVIDIA dgxc-benchmarking v25.02 (NeMo 24.12), NeMo Megatron GPT-3 175B as its launch scripts run it
+// (nemo_megatron/gpt3_175b_hydra.yaml and configure.sh at that release): TP 4, PP 8 with
+// virtual_pipeline_model_parallel_size 6 (the README's table header says VP 12; the configuration that ran says
+// 6), micro-batch 1, global batch 2 x GPUs, SP, hidden and attention dropout 0.1, Transformer Engine's cuDNN
+// fused attention (NVTE_FUSED_ATTN=1), the distributed optimizer (ZeRO-1) with overlapped gradient reduce-scatter
+// and weight all-gather in bf16 (grad_sync_dtype: bf16; fp8 runs keep fp8 weights: fp8_params), no recompute,
+// NVLink SHARP off (NCCL_NVLS_ENABLE=0). The stack is Megatron-Core with Transformer Engine.
+struct NvidiaRun {
+  int64_t gpus;
+  DType dtype;
+  double seconds;
+};
+constexpr NvidiaRun kNvidiaH100[] = {{128, DType::kBF16, 8.309},       {256, DType::kBF16, 8.408},
+                                     {512, DType::kBF16, 8.42},        {1024, DType::kBF16, 8.453},
+                                     {2048, DType::kBF16, 8.49},       {128, DType::kF8E4M3FN, 5.626},
+                                     {2048, DType::kF8E4M3FN, 5.96}};
+
+ValidationCase NvidiaCase(const NvidiaRun& p) {
+  ModelConfig c = GptModel(12288, 96, 96, 4 * 12288);
+  c.name = "gpt3-175b";
+  c.dtype = p.dtype;
+  c.dropout = true;
+  c.flash_attention = true;
+  c.stack = SoftwareStack::kMegatron;
+  c.global_batch = 2 * p.gpus;
+  c.micro_batch = 1;
+  c.parallel.data_axes = {"data"};
+  c.parallel.zero_stage = 1;
+  c.parallel.tensor_axes = {"tensor"};
+  c.parallel.sequence_parallel = true;
+  c.parallel.pipeline_axes = {"pipe"};
+  c.parallel.schedule = PipelineSchedule::kInterleaved1F1B;
+  c.parallel.virtual_stages = 6;
+  const Mesh mesh = MeshOn(fmt::format("dgx-h100:{}", p.gpus / 8), {{"data", p.gpus / 32}, {"pipe", 8}, {"tensor", 4}});
+  ValidationCase out{fmt::format("GPT-3 175B on {} H100 (TP 4, PP 8 x 6 virtual, DP {}), {}", p.gpus, p.gpus / 32,
+                                 p.dtype == DType::kBF16 ? "bf16" : "fp8"),
+                     "NVIDIA dgxc-benchmarking, nemo_megatron/README_175b.md", p.seconds, ValidateModel(c, mesh), {}};
+  out.options.collectives.allow_nvls = false;  // NCCL_NVLS_ENABLE=0 in the recipe's configure.sh
+  return out;
+}
+
+ModelValidationRow RowOf(const ValidationCase& v) {
+  const ModelStepTimes t = PredictModelStep(v.model, v.options);
+  ModelValidationRow row;
+  row.name = v.name;
+  row.reference = v.reference;
+  row.source = v.source;
+  row.predicted = t.step_seconds;
+  row.tolerance = kModelValidationTolerance;
+  row.note = StepNote(t);
+  return row;
+}
+
+void AddKorthikanti(std::vector<ModelValidationRow>* rows) {
+  for (const KorthikantiRun& p : kKorthikanti)
+    for (bool selective : {false, true}) rows->push_back(RowOf(KorthikantiCase(p, selective)));
+}
+
+void AddNvidiaH100(std::vector<ModelValidationRow>* rows) {
+  for (const NvidiaRun& p : kNvidiaH100) {
+    ModelValidationRow row = RowOf(NvidiaCase(p));
+    if (p.dtype != DType::kBF16 && p.gpus > 128) {
+      // Shown, not enforced: the measured fp8 step grows 6% from 128 to 2048 GPUs (bf16: 2%), the model's 1%.
       row.enforced = false;
-      row.note += "; not enforced: Transformer Engine's fp8 cast / transpose / amax kernels are not modelled";
+      row.note += "; not enforced: the fp8 step's growth with the data-parallel degree is not modelled "
+                  "(candidates: Transformer Engine's per-micro-batch amax reduction over the data-parallel group, "
+                  "NCCL ring latency across 64 nodes per gradient bucket)";
     }
     rows->push_back(std::move(row));
   }
 }
 
+// Calibration held out: fit on the first case, predict the rest.
+void AddHoldout(const std::string& family, const std::vector<ValidationCase>& cases,
+                std::vector<CalibrationHoldoutRow>* rows) {
+  const CalibrationProfile profile =
+      FitCalibration({{cases.front().name, cases.front().model, cases.front().options, cases.front().reference}});
+  for (size_t i = 1; i < cases.size(); ++i) {
+    const ValidationCase& v = cases[i];
+    CalibrationHoldoutRow row;
+    row.family = family;
+    row.fitted_on = cases.front().name;
+    row.name = v.name;
+    row.reference = v.reference;
+    row.uncalibrated = PredictModelStep(v.model, v.options).step_seconds;
+    row.calibrated = PredictModelStep(v.model, ApplyCalibration(v.options, profile, v.model)).step_seconds;
+    row.compute_scale = profile.figures.compute_scale;
+    rows->push_back(std::move(row));
+  }
+}
+
+// Why the DeepSeek-V3 and Llama 3 rows are shown but not held to the tolerance (docs/model-validation.md): the
+// model is faster than both by more than 10%, and the mechanism missing is not one of the documented machine or
+// stack figures.
+constexpr const char* kDeepSeekMissing =
+    "not enforced: the busiest stage is its compute plus the exposed expert all_to_all (NCCL pairwise over 8 "
+    "nodes at one NIC per GPU); the ~25% the model misses is not identified without a profile of the run "
+    "(candidates: NCCL all_to_all with 64 peers below the single-NIC rate at ~2 MB per peer, MoE permutation and "
+    "grouped-GEMM kernels below the dense figures, token imbalance past capacity padding)";
+constexpr const char* kLlamaMissing =
+    "not enforced: the measurement is derived (430 TFLOPS/GPU over this model's FLOP count, not a timed step; the "
+    "paper does not give its FLOP convention: with the causal count of the attention core the step would be 3.9% "
+    "shorter) and Meta's own training stack is priced as Megatron-Core's: the model predicts MFU 52%, what NeMo "
+    "measures on GPT-3 175B (53.5%), and no published figure of Meta's kernels or collectives says why its run "
+    "reached 43%";
+
+// MFU, the last device's compute by phase, and the busiest stage (compute + exposed communication): where the
+// time goes when the stages differ.
+std::string BreakdownNote(const ModelStepTimes& t) {
+  const auto& phase = t.compute_by_phase;
+  std::string note = fmt::format(
+      "MFU {:.1f}%; last device: compute {:.3g} s (forward {:.3g}, backward {:.3g}, recompute {:.3g}, head {:.3g}, "
+      "optimizer {:.3g}), exposed comm {:.3g} s, bubble {:.3g} s",
+      100 * t.mfu, t.compute_seconds, phase.at("forward"), phase.at("backward"), phase.at("recompute"),
+      phase.at("head"), phase.at("optimizer"), t.exposed_comm_seconds, t.bubble_seconds);
+  const ModelStageTimes* busiest = nullptr;
+  for (const ModelStageTimes& s : t.stages)
+    if (busiest == nullptr || s.compute_seconds + s.exposed_comm_seconds >
+                                  busiest->compute_seconds + busiest->exposed_comm_seconds)
+      busiest = &s;
+  if (busiest != nullptr && t.stages.size() > 1) {
+    const auto& k = busiest->exposed_by_kind;
+    note += fmt::format("; busiest stage {}: compute {:.3g} s, exposed comm {:.3g} s (tensor {:.3g}, expert {:.3g}, "
+                        "data {:.3g}), pipeline wait {:.3g} s",
+                        busiest->stage, busiest->compute_seconds, busiest->exposed_comm_seconds, k.at("tensor"),
+                        k.at("expert"), k.at("data"), busiest->bubble_seconds);
+  }
+  return note;
+}
+
+// NVIDIA dgxc-benchmarking v25.05.04/05, deepseek_v3/pretraining (README.md, launch.sh; NeMo 25.04.01 container,
+// NeMo commit 7a8f1cc7, scripts/performance/llm/pretrain_deepseek_v3.py, recipes/deepseek_v3.py): DeepSeek-V3
+// with its MTP module (pretrain_recipe's use_mtp), bf16, seq 4096, micro-batch 1, global batch 8 x GPUs, TP 2 +
+// SP, PP 8 (first stage 7 layers, last 6, as 64 // PP - 1 and - 2) or 16 (3, 2), EP 64 over the data x tensor
+// ranks with expert tensor parallelism 1, VP 1, distributed optimizer, recompute of the MLA up projections only,
+// token drop with capacity factor 1 padded to capacity, the shared expert overlapping the all_to_all.
+struct DeepSeekRun {
+  int64_t gpus, pp, first, last;
+  double seconds;
+};
+constexpr DeepSeekRun kDeepSeekV3[] = {{512, 8, 7, 6, 48.948}, {1024, 16, 3, 2, 52.04}};
+
+ValidationCase DeepSeekV3Case(const DeepSeekRun& p) {
+  ModelConfig c = DeepSeekV3Model();
+  c.global_batch = 8 * p.gpus;
+  c.micro_batch = 1;
+  c.mla.recompute_up_proj = true;
+  const int64_t data = p.gpus / (2 * p.pp);
+  c.parallel = {.data_axes = {"data"}, .zero_stage = 1, .tensor_axes = {"tensor"}, .sequence_parallel = true,
+                .pipeline_axes = {"pipe"}, .first_stage_layers = p.first, .last_stage_layers = p.last,
+                .expert_axes = {"data", "tensor"}};
+  const Mesh mesh = MeshOn(fmt::format("dgx-h100:{}", p.gpus / 8), {{"pipe", p.pp}, {"data", data}, {"tensor", 2}});
+  return {fmt::format("DeepSeek-V3 671B on {} H100 (TP 2 + SP, PP {} with first / last stage {} / {} layers, "
+                      "EP 64 over DP {} x TP 2, MTP), bf16", p.gpus, p.pp, p.first, p.last, data),
+          "NVIDIA dgxc-benchmarking v25.05.05, deepseek_v3/pretraining/README.md", p.seconds,
+          ValidateModel(c, mesh), {}};
+}
+
+// A shown-not-enforced row with the breakdown of where its time goes and what the model lacks.
+ModelValidationRow UnenforcedRowOf(const ValidationCase& v, const char* missing) {
+  const ModelStepTimes t = PredictModelStep(v.model, v.options);
+  ModelValidationRow row;
+  row.name = v.name;
+  row.reference = v.reference;
+  row.source = v.source;
+  row.predicted = t.step_seconds;
+  row.note = BreakdownNote(t) + "; " + missing;
+  row.enforced = false;
+  return row;
+}
+
+void AddDeepSeekV3(std::vector<ModelValidationRow>* rows) {
+  for (const DeepSeekRun& p : kDeepSeekV3) rows->push_back(UnenforcedRowOf(DeepSeekV3Case(p), kDeepSeekMissing));
+}
+
+// Llama 3 405B (Dubey et al. 2024, "The Llama 3 Herd of Models", section 3.3: Table 4 and the pipeline
+// improvements): 8192 H100, TP 8, CP 1, PP 16, DP 64, seq 8192, 16M tokens per step (2048 sequences, 32 per data
+// rank, micro-batch 1), bf16, no activation recompute, an interleaved schedule whose first chunk holds only the
+// embedding and last chunk only the loss (126 layers + 2 over 16 stages x 8 chunks of one), asynchronous p2p.
+// The paper gives 430 TFLOPS per GPU, not the step: the measured step is this model's FLOPs (Megatron /
+// Korthikanti's count, attention over all keys) / (8192 x 430e12).
+ValidationCase Llama3Case() {
+  ModelConfig c = LlamaModel(16384, 126, 128, 8, 53248, 8192);
+  c.name = "llama3-405b";
+  c.vocab = 128256;
+  c.global_batch = 2048;
+  c.micro_batch = 1;
+  c.parallel = {.data_axes = {"data"}, .zero_stage = 1, .tensor_axes = {"tensor"}, .sequence_parallel = true,
+                .pipeline_axes = {"pipe"}, .schedule = PipelineSchedule::kInterleaved1F1B, .virtual_stages = 8,
+                .embedding_in_split = true, .loss_in_split = true};
+  ValidationCase v{"Llama 3 405B on 8192 H100 (TP 8 + SP, PP 16 x 8 virtual with the embedding and loss as layers, "
+                   "DP 64), bf16",
+                   "Llama 3 paper (Dubey et al. 2024), Table 4: 430 TFLOPS/GPU", 0,
+                   ValidateModel(c, MeshOn("dgx-h100:1024", {{"data", 64}, {"pipe", 16}, {"tensor", 8}})), {}};
+  v.reference = PredictModelStep(v.model).model_flops / (8192 * 430e12);
+  return v;
+}
+
+void AddLlama3(std::vector<ModelValidationRow>* rows) { rows->push_back(UnenforcedRowOf(Llama3Case(), kLlamaMissing)); }
+
+// The validation cases by family, for the mechanism ablation.
+std::vector<std::pair<std::string, std::vector<ValidationCase>>> CaseFamilies() {
+  std::vector<std::pair<std::string, std::vector<ValidationCase>>> families(5);
+  families[0].first = "Korthikanti A100 (8 rows)";
+  for (const KorthikantiRun& p : kKorthikanti)
+    for (bool selective : {false, true}) families[0].second.push_back(KorthikantiCase(p, selective));
+  families[1].first = "NeMo H100 bf16 (5 rows)";
+  families[2].first = "NeMo H100 fp8 (2 rows)";
+  for (const NvidiaRun& p : kNvidiaH100) families[p.dtype == DType::kBF16 ? 1 : 2].second.push_back(NvidiaCase(p));
+  families[3].first = "DeepSeek-V3 H100 (2 rows)";
+  for (const DeepSeekRun& p : kDeepSeekV3) families[3].second.push_back(DeepSeekV3Case(p));
+  families[4].first = "Llama 3 405B H100 (1 row)";
+  families[4].second.push_back(Llama3Case());
+  return families;
+}
+
 }  // namespace
+
+std::vector<LayerValidationRow> ComputeLayerValidationRows() {
+  struct Published {
+    const char* name;
+    Recompute recompute;
+    bool sequence_parallel;
+    double forward_ms, backward_ms;
+  };
+  // Korthikanti et al. 2022, Table 4: one layer of the 22B model (the Table 5 configuration: TP 8 on a DGX A100,
+  // micro-batch 4, seq 2048, fp16).
+  const Published published[] = {
+      {"no recompute", Recompute::kNone, false, 7.7, 11.9},
+      {"sequence parallel", Recompute::kNone, true, 7.2, 11.8},
+      {"full recompute", Recompute::kFull, false, 7.7, 19.5},
+      {"selective recompute", Recompute::kSelective, false, 7.7, 13.2},
+      {"selective recompute + sequence parallel", Recompute::kSelective, true, 7.2, 13.1},
+  };
+  std::vector<LayerValidationRow> rows;
+  for (const Published& p : published) {
+    ModelConfig c = GptModel(6144, 48, 64, 4 * 6144);
+    c.name = "22B";
+    c.dtype = DType::kF16;
+    c.dropout = true;
+    c.flash_attention = false;
+    c.global_batch = 4;
+    c.micro_batch = 4;
+    c.recompute = p.recompute;
+    c.parallel.tensor_axes = {"tensor"};
+    c.parallel.sequence_parallel = p.sequence_parallel;
+    const ModelLayerTimes t = PredictModelLayer(ValidateModel(c, MeshOn("dgx-a100:1", {{"tensor", 8}})));
+    rows.push_back({fmt::format("GPT 22B layer on 8 A100 (TP 8), {}", p.name), p.forward_ms * 1e-3,
+                    p.backward_ms * 1e-3, t.forward_seconds, t.backward_seconds});
+  }
+  return rows;
+}
+
+std::string FormatLayerValidationTable(const std::vector<LayerValidationRow>& rows) {
+  std::string out = "| layer | measured forward | predicted | gap | measured backward | predicted | gap | measured total | "
+                    "predicted | gap |\n|---|---|---|---|---|---|---|---|---|---|\n";
+  auto gap = [](double predicted, double reference) { return 100 * (predicted / reference - 1); };
+  for (const LayerValidationRow& r : rows) {
+    out += fmt::format("| {} | {:.1f} ms | {:.2f} ms | {:+.1f}% | {:.1f} ms | {:.2f} ms | {:+.1f}% | {:.1f} ms | {:.2f} ms | "
+                       "{:+.1f}% |\n",
+                       r.name, 1e3 * r.forward, 1e3 * r.predicted_forward, gap(r.predicted_forward, r.forward),
+                       1e3 * r.backward, 1e3 * r.predicted_backward, gap(r.predicted_backward, r.backward),
+                       1e3 * (r.forward + r.backward), 1e3 * (r.predicted_forward + r.predicted_backward),
+                       gap(r.predicted_forward + r.predicted_backward, r.forward + r.backward));
+  }
+  return out;
+}
+
+std::string OneDeviceLayerPredictions() {
+  // scripts/measure-sustained-compute.py's `layer`: h 4096, 32 heads, d_ff 4h, seq 2048, micro-batch 4, bf16,
+  // GeLU, LayerNorm, causal flash attention, no dropout, on one H100.
+  std::string out = "| stack | forward | backward | total | measured |\n|---|---|---|---|---|\n";
+  for (SoftwareStack stack : {SoftwareStack::kPytorchFsdp, SoftwareStack::kMegatron, SoftwareStack::kMaxText}) {
+    ModelConfig c = GptModel(4096, 1, 32, 4 * 4096);
+    c.name = "layer";
+    c.position = PositionEmbedding::kRope;
+    c.flash_attention = true;
+    c.global_batch = 4;
+    c.micro_batch = 4;
+    c.stack = stack;
+    const ModelLayerTimes t = PredictModelLayer(ValidateModel(c, MeshOn("gpu:1x1", {{"data", 1}})));
+    out += fmt::format("| {} | {:.2f} ms | {:.2f} ms | {:.2f} ms | not yet run |\n", StackName(stack),
+                       1e3 * t.forward_seconds, 1e3 * t.backward_seconds, 1e3 * t.total());
+  }
+  return out;
+}
+
+std::vector<CalibrationHoldoutRow> ComputeCalibrationHoldoutRows() {
+  std::vector<CalibrationHoldoutRow> rows;
+  std::vector<ValidationCase> korthikanti;
+  korthikanti.push_back(KorthikantiCase(kKorthikanti[0], /*selective=*/true));  // fitted on: 22B
+  korthikanti.push_back(KorthikantiCase(kKorthikanti[0], false));
+  for (size_t i = 1; i < std::size(kKorthikanti); ++i)
+    for (bool selective : {false, true}) korthikanti.push_back(KorthikantiCase(kKorthikanti[i], selective));
+  AddHoldout("Korthikanti et al. 2022 (A100, fp16)", korthikanti, &rows);
+  std::vector<ValidationCase> nvidia;
+  for (const NvidiaRun& p : kNvidiaH100) nvidia.push_back(NvidiaCase(p));  // fitted on: 128 GPUs, bf16
+  AddHoldout("NVIDIA NeMo GPT-3 175B (H100)", nvidia, &rows);
+  return rows;
+}
+
+std::string FormatCalibrationHoldoutTable(const std::vector<CalibrationHoldoutRow>& rows) {
+  std::string out = "| family | fitted on (compute_scale) | held-out row | measured | uncalibrated | gap | calibrated | "
+                    "gap |\n|---|---|---|---|---|---|---|---|\n";
+  for (const CalibrationHoldoutRow& r : rows) {
+    out += fmt::format("| {} | {} ({:.3f}) | {} | {:.4g} s | {:.4g} s | {:+.1f}% | {:.4g} s | {:+.1f}% |\n", r.family,
+                       r.fitted_on, r.compute_scale, r.name, r.reference, r.uncalibrated,
+                       100 * (r.uncalibrated / r.reference - 1), r.calibrated, 100 * (r.calibrated / r.reference - 1));
+  }
+  return out;
+}
+
+double MeanSignedGap(const std::vector<ModelValidationRow>& rows) {
+  double sum = 0;
+  for (const ModelValidationRow& r : rows) sum += r.gap();
+  return rows.empty() ? 0 : sum / static_cast<double>(rows.size());
+}
+
+double EnforcedMeanSignedGap(const std::vector<ModelValidationRow>& rows) {
+  std::vector<ModelValidationRow> enforced;
+  std::copy_if(rows.begin(), rows.end(), std::back_inserter(enforced),
+               [](const ModelValidationRow& r) { return r.enforced; });
+  return MeanSignedGap(enforced);
+}
+
+std::string ModelValidationSummary(const std::vector<ModelValidationRow>& rows) {
+  int within = 0, enforced = 0;
+  double abs_sum = 0;
+  const ModelValidationRow* worst = nullptr;
+  for (const ModelValidationRow& r : rows) {
+    within += std::fabs(r.gap()) <= kModelValidationTolerance;
+    enforced += r.enforced;
+    abs_sum += std::fabs(r.gap());
+    if (worst == nullptr || std::fabs(r.gap()) > std::fabs(worst->gap())) worst = &r;
+  }
+  return fmt::format("{} rows: {} within {:.0f}% ({} enforced), mean signed gap {:+.1f}% (enforced rows {:+.1f}%), "
+                     "mean |gap| {:.1f}%, worst {:+.1f}% ({})",
+                     rows.size(), within, 100 * kModelValidationTolerance, enforced, 100 * MeanSignedGap(rows),
+                     100 * EnforcedMeanSignedGap(rows),
+                     100 * abs_sum / static_cast<double>(std::max<size_t>(rows.size(), 1)),
+                     worst != nullptr ? 100 * worst->gap() : 0.0, worst != nullptr ? worst->name : "");
+}
 
 std::string FormatModelValidationTable(const std::vector<ModelValidationRow>& rows) {
   std::string out = "| row | measured | predicted | gap | enforced (tolerance) | source | note |\n"
@@ -127,10 +435,47 @@ std::string FormatModelValidationTable(const std::vector<ModelValidationRow>& ro
   return out;
 }
 
+std::string MechanismAblationTable() {
+  struct Setting {
+    const char* name;
+    void (*apply)(ModelStepOptions*);
+  };
+  const Setting settings[] = {
+      {"every mechanism on (the prediction)", [](ModelStepOptions*) {}},
+      {"burst clock (no sustained clock, no slowest-device pace)",
+       [](ModelStepOptions* o) { o->clock = ClockRegime::kBurst; }},
+      {"no slowest-device pace", [](ModelStepOptions* o) { o->mechanisms.slowest_device = false; }},
+      {"no wave effect (communication takes no SMs)", [](ModelStepOptions* o) { o->comm_slowdown = 0; }},
+      {"no host launch wait", [](ModelStepOptions* o) { o->mechanisms.host_launch = false; }},
+      {"no fp8 casts", [](ModelStepOptions* o) { o->mechanisms.fp8_casts = false; }},
+  };
+  const auto families = CaseFamilies();
+  std::string out = "| setting |";
+  for (const auto& [name, cases] : families) out += " " + name + " |";
+  out += "\n|---|";
+  for (size_t i = 0; i < families.size(); ++i) out += "---|";
+  out += "\n";
+  for (const Setting& setting : settings) {
+    out += fmt::format("| {} |", setting.name);
+    for (const auto& [name, cases] : families) {
+      double sum = 0;
+      for (ValidationCase v : cases) {
+        setting.apply(&v.options);
+        sum += PredictModelStep(v.model, v.options).step_seconds / v.reference - 1;
+      }
+      out += fmt::format(" {:+.1f}% |", 100 * sum / static_cast<double>(cases.size()));
+    }
+    out += "\n";
+  }
+  return out;
+}
+
 std::vector<ModelValidationRow> ComputeModelValidationRows() {
   std::vector<ModelValidationRow> rows;
   AddKorthikanti(&rows);
   AddNvidiaH100(&rows);
+  AddDeepSeekV3(&rows);
+  AddLlama3(&rows);
   return rows;
 }
 

@@ -4,8 +4,10 @@
 // recompute, precision) on the topology preset and predicts one step with PredictModelStep, with the presets'
 // documented figures only (no per-row factor).
 //
-// Tolerance: the issue's target is 10% per row; rows are enforced at kModelValidationTolerance (20%) until the
-// model meets 10% (docs/model-validation.md says where the remaining gap is believed to come from).
+// Targets: every enforced row within kModelValidationTolerance (10%) of its measurement, and the mean signed gap
+// within kModelValidationMeanGap (5%: no systematic optimism). A row the model does not meet honestly is shown,
+// not enforced, with the missing mechanism in its note; the mean is held over the enforced rows and reported over
+// all rows too (docs/model-validation.md says which target the whole table misses and why).
 // Thread safety: free functions; safe to call concurrently.
 #ifndef SPMDSIM_MODEL_VALIDATION_H_
 #define SPMDSIM_MODEL_VALIDATION_H_
@@ -16,8 +18,8 @@
 
 namespace spmdsim {
 
-inline constexpr double kModelValidationTolerance = 0.20;
-inline constexpr double kModelValidationTarget = 0.10;
+inline constexpr double kModelValidationTolerance = 0.10;
+inline constexpr double kModelValidationMeanGap = 0.05;
 
 struct ModelValidationRow {
   std::string name;        // the model, machine and configuration
@@ -31,10 +33,50 @@ struct ModelValidationRow {
   bool within() const { return std::fabs(gap()) <= tolerance; }
 };
 
+// Korthikanti et al. 2022, Table 4: one layer of the 22B model, forward and backward, measured against
+// PredictModelLayer (model/step.h), for the five recompute / sequence-parallel settings of the paper.
+struct LayerValidationRow {
+  std::string name;
+  double forward = 0, backward = 0;                      // measured seconds
+  double predicted_forward = 0, predicted_backward = 0;  // predicted seconds
+};
+std::vector<LayerValidationRow> ComputeLayerValidationRows();
+// A Markdown table: layer | forward measured, predicted, gap | backward ... | total ...
+std::string FormatLayerValidationTable(const std::vector<LayerValidationRow>& rows);
+
+// Calibration measured honestly (model/calibration.h): within a family of published runs, a profile fitted on
+// one row (its compute_scale) predicts the others, which it was not fitted on. Families: Korthikanti et al.
+// Table 5 (fitted on the 22B SP + selective recompute row) and NVIDIA's GPT-3 175B (fitted on 128 GPUs, bf16).
+struct CalibrationHoldoutRow {
+  std::string family, fitted_on, name;
+  double reference = 0;     // measured seconds
+  double uncalibrated = 0;  // predicted from documented figures
+  double calibrated = 0;    // predicted with the profile fitted on `fitted_on`
+  double compute_scale = 1;
+};
+std::vector<CalibrationHoldoutRow> ComputeCalibrationHoldoutRows();
+std::string FormatCalibrationHoldoutTable(const std::vector<CalibrationHoldoutRow>& rows);
+
+// The one-device layer that scripts/measure-sustained-compute.py times (h 4096, 32 heads, seq 2048, micro-batch
+// 4, bf16, on one H100), predicted per stack: a Markdown table whose `measured` column awaits the script's run.
+std::string OneDeviceLayerPredictions();
+
+// What each pricing mechanism contributes: per family of rows (Korthikanti A100, NeMo H100 bf16 and fp8,
+// DeepSeek-V3, Llama 3), the mean signed gap with every mechanism on, then with each turned off in turn (the
+// sustained clock, the slowest device's pace, the wave effect, the host launch wait, the fp8 casts). A Markdown
+// table, one row per setting, one column per family.
+std::string MechanismAblationTable();
+
 // Every row (each a whole simulated step; well under a second in all).
 std::vector<ModelValidationRow> ComputeModelValidationRows();
 // A Markdown table: row | measured | predicted | gap | enforced (tolerance) | source | note.
 std::string FormatModelValidationTable(const std::vector<ModelValidationRow>& rows);
+// The mean of the rows' signed gaps (predicted / measured - 1): over every row, or over the enforced ones.
+double MeanSignedGap(const std::vector<ModelValidationRow>& rows);
+double EnforcedMeanSignedGap(const std::vector<ModelValidationRow>& rows);
+// "N rows: M within 10% (K enforced), mean signed gap -x.x% (enforced rows -w.w%), mean |gap| y.y%, worst -z.z%
+// (row)".
+std::string ModelValidationSummary(const std::vector<ModelValidationRow>& rows);
 
 }  // namespace spmdsim
 

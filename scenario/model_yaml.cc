@@ -18,12 +18,17 @@ void EmitParallel(YAML::Emitter& out, const ModelParallelism& p) {
   out << YAML::Key << "parallel" << YAML::Value << YAML::BeginMap;
   EmitAxes(out, "data_axes", p.data_axes);
   out << YAML::Key << "zero_stage" << YAML::Value << p.zero_stage;
+  if (!p.zero_axes.empty()) EmitAxes(out, "zero_axes", p.zero_axes);
   EmitAxes(out, "tensor_axes", p.tensor_axes);
   out << YAML::Key << "sequence_parallel" << YAML::Value << p.sequence_parallel;
   EmitAxes(out, "context_axes", p.context_axes);
   EmitAxes(out, "pipeline_axes", p.pipeline_axes);
   out << YAML::Key << "schedule" << YAML::Value << std::string(PipelineScheduleName(p.schedule));
   out << YAML::Key << "virtual_stages" << YAML::Value << p.virtual_stages;
+  if (p.first_stage_layers >= 0) out << YAML::Key << "first_stage_layers" << YAML::Value << p.first_stage_layers;
+  if (p.last_stage_layers >= 0) out << YAML::Key << "last_stage_layers" << YAML::Value << p.last_stage_layers;
+  if (p.embedding_in_split) out << YAML::Key << "account_for_embedding" << YAML::Value << true;
+  if (p.loss_in_split) out << YAML::Key << "account_for_loss" << YAML::Value << true;
   EmitAxes(out, "expert_axes", p.expert_axes);
   out << YAML::EndMap;
 }
@@ -53,11 +58,32 @@ void EmitModel(YAML::Emitter& out, const ModelConfig& c) {
     out << YAML::Key << "capacity_factor" << YAML::Value << c.moe.capacity_factor;
     if (c.moe.d_ff > 0) out << YAML::Key << "d_ff" << YAML::Value << c.moe.d_ff;
     out << YAML::Key << "every" << YAML::Value << c.moe.every;
+    if (c.moe.first_dense > 0) out << YAML::Key << "first_dense" << YAML::Value << c.moe.first_dense;
+    if (c.moe.shared_d_ff > 0) out << YAML::Key << "shared_d_ff" << YAML::Value << c.moe.shared_d_ff;
+    if (c.moe.shared_expert_overlap) out << YAML::Key << "shared_expert_overlap" << YAML::Value << true;
     out << YAML::Key << "router" << YAML::Value << std::string(MoeRouterName(c.moe.router));
     out << YAML::EndMap;
   }
+  if (c.is_mla()) {
+    const MlaConfig& a = c.mla;
+    out << YAML::Key << "mla" << YAML::Value << YAML::BeginMap;
+    for (auto [key, value] : {std::pair<const char*, int64_t>{"q_lora_rank", a.q_lora_rank},
+                              {"kv_lora_rank", a.kv_lora_rank}, {"qk_head_dim", a.qk_head_dim},
+                              {"qk_rope_head_dim", a.qk_rope_head_dim}, {"v_head_dim", a.v_head_dim}})
+      out << YAML::Key << key << YAML::Value << value;
+    out << YAML::Key << "recompute_up_proj" << YAML::Value << a.recompute_up_proj;
+    out << YAML::EndMap;
+  }
+  if (c.attention_window.window > 0) {
+    out << YAML::Key << "attention_window" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "window" << YAML::Value << c.attention_window.window;
+    out << YAML::Key << "global_every" << YAML::Value << c.attention_window.global_every;
+    out << YAML::EndMap;
+  }
+  if (c.mtp_layers > 0) out << YAML::Key << "mtp_layers" << YAML::Value << c.mtp_layers;
   EmitParallel(out, c.parallel);
   out << YAML::Key << "recompute" << YAML::Value << std::string(RecomputeName(c.recompute));
+  if (c.stack != SoftwareStack::kAuto) out << YAML::Key << "stack" << YAML::Value << std::string(StackName(c.stack));
   out << YAML::EndMap;
 }
 

@@ -227,7 +227,27 @@ std::string ModelStepReport(const ModelStepTimes& t) {
       kinds += fmt::format("{}{} {} ({} exposed)", kinds.empty() ? "" : ", ", kind, FormatSeconds(seconds),
                            FormatSeconds(t.exposed_by_kind.at(kind)));
   out += fmt::format("compute by phase: {}\ncommunication by kind: {}\n", phases, kinds.empty() ? "none" : kinds);
+  // With uneven stages (or a head, MTP modules) the stages differ: the busiest shows where the time goes.
+  const ModelStageTimes* busiest = nullptr;
+  for (const ModelStageTimes& s : t.stages)
+    if (busiest == nullptr ||
+        s.compute_seconds + s.exposed_comm_seconds > busiest->compute_seconds + busiest->exposed_comm_seconds)
+      busiest = &s;
+  if (busiest != nullptr && t.stages.size() > 1) {
+    out += fmt::format("busiest pipeline stage {}: compute {}, exposed communication {}, pipeline wait {}\n",
+                       busiest->stage, FormatSeconds(busiest->compute_seconds),
+                       FormatSeconds(busiest->exposed_comm_seconds), FormatSeconds(busiest->bubble_seconds));
+  }
   return out;
+}
+
+nlohmann::json StagesJson(const ModelStepTimes& t) {
+  nlohmann::json stages = nlohmann::json::array();
+  for (const ModelStageTimes& s : t.stages)
+    stages.push_back({{"stage", s.stage}, {"end_seconds", s.end}, {"compute_seconds", s.compute_seconds},
+                      {"exposed_comm_seconds", s.exposed_comm_seconds}, {"bubble_seconds", s.bubble_seconds},
+                      {"exposed_by_kind", s.exposed_by_kind}});
+  return stages;
 }
 
 nlohmann::json ModelStepJson(const ModelStepTimes& t) {
@@ -237,7 +257,7 @@ nlohmann::json ModelStepJson(const ModelStepTimes& t) {
           {"tokens_per_second", t.tokens_per_second}, {"mfu", t.mfu}, {"comm_slowdown", t.comm_slowdown},
           {"compute_by_phase", t.compute_by_phase}, {"comm_by_kind", t.comm_by_kind},
           {"exposed_by_kind", t.exposed_by_kind}, {"simulated_devices", t.simulated_devices},
-          {"timeline_ops", t.timeline_ops}};
+          {"timeline_ops", t.timeline_ops}, {"stages", StagesJson(t)}};
 }
 
 nlohmann::json ModelJson(const ModelAccounting& a) {
@@ -252,10 +272,11 @@ nlohmann::json ModelJson(const ModelAccounting& a) {
   }
   return {{"analytic", true},
           {"degrees", {{"data", d.data}, {"tensor", d.tensor}, {"context", d.context}, {"pipeline", d.pipeline},
-                       {"expert", d.expert}, {"micro_batches", d.micro_batches}}},
+                       {"expert", d.expert}, {"expert_tensor", d.expert_tensor}, {"expert_data", d.expert_data},
+                       {"micro_batches", d.micro_batches}}},
           {"params", {{"total", a.params.total}, {"active", a.params.active}, {"embedding", a.params.embedding},
                       {"output", a.params.output}, {"per_dense_layer", a.params.per_dense_layer},
-                      {"per_moe_layer", a.params.per_moe_layer}}},
+                      {"per_moe_layer", a.params.per_moe_layer}, {"mtp", a.params.mtp}}},
           {"flops", {{"forward", a.flops.forward}, {"backward", a.flops.backward}, {"recompute", a.flops.recompute},
                      {"model", a.flops.model}, {"hardware", a.flops.hardware}}},
           {"tokens_per_step", a.tokens_per_step},

@@ -61,6 +61,7 @@ WorkloadContext ScenarioWorkloadContext(const Scenario& scenario, const Scenario
   ctx.abstract = options.abstract;
   ctx.cost.roofline = scenario.topology.efficiency;
   for (const auto& [id, factor] : scenario.topology.stragglers) ctx.cost.speed_factors[id] = factor;
+  if (scenario.topology.calibration) ctx.cost.model_calibration = scenario.topology.calibration->figures;
   ctx.record_trace = options.record_trace;
   ctx.keep_arrays = options.keep_arrays;
   return ctx;

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "cost/roofline.h"
+#include "model/calibration.h"
 #include "mesh/mesh.h"
 #include "mesh/topology.h"
 #include "ops/random.h"
@@ -57,6 +58,9 @@ struct ScenarioTopology {
   std::shared_ptr<const Topology> topology;
   RooflineOptions efficiency;                      // compute / memory efficiency factors, default 1
   std::vector<std::pair<int, double>> stragglers;  // (device id, speed factor), factor in (0, 1]
+  // `calibration: FILE`: a profile of `spmdsim calibrate` (scenario/calibration_file.h), fitted on this
+  // topology's device kind and every model workload's stack; none: the documented figures.
+  std::optional<CalibrationProfile> calibration;
 };
 
 // How the mesh was built, for reports.

@@ -74,6 +74,9 @@ struct CostOptions {
   CollectiveOptions collectives;
   // Stragglers: device id -> speed factor (> 0; 0.5 = half speed). Devices not listed run at 1.
   std::map<int, double> speed_factors;
+  // The model workload's predicted step: a calibration profile's figures (model/step.h StepCalibration;
+  // default: none, the documented figures).
+  StepCalibration model_calibration;
 };
 
 struct WorkloadContext {

@@ -1,7 +1,9 @@
 // Internal: the node-taking parsers of a scenario file, one unit per section: topology_yaml.cc (`topology:`,
 // `mesh:`), rules_yaml.cc (`rules:` and PartitionSpec values), arrays_yaml.cc (`arrays:`), workloads_yaml.cc
-// (`workloads:` onto the engines' Config structs, workloads/workloads.h), hlo_yaml.cc (`kind: hlo`). scenario/scenario.cc reads the file's
-// top level with them. Users call LoadScenario / ParseScenario (scenario/scenario.h).
+// (`workloads:` onto the engines' Config structs, workloads/workloads.h), hlo_yaml.cc (`kind: hlo`),
+// calibration_yaml.cc (`topology.calibration` and the files of `spmdsim calibrate`). scenario/scenario.cc reads
+// the file's top level with them. Users call LoadScenario / ParseScenario (scenario/scenario.h),
+// LoadCalibrationRuns / LoadCalibrationProfile (scenario/calibration_file.h).
 #ifndef SPMDSIM_SCENARIO_INTERNAL_SCENARIO_PARSERS_H_
 #define SPMDSIM_SCENARIO_INTERNAL_SCENARIO_PARSERS_H_
 
@@ -13,6 +15,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "partition/partition_spec.h"
+#include "scenario/calibration_file.h"
 #include "scenario/internal/scenario_yaml.h"
 #include "scenario/scenario.h"
 
@@ -45,6 +48,15 @@ ScenarioWorkload ParseWorkload(const YamlContext& ctx, const YAML::Node& node, c
 
 // `kind: hlo` (hlo_yaml.cc): reads and verifies the module file (relative paths: the scenario's folder).
 HloConfig ParseHloWorkload(const YamlContext& ctx, const YamlMap& m, const Scenario& s);
+
+// `topology.calibration: FILE` of the topology map `m` (the file relative to the scenario's): the profile, which
+// must have been fitted on `topology`'s device kind.
+CalibrationProfile ParseCalibrationKey(const YamlContext& ctx, const YamlMap& m, const Topology& topology);
+// A calibration runs file's root; each run's scenario is read (relative paths against `base_dir`).
+CalibrationRunsFile ParseCalibrationRunsNode(const YamlContext& ctx, const YAML::Node& root,
+                                             const std::string& base_dir);
+// A calibration profile file's root.
+CalibrationProfile ParseCalibrationProfileNode(const YamlContext& ctx, const YAML::Node& root);
 
 }  // namespace spmdsim
 

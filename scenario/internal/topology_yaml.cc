@@ -301,7 +301,7 @@ MeshOptions ParseMeshOptions(const YamlContext& ctx, const YamlMap& m, const Top
 ScenarioTopology ParseTopology(const YamlContext& ctx, const YAML::Node& node) {
   YamlMap m(ctx, node, "topology",
             {"preset", "slices", "links", "network", "nvlink_sharp", "wraparound", "hbm_GiB", "peak_TFLOPs",
-             "efficiency", "stragglers"});
+             "efficiency", "stragglers", "calibration"});
   const std::string preset = ctx.String(m.Need("preset"), "topology.preset");
   std::shared_ptr<Topology> topology = ParsePreset(ctx, m, preset);
   if (m.Has("network")) ParseNetwork(ctx, m.Get("network"), preset, topology.get());
@@ -316,6 +316,7 @@ ScenarioTopology ParseTopology(const YamlContext& ctx, const YAML::Node& node) {
     if (em.Has("memory")) out.efficiency.memory_efficiency = ctx.NumberIn(em.Get("memory"), em.Key("memory"), 0, 1);
   }
   if (m.Has("stragglers")) out.stragglers = ParseStragglers(ctx, m.Get("stragglers"), *topology);
+  if (m.Has("calibration")) out.calibration = ParseCalibrationKey(ctx, m, *topology);
   out.topology = std::move(topology);
   return out;
 }

@@ -9,6 +9,8 @@
 
 #include "common/strings.h"
 #include "common/user_text.h"
+#include "model/calibration.h"
+#include "model/stack.h"
 #include "partition/named_sharding.h"
 #include "scenario/scenario.h"
 
@@ -429,7 +431,9 @@ Enum ParseEnum(const YamlContext& ctx, const YamlMap& m, std::string_view k, Enu
 MoeConfig ParseMoe(const YamlContext& ctx, const YamlMap& parent) {
   MoeConfig moe;
   if (!parent.Has("moe")) return moe;
-  YamlMap m(ctx, parent.Get("moe"), parent.Key("moe"), {"experts", "top_k", "capacity_factor", "d_ff", "every", "router"});
+  YamlMap m(ctx, parent.Get("moe"), parent.Key("moe"),
+            {"experts", "top_k", "capacity_factor", "d_ff", "every", "first_dense", "shared_d_ff",
+             "shared_expert_overlap", "router"});
   moe.experts = Positive(ctx, m, "experts", 0, 1 << 20);
   if (moe.experts == 0) ctx.Fail(m.node(), m.Key("experts"), "missing required key (the number of experts)");
   moe.top_k = Positive(ctx, m, "top_k", moe.top_k, moe.experts);
@@ -437,9 +441,37 @@ MoeConfig ParseMoe(const YamlContext& ctx, const YamlMap& parent) {
     moe.capacity_factor = ctx.NumberIn(m.Get("capacity_factor"), m.Key("capacity_factor"), 0, 1e6);
   moe.d_ff = Positive(ctx, m, "d_ff", 0);
   moe.every = Positive(ctx, m, "every", moe.every, 1 << 20);
+  moe.first_dense = NonNegative(ctx, m, "first_dense", 0, 1 << 20);
+  moe.shared_d_ff = NonNegative(ctx, m, "shared_d_ff", 0);
+  moe.shared_expert_overlap = m.Bool("shared_expert_overlap", moe.shared_expert_overlap);
   moe.router = ParseEnum(ctx, m, "router", moe.router,
                          {{"aux_loss", MoeRouter::kAuxLoss}, {"sinkhorn", MoeRouter::kSinkhorn}, {"none", MoeRouter::kNone}});
   return moe;
+}
+
+MlaConfig ParseMla(const YamlContext& ctx, const YamlMap& parent) {
+  MlaConfig a;
+  if (!parent.Has("mla")) return a;
+  YamlMap m(ctx, parent.Get("mla"), parent.Key("mla"),
+            {"q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_rope_head_dim", "v_head_dim", "recompute_up_proj"});
+  if (!m.Has("kv_lora_rank")) ctx.Fail(m.node(), m.Key("kv_lora_rank"), "missing required key (the compressed K/V width)");
+  a.kv_lora_rank = Positive(ctx, m, "kv_lora_rank", 0, 1 << 20);
+  a.q_lora_rank = NonNegative(ctx, m, "q_lora_rank", 0, 1 << 20);
+  a.qk_head_dim = Positive(ctx, m, "qk_head_dim", a.qk_head_dim, 1 << 20);
+  a.qk_rope_head_dim = Positive(ctx, m, "qk_rope_head_dim", a.qk_rope_head_dim, 1 << 20);
+  a.v_head_dim = Positive(ctx, m, "v_head_dim", a.v_head_dim, 1 << 20);
+  a.recompute_up_proj = m.Bool("recompute_up_proj", a.recompute_up_proj);
+  return a;
+}
+
+AttentionWindow ParseAttentionWindow(const YamlContext& ctx, const YamlMap& parent) {
+  AttentionWindow w;
+  if (!parent.Has("attention_window")) return w;
+  YamlMap m(ctx, parent.Get("attention_window"), parent.Key("attention_window"), {"window", "global_every"});
+  if (!m.Has("window")) ctx.Fail(m.node(), m.Key("window"), "missing required key (the keys each query sees)");
+  w.window = Positive(ctx, m, "window", 0, int64_t{1} << 40);
+  w.global_every = NonNegative(ctx, m, "global_every", 0, 1 << 20);
+  return w;
 }
 
 ModelParallelism ParseModelParallelism(const YamlContext& ctx, const YamlMap& parent, const Scenario& s) {
@@ -447,11 +479,12 @@ ModelParallelism ParseModelParallelism(const YamlContext& ctx, const YamlMap& pa
   if (!parent.Has("parallel")) return p;
   YamlMap m(ctx, parent.Get("parallel"), parent.Key("parallel"),
             {"data_axes", "zero_stage", "fsdp", "tensor_axes", "sequence_parallel", "context_axes", "pipeline_axes",
-             "schedule", "virtual_stages", "expert_axes"});
+             "schedule", "virtual_stages", "first_stage_layers", "last_stage_layers", "account_for_embedding",
+             "account_for_loss", "expert_axes", "zero_axes"});
   const Mesh& mesh = s.mesh.mesh;
   for (auto [key, axes] : {std::pair{"data_axes", &p.data_axes}, {"tensor_axes", &p.tensor_axes},
                            {"context_axes", &p.context_axes}, {"pipeline_axes", &p.pipeline_axes},
-                           {"expert_axes", &p.expert_axes}}) {
+                           {"expert_axes", &p.expert_axes}, {"zero_axes", &p.zero_axes}}) {
     if (m.Has(key)) *axes = MeshAxes(ctx, m.Get(key), m.Key(key), mesh);
   }
   p.zero_stage = static_cast<int>(NonNegative(ctx, m, "zero_stage", 0, 3));
@@ -465,6 +498,10 @@ ModelParallelism ParseModelParallelism(const YamlContext& ctx, const YamlMap& pa
                          {{"gpipe", PipelineSchedule::kGpipe}, {"1f1b", PipelineSchedule::k1F1B},
                           {"interleaved", PipelineSchedule::kInterleaved1F1B}});
   p.virtual_stages = Positive(ctx, m, "virtual_stages", 1, 1 << 20);
+  p.first_stage_layers = NonNegative(ctx, m, "first_stage_layers", -1, 1 << 20);
+  p.last_stage_layers = NonNegative(ctx, m, "last_stage_layers", -1, 1 << 20);
+  p.embedding_in_split = m.Bool("account_for_embedding", false);
+  p.loss_in_split = m.Bool("account_for_loss", false);
   return p;
 }
 
@@ -501,9 +538,17 @@ ModelConfig ParseModel(const YamlContext& ctx, const YamlMap& m, const Scenario&
                "the compute dtype must be bfloat16, float16, float8_e4m3fn or float8_e5m2 (master weights are fp32)");
   }
   c.moe = ParseMoe(ctx, m);
+  c.mla = ParseMla(ctx, m);
+  c.attention_window = ParseAttentionWindow(ctx, m);
+  c.mtp_layers = NonNegative(ctx, m, "mtp_layers", 0, 1 << 10);
   c.parallel = ParseModelParallelism(ctx, m, s);
   c.recompute = ParseEnum(ctx, m, "recompute", c.recompute,
                           {{"none", Recompute::kNone}, {"selective", Recompute::kSelective}, {"full", Recompute::kFull}});
+  c.stack = ParseEnum(ctx, m, "stack", c.stack,
+                      {{"auto", SoftwareStack::kAuto},
+                       {"megatron", SoftwareStack::kMegatron},
+                       {"pytorch-fsdp", SoftwareStack::kPytorchFsdp},
+                       {"maxtext", SoftwareStack::kMaxText}});
   c.seed = static_cast<uint64_t>(NonNegative(ctx, m, "seed", 0, int64_t{1} << 62));
   c.rtol = Tolerance(ctx, m, "rtol", c.rtol);
   c.atol = Tolerance(ctx, m, "atol", c.atol);
@@ -580,7 +625,8 @@ ScenarioWorkload ParseWorkload(const YamlContext& ctx, const YAML::Node& node, c
     YamlMap m(ctx, node, key,
               WithCommon({"vocab", "d_model", "layers", "heads", "kv_heads", "head_dim", "d_ff", "activation", "norm",
                           "position", "tied_embeddings", "dropout", "flash_attention", "seq", "global_batch",
-                          "micro_batch", "dtype", "moe", "parallel", "recompute", "seed", "rtol", "atol", "check"}));
+                          "micro_batch", "dtype", "moe", "mla", "attention_window", "mtp_layers", "parallel",
+                          "recompute", "stack", "seed", "rtol", "atol", "check"}));
     w.name = m.String("name", default_name());
     ModelConfig c = ParseModel(ctx, m, s);
     c.name = w.name;
@@ -591,6 +637,12 @@ ScenarioWorkload ParseWorkload(const YamlContext& ctx, const YAML::Node& node, c
     } catch (const Error& e) {
       ctx.Rethrow(node, key, e);
     }
+    // A calibration profile prices one stack: a model on another would be priced with figures not fitted for it.
+    const ValidatedModel& model = std::get<ValidatedModel>(w.config);
+    if (s.topology.calibration && ModelStack(model) != s.topology.calibration->stack)
+      ctx.Fail(m.Has("stack") ? m.Get("stack") : node, m.Key("stack"),
+               fmt::format("runs on stack {}, but topology.calibration was fitted on stack {}",
+                           StackName(ModelStack(model)), StackName(s.topology.calibration->stack)));
   } else if (kind == "hlo") {
     YamlMap m(ctx, node, key, WithCommon({"file", "inputs", "device_assignment", "expected", "rtol", "atol",
                                                 "overlap_collectives", "narrow_types"}));

@@ -144,5 +144,41 @@ TEST(StepTimeline, ProgramsThatCannotFinishAreNamed) {
   EXPECT_THROW(t.AddGroup({2}), Error);
 }
 
+// An op with its own duration under communication (its waves on the SMs left) progresses at seconds / that
+// duration while a collective runs, at its p2p figure while only sends run, and at full speed otherwise.
+TEST(StepTimeline, OpsCarryTheirDurationsUnderCommunication) {
+  StepTimeline t(1, 0.0);
+  const int32_t g = t.AddGroup({0});
+  // 2 ms of compute that would take 4 ms beside a collective; a 1 ms collective starts with it.
+  t.SetProgram(0, {Op::Start(1, g, kMs, 0), Op::Compute(2 * kMs, 0, 4 * kMs, 3 * kMs, 0), Op::Wait(1, 0)});
+  std::vector<DeviceTimes> d = t.Run();
+  // The first ms at half speed (0.5 ms of work), the remaining 1.5 ms alone: 2.5 ms.
+  EXPECT_NEAR(d[0].end, 2.5 * kMs, 1e-12);
+  StepTimeline sends(2, 0.0);
+  sends.SetProgram(0, {Op::Send(1, 7, 2 * kMs, 0), Op::Compute(2 * kMs, 0, 4 * kMs, 3 * kMs, 0)});
+  sends.SetProgram(1, {Op::Recv(0, 7, 0)});
+  d = sends.Run();
+  // Beside the 2 ms send at 2/3 speed (4/3 ms of work), then the remaining 2/3 ms alone.
+  EXPECT_NEAR(d[0].end, 8.0 / 3 * kMs, 1e-12);
+}
+
+// The host launches each op in order and runs ahead; a device op starts no earlier than its launch.
+TEST(StepTimeline, TheHostLaunchesOpsInOrder) {
+  StepTimeline t(1, 0.0);
+  // Ten 1 us kernels each launched in 10 us: the device waits for the host, 100 us in all.
+  std::vector<TimelineOp> ops;
+  for (int i = 0; i < 10; ++i) ops.push_back(Op::Compute(1e-6, 0, -1, -1, 10e-6));
+  t.SetProgram(0, ops);
+  std::vector<DeviceTimes> d = t.Run();
+  EXPECT_NEAR(d[0].end, 101e-6, 1e-12);
+  EXPECT_NEAR(d[0].host_wait, 91e-6, 1e-12);
+  // A long kernel lets the host run ahead: the next short ones are already launched.
+  StepTimeline ahead(1, 0.0);
+  ahead.SetProgram(0, {Op::Compute(1e-3, 0, -1, -1, 10e-6), Op::Compute(1e-6, 0, -1, -1, 10e-6),
+                       Op::Compute(1e-6, 0, -1, -1, 10e-6)});
+  d = ahead.Run();
+  EXPECT_NEAR(d[0].end, 10e-6 + 1e-3 + 2e-6, 1e-12);
+}
+
 }  // namespace
 }  // namespace spmdsim

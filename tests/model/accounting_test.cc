@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "mesh/mesh_utils.h"
 #include "mesh/topology.h"
+#include "tests/model/small_model.h"
 #include "workloads/workloads.h"
 
 namespace spmdsim {
@@ -292,6 +293,205 @@ TEST(ValidateModel, RejectsWhatDoesNotDivide) {
     EXPECT_EQ(e.code(), ErrorCode::kNotFound);
     EXPECT_THAT(e.message(), HasSubstr("data, pipe, tensor"));
   }
+}
+
+// --- models people train now: MLA, shared experts, dense first layers, MTP, sliding windows, uneven stages ---
+
+// DeepSeek-V3 technical report (section 2 and its abstract): 671B total parameters, 37B activated per token, and
+// the Hugging Face checkpoint's 685B = 671B + 14B of MTP module (which counts the shared embedding and head again).
+TEST(ModelAccounting, DeepSeekV3HasItsPublishedParameterCounts) {
+  ModelConfig c = DeepSeekV3Model();
+  c.parallel.data_axes = {"data"};
+  const ModelAccounting a = AccountModel(ValidateModel(c, MeshOn("dgx-h100:1", {{"data", 8}})));
+  // MLA per layer (DeepSeek-V2 section 2.1): W_DQ [h, 1536], W_UQ [1536, 128 x 192], W_DKV + W_KR [h, 512 + 64],
+  // W_UK + W_UV [512, 128 x 256], W_O [128 x 128, h], RMSNorm scales of 1536 and 512 and two of h.
+  const double h = 7168, V = 129280, expert = 3 * h * 2048;
+  const double mla = h * 1536 + 1536 * 128 * 192 + h * 576 + 512 * 128 * 256 + 128 * 128 * h + 1536 + 512;
+  const double dense = mla + 2 * h + 3 * h * 18432;
+  EXPECT_DOUBLE_EQ(a.params.per_dense_layer, dense);
+  // A MoE layer: 256 routed + 1 shared SwiGLU experts of 2048 and the router [h, 256]; 8 routed are active.
+  const double moe = mla + 2 * h + 257 * expert + h * 256, moe_active = mla + 2 * h + 9 * expert + h * 256;
+  EXPECT_DOUBLE_EQ(a.params.per_moe_layer, moe);
+  // The MTP module: enorm, hnorm, its final norm, eh_proj [2h, h] and a MoE layer.
+  EXPECT_DOUBLE_EQ(a.params.mtp, 3 * h + 2 * h * h + moe);
+  const double main = 2 * V * h + h + 3 * dense + 58 * moe, main_active = 2 * V * h + h + 3 * dense + 58 * moe_active;
+  EXPECT_DOUBLE_EQ(a.params.total, main + a.params.mtp);
+  EXPECT_DOUBLE_EQ(a.params.active, main_active + 3 * h + 2 * h * h + moe_active);
+  EXPECT_NEAR(main / 1e9, 671, 0.5);         // "671B total parameters"
+  EXPECT_NEAR(main_active / 1e9, 37, 0.6);   // "37B activated for each token"
+  EXPECT_NEAR((a.params.mtp + 2 * V * h) / 1e9, 14, 0.6);  // the checkpoint's "14B of MTP module weights"
+}
+
+// Llama 3 405B (the paper's Table 3: 126 layers, h 16384, d_ff 53248, 128 heads, 8 KV heads, vocab 128000 + 256).
+TEST(ModelAccounting, Llama3405bHasItsPublishedParameterCount) {
+  ModelConfig c = LlamaModel(16384, 126, 128, 8, 53248, 8192);
+  c.vocab = 128256;
+  c.parallel.data_axes = {"data"};
+  const ModelAccounting a = AccountModel(ValidateModel(c, MeshOn("dgx-h100:1", {{"data", 8}})));
+  EXPECT_NEAR(a.params.total / 1e9, 405.8, 0.1);
+}
+
+// Megatron-Core's num_floating_point_operations (megatron/training/training.py, its MLA branch): the projections
+// q_lora (h + heads (qk + rope)) + kv_lora (h + heads (qk + v)) + h rope + heads v h multiply-adds per token (its
+// "+ 1" per q / kv element is the norms, which this model prices as memory-bound ops and does not count), and the
+// core heads (qk + rope) + heads v per key. This model counts the core over every key, as Korthikanti et al. do
+// (Megatron halves it for the causal mask).
+TEST(ModelAccounting, MlaFlopsFollowMegatron) {
+  ModelConfig c = DeepSeekV3Model();
+  c.moe = {};
+  c.mtp_layers = 0;
+  c.layers = 1;
+  c.global_batch = 1;
+  const ModelAccounting a = AccountModel(ValidateModel(c, MeshOn("cpu:1", {{"data", 1}})));
+  const double h = 7168, s = 4096, heads = 128;
+  const double projections = 1536 * (h + heads * 192) + 512 * (h + heads * 256) + h * 64 + heads * 128 * h;
+  const double core = s * heads * (192 + 128);
+  const double mlp = 3 * h * 18432, logits = h * 129280;
+  EXPECT_NEAR(a.flops.forward / (2 * s * (projections + core + mlp + logits)), 1.0, 1e-12);
+  EXPECT_DOUBLE_EQ(AttentionCoreFlopsPerToken(c), 2 * core);
+}
+
+TEST(ModelAccounting, SlidingWindowLayersAttendToTheirWindow) {
+  ModelConfig c = testing_model::SmallModel();  // seq 2048, 16 heads of 128, 8 layers
+  c.attention_window = {.window = 512, .global_every = 2};
+  const double full = 4.0 * 2048 * 16 * 128, windowed = 4.0 * 512 * 16 * 128;
+  EXPECT_DOUBLE_EQ(AttentionCoreFlopsPerToken(c, 0), windowed);
+  EXPECT_DOUBLE_EQ(AttentionCoreFlopsPerToken(c, 1), full);  // every second layer global (Gemma 2)
+  c.parallel.data_axes = {"data"};
+  ModelConfig global = c;
+  global.attention_window = {};
+  const Mesh mesh = MeshOn("dgx-h100:1", {{"data", 8}});
+  const double tokens = 1.0 * c.global_batch * c.seq;
+  EXPECT_NEAR(AccountModel(ValidateModel(global, mesh)).flops.forward -
+                  AccountModel(ValidateModel(c, mesh)).flops.forward,
+              tokens * 4 * (full - windowed), 1);
+  // A window wider than the sequence changes nothing.
+  c.attention_window = {.window = 4096};
+  EXPECT_DOUBLE_EQ(AttentionCoreFlopsPerToken(c, 0), full);
+}
+
+// The layers of every virtual stage, as Megatron-Core builds them (get_num_layers_to_build,
+// get_transformer_layer_offset): the offsets below are those functions' values for the same arguments.
+TEST(PipelineLayout, FollowsMegatronCoreUnevenStages) {
+  ModelConfig c;
+  c.layers = 61;
+  c.parallel.first_stage_layers = 7;
+  c.parallel.last_stage_layers = 6;
+  std::vector<LayerRange> layout = PipelineLayerLayout(c, 8);  // NVIDIA's DeepSeek-V3 on 512 H100
+  ASSERT_EQ(layout.size(), 8u);
+  EXPECT_EQ(layout[0], (LayerRange{0, 7}));
+  EXPECT_EQ(layout[1], (LayerRange{7, 8}));
+  EXPECT_EQ(layout[6], (LayerRange{47, 8}));
+  EXPECT_EQ(layout[7], (LayerRange{55, 6}));
+  c.parallel.first_stage_layers = 3;
+  c.parallel.last_stage_layers = 2;
+  layout = PipelineLayerLayout(c, 16);  // on 1024 H100
+  EXPECT_EQ(layout[0], (LayerRange{0, 3}));
+  EXPECT_EQ(layout[14], (LayerRange{55, 4}));
+  EXPECT_EQ(layout[15], (LayerRange{59, 2}));
+  // Interleaved and uneven: 14 layers, p 3, v 2, first 4, last 2: chunks of 2, 4, 1 layers per virtual round
+  // (Megatron's offsets 0, 2, 6, 7, 9, 13).
+  c.layers = 14;
+  c.parallel.first_stage_layers = 4;
+  c.parallel.last_stage_layers = 2;
+  c.parallel.schedule = PipelineSchedule::kInterleaved1F1B;
+  c.parallel.virtual_stages = 2;
+  layout = PipelineLayerLayout(c, 3);
+  const std::vector<LayerRange> expected = {{0, 2}, {2, 4}, {6, 1}, {7, 2}, {9, 4}, {13, 1}};
+  EXPECT_EQ(layout, expected);
+  // Llama 3 405B: 126 layers with the embedding and the loss counted, 16 stages x 8 chunks of one layer: the
+  // first chunk holds only the embedding, the last only the loss.
+  c.layers = 126;
+  c.parallel.first_stage_layers = c.parallel.last_stage_layers = -1;
+  c.parallel.virtual_stages = 8;
+  c.parallel.embedding_in_split = c.parallel.loss_in_split = true;
+  layout = PipelineLayerLayout(c, 16);
+  ASSERT_EQ(layout.size(), 128u);
+  EXPECT_EQ(layout.front(), (LayerRange{0, 0}));
+  EXPECT_EQ(layout[1], (LayerRange{0, 1}));
+  EXPECT_EQ(layout[126], (LayerRange{125, 1}));
+  EXPECT_EQ(layout.back(), (LayerRange{126, 0}));
+}
+
+TEST(ModelAccounting, UnevenStagesHoldTheirOwnLayersAndTheMtpModule) {
+  ModelConfig c = DeepSeekV3Model();
+  c.global_batch = 4096;
+  c.mla.recompute_up_proj = true;
+  c.parallel = {.data_axes = {"data"}, .zero_stage = 1, .tensor_axes = {"tensor"}, .sequence_parallel = true,
+                .pipeline_axes = {"pipe"}, .first_stage_layers = 7, .last_stage_layers = 6,
+                .expert_axes = {"data", "tensor"}};
+  const ValidatedModel m = ValidateModel(c, MeshOn("dgx-h100:64", {{"pipe", 8}, {"data", 32}, {"tensor", 2}}));
+  EXPECT_EQ(m.degrees().expert, 64);
+  EXPECT_EQ(m.degrees().expert_tensor, 1);
+  EXPECT_EQ(m.degrees().expert_data, 1);  // every rank of a stage holds its own 4 experts
+  const ModelAccounting a = AccountModel(m);
+  ASSERT_EQ(a.stages.size(), 8u);
+  EXPECT_EQ(a.stages[0].layers, 7);
+  EXPECT_EQ(a.stages[3].layers, 8);
+  EXPECT_EQ(a.stages[7].layers, 6);
+  // A routed expert's weights on one device: 4 of the 256, whole (not split over the tensor ranks), with their
+  // fp32 master weights and moments unsharded (16 bytes each).
+  const ParallelDegrees& d = a.degrees;
+  EXPECT_DOUBLE_EQ(ExpertParamsPerDevice(c, d, true), 4 * 3.0 * 7168 * 2048);
+  // The last stage: 6 layers, the MTP module, the output layer and an embedding copy; more than a middle
+  // stage's 8 layers' parameters.
+  EXPECT_GT(a.stages[7].memory.parameters, a.stages[3].memory.parameters);
+  EXPECT_TRUE(a.fits()) << a.peak_bytes / 1e9;
+}
+
+TEST(ValidateModel, RejectsWhatTheNewLayersAndStagesCannotDo) {
+  Mesh mesh = MeshOn("dgx-h100:2", {{"data", 2}, {"pipe", 2}, {"tensor", 4}});
+  ModelConfig c;
+  c.heads = 16;
+  c.d_model = 1024;
+  c.layers = 6;
+  c.global_batch = 8;
+  c.parallel = {.data_axes = {"data"}, .tensor_axes = {"tensor"}, .pipeline_axes = {"pipe"}};
+  ModelConfig bad = c;
+  bad.layers = 7;
+  bad.parallel.first_stage_layers = 3;
+  EXPECT_NO_THROW(ValidateModel(bad, mesh));  // 3 + 4
+  bad.parallel.last_stage_layers = 3;
+  ExpectInvalid(bad, mesh, "layers = 7 minus first_stage_layers and last_stage_layers leaves 1 for the other 0 stages");
+  bad.parallel.embedding_in_split = true;
+  ExpectInvalid(bad, mesh, "not both");
+  bad = c;
+  bad.parallel.embedding_in_split = true;
+  ExpectInvalid(bad, mesh, "layers = 6 + 1 (embedding / loss counted as layers) = 7 is not divisible by");
+  bad.parallel.loss_in_split = true;
+  EXPECT_NO_THROW(ValidateModel(bad, mesh));  // 8 slots over 2 stages
+  bad = c;
+  bad.parallel.pipeline_axes = {};
+  bad.parallel.data_axes = {"data", "pipe"};
+  bad.parallel.first_stage_layers = 2;
+  ExpectInvalid(bad, mesh, "uneven pipeline stages need pipeline_axes of 2 stages or more");
+  bad = c;
+  bad.mla.kv_lora_rank = 64;
+  bad.kv_heads = 4;
+  ExpectInvalid(bad, mesh, "kv_heads and head_dim do not apply with mla");
+  bad.kv_heads = 0;
+  bad.mla.q_lora_rank = 6;
+  ExpectInvalid(bad, mesh, "mla.q_lora_rank = 6 is not divisible by the tensor-parallel degree 4");
+  bad.mla.q_lora_rank = 8;
+  bad.position = PositionEmbedding::kLearned;
+  ExpectInvalid(bad, mesh, "mla needs position: rope");
+  bad = c;
+  bad.attention_window = {.window = 0, .global_every = 2};
+  ExpectInvalid(bad, mesh, "attention_window.global_every needs a window > 0");
+  bad = c;
+  bad.moe = {.experts = 4, .first_dense = 7};
+  ExpectInvalid(bad, mesh, "moe.first_dense must be in [0, layers = 6], got 7");
+  bad = c;
+  bad.moe = {.experts = 8};
+  bad.parallel.expert_axes = {"data", "tensor"};
+  ExpectInvalid(bad, mesh, "experts over the tensor axes need sequence_parallel");
+  bad.parallel.expert_axes = {"pipe"};
+  ExpectInvalid(bad, mesh, "expert axis 'pipe' must be a data axis");
+  Mesh cp = MeshOn("dgx-h100:1", {{"context", 2}, {"tensor", 4}});
+  bad = c;
+  bad.parallel = {.tensor_axes = {"tensor"}, .context_axes = {"context"}};
+  bad.attention_window = {.window = 128};
+  ExpectInvalid(bad, cp, "attention_window with context_axes is not modelled");
 }
 
 }  // namespace

@@ -52,6 +52,37 @@ TEST(Plan, EveryProposalRunsAsAScenarioAndFits) {
   }
 }
 
+// Layers that do not divide the stages: Megatron-Core's uneven stages (the embedding and loss counted as layers,
+// or lighter first and last stages) are proposed, and experts are also spread over the tensor ranks; each such
+// proposal runs as a scenario with the predicted step.
+TEST(Plan, SearchesUnevenStagesAndExpertsOverTheTensorRanks) {
+  int accounted = 0, first_last = 0, folded = 0;
+  // 14 layers: 14 + 2 over 4, 8 or 16 stages; 11 layers: 6 / 5 over 2 stages, 3 / 3 x 3 / 2 over 4.
+  for (int64_t layers : {14, 11}) {
+    ModelConfig model = Small();
+    model.layers = layers;
+    model.moe = {.experts = 16, .top_k = 2, .every = 2};
+    PlanOptions options{.global_batch = 64, .top = 100000, .threads = 2, .micro_batches = {1},
+                        .virtual_stages = {2}, .recomputes = {Recompute::kNone}, .zero_stages = {1},
+                        .max_context = 1, .search_placement = false};
+    const PlanResult r = PlanModel(model, Topo("dgx-h100:2"), options);
+    for (const PlanEntry& e : r.best) {
+      const ModelParallelism& p = e.config.parallel;
+      accounted += p.embedding_in_split ? 1 : 0;
+      first_last += p.first_stage_layers >= 0 ? 1 : 0;
+      folded += e.config.experts_over_tensor() ? 1 : 0;
+      if (!p.embedding_in_split && p.first_stage_layers < 0 && !e.config.experts_over_tensor()) continue;
+      const std::string text = ModelScenarioYaml("p", e.Describe(), "dgx-h100:2", e.mesh_axes, e.config);
+      const std::vector<WorkloadResult> results = RunScenario(ParseScenario(text, "plan.yaml"), {.abstract = true});
+      ASSERT_TRUE(results[0].model_step.has_value()) << e.Describe();
+      EXPECT_DOUBLE_EQ(results[0].model_step->step_seconds, e.step.step_seconds) << e.Describe() << "\n" << text;
+    }
+  }
+  EXPECT_GT(accounted, 0);
+  EXPECT_GT(first_last, 0);
+  EXPECT_GT(folded, 0);
+}
+
 TEST(Plan, SaysWhyNothingFits) {
   ModelConfig big = Small();
   big.d_model = 16384;

@@ -1,3 +1,4 @@
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <set>
@@ -100,6 +101,19 @@ TEST(PipelineOrder, SchedulesHaveThePublishedBubble) {
 
 ModelConfig Small() { return testing_model::SmallModel(); }
 
+// DeepSeek-V3's layer kinds at a small size: MLA, the first layer dense, then 32 routed experts (top-4) and a
+// shared one overlapping the all_to_all, one MTP module, the up projections recomputed.
+ModelConfig SmallDeepSeek() {
+  ModelConfig c = LlamaModel(1024, 6, 16, 0, 2816, 2048);
+  c.name = "small-deepseek";
+  c.global_batch = 32;
+  c.mla = {.q_lora_rank = 256, .kv_lora_rank = 128, .qk_head_dim = 64, .qk_rope_head_dim = 32, .v_head_dim = 64,
+           .recompute_up_proj = true};
+  c.moe = {.experts = 32, .top_k = 4, .d_ff = 512, .first_dense = 1, .shared_d_ff = 512, .shared_expert_overlap = true};
+  c.mtp_layers = 1;
+  return c;
+}
+
 struct Layout {
   std::string name;
   std::vector<std::pair<std::string, int64_t>> axes;
@@ -139,6 +153,23 @@ std::vector<Layout> Layouts() {
     l.config.moe = {.experts = 8, .top_k = 2, .capacity_factor = 1.25, .every = 2};
     l.config.parallel = {.data_axes = {"data"}, .zero_stage = 1, .tensor_axes = {"tensor"}, .sequence_parallel = true,
                          .expert_axes = {"data"}};
+    out.push_back(l);
+  }
+  {
+    Layout l{"deepseek-like: pp 2 (2 / 4 layers) x dp 4 x tp 8 + sp, ep 32 over dp x tp, mla, shared expert, mtp",
+             {{"pipe", 2}, {"data", 4}, {"tensor", 8}}, SmallDeepSeek()};
+    l.config.parallel = {.data_axes = {"data"}, .zero_stage = 1, .tensor_axes = {"tensor"}, .sequence_parallel = true,
+                         .pipeline_axes = {"pipe"}, .first_stage_layers = 2, .last_stage_layers = 4,
+                         .expert_axes = {"data", "tensor"}};
+    out.push_back(l);
+  }
+  {
+    Layout l{"llama-3-like: pp 2 interleaved 5 with the embedding and loss as layers x dp 4 x tp 8, sliding window",
+             {{"data", 4}, {"pipe", 2}, {"tensor", 8}}, Small()};
+    l.config.attention_window = {.window = 512, .global_every = 2};
+    l.config.parallel = {.data_axes = {"data"}, .zero_stage = 1, .tensor_axes = {"tensor"}, .sequence_parallel = true,
+                         .pipeline_axes = {"pipe"}, .schedule = PipelineSchedule::kInterleaved1F1B,
+                         .virtual_stages = 5, .embedding_in_split = true, .loss_in_split = true};
     out.push_back(l);
   }
   return out;
@@ -227,7 +258,7 @@ TEST(ModelStep, OverlapLiesBetweenTheSerialSumAndTheMaximum) {
     const auto& k = t.comm_by_kind;
     const double busiest = std::max({t.compute_seconds, k.at("tensor") + k.at("expert"), k.at("data") + k.at("context")});
     EXPECT_GE(t.step_seconds, busiest - 1e-9) << l.name;
-    EXPECT_NEAR(t.step_seconds, t.compute_seconds + t.exposed_comm_seconds + t.bubble_seconds,
+    EXPECT_NEAR(t.step_seconds, t.compute_seconds + t.exposed_comm_seconds + t.bubble_seconds + t.host_wait_seconds,
                 1e-6 * t.step_seconds) << l.name;
   }
 }
@@ -235,6 +266,8 @@ TEST(ModelStep, OverlapLiesBetweenTheSerialSumAndTheMaximum) {
 TEST(ModelStep, RecomputeAndSlowdownCostTimeAndMoreMicroBatchesShrinkTheBubble) {
   const Mesh mesh = MeshOn("dgx-h100:4", {{"pipe", 4}, {"tensor", 8}});
   ModelConfig c = Small();
+  // A compiled stack: the small model's eager kernels would wait for the host, hiding the slowdown.
+  c.stack = SoftwareStack::kMaxText;
   c.parallel = {.tensor_axes = {"tensor"}, .sequence_parallel = true, .pipeline_axes = {"pipe"}};
   const ModelStepTimes none = PredictModelStep(ValidateModel(c, mesh));
   c.recompute = Recompute::kFull;
@@ -244,7 +277,9 @@ TEST(ModelStep, RecomputeAndSlowdownCostTimeAndMoreMicroBatchesShrinkTheBubble) 
   EXPECT_NEAR(full.mfu * full.step_seconds, none.mfu * none.step_seconds, 1e-9);  // same model FLOPs
   c.recompute = Recompute::kNone;
   const ModelStepTimes fast = PredictModelStep(ValidateModel(c, mesh), {.comm_slowdown = 0});
-  EXPECT_LT(fast.step_seconds, none.step_seconds);
+  const ModelStepTimes slowed = PredictModelStep(ValidateModel(c, mesh), {.comm_slowdown = 0.3});
+  EXPECT_LE(fast.step_seconds, none.step_seconds);  // the wave effect never speeds an op up
+  EXPECT_LT(fast.step_seconds, slowed.step_seconds);
   EXPECT_GT(none.comm_slowdown, 0);  // GPUs: NCCL's channels take SMs
   c.global_batch = 128;
   const ModelStepTimes more = PredictModelStep(ValidateModel(c, mesh));
@@ -264,9 +299,8 @@ TEST(ModelStep, BlockingPipelineTransfersCostTimeAndKeepTheSimulationExact) {
       const ModelStepTimes eager = PredictModelStep(ValidateModel(c, mesh));
       const ModelStepTimes blocking = PredictModelStep(ValidateModel(c, mesh), {.blocking_p2p = true});
       EXPECT_GE(blocking.step_seconds, eager.step_seconds - 1e-12) << what;
-      // The same work; no longer slowed by sends in flight under it.
-      EXPECT_LE(blocking.compute_seconds, eager.compute_seconds + 1e-12) << what;
-      EXPECT_GT(blocking.compute_seconds, 0.95 * eager.compute_seconds) << what;
+      // The same work, slowed only by what communication runs beside it (which blocking moves around).
+      EXPECT_NEAR(blocking.compute_seconds / eager.compute_seconds, 1, 0.02) << what;
       const ModelStepTimes full = PredictModelStep(ValidateModel(c, mesh), {.reduced = false, .blocking_p2p = true});
       EXPECT_NEAR(full.step_seconds, blocking.step_seconds, 1e-12 * full.step_seconds) << what;
       const ModelStepTimes whole = PredictModelStep(ValidateModel(c, mesh), {.extrapolate = false, .blocking_p2p = true});
@@ -332,7 +366,7 @@ TEST(ModelStep, NonFlashAttentionIsTwoMatmulsAndACausalSoftmax) {
   const ModelStepTimes flash = PredictModelStep(ValidateModel(c, mesh), options);
   c.flash_attention = false;
   const ModelStepTimes plain = PredictModelStep(ValidateModel(c, mesh), options);
-  const ComputeModel model(*mesh.topology());
+  const ComputeModel model(*mesh.topology(), {}, {.synchronous_devices = mesh.size()});
   const int64_t b = c.micro_batch * c.heads, s = c.seq, d = c.effective_head_dim();
   const double size = 2, bd = static_cast<double>(b), sd = static_cast<double>(s), dd = static_cast<double>(d);
   const double qk = model.Cost(2 * bd * sd * dd * sd, bd * (sd * dd + dd * sd + sd * sd) * size, {b, s, s, d},
@@ -348,19 +382,194 @@ TEST(ModelStep, NonFlashAttentionIsTwoMatmulsAndACausalSoftmax) {
               1e-9 * std::fabs(expected));
 }
 
-// docs/model-validation.md is the table this computes, and every enforced row is within its tolerance.
-TEST(ModelValidation, EveryEnforcedRowIsWithinItsToleranceAndDocumented) {
+// --- models people train now ---
+
+// A sliding-window layer's flash attention runs causal within its window: sum_i min(i, w) query-key pairs, priced
+// as a non-causal attention over that many keys per query; every second layer stays global (Gemma 2).
+TEST(ModelStep, SlidingWindowLayersAttendWithinTheirWindow) {
+  const Mesh mesh = MeshOn("dgx-h100:1", {{"data", 8}});
+  ModelConfig c = Small();  // 8 layers, 16 heads / 4 KV heads of 128, seq 2048
+  c.parallel = {.data_axes = {"data"}};
+  const ModelStepOptions options{.comm_slowdown = 0};
+  const ModelStepTimes global = PredictModelStep(ValidateModel(c, mesh), options);
+  c.attention_window = {.window = 512, .global_every = 2};
+  const ModelStepTimes windowed = PredictModelStep(ValidateModel(c, mesh), options);
+  const ComputeModel model(*mesh.topology(), {}, {.synchronous_devices = mesh.size()});  // the step's pace
+  const int64_t s = c.seq, w = 512, keys = (w * (w + 1) / 2 + (s - w) * w + s - 1) / s;
+  const double micro_batches = static_cast<double>(c.global_batch / (c.micro_batch * 8));
+  for (bool backward : {false, true}) {
+    const double full = model.FlashAttention(1, 16, 4, s, s, 128, true, backward, c.dtype).seconds;
+    const double window = model.FlashAttention(1, 16, 4, s, keys, 128, false, backward, c.dtype).seconds;
+    const std::string phase = backward ? "backward" : "forward";
+    const double expected = (full - window) * 4 * micro_batches;  // layers 0, 2, 4, 6
+    EXPECT_GT(expected, 0);
+    EXPECT_NEAR(global.compute_by_phase.at(phase) - windowed.compute_by_phase.at(phase), expected, 1e-9 * expected)
+        << phase;
+  }
+}
+
+// Megatron-Core's mla_up_proj recompute reruns, before each layer's attention backward, the q and kv norms, the
+// two up projections, the rotary embedding of the decoupled parts and the concatenations that make q and k
+// whole: nothing else.
+TEST(ModelStep, MlaUpProjectionRecomputeRerunsTheUpProjections) {
+  const Mesh mesh = MeshOn("dgx-h100:1", {{"data", 8}});
+  ModelConfig c = SmallDeepSeek();
+  c.moe = {};
+  c.mtp_layers = 0;
+  c.parallel = {.data_axes = {"data"}};
+  const ModelStepTimes t = PredictModelStep(ValidateModel(c, mesh), {.comm_slowdown = 0});
+  const ComputeModel model(*mesh.topology(), {}, {.synchronous_devices = mesh.size()});  // the step's pace
+  const double T = 2048, size = 2;
+  auto elementwise = [&](double e) { return model.Cost(e, e * size, ContractionDims{}, c.dtype).seconds; };
+  auto matmul = [&](int64_t m, int64_t k, int64_t n) {
+    const double md = static_cast<double>(m), kd = static_cast<double>(k), nd = static_cast<double>(n);
+    return model.Cost(2 * md * kd * nd, (md * kd + kd * nd + md * nd) * size, {1, m, n, k}, c.dtype).seconds;
+  };
+  const double per_layer = elementwise(2 * T * 256) + matmul(2048, 256, 16 * 96) + elementwise(2 * T * 128) +
+                           matmul(2048, 128, 16 * 128) + elementwise(2 * T * 17 * 32) + elementwise(4 * T * 16 * 96);
+  const double micro_batches = static_cast<double>(c.global_batch / 8);
+  EXPECT_NEAR(t.compute_by_phase.at("recompute"), per_layer * 6 * micro_batches, 1e-9 * per_layer);
+  c.mla.recompute_up_proj = false;
+  EXPECT_EQ(PredictModelStep(ValidateModel(c, mesh), {.comm_slowdown = 0}).compute_by_phase.at("recompute"), 0);
+}
+
+// The shared expert computing under the expert all_to_all hides part of it.
+TEST(ModelStep, TheSharedExpertOverlapsTheAllToAll) {
+  const Mesh mesh = MeshOn("dgx-h100:4", {{"data", 4}, {"tensor", 8}});
+  ModelConfig c = SmallDeepSeek();
+  c.mtp_layers = 0;
+  c.parallel = {.data_axes = {"data"}, .zero_stage = 1, .tensor_axes = {"tensor"}, .sequence_parallel = true,
+                .expert_axes = {"data", "tensor"}};
+  const ModelStepTimes overlapped = PredictModelStep(ValidateModel(c, mesh));
+  c.moe.shared_expert_overlap = false;
+  const ModelStepTimes serial = PredictModelStep(ValidateModel(c, mesh));
+  EXPECT_GT(serial.exposed_by_kind.at("expert"), 0);
+  EXPECT_LT(overlapped.exposed_by_kind.at("expert"), serial.exposed_by_kind.at("expert"));
+  EXPECT_LT(overlapped.step_seconds, serial.step_seconds);
+  // The same all_to_alls either way.
+  EXPECT_NEAR(overlapped.comm_by_kind.at("expert"), serial.comm_by_kind.at("expert"), 1e-12);
+}
+
+// Routed experts' gradients reduce over the ranks that hold the same experts only: with the experts split over
+// every data rank, more experts add no data-parallel traffic; unsplit, they do.
+TEST(ModelStep, ExpertGradientsReduceOverTheirOwnReplicas) {
+  const Mesh mesh = MeshOn("dgx-h100:8", {{"data", 8}, {"tensor", 8}});
+  auto data_comm = [&](int64_t experts, bool split) {
+    ModelConfig c = Small();
+    c.moe = {.experts = experts, .top_k = 2, .every = 2};
+    c.parallel = {.data_axes = {"data"}, .tensor_axes = {"tensor"}, .sequence_parallel = true};
+    if (split) c.parallel.expert_axes = {"data"};
+    return PredictModelStep(ValidateModel(c, mesh)).comm_by_kind.at("data");
+  };
+  // Only the (replicated) router grows: [h, experts] of each MoE layer.
+  EXPECT_LT(data_comm(16, true), 1.01 * data_comm(8, true));
+  EXPECT_GT(data_comm(16, false), 1.5 * data_comm(8, false));
+}
+
+// Megatron-Core's uneven stages: with a heavy output layer (a large vocabulary), moving layers off the last
+// stage shortens the step; the step's layers are those of PipelineLayerLayout.
+TEST(ModelStep, ALighterLastStageCarriesTheHead) {
+  const Mesh mesh = MeshOn("dgx-h100:4", {{"pipe", 4}, {"tensor", 8}});
+  ModelConfig c = Small();
+  c.vocab = 256000;
+  c.layers = 14;
+  c.global_batch = 64;
+  c.parallel = {.tensor_axes = {"tensor"}, .sequence_parallel = true, .pipeline_axes = {"pipe"},
+                .first_stage_layers = 4, .last_stage_layers = 2};
+  const ModelStepTimes light = PredictModelStep(ValidateModel(c, mesh));
+  c.parallel.first_stage_layers = 2;
+  c.parallel.last_stage_layers = 4;
+  const ModelStepTimes heavy = PredictModelStep(ValidateModel(c, mesh));
+  EXPECT_LT(light.step_seconds, 0.97 * heavy.step_seconds);
+}
+
+// Each MTP module is one more layer, embedding and head on the last stage.
+TEST(ModelStep, MultiTokenPredictionAddsALayerAndAHeadToTheLastStage) {
+  const Mesh mesh = MeshOn("dgx-h100:1", {{"data", 8}});
+  ModelConfig c = SmallDeepSeek();
+  c.parallel = {.data_axes = {"data"}};
+  c.mtp_layers = 0;
+  const ModelStepTimes without = PredictModelStep(ValidateModel(c, mesh), {.comm_slowdown = 0});
+  c.mtp_layers = 1;
+  const ModelStepTimes with = PredictModelStep(ValidateModel(c, mesh), {.comm_slowdown = 0});
+  // The head phase: the MTP module's embedding, norms, projection and its own loss: more than doubled.
+  EXPECT_GT(with.compute_by_phase.at("head"), 2 * without.compute_by_phase.at("head"));
+  // Its layer: one more of the 6 (5 of them MoE) in the forward.
+  const double per_layer = without.compute_by_phase.at("forward") / 6;
+  EXPECT_GT(with.compute_by_phase.at("forward") - without.compute_by_phase.at("forward"), 0.8 * per_layer);
+  EXPECT_LT(with.compute_by_phase.at("forward") - without.compute_by_phase.at("forward"), 1.3 * per_layer);
+}
+
+// docs/model-validation.md is the table this computes: every enforced row within 10% of its measurement, their
+// mean signed gap within 5%, every row listed, and the rows shown but not enforced few and each explained.
+TEST(ModelValidation, EveryEnforcedRowIsWithinTenPercentAndTheMeanGapWithinFive) {
   const std::vector<ModelValidationRow> rows = ComputeModelValidationRows();
   ASSERT_GE(rows.size(), 15u);
   std::ifstream doc(std::string(SPMDSIM_SOURCE_DIR) + "/docs/model-validation.md");
   std::stringstream text;
   text << doc.rdbuf();
+  int unenforced = 0;
   for (const ModelValidationRow& row : rows) {
+    EXPECT_EQ(row.tolerance, kModelValidationTolerance) << row.name;
     if (row.enforced) {
       EXPECT_TRUE(row.within()) << row.name << ": gap " << row.gap();
+    } else {
+      ++unenforced;
+      EXPECT_THAT(row.note, ::testing::HasSubstr("not enforced:")) << row.name << " must say what is missing";
     }
     EXPECT_THAT(text.str(), ::testing::HasSubstr(row.name)) << "docs/model-validation.md lacks a row";
   }
+  EXPECT_LE(unenforced, 4) << "the shown-not-enforced rows are the exception";
+  EXPECT_LE(std::fabs(EnforcedMeanSignedGap(rows)), kModelValidationMeanGap) << ModelValidationSummary(rows);
+  EXPECT_THAT(text.str(), ::testing::HasSubstr(ModelValidationSummary(rows))) << "the summary line is stale";
+}
+
+// Korthikanti et al. 2022, Table 4: one 22B layer forward and backward for five recompute / SP settings. The
+// whole-step 22B rows rest on these (48 layers are ~92% of the step): each total within 10%, forward and
+// backward each within 12%, and the settings' differences in the published direction.
+TEST(ModelValidation, TheKorthikantiLayerTimesOfTableFour) {
+  const std::vector<LayerValidationRow> rows = ComputeLayerValidationRows();
+  ASSERT_EQ(rows.size(), 5u);
+  for (const LayerValidationRow& r : rows) {
+    const double total = r.predicted_forward + r.predicted_backward, measured = r.forward + r.backward;
+    EXPECT_NEAR(total / measured, 1, 0.10) << r.name;
+    EXPECT_NEAR(r.predicted_forward / r.forward, 1, 0.12) << r.name;
+    EXPECT_NEAR(r.predicted_backward / r.backward, 1, 0.12) << r.name;
+  }
+  const LayerValidationRow &none = rows[0], &sp = rows[1], &full = rows[2], &selective = rows[3], &both = rows[4];
+  EXPECT_LT(sp.predicted_forward, none.predicted_forward);           // SP shards the norms and dropouts
+  EXPECT_NEAR(full.predicted_forward, none.predicted_forward, 1e-12);  // recompute does not touch the forward
+  EXPECT_GT(full.predicted_backward - none.predicted_backward, 0.8 * none.predicted_forward);  // ~ a forward
+  EXPECT_GT(selective.predicted_backward, none.predicted_backward);  // the attention core again
+  EXPECT_LT(selective.predicted_backward - none.predicted_backward, 0.3 * none.predicted_forward);
+  EXPECT_LT(both.predicted_forward + both.predicted_backward, selective.predicted_forward + selective.predicted_backward);
+  std::ifstream doc(std::string(SPMDSIM_SOURCE_DIR) + "/docs/model-validation.md");
+  std::stringstream text;
+  text << doc.rdbuf();
+  EXPECT_THAT(text.str(), ::testing::HasSubstr(FormatLayerValidationTable(rows))) << "the Table 4 rows are stale";
+}
+
+// The whole step of the 22B rows is its layers, then the rest: 48 predicted layers account for the step less
+// the embedding, loss and optimizer, as the paper's 48 x Table 4 accounts for most of Table 5.
+TEST(ModelValidation, TheTwentyTwoBStepIsItsLayersAndTheRest) {
+  const std::vector<ModelValidationRow> steps = ComputeModelValidationRows();
+  const std::vector<LayerValidationRow> layers = ComputeLayerValidationRows();
+  const double full_layers = 48 * (layers[2].predicted_forward + layers[2].predicted_backward);
+  ASSERT_NE(steps[0].name.find("22B"), std::string::npos);
+  EXPECT_GT(steps[0].predicted, full_layers);
+  EXPECT_LT(steps[0].predicted - full_layers, 0.15 * steps[0].predicted);
+}
+
+// Calibration fitted on one row of a family predicts the others it was not fitted on: the held-out table in
+// docs/model-validation.md is what this computes.
+TEST(ModelValidation, TheCalibrationHeldOutTableIsDocumented) {
+  const std::vector<CalibrationHoldoutRow> rows = ComputeCalibrationHoldoutRows();
+  ASSERT_GE(rows.size(), 10u);
+  for (const CalibrationHoldoutRow& r : rows) EXPECT_NE(r.fitted_on, r.name);
+  std::ifstream doc(std::string(SPMDSIM_SOURCE_DIR) + "/docs/model-validation.md");
+  std::stringstream text;
+  text << doc.rdbuf();
+  EXPECT_THAT(text.str(), ::testing::HasSubstr(FormatCalibrationHoldoutTable(rows)));
 }
 
 }  // namespace

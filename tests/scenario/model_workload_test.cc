@@ -45,9 +45,10 @@ TEST(ModelWorkload, ParsesEveryKeyOntoTheConfig) {
     micro_batch: 2
     dtype: float8_e4m3fn
     moe: {experts: 4, top_k: 1, capacity_factor: 1.5, d_ff: 1024, every: 2, router: sinkhorn}
-    parallel: {data_axes: [data], zero_stage: 1, tensor_axes: [tensor], sequence_parallel: true,
+    parallel: {data_axes: [data], zero_stage: 1, zero_axes: [data], tensor_axes: [tensor], sequence_parallel: true,
                pipeline_axes: [pipe], schedule: interleaved, virtual_stages: 2, expert_axes: [data]}
     recompute: selective
+    stack: pytorch-fsdp
 )y", "t.yaml");
   ASSERT_EQ(s.workloads.size(), 1u);
   const ModelConfig& c = std::get<ValidatedModel>(s.workloads[0].config).config();
@@ -67,6 +68,73 @@ TEST(ModelWorkload, ParsesEveryKeyOntoTheConfig) {
   EXPECT_EQ(c.parallel.virtual_stages, 2);
   EXPECT_EQ(c.parallel.expert_axes, std::vector<std::string>{"data"});
   EXPECT_EQ(c.recompute, Recompute::kSelective);
+  EXPECT_EQ(c.stack, SoftwareStack::kPytorchFsdp);
+  EXPECT_EQ(c.parallel.zero_axes, std::vector<std::string>{"data"});
+}
+
+// The keys of the models people train now: MLA, shared experts, dense first layers, MTP, sliding windows,
+// uneven stages, experts over the tensor axes; and what a written-back model (ModelScenarioYaml) reads as.
+TEST(ModelWorkload, ParsesTheKeysOfMlaMoeMtpWindowsAndUnevenStages) {
+  const std::string text = kHeader + R"y(  - kind: model
+    name: deepseek_like
+    d_model: 1024
+    layers: 7
+    heads: 16
+    d_ff: 2048
+    activation: swiglu
+    norm: rmsnorm
+    global_batch: 16
+    mla: {q_lora_rank: 256, kv_lora_rank: 128, qk_head_dim: 64, qk_rope_head_dim: 32, v_head_dim: 64,
+          recompute_up_proj: true}
+    moe: {experts: 16, top_k: 4, d_ff: 512, first_dense: 1, shared_d_ff: 512, shared_expert_overlap: true}
+    mtp_layers: 1
+    attention_window: {window: 512, global_every: 2}
+    parallel: {data_axes: [data], tensor_axes: [tensor], sequence_parallel: true, pipeline_axes: [pipe],
+               first_stage_layers: 3, last_stage_layers: 4, expert_axes: [data, tensor]}
+)y";
+  Scenario s = ParseScenario(text, "t.yaml");
+  const ValidatedModel& m = std::get<ValidatedModel>(s.workloads[0].config);
+  const ModelConfig& c = m.config();
+  EXPECT_EQ(c.mla.q_lora_rank, 256);
+  EXPECT_EQ(c.mla.kv_lora_rank, 128);
+  EXPECT_EQ(c.mla.qk_head_dim, 64);
+  EXPECT_EQ(c.mla.qk_rope_head_dim, 32);
+  EXPECT_EQ(c.mla.v_head_dim, 64);
+  EXPECT_TRUE(c.mla.recompute_up_proj);
+  EXPECT_EQ(c.moe.first_dense, 1);
+  EXPECT_EQ(c.moe.shared_d_ff, 512);
+  EXPECT_TRUE(c.moe.shared_expert_overlap);
+  EXPECT_EQ(c.mtp_layers, 1);
+  EXPECT_EQ(c.attention_window.window, 512);
+  EXPECT_EQ(c.attention_window.global_every, 2);
+  EXPECT_EQ(c.parallel.first_stage_layers, 3);
+  EXPECT_EQ(c.parallel.last_stage_layers, 4);
+  EXPECT_EQ(m.degrees().expert, 8);
+  EXPECT_EQ(m.degrees().expert_tensor, 1);
+  // Written back and read again: the same model.
+  const Scenario back = ParseScenario(
+      ModelScenarioYaml("back", "", "dgx-h100:2", {{"data", 2}, {"pipe", 2}, {"tensor", 4}}, c), "back.yaml");
+  const ModelConfig& b = std::get<ValidatedModel>(back.workloads[0].config).config();
+  EXPECT_EQ(b.mla.kv_lora_rank, 128);
+  EXPECT_TRUE(b.mla.recompute_up_proj);
+  EXPECT_EQ(b.moe.shared_d_ff, 512);
+  EXPECT_EQ(b.moe.first_dense, 1);
+  EXPECT_EQ(b.mtp_layers, 1);
+  EXPECT_EQ(b.attention_window.global_every, 2);
+  EXPECT_EQ(b.parallel.last_stage_layers, 4);
+  EXPECT_EQ(b.parallel.expert_axes, c.parallel.expert_axes);
+  ModelConfig llama = c;
+  llama.mla = {};
+  llama.moe = {};
+  llama.mtp_layers = 0;
+  llama.layers = 6;
+  llama.parallel = {.data_axes = {"data"}, .tensor_axes = {"tensor"}, .pipeline_axes = {"pipe"},
+                    .embedding_in_split = true, .loss_in_split = true};
+  const Scenario accounted = ParseScenario(
+      ModelScenarioYaml("back", "", "dgx-h100:2", {{"data", 2}, {"pipe", 2}, {"tensor", 4}}, llama), "back.yaml");
+  const ModelConfig& a = std::get<ValidatedModel>(accounted.workloads[0].config).config();
+  EXPECT_TRUE(a.parallel.embedding_in_split && a.parallel.loss_in_split);
+  EXPECT_EQ(a.parallel.first_stage_layers, -1);
 }
 
 TEST(ModelWorkload, ErrorsNameFileLineAndField) {
@@ -88,6 +156,20 @@ TEST(ModelWorkload, ErrorsNameFileLineAndField) {
   EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, moe: {top_k: 2}}\n"), HasSubstr("workloads[0].moe.experts"));
   EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, parallel: {fsdp: true, zero_stage: 1}}\n"),
               HasSubstr("fsdp: true is zero_stage 3"));
+  EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, stack: deepspeed}\n"),
+              HasSubstr("workloads[0].stack"));
+  EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, global_batch: 8, parallel: {data_axes: [data], zero_axes: [pipe], "
+                                "tensor_axes: [tensor], pipeline_axes: [pipe]}}\n"),
+              HasSubstr("zero axis 'pipe' must also be a data axis"));
+  EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, mla: {q_lora_rank: 64}}\n"), HasSubstr("workloads[0].mla.kv_lora_rank"));
+  EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, attention_window: {global_every: 2}}\n"),
+              HasSubstr("workloads[0].attention_window.window"));
+  EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, parallel: {first_stage_layers: -2}}\n"),
+              HasSubstr("workloads[0].parallel.first_stage_layers"));
+  EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, global_batch: 8, layers: 7, " +
+                      "parallel: {data_axes: [data], tensor_axes: [tensor], pipeline_axes: [pipe], "
+                      "first_stage_layers: 3, last_stage_layers: 3}}\n"),
+              HasSubstr("t.yaml:4:5: workloads[0]: model 'model': layers = 7 minus first_stage_layers"));
 }
 
 TEST(ModelWorkload, RunPrintsTheAnalyticAccountingAndTheSimulatedStep) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <memory>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
@@ -67,8 +68,9 @@ size_t Values(const ModelConfig& c) {
   size_t per_layer = 8 + (c.activation == Activation::kSwiglu ? 1 : 0) + (c.norm == Norm::kLayerNorm ? 2 : 0);
   size_t moe_layers = 0;
   for (int64_t l = 0; l < c.layers; ++l) moe_layers += c.is_moe_layer(l) ? 1 : 0;
+  const size_t shared = c.moe.shared_d_ff > 0 ? (c.activation == Activation::kSwiglu ? 3 : 2) : 0;
   return 1 + 1 + (c.tied_embeddings ? 0 : 1) + (c.position == PositionEmbedding::kLearned ? 1 : 0) +
-         (c.norm == Norm::kLayerNorm ? 2 : 1) + c.layers * per_layer + moe_layers;
+         (c.norm == Norm::kLayerNorm ? 2 : 1) + c.layers * per_layer + moe_layers * (1 + shared);
 }
 
 TEST(ModelData, OneDeviceEqualsItself) {
@@ -201,6 +203,41 @@ TEST(ModelData, ExpertPipelineDataParallelEqualOneDevice) {
   ExpectChecked(RunStep(c, Cpu({{"data", 2}, {"pipe", 2}, {"expert", 2}})), Values(c));
 }
 
+// DeepSeekMoE's layer kinds the data run has: the first layer dense, a shared expert beside the routed ones.
+TEST(ModelData, SharedExpertAndDenseFirstLayersEqualOneDevice) {
+  ModelConfig c = SmallMoe();
+  c.layers = 3;
+  c.moe.every = 1;
+  c.moe.first_dense = 1;
+  c.moe.shared_d_ff = 32;
+  c.parallel = {.data_axes = {"data"}, .tensor_axes = {"tensor"}, .sequence_parallel = true,
+                .expert_axes = {"data"}};
+  ExpectChecked(RunStep(c, Cpu({{"data", 2}, {"tensor", 2}})), Values(c));
+}
+
+// Sliding-window attention (Gemma 2: every second layer global): a window mask beside the causal one, the same on
+// every layout.
+TEST(ModelData, SlidingWindowLayersEqualOneDevice) {
+  ModelConfig c = Small();
+  c.layers = 4;
+  c.attention_window = {.window = 3, .global_every = 2};
+  c.global_batch = 8;
+  c.parallel = {.data_axes = {"data"}, .tensor_axes = {"tensor"}, .sequence_parallel = true,
+                .pipeline_axes = {"pipe"}};
+  ExpectChecked(RunStep(c, Cpu({{"data", 2}, {"pipe", 2}, {"tensor", 2}})), Values(c));
+  // The window changes the loss: it is not ignored.
+  auto loss = [](const ModelConfig& config) {
+    const std::vector<std::string> axes = {"data"};
+    const internal::ModelProgram p = internal::BuildModelProgram(ValidateModel(config, Mesh::Iota({1}, axes)));
+    return internal::RunProgramOnOneDevice(p.program, axes)[0].ToDoubles()[0];
+  };
+  ModelConfig one = c;
+  one.parallel = {};
+  ModelConfig global = one;
+  global.attention_window = {};
+  EXPECT_GT(std::fabs(loss(one) - loss(global)), 1e-6);
+}
+
 // The one-device program's gradients are those of its loss: central differences of the loss in the element of
 // each weight with the largest gradient (float32 loss, eps 1e-2: agreement to ~1%).
 TEST(ModelData, OneDeviceGradientsAreDerivativesOfTheLoss) {
@@ -214,6 +251,8 @@ TEST(ModelData, OneDeviceGradientsAreDerivativesOfTheLoss) {
     // Every expert chosen: the loss is smooth in the router (with top 2 of 4 a step of 1e-2, even 1e-3, flips
     // some token's choice); the top-k selection itself is checked by the layouts above.
     if (variant == 2) c.moe.top_k = c.moe.experts;
+    if (variant == 2) c.moe.shared_d_ff = 32;                            // a shared expert beside them
+    if (variant == 0) c.attention_window = {.window = 3, .global_every = 2};  // layer 0 windowed
     const std::vector<std::string> axes = {"data"};
     internal::ModelProgram p = internal::BuildModelProgram(ValidateModel(c, Mesh::Iota({1}, axes)));
     const std::vector<Array> base = internal::RunProgramOnOneDevice(p.program, axes);
@@ -229,7 +268,8 @@ TEST(ModelData, OneDeviceGradientsAreDerivativesOfTheLoss) {
     }
     if (variant == 2) {  // layer 1 is MoE
       std::erase_if(weights, [](const std::string& w) { return w.starts_with("layers.1.mlp"); });
-      weights.insert(weights.end(), {"layers.1.moe.router", "layers.1.moe.w1", "layers.1.moe.w2", "layers.1.moe.w3"});
+      weights.insert(weights.end(), {"layers.1.moe.router", "layers.1.moe.w1", "layers.1.moe.w2", "layers.1.moe.w3",
+                                     "layers.1.moe.shared.w1", "layers.1.moe.shared.w2", "layers.1.moe.shared.w3"});
     }
     for (const std::string& w : weights) {
       SCOPED_TRACE(w);
@@ -322,6 +362,29 @@ TEST(ModelData, RefusesWhatItCannotRunWithData) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted);
     EXPECT_THAT(e.message(), HasSubstr("--abstract"));
+  }
+  // What the data run does not express: each refused with UNIMPLEMENTED and a pointer to --abstract.
+  std::vector<std::tuple<std::string, ModelConfig, Mesh>> refused;
+  ModelConfig mla = Small();
+  mla.kv_heads = 0;
+  mla.mla = {.q_lora_rank = 16, .kv_lora_rank = 8, .qk_head_dim = 8, .qk_rope_head_dim = 4, .v_head_dim = 8};
+  refused.emplace_back("multi-head latent attention", mla, Cpu({{"data", 1}}));
+  ModelConfig mtp = Small();
+  mtp.mtp_layers = 1;
+  refused.emplace_back("multi-token prediction", mtp, Cpu({{"data", 1}}));
+  ModelConfig uneven = Small();
+  uneven.layers = 3;
+  uneven.parallel = {.pipeline_axes = {"pipe"}, .first_stage_layers = 1};
+  refused.emplace_back("the stages must hold as many", uneven, Cpu({{"pipe", 2}}));
+  for (const auto& [what, config, mesh] : refused) {
+    try {
+      RunStep(config, mesh);
+      ADD_FAILURE() << what << " ran with data";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kUnimplemented) << what;
+      EXPECT_THAT(e.message(), HasSubstr(what));
+      EXPECT_THAT(e.message(), HasSubstr("--abstract"));
+    }
   }
   ModelConfig mqa = Small();
   mqa.kv_heads = 1;  // one KV head, replicated over tensor ranks: accounted, not run

@@ -111,10 +111,13 @@ Array RopeTable(int64_t seq, int64_t k, int broadcast_dims, bool sine) {
   return Array::FromVector<float>(v, shape);
 }
 
-Array CausalMask(int64_t s) {
+// -1e9 where query q may not see key k: k > q, and with a sliding window of w keys also k <= q - w (each query
+// sees itself and the w - 1 keys before it).
+Array CausalMask(int64_t s, int64_t window = 0) {
   std::vector<float> v(static_cast<size_t>(s * s), 0.0f);
   for (int64_t q = 0; q < s; ++q)
-    for (int64_t key = q + 1; key < s; ++key) v[static_cast<size_t>(q * s + key)] = -1e9f;
+    for (int64_t key = 0; key < s; ++key)
+      if (key > q || (window > 0 && key <= q - window)) v[static_cast<size_t>(q * s + key)] = -1e9f;
   return Array::FromVector<float>(v, {s, s});
 }
 
@@ -212,6 +215,11 @@ class ModelBuilder {
       w.push_back({"moe.w1", {e, d_.d, fe}, {'e', '-', 't'}, s_in});
       w.push_back({"moe.w2", {e, fe, d_.d}, {'e', 't', '-'}, 1.0 / std::sqrt(static_cast<double>(fe))});
       if (c_.activation == Activation::kSwiglu) w.push_back({"moe.w3", {e, d_.d, fe}, {'e', '-', 't'}, s_in});
+      if (const int64_t fs = c_.moe.shared_d_ff; fs > 0) {  // the shared experts: a dense MLP beside them
+        w.push_back({"moe.shared.w1", {d_.d, fs}, {'f', 't'}, s_in});
+        w.push_back({"moe.shared.w2", {fs, d_.d}, {'t', 'f'}, 1.0 / std::sqrt(static_cast<double>(fs))});
+        if (c_.activation == Activation::kSwiglu) w.push_back({"moe.shared.w3", {d_.d, fs}, {'f', 't'}, s_in});
+      }
     } else {
       w.push_back({"mlp.w1", {d_.d, d_.f}, {'f', 't'}, s_in});
       w.push_back({"mlp.w2", {d_.f, d_.d}, {'t', 'f'}, 1.0 / std::sqrt(static_cast<double>(d_.f))});
@@ -257,6 +265,9 @@ class ModelBuilder {
     p_->inputs.push_back({"targets", OneHot(tokens.targets, d_), onehot});
     // Context ranks hold their query rows of the mask and their positions of the rotary tables.
     p_->inputs.push_back({"causal_mask", CausalMask(d_.S), PartitionSpec({seq, none})});
+    if (c_.attention_window.window > 0) {
+      p_->inputs.push_back({"window_mask", CausalMask(d_.S, c_.attention_window.window), PartitionSpec({seq, none})});
+    }
     if (Rope()) {
       const PartitionSpec q_spec({seq, none, none, none}), k_spec({seq, none, none});
       p_->inputs.push_back({"rope_cos_q", RopeTable(d_.S, d_.k, 2, false), q_spec});
@@ -441,6 +452,7 @@ class ModelBuilder {
     std::string X, q, k, v, pr, o;  // attention (X: the gathered normalized input)
     std::string X2, h1, h3, s1, a;  // MLP (h1: x W1 = gelu's input or swiglu's gate; h3: swiglu's up)
     std::string probs, mask, gates, xr, ob;  // MoE: router softmax, top-k mask, gates, expert inputs and outputs
+    std::string sh1, sh3, ss1, sa;           // MoE: the shared experts' MLP (as h1, h3, s1, a)
     std::string r;
   };
 
@@ -459,7 +471,7 @@ class ModelBuilder {
     lv->v = GatherContext(pre + "attn/v_all_gather", lv->v);
     const std::string sc = b_.Einsum(pre + "attn/scores", "bqngk,bsnk->bngqs", {lv->q, lv->k});
     const std::string ss = b_.Op(pre + "attn/scaled", "mul", {sc}, 1.0 / std::sqrt(static_cast<double>(d_.k)));
-    const std::string sm = Add(pre + "attn/masked", ss, "causal_mask");
+    const std::string sm = Add(pre + "attn/masked", ss, c_.is_windowed_layer(j) ? "window_mask" : "causal_mask");
     lv->pr = b_.Op(pre + "attn/probs", "softmax", {sm}, std::nullopt, 4);
     lv->o = b_.Einsum(pre + "attn/context", "bngqs,bsnk->bqngk", {lv->pr, lv->v});
     const std::string z = b_.Einsum(pre + "attn/out_partial", "bqngk,ngkd->bqd", {lv->o, W(j, "attn.wo")});
@@ -567,8 +579,38 @@ class ModelBuilder {
     }
     const std::string oe = b_.Einsum(pre + "expert_out", "ebsf,efd->ebsd", {lv->a, W(j, "moe.w2")});
     lv->ob = ExpertAllToAll(pre + "combine", oe, false);
-    const std::string yp = b_.Einsum(pre + "out_partial", "ebsd,bse->bsd", {lv->ob, lv->gates});
+    std::string yp = b_.Einsum(pre + "out_partial", "ebsd,bse->bsd", {lv->ob, lv->gates});
+    if (c_.moe.shared_d_ff > 0) yp = Add(pre + "with_shared", yp, SharedForward(pre + "shared/", j, lv));
     return b_.ReduceTensor(pre + "out", yp);
+  }
+
+  // The shared experts on the gathered input: a dense MLP whose output (a partial sum over tensor ranks) adds to
+  // the routed experts'.
+  std::string SharedForward(const std::string& pre, int64_t j, LayerValues* lv) {
+    lv->sh1 = b_.Einsum(pre + "h", "bsd,df->bsf", {lv->X2, W(j, "moe.shared.w1")});
+    if (c_.activation == Activation::kSwiglu) {
+      lv->sh3 = b_.Einsum(pre + "up", "bsd,df->bsf", {lv->X2, W(j, "moe.shared.w3")});
+      lv->ss1 = b_.Op(pre + "silu", "silu", {lv->sh1});
+      lv->sa = Mul(pre + "act", lv->ss1, lv->sh3);
+    } else {
+      lv->sa = b_.Op(pre + "act", "gelu", {lv->sh1});
+    }
+    return b_.Einsum(pre + "out_partial", "bsf,fd->bsd", {lv->sa, W(j, "moe.shared.w2")});
+  }
+
+  // Its backward from the gathered output gradient DY; returns its partial input gradient.
+  std::string SharedBackward(const std::string& pre, int64_t j, const std::string& DY, const LayerValues& lv) {
+    const std::string gk = fmt::format("{}/", j);
+    const std::string da = b_.Einsum(pre + "d_act", "bsd,fd->bsf", {DY, W(j, "moe.shared.w2")});
+    Accumulate(gk + "moe.shared.w2", b_.Einsum(pre + "dw2_local", "bsf,bsd->fd", {lv.sa, DY}));
+    const auto [dh1, dh3] = ActivationBackward(pre, da, lv.sh1, lv.sh3, lv.ss1);
+    Accumulate(gk + "moe.shared.w1", b_.Einsum(pre + "dw1_local", "bsd,bsf->df", {lv.X2, dh1}));
+    std::string dx = b_.Einsum(pre + "dx_gate", "bsf,df->bsd", {dh1, W(j, "moe.shared.w1")});
+    if (!dh3.empty()) {
+      Accumulate(gk + "moe.shared.w3", b_.Einsum(pre + "dw3_local", "bsd,bsf->df", {lv.X2, dh3}));
+      dx = Add(pre + "dx", dx, b_.Einsum(pre + "dx_up", "bsf,df->bsd", {dh3, W(j, "moe.shared.w3")}));
+    }
+    return dx;
   }
 
   std::string MoeBackward(const std::string& pre, int64_t j, const std::string& dy, const LayerValues& lv) {
@@ -598,7 +640,9 @@ class ModelBuilder {
     if (d_.tensor > 1) {
       dx_router = b_.Op(pre + "dx_router_share", "mul", {dx_router}, 1.0 / static_cast<double>(d_.tensor));
     }
-    return b_.ReduceTensor(pre + "dx", Add(pre + "dx_partial", dx_disp, dx_router));
+    std::string dxp = Add(pre + "dx_partial", dx_disp, dx_router);
+    if (c_.moe.shared_d_ff > 0) dxp = Add(pre + "dx_with_shared", dxp, SharedBackward(pre + "shared/", j, DY, lv));
+    return b_.ReduceTensor(pre + "dx", dxp);
   }
 
   std::string AttentionBackward(const std::string& pre, int64_t j, const std::string& dr, const LayerValues& lv) {
@@ -869,6 +913,24 @@ void CheckModelRunsWithData(const ValidatedModel& model) {
     Throw(code, "model '{}': {}; run it with --abstract (shapes only: the accounting and the predicted step)",
           c.name, why);
   };
+  if (c.is_mla())
+    refuse(ErrorCode::kUnimplemented, "the data run has no multi-head latent attention (mla)");
+  if (c.mtp_layers > 0) refuse(ErrorCode::kUnimplemented, "the data run has no multi-token prediction (mtp_layers)");
+  const ModelParallelism& par = c.parallel;
+  if (par.first_stage_layers >= 0 || par.last_stage_layers >= 0 || par.embedding_in_split || par.loss_in_split)
+    refuse(ErrorCode::kUnimplemented, "the data run stacks each stage's layers, so the stages must hold as many "
+                                      "(no first_stage_layers, last_stage_layers, account_for_embedding / _loss)");
+  if (c.experts_over_tensor())
+    refuse(ErrorCode::kUnimplemented, "the data run splits experts over data axes only (not the tensor axes)");
+  if (deg.pipeline > 1 && c.moe.experts > 0 && c.moe.first_dense > 0)
+    refuse(ErrorCode::kUnimplemented, "the data run stacks each stage's layers, so every stage needs the same MoE "
+                                      "layers: moe.first_dense needs a single stage");
+  if (deg.pipeline > 1 && c.attention_window.global_every > 0 &&
+      (c.layers / deg.pipeline) % c.attention_window.global_every != 0)
+    refuse(ErrorCode::kUnimplemented,
+           fmt::format("the data run stacks each stage's layers, so every stage needs the same windowed layers: the "
+                       "layers per stage ({}) must be a multiple of attention_window.global_every = {}",
+                       c.layers / deg.pipeline, c.attention_window.global_every));
   if (c.moe.experts > 0 && (c.layers / deg.pipeline) % c.moe.every != 0)
     refuse(ErrorCode::kUnimplemented,
            fmt::format("the data run stacks each stage's layers, so every stage needs the same MoE layers: the "

@@ -1,0 +1,63 @@
+// Calibration: a few machine / stack figures fitted to a user's own measured steps (docs/model.md,
+// "Calibration"). The uncalibrated prediction from documented figures stays the default; a profile is opt-in
+// (a scenario's `topology.calibration`, `spmdsim plan --calibration`) and reports what it was fitted on and how
+// well it predicts runs it was not fitted on.
+//
+// Fitted figures (StepCalibration, multipliers on the documented defaults), at most one per measured run, in
+// this order: compute_scale (the sustained compute rate), comm_scale (collective and transfer times),
+// host_launch_scale (eager host launch cost). The fit minimises the sum of squared log errors of the predicted
+// steps (each a PredictModelStep) by cyclic golden-section search on each figure in [1/4, 4].
+//
+// Example: CalibrationProfile p = FitCalibration({{"175b-128", model_128, {}, 8.309}});
+//          p.figures.compute_scale, p.fitted == {"compute_scale"}; then
+//          PredictModelStep(model_2048, {.calibration = p.figures})
+// Thread safety: free functions over values.
+#ifndef SPMDSIM_MODEL_CALIBRATION_H_
+#define SPMDSIM_MODEL_CALIBRATION_H_
+
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/stack.h"
+#include "model/step.h"
+
+namespace spmdsim {
+
+// One measured step of the user's: the configuration as it ran and the seconds it took.
+struct CalibrationRun {
+  std::string name;
+  ValidatedModel model;
+  ModelStepOptions options;  // how it is predicted (collective options, blocking p2p, ...); calibration ignored
+  double measured_seconds = 0;
+};
+
+struct CalibrationProfile {
+  std::string device_kind;         // the runs' device kind (a profile applies to it only)
+  SoftwareStack stack = SoftwareStack::kAuto;      // the runs' stack, resolved
+  StepCalibration figures;
+  std::vector<std::string> fitted;  // the figures fitted, in order ("compute_scale", "comm_scale", ...)
+  std::vector<std::string> runs;    // the runs fitted on
+  double rms_log_error_before = 0;  // over the fitted runs: uncalibrated ...
+  double rms_log_error_after = 0;   // ... and calibrated (natural log of predicted / measured)
+};
+
+struct CalibrationOptions {
+  int max_figures = 3;  // fit at most this many figures (and at most one per run)
+};
+
+// Fits the profile. Throws Error(kInvalidArgument) when `runs` is empty, a measured time is not > 0, or the runs
+// mix device kinds or stacks (a profile describes one machine and one stack).
+CalibrationProfile FitCalibration(const std::vector<CalibrationRun>& runs, const CalibrationOptions& options = {});
+
+// `options` with the profile's figures, for `model`. Throws Error(kFailedPrecondition) naming both when the
+// profile was fitted on another device kind or stack than `model` runs on.
+ModelStepOptions ApplyCalibration(const ModelStepOptions& options, const CalibrationProfile& profile,
+                                  const ValidatedModel& model);
+
+// The resolved stack a model runs on (its `stack`, or the topology's default).
+SoftwareStack ModelStack(const ValidatedModel& model);
+
+}  // namespace spmdsim
+
+#endif  // SPMDSIM_MODEL_CALIBRATION_H_

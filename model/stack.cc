@@ -1,0 +1,164 @@
+// The software stacks' figures (model/stack.h; sources in docs/model.md, "Software stacks").
+#include "model/stack.h"
+
+#include <cctype>
+#include <string>
+
+#include "common/error.h"
+
+namespace spmdsim {
+namespace {
+
+// Host time of one eager PyTorch kernel launch: NVIDIA/dgxc-benchmarking
+// microbenchmarks/cpu_overhead (pytorch_kernel_launch_latency.py: back-to-back torch.matmul of tiny matrices,
+// one synchronize at the end; its example output: 11.3 us for 4x4, 12.9-17.7 us up to 512x512). The smallest is
+// the launch alone.
+constexpr double kEagerLaunchSeconds = 11.3e-6;
+
+// Fused kernels (Transformer Engine / Megatron's fused kernels / XLA fusions): one pass in, one pass out.
+constexpr KernelPasses kFusedNormForward{2, 0, 1};      // read x, write y
+constexpr KernelPasses kFusedNormBackward{3, 0, 1};     // read x and dy, write dx
+// Per element of the [T, f] hidden activation (gate and up are each [T, f]).
+constexpr KernelPasses kFusedSwigluForward{3, 0, 1};    // read gate and up, write their product
+constexpr KernelPasses kFusedSwigluBackward{5, 0, 1};   // read gate, up, dy; write dgate, dup
+constexpr KernelPasses kGeluForward{2, 0, 1};
+constexpr KernelPasses kGeluBackward{3, 0, 1};
+constexpr KernelPasses kFusedRope{2, 0, 1};             // read, write each rotated element
+constexpr KernelPasses kResidualAdd{3, 0, 1};           // read two, write one (bias and dropout fused where used)
+// Megatron's vocabulary-parallel cross-entropy: the logits cast to fp32 and ~5 fp32 passes (max, exp, sum,
+// normalise); backward softmax - one-hot from fp32 to the dtype.
+constexpr KernelPasses kCrossEntropyForward{1, 20, 5};
+constexpr KernelPasses kCrossEntropyBackward{1, 4, 1};
+
+// Eager PyTorch, as Hugging Face's Llama modules and torchtitan's composite nn.RMSNorm run it.
+// RMSNorm: x.to(fp32) [2 in, 4 out], pow(2) [4, 4], mean [4], + eps, rsqrt (tiny), x * rsqrt [4, 4],
+// .to(bf16) [4, 2], weight * [2, 2]: 4 dtype passes, 28 fp32 bytes, 8 kernels; its autograd backward runs the
+// mirror ops plus the two broadcasting products' reductions: ~6 passes, 60 fp32 bytes, 12 kernels.
+constexpr KernelPasses kEagerRmsNormForward{4, 28, 8};
+constexpr KernelPasses kEagerRmsNormBackward{6, 60, 12};
+// SwiGLU: F.silu(gate) [2 passes] then * up [3 passes]: 5 per hidden element; backward: the product's two
+// gradients [3 + 3] and silu's [3]: 9 passes, 3 kernels.
+constexpr KernelPasses kEagerSwigluForward{5, 0, 2};
+constexpr KernelPasses kEagerSwigluBackward{9, 0, 3};
+// Rotary (apply_rotary_pos_emb): rotate_half's neg [0.5 + 0.5] and cat [1 + 1], x * cos [2], rotated * sin [2],
+// the sum [3]: 10 passes, 5 kernels; the backward likewise.
+constexpr KernelPasses kEagerRope{10, 0, 5};
+
+const StackSpec kMegatronSpec{
+    .stack = SoftwareStack::kMegatron,
+    .host_launch_seconds = kEagerLaunchSeconds,
+    .norm_forward = kFusedNormForward,
+    .norm_backward = kFusedNormBackward,
+    .swiglu_forward = kFusedSwigluForward,
+    .swiglu_backward = kFusedSwigluBackward,
+    .gelu_forward = kGeluForward,
+    .gelu_backward = kGeluBackward,
+    .rope_forward = kFusedRope,
+    .rope_backward = kFusedRope,
+    .residual_forward = kResidualAdd,
+    .residual_backward = kResidualAdd,
+    .cross_entropy_forward = kCrossEntropyForward,
+    .cross_entropy_backward = kCrossEntropyBackward,
+    .attention = AttentionKernel::kCudnn,
+    .grad_reduce_bytes = 2,  // Megatron-Core DistributedDataParallelConfig.grad_reduce_in_fp32 = False
+    .weight_gather_bytes = 0,
+    .fp8_casts = true,
+    .optimizer_extra_bytes = 4,  // zero_grad_buffer: the fp32 main-gradient buffer zeroed every step
+    .lowp_copy = true,           // _copy_main_params_to_model_params
+    .source = "Megatron-Core / NeMo with Transformer Engine: fused layernorm-linear, bias-activation and "
+              "bias-dropout-add kernels, fused rotary embedding, cuDNN fused attention (NVTE_FUSED_ATTN), "
+              "gradients reduced in bf16 (megatron/core/distributed/distributed_data_parallel_config.py), "
+              "Transformer Engine's fp8 casts; eager PyTorch launches (dgxc-benchmarking cpu_overhead)",
+};
+
+const StackSpec kPytorchFsdpSpec{
+    .stack = SoftwareStack::kPytorchFsdp,
+    .host_launch_seconds = kEagerLaunchSeconds,
+    .norm_forward = kEagerRmsNormForward,
+    .norm_backward = kEagerRmsNormBackward,
+    .swiglu_forward = kEagerSwigluForward,
+    .swiglu_backward = kEagerSwigluBackward,
+    .gelu_forward = kGeluForward,
+    .gelu_backward = kGeluBackward,
+    .rope_forward = kEagerRope,
+    .rope_backward = kEagerRope,
+    .residual_forward = kResidualAdd,
+    .residual_backward = kResidualAdd,
+    .cross_entropy_forward = kCrossEntropyForward,
+    .cross_entropy_backward = kCrossEntropyBackward,
+    .attention = AttentionKernel::kFlashAttention2,
+    .grad_reduce_bytes = 4,  // torchtitan's mixed_precision_reduce = "float32"
+    .weight_gather_bytes = 0,  // MixedPrecision param_dtype bf16: the shards are cast before the all-gather
+    .fp8_casts = false,
+    .source = "PyTorch FSDP in eager mode: Hugging Face / torchtitan modules (composite RMSNorm, SwiGLU and "
+              "rotary embedding, one kernel per op), SDPA's FlashAttention-2 backend, fp32 gradient "
+              "reduce-scatter (torchtitan mixed_precision_reduce), bf16 weight all-gathers; eager launches "
+              "(dgxc-benchmarking cpu_overhead)",
+};
+
+const StackSpec kMaxTextSpec{
+    .stack = SoftwareStack::kMaxText,
+    .host_launch_seconds = 0,
+    .norm_forward = kFusedNormForward,
+    .norm_backward = kFusedNormBackward,
+    .swiglu_forward = kFusedSwigluForward,
+    .swiglu_backward = kFusedSwigluBackward,
+    .gelu_forward = kGeluForward,
+    .gelu_backward = kGeluBackward,
+    .rope_forward = kFusedRope,
+    .rope_backward = kFusedRope,
+    .residual_forward = kResidualAdd,
+    .residual_backward = kResidualAdd,
+    .cross_entropy_forward = kCrossEntropyForward,
+    .cross_entropy_backward = kCrossEntropyBackward,
+    .attention = AttentionKernel::kCompiled,
+    .grad_reduce_bytes = 4,    // MaxText base.yml weight_dtype: float32 (the gradients are fp32)
+    .weight_gather_bytes = 0,  // Flax casts the fp32 shard to the bf16 dtype before GSPMD's all-gather
+    .fp8_casts = false,
+    .source = "JAX / XLA as MaxText runs it (MaxText/configs/base.yml: weight_dtype float32, scan_layers True): "
+              "one compiled program (no host launches), XLA's elementwise fusions; GSPMD reduces each scanned "
+              "layer's gradient inside the loop body (reduce-scatter over the shard axes, all-reduce over the "
+              "replicas), overlapped with the next layer's backward",
+};
+
+}  // namespace
+
+std::string_view StackName(SoftwareStack stack) {
+  switch (stack) {
+    case SoftwareStack::kAuto: return "auto";
+    case SoftwareStack::kMegatron: return "megatron";
+    case SoftwareStack::kPytorchFsdp: return "pytorch-fsdp";
+    case SoftwareStack::kMaxText: return "maxtext";
+  }
+  return "?";
+}
+
+SoftwareStack ParseStack(std::string_view name) {
+  std::string lower(name);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (SoftwareStack s : {SoftwareStack::kAuto, SoftwareStack::kMegatron, SoftwareStack::kPytorchFsdp, SoftwareStack::kMaxText}) {
+    if (StackName(s) == lower) return s;
+  }
+  Throw(ErrorCode::kInvalidArgument, "unknown stack '{}'; valid: auto, megatron, pytorch-fsdp, maxtext", name);
+}
+
+SoftwareStack DefaultStack(const Topology& topology) {
+  return topology.platform() == Platform::kGpu ? SoftwareStack::kMegatron : SoftwareStack::kMaxText;
+}
+
+SoftwareStack ResolveStack(SoftwareStack stack, const Topology& topology) {
+  return stack == SoftwareStack::kAuto ? DefaultStack(topology) : stack;
+}
+
+const StackSpec& StackSpecFor(SoftwareStack stack) {
+  switch (stack) {
+    case SoftwareStack::kMegatron: return kMegatronSpec;
+    case SoftwareStack::kPytorchFsdp: return kPytorchFsdpSpec;
+    case SoftwareStack::kMaxText: return kMaxTextSpec;
+    case SoftwareStack::kAuto: break;
+  }
+  SPMDSIM_CHECK(false, "StackSpecFor needs a resolved stack");
+  return kMegatronSpec;
+}
+
+}  // namespace spmdsim

@@ -1,0 +1,84 @@
+// The software stack a model is trained with: how the step's ops become kernels, who launches them, and what
+// the stack's own kernels and collectives cost (docs/model.md, "Software stacks"). The same model and
+// parallelism runs at different speeds under Megatron-Core / NeMo with Transformer Engine, PyTorch FSDP in eager
+// mode, and JAX / XLA (MaxText); each figure below comes from the stack's source or a published microbenchmark,
+// cited in StackSpecFor's comments and in docs/model.md.
+//
+// Example: const StackSpec& s = StackSpecFor(SoftwareStack::kPytorchFsdp);
+//          s.norm_forward.bytes_per_element(2) == 36 (HF RMSNorm in eager PyTorch: eight kernels)
+// Thread safety: immutable tables; safe to use from any thread.
+#ifndef SPMDSIM_MODEL_STACK_H_
+#define SPMDSIM_MODEL_STACK_H_
+
+#include <string_view>
+
+#include "mesh/topology.h"
+
+namespace spmdsim {
+
+enum class SoftwareStack {
+  kAuto,         // the stack a user of the topology most likely runs (DefaultStack)
+  kMegatron,     // Megatron-Core / NeMo with Transformer Engine (fused kernels, cuDNN attention, fp8 casts)
+  kPytorchFsdp,  // PyTorch FSDP, eager: kernels launched from the host, unfused norms and activations
+  kMaxText,      // JAX / XLA as MaxText runs it: one compiled program, XLA's fusions
+};
+
+std::string_view StackName(SoftwareStack stack);  // "auto", "megatron", "pytorch-fsdp", "maxtext"
+// Throws Error(kInvalidArgument) naming the valid names for anything else.
+SoftwareStack ParseStack(std::string_view name);
+// GPU topologies: kMegatron (the stack NVIDIA publishes its DGX training results with); TPU and CPU: kMaxText.
+SoftwareStack DefaultStack(const Topology& topology);
+// `stack` itself, or DefaultStack when it is kAuto.
+SoftwareStack ResolveStack(SoftwareStack stack, const Topology& topology);
+
+// The HBM traffic and kernel count of one memory-bound op of the layer, per element of its tensor (the
+// activations it normalises / activates / rotates). Bytes are `dtype_passes` passes of the activation dtype plus
+// `fp32_bytes` of float32 intermediates (eager PyTorch upcasts).
+struct KernelPasses {
+  double dtype_passes = 0;
+  double fp32_bytes = 0;
+  int kernels = 1;
+  double bytes_per_element(double dtype_size) const { return dtype_passes * dtype_size + fp32_bytes; }
+};
+
+// How the stack runs flash attention (the kernel and so its measured rate).
+enum class AttentionKernel {
+  kCudnn,            // Transformer Engine's fused attention (cuDNN), the device's measured rates
+  kFlashAttention2,  // PyTorch SDPA's flash backend (FlashAttention-2)
+  kCompiled,         // XLA / Pallas on TPU: the attention matmuls at the matrix rate
+};
+
+struct StackSpec {
+  SoftwareStack stack = SoftwareStack::kMegatron;
+  // Host time to launch one kernel (eager PyTorch's dispatch + launch); 0 where one compiled program runs.
+  double host_launch_seconds = 0;
+  KernelPasses norm_forward, norm_backward;      // RMSNorm (LayerNorm is one fused kernel in every stack)
+  KernelPasses swiglu_forward, swiglu_backward;  // per element of the [T, f] hidden activation
+  KernelPasses gelu_forward, gelu_backward;
+  KernelPasses rope_forward, rope_backward;      // per rotated element (q and k)
+  KernelPasses residual_forward, residual_backward;  // residual add (with bias and dropout where fused)
+  KernelPasses cross_entropy_forward, cross_entropy_backward;  // per logit
+  AttentionKernel attention = AttentionKernel::kCudnn;
+  // Bytes per parameter of the data-parallel gradient reduction (fp32 4, bf16 2) and of ZeRO-3 / FSDP weight
+  // all-gathers (0: the compute dtype's size).
+  double grad_reduce_bytes = 4;
+  double weight_gather_bytes = 0;
+  // Transformer Engine's fp8 recipe (fp8 dtypes only): the casts of activations, gradients and weights are
+  // priced as memory-bound kernels (docs/model.md, "fp8").
+  bool fp8_casts = false;
+  // Bytes per parameter the stack's optimizer step moves beyond AdamW itself (fused: read fp32 weight,
+  // gradient, m, v; write weight, m, v: 28) and the gradient norm (one read: 4): Megatron zeroes its fp32
+  // main-gradient buffer each step (write 4) and copies the updated fp32 weights into its low-precision model
+  // weights (read 4 + write the dtype: `lowp_copy`). An fp16 step also unscales the gradients and checks them
+  // for infinities (read + write 4), in every stack (loss scaling).
+  double optimizer_extra_bytes = 0;
+  bool lowp_copy = false;
+  std::string_view source;
+};
+
+// REQUIRES: stack != kAuto.
+const StackSpec& StackSpecFor(SoftwareStack stack);
+
+}  // namespace spmdsim
+
+#endif  // SPMDSIM_MODEL_STACK_H_
