@@ -1,6 +1,7 @@
 #include "scenario/internal/scenario_parsers.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -556,6 +557,104 @@ ModelConfig ParseModel(const YamlContext& ctx, const YamlMap& m, const Scenario&
   return c;
 }
 
+// The `kind:` of a workload map, read first: it decides which keys are valid. (A default-constructed YAML::Node is
+// a defined null without a place in the file: "found" is tracked apart.)
+std::string WorkloadKindOf(const YamlContext& ctx, const YAML::Node& node, const std::string& key);
+
+// `kind` itself when no earlier workload has that name, else kind_2, kind_3, ...
+std::string DefaultWorkloadName(const std::string& kind, const Scenario& s) {
+  std::string name = kind;
+  for (int n = 2; std::any_of(s.workloads.begin(), s.workloads.end(),
+                              [&](const ScenarioWorkload& o) { return o.name == name; });
+       ++n)
+    name = fmt::format("{}_{}", kind, n);
+  return name;
+}
+
+MlpConfig ParseMlp(const YamlContext& ctx, const YamlMap& m, const Scenario& s) {
+  MlpConfig c;
+  ParseLayerCommon(ctx, m, s, &c);
+  if (m.Has("activation")) c.activation = ctx.Choice(m.Get("activation"), m.Key("activation"), {"gelu", "relu"});
+  return c;
+}
+
+TransformerBlockConfig ParseTransformerBlock(const YamlContext& ctx, const YamlMap& m, const YAML::Node& node,
+                                             const Scenario& s) {
+  TransformerBlockConfig c;
+  ParseLayerCommon(ctx, m, s, &c);
+  c.heads = Positive(ctx, m, "heads", c.heads);
+  if (c.d_model % c.heads != 0)
+    ctx.Fail(m.Has("heads") ? m.Get("heads") : node, m.Key("heads"),
+             fmt::format("heads = {} does not divide d_model = {}", c.heads, c.d_model));
+  return c;
+}
+
+// The model, validated once against the scenario's mesh (the cross-field checks at the workload's line): what runs
+// it trusts the result. A calibration profile prices one stack: a model on another stack is refused.
+ValidatedModel ParseValidatedModel(const YamlContext& ctx, const YamlMap& m, const YAML::Node& node,
+                                   const std::string& key, const Scenario& s, const std::string& name) {
+  ModelConfig c = ParseModel(ctx, m, s);
+  c.name = name;
+  std::optional<ValidatedModel> model;
+  try {
+    model.emplace(ValidateModel(std::move(c), s.mesh.mesh));
+  } catch (const Error& e) {
+    ctx.Rethrow(node, key, e);
+  }
+  if (s.topology.calibration && ModelStack(*model) != s.topology.calibration->stack)
+    ctx.Fail(m.Has("stack") ? m.Get("stack") : node, m.Key("stack"),
+             fmt::format("runs on stack {}, but topology.calibration was fitted on stack {}",
+                         StackName(ModelStack(*model)), StackName(s.topology.calibration->stack)));
+  return std::move(*model);
+}
+
+// Each kind's keys besides the common ones (WithCommon).
+const std::vector<std::string>& KeysOfKind(const std::string& kind) {
+  static const std::map<std::string, std::vector<std::string>> keys = {
+      {"collectives", {"ops", "axes", "sizes", "dtype", "iterations", "warmup", "check", "ppermute_shift", "algorithm",
+                       "protocol"}},
+      {"shard_map", {"inputs", "steps", "outputs", "check_vma", "check", "rtol", "atol"}},
+      {"mlp", {"batch", "seq", "d_model", "d_ff", "dtype", "activation", "backward", "sharding", "seed", "rtol", "atol",
+               "check"}},
+      {"transformer_block", {"batch", "seq", "d_model", "d_ff", "heads", "dtype", "backward", "sharding", "seed",
+                             "rtol", "atol", "check"}},
+      {"model", {"vocab", "d_model", "layers", "heads", "kv_heads", "head_dim", "d_ff", "activation", "norm",
+                 "position", "tied_embeddings", "dropout", "flash_attention", "seq", "global_batch", "micro_batch",
+                 "dtype", "moe", "mla", "attention_window", "mtp_layers", "parallel", "recompute", "stack", "seed",
+                 "rtol", "atol", "check"}},
+      {"hlo", {"file", "inputs", "device_assignment", "expected", "rtol", "atol", "overlap_collectives",
+               "narrow_types"}},
+      {"partition", {"params", "include_arrays", "correction"}},
+  };
+  return keys.at(kind);
+}
+
+// The config of w->kind from its map, named w->name (shard_map: its inputs go to w->shard_map_inputs).
+decltype(ScenarioWorkload::config) ParseWorkloadConfig(const YamlContext& ctx, const YamlMap& m, const YAML::Node& node,
+                                   const std::string& key, const Scenario& s, ScenarioWorkload* w) {
+  const std::string& kind = w->kind;
+  auto named = [&](auto c) -> decltype(ScenarioWorkload::config) {
+    c.name = w->name;
+    return c;
+  };
+  if (kind == "collectives") return named(ParseCollectives(ctx, m, s));
+  if (kind == "shard_map") return named(ParseShardMap(ctx, m, s, &w->shard_map_inputs));
+  if (kind == "mlp") return named(ParseMlp(ctx, m, s));
+  if (kind == "transformer_block") return named(ParseTransformerBlock(ctx, m, node, s));
+  if (kind == "model") return ParseValidatedModel(ctx, m, node, key, s, w->name);
+  if (kind == "hlo") return named(ParseHloWorkload(ctx, m, s));
+  return named(ParsePartition(ctx, m, s));
+}
+
+std::string WorkloadKindOf(const YamlContext& ctx, const YAML::Node& node, const std::string& key) {
+  std::optional<YAML::Node> kind_node;
+  for (YAML::const_iterator it = node.begin(); it != node.end(); ++it)
+    if (it->first.IsScalar() && it->first.Scalar() == "kind") kind_node = it->second;
+  if (!kind_node)
+    ctx.Fail(node, key + ".kind", fmt::format("missing required key; one of {}", fmt::join(WorkloadKinds(), ", ")));
+  return ctx.Choice(*kind_node, key + ".kind", WorkloadKinds());
+}
+
 }  // namespace
 
 const std::vector<std::string>& WorkloadKinds() {
@@ -567,96 +666,12 @@ const std::vector<std::string>& WorkloadKinds() {
 ScenarioWorkload ParseWorkload(const YamlContext& ctx, const YAML::Node& node, const std::string& key,
                                const Scenario& s) {
   if (!node.IsMap()) ctx.Fail(node, key, "expected a mapping with a `kind:` key");
-  // Read `kind` first: it decides which keys are valid.
-  // (A default-constructed YAML::Node is a defined null without a place in the file: track "found" apart.)
-  std::optional<YAML::Node> kind_node;
-  for (YAML::const_iterator it = node.begin(); it != node.end(); ++it)
-    if (it->first.IsScalar() && it->first.Scalar() == "kind") kind_node = it->second;
-  if (!kind_node)
-    ctx.Fail(node, key + ".kind", fmt::format("missing required key; one of {}", fmt::join(WorkloadKinds(), ", ")));
-  const std::string kind = ctx.Choice(*kind_node, key + ".kind", WorkloadKinds());
-
   ScenarioWorkload w;
-  w.kind = kind;
+  w.kind = WorkloadKindOf(ctx, node, key);
   w.location = ctx.Location(node);
-  auto default_name = [&] {
-    std::string name = kind;
-    for (int n = 2; std::any_of(s.workloads.begin(), s.workloads.end(), [&](const ScenarioWorkload& o) { return o.name == name; }); ++n)
-      name = fmt::format("{}_{}", kind, n);
-    return name;
-  };
-  if (kind == "collectives") {
-    YamlMap m(ctx, node, key, WithCommon({"ops", "axes", "sizes", "dtype", "iterations", "warmup", "check", "ppermute_shift",
-                                                  "algorithm", "protocol"}));
-    w.name = m.String("name", default_name());
-    CollectivesConfig c = ParseCollectives(ctx, m, s);
-    c.name = w.name;
-    w.config = c;
-  } else if (kind == "shard_map") {
-    YamlMap m(ctx, node, key, WithCommon({"inputs", "steps", "outputs", "check_vma", "check", "rtol", "atol"}));
-    w.name = m.String("name", default_name());
-    ShardMapConfig c = ParseShardMap(ctx, m, s, &w.shard_map_inputs);
-    c.name = w.name;
-    w.config = c;
-  } else if (kind == "mlp") {
-    YamlMap m(ctx, node, key,
-              WithCommon({"batch", "seq", "d_model", "d_ff", "dtype", "activation", "backward", "sharding", "seed",
-                          "rtol", "atol", "check"}));
-    w.name = m.String("name", default_name());
-    MlpConfig c;
-    ParseLayerCommon(ctx, m, s, &c);
-    if (m.Has("activation")) c.activation = ctx.Choice(m.Get("activation"), m.Key("activation"), {"gelu", "relu"});
-    c.name = w.name;
-    w.config = c;
-  } else if (kind == "transformer_block") {
-    YamlMap m(ctx, node, key,
-              WithCommon({"batch", "seq", "d_model", "d_ff", "heads", "dtype", "backward", "sharding", "seed", "rtol",
-                          "atol", "check"}));
-    w.name = m.String("name", default_name());
-    TransformerBlockConfig c;
-    ParseLayerCommon(ctx, m, s, &c);
-    c.heads = Positive(ctx, m, "heads", c.heads);
-    if (c.d_model % c.heads != 0)
-      ctx.Fail(m.Has("heads") ? m.Get("heads") : node, m.Key("heads"),
-               fmt::format("heads = {} does not divide d_model = {}", c.heads, c.d_model));
-    c.name = w.name;
-    w.config = c;
-  } else if (kind == "model") {
-    YamlMap m(ctx, node, key,
-              WithCommon({"vocab", "d_model", "layers", "heads", "kv_heads", "head_dim", "d_ff", "activation", "norm",
-                          "position", "tied_embeddings", "dropout", "flash_attention", "seq", "global_batch",
-                          "micro_batch", "dtype", "moe", "mla", "attention_window", "mtp_layers", "parallel",
-                          "recompute", "stack", "seed", "rtol", "atol", "check"}));
-    w.name = m.String("name", default_name());
-    ModelConfig c = ParseModel(ctx, m, s);
-    c.name = w.name;
-    // The cross-field checks (divisibility by the parallel degrees, roles of mesh axes) at the workload's line,
-    // once: what runs it trusts the result.
-    try {
-      w.config = ValidateModel(std::move(c), s.mesh.mesh);
-    } catch (const Error& e) {
-      ctx.Rethrow(node, key, e);
-    }
-    // A calibration profile prices one stack: a model on another would be priced with figures not fitted for it.
-    const ValidatedModel& model = std::get<ValidatedModel>(w.config);
-    if (s.topology.calibration && ModelStack(model) != s.topology.calibration->stack)
-      ctx.Fail(m.Has("stack") ? m.Get("stack") : node, m.Key("stack"),
-               fmt::format("runs on stack {}, but topology.calibration was fitted on stack {}",
-                           StackName(ModelStack(model)), StackName(s.topology.calibration->stack)));
-  } else if (kind == "hlo") {
-    YamlMap m(ctx, node, key, WithCommon({"file", "inputs", "device_assignment", "expected", "rtol", "atol",
-                                                "overlap_collectives", "narrow_types"}));
-    w.name = m.String("name", default_name());
-    HloConfig c = ParseHloWorkload(ctx, m, s);
-    c.name = w.name;
-    w.config = std::move(c);
-  } else {
-    YamlMap m(ctx, node, key, WithCommon({"params", "include_arrays", "correction"}));
-    w.name = m.String("name", default_name());
-    PartitionConfig c = ParsePartition(ctx, m, s);
-    c.name = w.name;
-    w.config = c;
-  }
+  YamlMap m(ctx, node, key, WithCommon(KeysOfKind(w.kind)));
+  w.name = m.String("name", DefaultWorkloadName(w.kind, s));
+  w.config = ParseWorkloadConfig(ctx, m, node, key, s, &w);
   if (w.name.empty()) ctx.Fail(node, key + ".name", "a workload name must not be empty");
   return w;
 }
