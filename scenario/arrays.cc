@@ -18,26 +18,27 @@
 namespace spmdsim {
 namespace {
 
-// The file's header again (it may have changed since the scenario was loaded). Error(kInvalidArgument) when
-// its dtype or shape no longer match.
+// Error(kInvalidArgument) when the file now holds another dtype or shape than the header read at load time.
+// REQUIRES: a.init.npy (the callers check it before they read the file).
+void CheckFileUnchanged(const ScenarioArray& a, DType dtype, const std::vector<int64_t>& shape) {
+  if (dtype != a.init.npy->dtype || shape != a.init.npy->shape)
+    Throw(ErrorCode::kInvalidArgument, "{}: the file changed since the scenario was loaded: it holds {} {}, not {} {}",
+          a.init.path, DTypeName(dtype), PyTuple(shape), DTypeName(a.init.npy->dtype), PyTuple(a.init.npy->shape));
+}
+
+// The file's header again (it may have changed since the scenario was loaded), checked by CheckFileUnchanged.
 NpyHeader CheckedNpyHeader(const ScenarioArray& a) {
   SPMDSIM_CHECK(a.init.npy.has_value(), "npy array without a header");
   NpyHeader now = ReadNpyHeader(a.init.path);
-  if (now.dtype != a.init.npy->dtype || now.shape != a.init.npy->shape)
-    Throw(ErrorCode::kInvalidArgument, "{}: the file changed since the scenario was loaded: it holds {} {}, not {} {}",
-          a.init.path, DTypeName(now.dtype), PyTuple(now.shape), DTypeName(a.init.npy->dtype),
-          PyTuple(a.init.npy->shape));
+  CheckFileUnchanged(a, now.dtype, now.shape);
   return now;
 }
 
-// The whole file, read once; its header checked against the one read at load time.
+// The whole file, read once; its header checked by CheckFileUnchanged.
 NpyArray ReadNpyAgain(const ScenarioArray& a) {
   SPMDSIM_CHECK(a.init.npy.has_value(), "npy array without a header");
   NpyArray now = ReadNpy(a.init.path);
-  if (now.dtype != a.init.npy->dtype || now.shape != a.init.npy->shape)
-    Throw(ErrorCode::kInvalidArgument, "{}: the file changed since the scenario was loaded: it holds {} {}, not {} {}",
-          a.init.path, DTypeName(now.dtype), PyTuple(now.shape), DTypeName(a.init.npy->dtype),
-          PyTuple(a.init.npy->shape));
+  CheckFileUnchanged(a, now.dtype, now.shape);
   return now;
 }
 
