@@ -13,13 +13,6 @@
 namespace spmdsim::hlo::internal {
 namespace {
 
-uint64_t LoadBits(const Value& v, int64_t i) {
-  uint64_t bits = 0;
-  const int64_t size = DTypeSize(v.dtype());
-  std::memcpy(&bits, static_cast<const char*>(v.raw()) + i * size, static_cast<size_t>(size));
-  return bits;
-}
-
 void StoreBits(ValueBuilder& b, DType dtype, int64_t i, uint64_t bits) {
   const int64_t size = DTypeSize(dtype);
   std::memcpy(static_cast<char*>(b.raw()) + i * size, &bits, static_cast<size_t>(size));
@@ -82,14 +75,14 @@ Value Reduce(const Instruction& ins, Operands v, Interpreter& interp) {
   // Accumulators: n per output element.
   std::vector<uint64_t> acc(static_cast<size_t>(out_size * n)), params(static_cast<size_t>(2 * n)), result(n);
   for (int64_t o = 0; o < out_size; ++o) {
-    for (int64_t k = 0; k < n; ++k) acc[o * n + k] = LoadBits(*v[n + k], 0);
+    for (int64_t k = 0; k < n; ++k) acc[o * n + k] = ElementBits(*v[n + k], 0);
   }
   OutputWalker walk(v[0]->dims(), ins.attrs().dimensions);
   for (int64_t i = 0; i < v[0]->size(); ++i, walk.Advance()) {
     const int64_t o = walk.offset();
     for (int64_t k = 0; k < n; ++k) {
       params[k] = acc[o * n + k];
-      params[n + k] = LoadBits(*v[k], i);
+      params[n + k] = ElementBits(*v[k], i);
     }
     f(params, result);
     for (int64_t k = 0; k < n; ++k) acc[o * n + k] = result[k];
@@ -150,9 +143,9 @@ Value ReduceWindow(const Instruction& ins, Operands v, Interpreter& interp) {
   int64_t o = 0;
   if (outs[0].size() > 0) {
     do {
-      for (int64_t k = 0; k < n; ++k) params[k] = LoadBits(*v[n + k], 0);
+      for (int64_t k = 0; k < n; ++k) params[k] = ElementBits(*v[n + k], 0);
       ForEachWindowElement(ins.attrs().window, v[0]->dims(), in_strides, idx, [&](int64_t at) {
-        for (int64_t k = 0; k < n; ++k) params[n + k] = LoadBits(*v[k], at);
+        for (int64_t k = 0; k < n; ++k) params[n + k] = ElementBits(*v[k], at);
         f(params, result);
         for (int64_t k = 0; k < n; ++k) params[k] = result[k];
       });
@@ -171,7 +164,7 @@ Value SelectAndScatter(const Instruction& ins, Operands v, Interpreter& interp) 
   const DType t = x.dtype();
   ScalarFunction select(*ins.select(), interp);
   ScalarFunction scatter(*ins.to_apply(), interp);
-  std::vector<uint64_t> out(static_cast<size_t>(x.size()), LoadBits(*v[2], 0));
+  std::vector<uint64_t> out(static_cast<size_t>(x.size()), ElementBits(*v[2], 0));
   const std::vector<int64_t> in_strides = Strides(x.dims());
   std::vector<int64_t> idx(source.dims().size(), 0);
   std::vector<uint64_t> p(2), r(1);
@@ -184,14 +177,14 @@ Value SelectAndScatter(const Instruction& ins, Operands v, Interpreter& interp) 
           chosen = at;
           return;
         }
-        p[0] = LoadBits(x, chosen);
-        p[1] = LoadBits(x, at);
+        p[0] = ElementBits(x, chosen);
+        p[1] = ElementBits(x, at);
         select(p, r);
         if ((r[0] & 1) == 0) chosen = at;
       });
       if (chosen >= 0) {
         p[0] = out[chosen];
-        p[1] = LoadBits(source, s);
+        p[1] = ElementBits(source, s);
         scatter(p, r);
         out[chosen] = r[0];
       }
@@ -209,7 +202,7 @@ Value Map(const Instruction& ins, Operands v, Interpreter& interp) {
   ValueBuilder b(t, ins.shape().dims);
   std::vector<uint64_t> params(v.size()), r(1);
   for (int64_t i = 0; i < b.size(); ++i) {
-    for (size_t k = 0; k < v.size(); ++k) params[k] = LoadBits(*v[k], i);
+    for (size_t k = 0; k < v.size(); ++k) params[k] = ElementBits(*v[k], i);
     f(params, r);
     StoreBits(b, t, i, r[0]);
   }

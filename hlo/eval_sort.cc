@@ -11,13 +11,6 @@
 namespace spmdsim::hlo::internal {
 namespace {
 
-uint64_t Load(const Value& v, int64_t i) {
-  uint64_t bits = 0;
-  const int64_t size = DTypeSize(v.dtype());
-  std::memcpy(&bits, static_cast<const char*>(v.raw()) + i * size, static_cast<size_t>(size));
-  return bits;
-}
-
 Value Sort(const Instruction& ins, Operands v, Interpreter& interp) {
   const int64_t n = static_cast<int64_t>(v.size());
   const std::vector<int64_t>& dims = v[0]->dims();
@@ -35,8 +28,8 @@ Value Sort(const Instruction& ins, Operands v, Interpreter& interp) {
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
       for (int64_t k = 0; k < n; ++k) {
-        params[2 * k] = Load(*v[k], base + a * step);
-        params[2 * k + 1] = Load(*v[k], base + b * step);
+        params[2 * k] = ElementBits(*v[k], base + a * step);
+        params[2 * k + 1] = ElementBits(*v[k], base + b * step);
       }
       less(params, result);
       return (result[0] & 1) != 0;

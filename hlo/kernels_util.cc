@@ -67,15 +67,10 @@ void ScalarFunction::operator()(std::span<const uint64_t> params, std::span<uint
     args.push_back(std::move(b).Finish());
   }
   Value out = interp_.Call(c_, args);
-  auto bits_of = [](const Value& v) {
-    uint64_t bits = 0;
-    std::memcpy(&bits, v.raw(), static_cast<size_t>(DTypeSize(v.dtype())));
-    return bits;
-  };
   if (out.is_tuple()) {
-    for (size_t i = 0; i < out.elements().size(); ++i) results[i] = bits_of(out.element(i));
+    for (size_t i = 0; i < out.elements().size(); ++i) results[i] = ElementBits(out.element(i), 0);
   } else {
-    results[0] = bits_of(out);
+    results[0] = ElementBits(out, 0);
   }
 }
 

@@ -5,6 +5,7 @@
 #define SPMDSIM_HLO_INTERNAL_KERNELS_H_
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <vector>
@@ -44,6 +45,14 @@ std::vector<int64_t> Strides(const std::vector<int64_t>& dims);
 int64_t ScalarAsInt64(const Value& value);
 // Every element of `x` converted to double (tests, checks).
 std::vector<double> ToDoubles(const Value& x);
+// The bits of element `i` (row-major) of array `v`, zero-extended to 64 (the registers of a ScalarProgram).
+// Inline: the reduce and sort kernels call it per element.
+inline uint64_t ElementBits(const Value& v, int64_t i) {
+  uint64_t bits = 0;
+  const int64_t size = DTypeSize(v.dtype());
+  std::memcpy(&bits, static_cast<const char*>(v.raw()) + i * size, static_cast<size_t>(size));
+  return bits;
+}
 // A to_apply computation applied to scalars: through its ScalarProgram when it has one, else by evaluating it.
 class ScalarFunction {
  public:
