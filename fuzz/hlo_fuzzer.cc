@@ -53,12 +53,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 }
 
 #ifdef SPMDSIM_FUZZ_REPLAY
-#include <algorithm>
-#include <filesystem>
-#include <fstream>
+#include <iterator>
 #include <random>
-#include <sstream>
+#include <string>
+#include <utility>
 #include <vector>
+
+#include "fuzz/replay.h"
 
 namespace {
 
@@ -70,14 +71,7 @@ std::vector<std::string> Mutations(const std::string& text, uint64_t seed, int c
                                   "nan", "inf", "{...}", "<=[8]", "T(1,0)", "tuple(", "while(", "dimensions={9}",
                                   "replica_groups={{0,0}}", "mesh['a'=2] {'a'}", "\xff", "\n", "x"};
   std::mt19937_64 rng(seed);
-  std::vector<std::string> lines;
-  std::stringstream ss(text);
-  for (std::string line; std::getline(ss, line);) lines.push_back(line);
-  auto join = [](const std::vector<std::string>& ls) {
-    std::string out;
-    for (const std::string& l : ls) out += l + "\n";
-    return out;
-  };
+  const std::vector<std::string> lines = spmdsim_fuzz::SplitLines(text);
   std::vector<std::string> out;
   for (int i = 0; i < count; ++i) {
     std::string m = text;
@@ -86,8 +80,8 @@ std::vector<std::string> Mutations(const std::string& text, uint64_t seed, int c
       case 0: m = text.substr(0, text.empty() ? 0 : rng() % text.size()); break;
       case 1: m.insert(text.empty() ? 0 : rng() % text.size(), kTokens[rng() % std::size(kTokens)]); break;
       case 2: if (!m.empty()) m[rng() % m.size()] = static_cast<char>(rng()); break;
-      case 3: if (!ls.empty()) ls.erase(ls.begin() + static_cast<long>(rng() % ls.size())); m = join(ls); break;
-      case 4: if (ls.size() > 1) std::swap(ls[rng() % ls.size()], ls[rng() % ls.size()]); m = join(ls); break;
+      case 3: if (!ls.empty()) ls.erase(ls.begin() + static_cast<long>(rng() % ls.size())); m = spmdsim_fuzz::JoinLines(ls); break;
+      case 4: if (ls.size() > 1) std::swap(ls[rng() % ls.size()], ls[rng() % ls.size()]); m = spmdsim_fuzz::JoinLines(ls); break;
       default: {  // a digit replaced by a huge number
         const size_t at = m.find_first_of("0123456789", text.empty() ? 0 : rng() % text.size());
         if (at != std::string::npos) m.replace(at, 1, kTokens[18 + rng() % 2]);
@@ -100,40 +94,7 @@ std::vector<std::string> Mutations(const std::string& text, uint64_t seed, int c
 
 }  // namespace
 
-// Usage: hlo_fuzz_replay [--mutations N] DIR_OR_FILE...
 int main(int argc, char** argv) {
-  int mutations = 40;
-  std::vector<std::filesystem::path> files;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--mutations" && i + 1 < argc) {
-      mutations = std::atoi(argv[++i]);
-      continue;
-    }
-    if (std::filesystem::is_directory(arg)) {
-      for (const auto& e : std::filesystem::recursive_directory_iterator(arg)) {
-        if (e.is_regular_file() && e.path().extension() == ".txt") files.push_back(e.path());
-      }
-    } else {
-      files.push_back(arg);
-    }
-  }
-  std::sort(files.begin(), files.end());
-  size_t inputs = 0;
-  for (size_t f = 0; f < files.size(); ++f) {
-    std::ifstream in(files[f], std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const std::string text = ss.str();
-    ParseOne(text);
-    ++inputs;
-    for (const std::string& m : Mutations(text, 2000 + f, mutations)) {
-      ParseOne(m);
-      ++inputs;
-    }
-  }
-  std::printf("hlo fuzz replay: %zu inputs from %zu files, every one parsed or rejected with spmdsim::Error\n",
-              inputs, files.size());
-  return files.empty() ? 1 : 0;
+  return spmdsim_fuzz::ReplayMain(argc, argv, {"hlo", ".txt", 2000, Mutations, ParseOne});
 }
 #endif  // SPMDSIM_FUZZ_REPLAY

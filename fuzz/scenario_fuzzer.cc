@@ -48,11 +48,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 }
 
 #ifdef SPMDSIM_FUZZ_REPLAY
-#include <filesystem>
-#include <fstream>
+#include <iterator>
 #include <random>
-#include <sstream>
+#include <string>
+#include <utility>
 #include <vector>
+
+#include "fuzz/replay.h"
 
 namespace {
 
@@ -63,14 +65,7 @@ std::vector<std::string> Mutations(const std::string& text, uint64_t seed, int c
                                   "P(", "P('x',", "x=", "1KiB", "? ", "|\n", ">\n", "%YAML 1.2\n", "---\n", "...\n",
                                   "\xff\xfe", "kind: mlp", "shape: [0]", "axes: {}", "<<: *a"};
   std::mt19937_64 rng(seed);
-  std::vector<std::string> lines;
-  std::stringstream ss(text);
-  for (std::string line; std::getline(ss, line);) lines.push_back(line);
-  auto join = [](const std::vector<std::string>& ls) {
-    std::string out;
-    for (const std::string& l : ls) out += l + "\n";
-    return out;
-  };
+  const std::vector<std::string> lines = spmdsim_fuzz::SplitLines(text);
   std::vector<std::string> out;
   for (int i = 0; i < count; ++i) {
     std::string m = text;
@@ -87,7 +82,7 @@ std::vector<std::string> Mutations(const std::string& text, uint64_t seed, int c
       case 3: {  // delete a line
         std::vector<std::string> ls = lines;
         if (!ls.empty()) ls.erase(ls.begin() + static_cast<long>(rng() % ls.size()));
-        m = join(ls);
+        m = spmdsim_fuzz::JoinLines(ls);
         break;
       }
       case 4: {  // duplicate a line
@@ -96,13 +91,13 @@ std::vector<std::string> Mutations(const std::string& text, uint64_t seed, int c
           size_t k = rng() % ls.size();
           ls.insert(ls.begin() + static_cast<long>(k), ls[k]);
         }
-        m = join(ls);
+        m = spmdsim_fuzz::JoinLines(ls);
         break;
       }
       default: {  // swap two lines
         std::vector<std::string> ls = lines;
         if (ls.size() > 1) std::swap(ls[rng() % ls.size()], ls[rng() % ls.size()]);
-        m = join(ls);
+        m = spmdsim_fuzz::JoinLines(ls);
         break;
       }
     }
@@ -113,39 +108,7 @@ std::vector<std::string> Mutations(const std::string& text, uint64_t seed, int c
 
 }  // namespace
 
-// Usage: scenario_fuzz_replay [--mutations N] DIR_OR_FILE...
 int main(int argc, char** argv) {
-  int mutations = 40;
-  std::vector<std::filesystem::path> files;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--mutations" && i + 1 < argc) {
-      mutations = std::atoi(argv[++i]);
-      continue;
-    }
-    if (std::filesystem::is_directory(arg)) {
-      for (const auto& e : std::filesystem::recursive_directory_iterator(arg))
-        if (e.is_regular_file()) files.push_back(e.path());
-    } else {
-      files.push_back(arg);
-    }
-  }
-  std::sort(files.begin(), files.end());
-  size_t inputs = 0;
-  for (size_t f = 0; f < files.size(); ++f) {
-    std::ifstream in(files[f], std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string text = ss.str();
-    ParseOne(text);
-    ++inputs;
-    for (const std::string& m : Mutations(text, 1000 + f, mutations)) {
-      ParseOne(m);
-      ++inputs;
-    }
-  }
-  std::printf("scenario fuzz replay: %zu inputs from %zu files, every one parsed or rejected with spmdsim::Error\n",
-              inputs, files.size());
-  return files.empty() ? 1 : 0;
+  return spmdsim_fuzz::ReplayMain(argc, argv, {"scenario", "", 1000, Mutations, ParseOne});
 }
 #endif  // SPMDSIM_FUZZ_REPLAY
