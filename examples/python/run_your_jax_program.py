@@ -6,8 +6,9 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 import spmdsim
 
 mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
-x = jax.device_put(np.random.rand(16, 512).astype(np.float32), NamedSharding(mesh, P("data", None)))
-w = jax.device_put(np.random.rand(512, 1024).astype(np.float32), NamedSharding(mesh, P(None, "model")))
+rng = np.random.default_rng(0)
+x = jax.device_put(rng.random((16, 512)).astype(np.float32), NamedSharding(mesh, P("data", None)))
+w = jax.device_put(rng.random((512, 1024)).astype(np.float32), NamedSharding(mesh, P(None, "model")))
 layer = jax.jit(lambda x, w: jax.nn.gelu(x @ w).sum(axis=0))
 
 y, report = spmdsim.from_jax(layer, x, w, topology="tpu-v5e:2x4")  # XLA's module, run on 8 simulated v5e chips
