@@ -90,11 +90,20 @@ ExitCode RunAnalyze(const AnalyzeArgs& args) {
     } catch (const SpecError& e) {
       std::vector<SpecProblem> problems = e.problems();
       for (auto& p : problems) p.message = fmt::format("array '{}': {}", array.name, p.message);
-      throw SpecError(std::move(problems));
+      try {
+        throw SpecError(std::move(problems));
+      } catch (const SpecError& named) {
+        RethrowWithAxisHint(named, mesh);
+      }
     }
     array.spec = reports.back().corrected;
   }
-  MemoryAnalysis analysis = AnalyzeMemory(arrays, mesh);
+  MemoryAnalysis analysis;
+  try {
+    analysis = AnalyzeMemory(arrays, mesh);
+  } catch (const Error& e) {
+    RethrowWithAxisHint(e, mesh);
+  }
   if (args.topology.empty()) {  // the row-major CPU mesh's memory size is a placeholder, not a capacity to check
     analysis.capacity_bytes = 0;
     analysis.devices_over_capacity.clear();

@@ -1,11 +1,13 @@
 #include "cli/cli_util.h"
 
+#include <exception>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/error.h"
+#include "common/error_context.h"
 #include "common/strings.h"
 #include "common/user_text.h"
 #include "mesh/mesh_utils.h"
@@ -73,6 +75,28 @@ nlohmann::json SpecJson(const PartitionSpec& spec) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& e : spec.entries()) out.push_back(EntryJson(e));
   return out;
+}
+
+namespace {
+
+// The SpecError `error` is, or the first one nested in it.
+const SpecError* FindSpecError(const std::exception& error) {
+  if (const auto* spec = dynamic_cast<const SpecError*>(&error)) return spec;
+  try {
+    std::rethrow_if_nested(error);
+  } catch (const std::exception& nested) {
+    return FindSpecError(nested);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void RethrowWithAxisHint(const Error& error, const Mesh& mesh) {
+  const SpecError* spec = FindSpecError(error);
+  const std::string hint = spec == nullptr ? "" : UnknownAxisHint(spec->problems(), mesh.axis_names());
+  if (hint.empty()) throw;
+  RethrowWithContext(error, error.message() + hint);
 }
 
 }  // namespace spmdsim::cli

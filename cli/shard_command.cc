@@ -71,7 +71,12 @@ ExitCode RunShard(const ShardArgs& args) {
   CorrectionOptions options;
   options.mode = ParseCorrectionMode(args.correct);
   options.element_bytes = DTypeSize(dtype);
-  const CorrectionReport report = CorrectSpec(requested, mesh, shape, options);
+  CorrectionReport report;
+  try {
+    report = CorrectSpec(requested, mesh, shape, options);
+  } catch (const Error& e) {
+    RethrowWithAxisHint(e, mesh);
+  }
   const NamedSharding sharding(mesh, report.corrected);
   const ShardingLayout layout = sharding.Layout(shape);
   const MemoryAnalysis memory = AnalyzeMemory({{"array", shape, dtype, report.corrected}}, mesh);
@@ -199,7 +204,8 @@ void AddShardCommand(CLI::App& app, ExitCode& exit_code) {
       ->check(IntIn(1, std::numeric_limits<int>::max()));
   cmd->add_option("--dcn", args->dcn, "DCN part of each --mesh axis: create_hybrid_device_mesh (with --topology)");
   cmd->add_option("--dtype", args->dtype, "element type (f32, bf16, f16, f64, i32, i8, ...)");
-  cmd->add_option("--correct", args->correct, "none (JAX's errors), eformer, keep-most");
+  cmd->add_option("--correct", args->correct,
+                  "none (the default: JAX's errors for a spec that does not fit), eformer, keep-most");
   cmd->add_option("--width", args->width, "width of the block picture in characters (default 80, at least 20)")
       ->check(CLI::Range(20, 100000));
   cmd->add_option("--max-devices", args->max_devices, "devices listed in the human output (default 64)")

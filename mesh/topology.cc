@@ -1,5 +1,8 @@
 #include "mesh/topology.h"
 
+#include <algorithm>
+#include <optional>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -384,18 +387,123 @@ void CheckDeviceCount(std::string_view what, const std::vector<int64_t>& dims, i
 
 }  // namespace
 
+namespace {
+
+// Cloud TPU accelerator types (cloud.google.com/tpu/docs/system-architecture-tpu-vm and the per-generation
+// pages, "Configurations"): the name counts TensorCores on v2, v3, v4 and v5p (2 per chip) and chips on v5e and
+// v6e; the slice shapes of power-of-two sizes follow one rule (Topology::Parse's comment).
+struct AcceleratorFamily {
+  const char* prefix;
+  const char* preset;
+  int counted_per_chip;  // TensorCores per chip when the name counts cores, else 1
+  int dims;
+};
+constexpr AcceleratorFamily kAcceleratorFamilies[] = {
+    {"v2", "tpu-v2", 2, 2}, {"v3", "tpu-v3", 2, 2},        {"v4", "tpu-v4", 2, 3},
+    {"v5p", "tpu-v5p", 2, 3}, {"v5litepod", "tpu-v5e", 1, 2}, {"v6e", "tpu-v6e", 1, 2}};
+
+const AcceleratorFamily* FindAcceleratorFamily(std::string_view prefix) {
+  for (const AcceleratorFamily& f : kAcceleratorFamilies)
+    if (prefix == f.prefix) return &f;
+  return nullptr;
+}
+
+// Google Cloud's slice shape for `chips` (a power of two): as square as possible, ascending; 3-D 4 chips 2x2x1.
+std::string SliceShape(int64_t chips, int dims) {
+  int k = 0;
+  while ((int64_t{1} << k) < chips) ++k;
+  if (dims == 2) return fmt::format("{}x{}", int64_t{1} << (k / 2), chips >> (k / 2));
+  if (chips == 4) return "2x2x1";
+  std::array<int64_t, 3> d = {int64_t{1} << (k / 3), int64_t{1} << (k / 3), int64_t{1} << (k / 3)};
+  for (int i = 0; i < k % 3; ++i) d[2 - i] *= 2;
+  return fmt::format("{}x{}x{}", d[0], d[1], d[2]);
+}
+
+// "v5p-64" -> "tpu-v5p:2x4x4"; nullopt when `text` is not of the form PREFIX-N with a known prefix.
+std::optional<std::string> AcceleratorTypeAsPreset(std::string_view text) {
+  const size_t dash = text.rfind('-');
+  if (dash == std::string_view::npos || text.find(':') != std::string_view::npos) return std::nullopt;
+  const AcceleratorFamily* f = FindAcceleratorFamily(text.substr(0, dash));
+  if (f == nullptr) return std::nullopt;
+  const std::string what = fmt::format("topology {}", QuoteForError(text));
+  const std::string unit = f->counted_per_chip == 2 ? "TensorCores, 2 per chip" : "chips";
+  const int64_t count = ParseIntIn(text.substr(dash + 1), what + ": the size", 1, kMaxTopologyDevices * 2);
+  const int64_t chips = count / f->counted_per_chip;
+  const int64_t min_chips = f->dims == 3 ? 4 : 1;
+  const bool power_of_two = chips > 0 && (chips & (chips - 1)) == 0;
+  if (count % f->counted_per_chip != 0 || !power_of_two || chips < min_chips) {
+    Throw(ErrorCode::kInvalidArgument,
+          "{}: Cloud TPU {} counts {}; spmdsim knows the slice shapes of {}-N for N = {}, {}, {}, ... (a power "
+          "of two); for another shape give the chips as {}:{}",
+          what, f->prefix, unit, f->prefix, min_chips * f->counted_per_chip, 2 * min_chips * f->counted_per_chip,
+          4 * min_chips * f->counted_per_chip, f->preset, f->dims == 3 ? "XxYxZ" : "XxY");
+  }
+  return fmt::format("{}:{}", f->preset, SliceShape(chips, f->dims));
+}
+
+// How to write the dimensions of `name` (a known preset or not).
+std::string DimsExample(const std::string& name) {
+  for (const TpuFigures& f : kTpuFigures)
+    if (name == f.preset) return f.dims == 3 ? fmt::format("XxYxZ chips, e.g. {}:4x4x4", name)
+                                             : fmt::format("XxY chips, e.g. {}:4x4", name);
+  if (name == "gpu") return "HOSTSxGPUS, e.g. gpu:2x8";
+  if (name == "cpu") return "the number of devices, e.g. cpu:8";
+  return fmt::format("the number of hosts, e.g. {}:4", name);
+}
+
+// Every preset and accelerator-type prefix, for did-you-mean.
+std::vector<std::string> TopologyNames() {
+  std::vector<std::string> names = Topology::PresetNames();
+  for (const AcceleratorFamily& f : kAcceleratorFamilies) names.push_back(fmt::format("{}-N", f.prefix));
+  return names;
+}
+
+[[noreturn]] void ThrowUnknownPreset(const std::string& name) {
+  Throw(ErrorCode::kNotFound,
+        "unknown topology preset {}{}; valid presets: {}; or a Cloud TPU accelerator type: v4-128, v5p-64, "
+        "v5litepod-256, v6e-256",
+        QuoteForError(name), DidYouMeanSuffix(name, TopologyNames()), fmt::join(Topology::PresetNames(), ", "));
+}
+
+// The dimensions after the colon, with a hint written for topologies (not array shapes).
+std::vector<int64_t> ParseTopologyDims(const std::string& name, std::string_view dims_text, const std::string& what) {
+  const std::vector<std::string> parts = Split(dims_text, 'x');
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string_view part = Trim(parts[i]);
+    const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits) {
+      Throw(ErrorCode::kInvalidArgument, "{}: dimension {} of {} is {}; {} takes {}", what, i + 1,
+            QuoteForError(dims_text), part.empty() ? "empty" : fmt::format("{}, not a number", QuoteForError(part)),
+            name, DimsExample(name));
+    }
+  }
+  return ParseDims(dims_text, what);
+}
+
+}  // namespace
+
 Topology Topology::Parse(std::string_view text, int num_slices) {
+  if (const std::optional<std::string> preset = AcceleratorTypeAsPreset(Trim(text))) {
+    Topology t = Parse(*preset, num_slices);
+    t.accelerator_type_ = std::string(Trim(text));
+    return t;
+  }
   auto colon = text.find(':');
   std::string name(Trim(text.substr(0, colon)));
+  const bool known = std::find(PresetNames().begin(), PresetNames().end(), name) != PresetNames().end();
   if (colon == std::string_view::npos) {
     Throw(ErrorCode::kInvalidArgument,
-          "topology {} has no dimensions; write PRESET:DIMS, e.g. tpu-v4:2x2x4, tpu-v5e:4x4, dgx-h100:4, "
-          "gpu:2x8, cpu:8 (presets: {})",
-          QuoteForError(text), fmt::join(PresetNames(), ", "));
+          "topology {} has no dimensions{}; write PRESET:DIMS, e.g. tpu-v4:2x2x4, tpu-v5e:4x4, dgx-h100:4, "
+          "gpu:2x8, cpu:8 (presets: {}), or a Cloud TPU accelerator type (v4-128, v5p-64, v5litepod-256, v6e-256)",
+          QuoteForError(text), known ? fmt::format(": {} takes {}", name, DimsExample(name))
+                                     : DidYouMeanSuffix(name, TopologyNames()),
+          fmt::join(PresetNames(), ", "));
   }
+  if (!known) ThrowUnknownPreset(name);
   std::string_view dims_text = text.substr(colon + 1);
   std::string what = fmt::format("topology {}", QuoteForError(text));
-  std::vector<int64_t> dims = ParseDims(dims_text, what);
+  std::vector<int64_t> dims = ParseTopologyDims(name, dims_text, what);
+
   for (int64_t d : dims) {
     if (d > kMaxTopologyDevices)
       Throw(ErrorCode::kOutOfRange, "{}: dimension {} is too large; spmdsim simulates at most {} devices", what, d,
@@ -436,8 +544,36 @@ Topology Topology::Parse(std::string_view text, int num_slices) {
     if (dims.size() != 1) Throw(ErrorCode::kInvalidArgument, "{}: give the number of devices, e.g. cpu:8", what);
     return Cpu(static_cast<int>(dims[0]));
   }
-  Throw(ErrorCode::kNotFound, "unknown topology preset {}; valid presets: {}", QuoteForError(name),
-        fmt::join(PresetNames(), ", "));
+  ThrowUnknownPreset(name);
+}
+
+const std::vector<std::string>& Topology::AcceleratorTypePrefixes() {
+  static const std::vector<std::string> prefixes = [] {
+    std::vector<std::string> out;
+    for (const AcceleratorFamily& f : kAcceleratorFamilies) out.emplace_back(f.prefix);
+    return out;
+  }();
+  return prefixes;
+}
+
+std::string Topology::ChipCountText() const {
+  switch (platform_) {
+    case Platform::kGpu:
+      return fmt::format("{} GPU{}", num_devices(), num_devices() == 1 ? "" : "s");
+    case Platform::kCpu:
+      return fmt::format("{} CPU device{}", num_devices(), num_devices() == 1 ? "" : "s");
+    case Platform::kTpu:
+      break;
+  }
+  std::string out = fmt::format("{} chip{}", num_chips(), num_chips() == 1 ? "" : "s");
+  if (cores_per_chip_ > 1) out += fmt::format(", {} devices (one per TensorCore)", num_devices());
+  if (!accelerator_type_.empty()) {
+    const AcceleratorFamily* f = FindAcceleratorFamily(accelerator_type_.substr(0, accelerator_type_.rfind('-')));
+    if (f != nullptr && f->counted_per_chip == 2)
+      out += fmt::format(" (Cloud TPU {} counts {} TensorCores, 2 per chip)", accelerator_type_,
+                         accelerator_type_.substr(accelerator_type_.rfind('-') + 1));
+  }
+  return out;
 }
 
 std::string Topology::ToString() const {

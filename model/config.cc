@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "common/error.h"
+#include "common/user_text.h"
 
 namespace spmdsim {
 
@@ -42,13 +43,17 @@ std::string_view MoeRouterName(MoeRouter r) {
 
 namespace {
 
+// Throws ModelConfigError naming `field` (the key path of the value at fault, for the scenario's line:col).
 template <typename... Args>
-[[noreturn]] void Invalid(const ModelConfig& c, fmt::format_string<Args...> format, Args&&... args) {
-  Throw(ErrorCode::kInvalidArgument, "model '{}': {}", c.name, fmt::format(format, std::forward<Args>(args)...));
+[[noreturn]] void Invalid(const ModelConfig& c, std::string_view field, fmt::format_string<Args...> format,
+                          Args&&... args) {
+  throw ModelConfigError(ErrorCode::kInvalidArgument,
+                         fmt::format("model '{}': {}", c.name, fmt::format(format, std::forward<Args>(args)...)),
+                         std::string(field));
 }
 
 void RequirePositive(const ModelConfig& c, std::string_view field, int64_t value) {
-  if (value <= 0) Invalid(c, "{} must be a positive integer, got {}", field, value);
+  if (value <= 0) Invalid(c, field, "{} must be a positive integer, got {}", field, value);
 }
 
 // Degree of one role; its axes must exist and not repeat another role's.
@@ -56,10 +61,14 @@ int64_t RoleDegree(const ModelConfig& c, const Mesh& mesh, std::string_view role
                    std::set<std::string>* used) {
   for (const std::string& axis : axes) {
     if (!mesh.HasAxis(axis)) {
-      Throw(ErrorCode::kNotFound, "model '{}': {} names mesh axis '{}', which the mesh lacks; its axes: {}", c.name,
-            role, axis, fmt::join(mesh.axis_names(), ", "));
+      throw ModelConfigError(ErrorCode::kNotFound,
+                             fmt::format("model '{}': {} names mesh axis '{}', which the mesh lacks{}; its axes: {}",
+                                         c.name, role, axis, DidYouMeanSuffix(axis, mesh.axis_names()),
+                                         fmt::join(mesh.axis_names(), ", ")),
+                             fmt::format("parallel.{}", role));
     }
-    if (!used->insert(axis).second) Invalid(c, "{}: mesh axis '{}' already has another role", role, axis);
+    if (!used->insert(axis).second)
+      Invalid(c, fmt::format("parallel.{}", role), "{}: mesh axis '{}' already has another role", role, axis);
   }
   return mesh.AxesSize(axes);
 }
@@ -75,24 +84,24 @@ void ValidateShape(const ModelConfig& c) {
   RequirePositive(c, "seq", c.seq);
   RequirePositive(c, "global_batch", c.global_batch);
   RequirePositive(c, "micro_batch", c.micro_batch);
-  if (c.kv_heads < 0) Invalid(c, "kv_heads must be >= 0 (0: = heads), got {}", c.kv_heads);
+  if (c.kv_heads < 0) Invalid(c, "kv_heads", "kv_heads must be >= 0 (0: = heads), got {}", c.kv_heads);
   if (c.heads % c.effective_kv_heads() != 0)
-    Invalid(c, "heads = {} is not divisible by kv_heads = {} (GQA groups must be equal)", c.heads, c.kv_heads);
-  if (c.head_dim < 0) Invalid(c, "head_dim must be >= 0 (0: d_model / heads), got {}", c.head_dim);
+    Invalid(c, "kv_heads", "heads = {} is not divisible by kv_heads = {} (GQA groups must be equal)", c.heads, c.kv_heads);
+  if (c.head_dim < 0) Invalid(c, "head_dim", "head_dim must be >= 0 (0: d_model / heads), got {}", c.head_dim);
   if (c.head_dim == 0 && c.d_model % c.heads != 0)
-    Invalid(c, "heads = {} does not divide d_model = {}; give head_dim explicitly", c.heads, c.d_model);
+    Invalid(c, "heads", "heads = {} does not divide d_model = {}; give head_dim explicitly", c.heads, c.d_model);
   if (c.dtype != DType::kBF16 && c.dtype != DType::kF16 && c.dtype != DType::kF8E4M3FN && c.dtype != DType::kF8E5M2)
-    Invalid(c, "dtype must be a compute dtype: bfloat16, float16, float8_e4m3fn, float8_e5m2 (got {})",
+    Invalid(c, "dtype", "dtype must be a compute dtype: bfloat16, float16, float8_e4m3fn, float8_e5m2 (got {})",
             DTypeName(c.dtype));
   const MoeConfig& m = c.moe;
-  if (m.experts < 0) Invalid(c, "moe.experts must be >= 0 (0: dense), got {}", m.experts);
+  if (m.experts < 0) Invalid(c, "moe.experts", "moe.experts must be >= 0 (0: dense), got {}", m.experts);
   if (m.experts > 0) {
     if (m.top_k < 1 || m.top_k > m.experts)
-      Invalid(c, "moe.top_k must be in [1, experts = {}], got {}", m.experts, m.top_k);
-    if (!(m.capacity_factor > 0)) Invalid(c, "moe.capacity_factor must be > 0, got {}", m.capacity_factor);
-    if (m.d_ff < 0) Invalid(c, "moe.d_ff must be >= 0 (0: the model's d_ff), got {}", m.d_ff);
+      Invalid(c, "moe.top_k", "moe.top_k must be in [1, experts = {}], got {}", m.experts, m.top_k);
+    if (!(m.capacity_factor > 0)) Invalid(c, "moe.capacity_factor", "moe.capacity_factor must be > 0, got {}", m.capacity_factor);
+    if (m.d_ff < 0) Invalid(c, "moe.d_ff", "moe.d_ff must be >= 0 (0: the model's d_ff), got {}", m.d_ff);
     if (m.every < 1 || m.every > c.layers)
-      Invalid(c, "moe.every must be in [1, layers = {}], got {}", c.layers, m.every);
+      Invalid(c, "moe.every", "moe.every must be in [1, layers = {}], got {}", c.layers, m.every);
   }
 }
 
@@ -105,10 +114,13 @@ void ValidateParallel(const ModelConfig& c, const Mesh& mesh, ParallelDegrees* d
   d->pipeline = RoleDegree(c, mesh, "pipeline_axes", p.pipeline_axes, &used);
   for (const std::string& axis : p.expert_axes) {
     if (!mesh.HasAxis(axis))
-      Throw(ErrorCode::kNotFound, "model '{}': expert_axes names mesh axis '{}', which the mesh lacks; its axes: {}",
-            c.name, axis, fmt::join(mesh.axis_names(), ", "));
+      throw ModelConfigError(ErrorCode::kNotFound,
+                             fmt::format("model '{}': expert_axes names mesh axis '{}', which the mesh lacks{}; its "
+                                         "axes: {}", c.name, axis, DidYouMeanSuffix(axis, mesh.axis_names()),
+                                         fmt::join(mesh.axis_names(), ", ")),
+                             "parallel.expert_axes");
     if (std::find(p.data_axes.begin(), p.data_axes.end(), axis) == p.data_axes.end())
-      Invalid(c, "expert axis '{}' must also be a data axis (experts are split over data-parallel ranks, as in "
+      Invalid(c, "parallel.expert_axes", "expert axis '{}' must also be a data axis (experts are split over data-parallel ranks, as in "
               "Megatron); data_axes: {}", axis, AxesText(p.data_axes));
   }
   d->expert = mesh.AxesSize(p.expert_axes);
@@ -116,42 +128,42 @@ void ValidateParallel(const ModelConfig& c, const Mesh& mesh, ParallelDegrees* d
   for (const std::string& axis : mesh.axis_names())
     if (mesh.AxisSize(axis) > 1 && used.count(axis) == 0) unassigned.push_back(axis);
   if (!unassigned.empty())
-    Invalid(c, "mesh axes {} have no role; give each axis larger than 1 to data_axes, tensor_axes, context_axes or "
+    Invalid(c, "parallel", "mesh axes {} have no role; give each axis larger than 1 to data_axes, tensor_axes, context_axes or "
             "pipeline_axes", AxesText(unassigned));
-  if (p.zero_stage < 0 || p.zero_stage > 3) Invalid(c, "zero_stage must be 0, 1, 2 or 3 (3 = FSDP), got {}", p.zero_stage);
+  if (p.zero_stage < 0 || p.zero_stage > 3) Invalid(c, "parallel.zero_stage", "zero_stage must be 0, 1, 2 or 3 (3 = FSDP), got {}", p.zero_stage);
   const int64_t t = d->tensor;
-  if (p.sequence_parallel && p.tensor_axes.empty()) Invalid(c, "sequence_parallel needs tensor_axes");
+  if (p.sequence_parallel && p.tensor_axes.empty()) Invalid(c, "parallel.sequence_parallel", "sequence_parallel needs tensor_axes");
   if (c.heads % t != 0)
-    Invalid(c, "heads = {} is not divisible by the tensor-parallel degree {} (axes {})", c.heads, t, AxesText(p.tensor_axes));
+    Invalid(c, "heads", "heads = {} is not divisible by the tensor-parallel degree {} (axes {})", c.heads, t, AxesText(p.tensor_axes));
   const int64_t kv = c.effective_kv_heads();
   if (kv % t != 0 && t % kv != 0)
-    Invalid(c, "kv_heads = {} and the tensor-parallel degree {} must divide one another", kv, t);
-  if (c.d_ff % t != 0) Invalid(c, "d_ff = {} is not divisible by the tensor-parallel degree {}", c.d_ff, t);
+    Invalid(c, "kv_heads", "kv_heads = {} and the tensor-parallel degree {} must divide one another", kv, t);
+  if (c.d_ff % t != 0) Invalid(c, "d_ff", "d_ff = {} is not divisible by the tensor-parallel degree {}", c.d_ff, t);
   if (c.moe.experts > 0 && c.expert_d_ff() % t != 0)
-    Invalid(c, "moe.d_ff = {} is not divisible by the tensor-parallel degree {}", c.expert_d_ff(), t);
+    Invalid(c, "moe.d_ff", "moe.d_ff = {} is not divisible by the tensor-parallel degree {}", c.expert_d_ff(), t);
   const int64_t seq_split = (p.sequence_parallel ? t : 1) * (d->context > 1 ? 2 * d->context : 1);
   if (c.seq % seq_split != 0)
-    Invalid(c, "seq = {} is not divisible by {} ({}2 x context degree {}: ring attention's load-balanced chunks)",
+    Invalid(c, "seq", "seq = {} is not divisible by {} ({}2 x context degree {}: ring attention's load-balanced chunks)",
             c.seq, seq_split, p.sequence_parallel ? fmt::format("tensor degree {} (sequence parallel) x ", t) : "",
             d->context);
-  if (p.virtual_stages < 1) Invalid(c, "virtual_stages must be >= 1, got {}", p.virtual_stages);
+  if (p.virtual_stages < 1) Invalid(c, "parallel.virtual_stages", "virtual_stages must be >= 1, got {}", p.virtual_stages);
   if (p.schedule != PipelineSchedule::kInterleaved1F1B && p.virtual_stages != 1)
-    Invalid(c, "virtual_stages = {} needs schedule: interleaved", p.virtual_stages);
+    Invalid(c, "parallel.virtual_stages", "virtual_stages = {} needs schedule: interleaved", p.virtual_stages);
   if (p.schedule == PipelineSchedule::kInterleaved1F1B && p.virtual_stages < 2)
-    Invalid(c, "schedule interleaved needs virtual_stages >= 2 (with 1 it is 1f1b)");
+    Invalid(c, "parallel.schedule", "schedule interleaved needs virtual_stages >= 2 (with 1 it is 1f1b)");
   if (c.layers % (d->pipeline * p.virtual_stages) != 0)
-    Invalid(c, "layers = {} is not divisible by pipeline stages x virtual stages = {} x {}", c.layers, d->pipeline,
+    Invalid(c, "layers", "layers = {} is not divisible by pipeline stages x virtual stages = {} x {}", c.layers, d->pipeline,
             p.virtual_stages);
   if (c.global_batch % (c.micro_batch * d->data) != 0)
-    Invalid(c, "global_batch = {} is not divisible by micro_batch x data-parallel degree = {} x {}", c.global_batch,
+    Invalid(c, "global_batch", "global_batch = {} is not divisible by micro_batch x data-parallel degree = {} x {}", c.global_batch,
             c.micro_batch, d->data);
   d->micro_batches = c.global_batch / (c.micro_batch * d->data);
   if (p.schedule == PipelineSchedule::kInterleaved1F1B && d->micro_batches % d->pipeline != 0)
-    Invalid(c, "the interleaved schedule needs the micro-batches per step ({}) to be a multiple of the pipeline "
+    Invalid(c, "global_batch", "the interleaved schedule needs the micro-batches per step ({}) to be a multiple of the pipeline "
             "stages ({}), as Megatron-LM requires", d->micro_batches, d->pipeline);
-  if (!p.expert_axes.empty() && c.moe.experts == 0) Invalid(c, "expert_axes need moe.experts > 0");
+  if (!p.expert_axes.empty() && c.moe.experts == 0) Invalid(c, "parallel.expert_axes", "expert_axes need moe.experts > 0");
   if (c.moe.experts > 0 && c.moe.experts % d->expert != 0)
-    Invalid(c, "moe.experts = {} is not divisible by the expert-parallel degree {} (axes {})", c.moe.experts,
+    Invalid(c, "moe.experts", "moe.experts = {} is not divisible by the expert-parallel degree {} (axes {})", c.moe.experts,
             d->expert, AxesText(p.expert_axes));
 }
 

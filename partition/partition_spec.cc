@@ -6,6 +6,8 @@
 #include <memory>
 #include <set>
 
+#include <fmt/ranges.h>
+
 #include "common/strings.h"
 #include "common/user_text.h"
 
@@ -479,6 +481,23 @@ std::vector<SpecProblem> CheckSpec(const PartitionSpec& spec, const Mesh& mesh,
 void ValidateSpec(const PartitionSpec& spec, const Mesh& mesh, std::optional<std::span<const int64_t>> shape) {
   std::vector<SpecProblem> problems = CheckSpec(spec, mesh, shape);
   if (!problems.empty()) throw SpecError(std::move(problems));
+}
+
+std::string UnknownAxisHint(const std::vector<SpecProblem>& problems, const std::vector<std::string>& mesh_axes) {
+  std::vector<std::string> parts;
+  for (const SpecProblem& p : problems) {
+    if (p.reason != SpecProblemReason::kUnknownAxis) continue;
+    for (const std::string& axis : p.axes) {
+      const std::vector<std::string> close = CloseMatches(axis, mesh_axes);
+      if (close.empty()) continue;
+      std::string names;
+      for (size_t i = 0; i < close.size(); ++i) names += (i == 0 ? "'" : i + 1 == close.size() ? " or '" : ", '") + close[i] + "'";
+      const std::string part = fmt::format("{} for '{}'", names, axis);
+      if (std::find(parts.begin(), parts.end(), part) == parts.end()) parts.push_back(part);
+    }
+  }
+  if (parts.empty()) return "";
+  return fmt::format(" (did you mean {}?)", fmt::join(parts, ", "));
 }
 
 }  // namespace spmdsim

@@ -183,6 +183,11 @@ std::vector<SpecProblem> CheckSpec(const PartitionSpec& spec, const Mesh& mesh,
 void ValidateSpec(const PartitionSpec& spec, const Mesh& mesh,
                   std::optional<std::span<const int64_t>> shape = std::nullopt);
 
+// A did-you-mean for the unknown mesh axes among `problems` (JAX's message has none, and ours keeps JAX's text):
+// " (did you mean 'model' for 'modle'?)"; "" when no unknown axis is close to one of `mesh_axes`. The CLI appends it
+// to the message, Python adds it as a note (PEP 678) so that str(error) stays JAX's.
+std::string UnknownAxisHint(const std::vector<SpecProblem>& problems, const std::vector<std::string>& mesh_axes);
+
 // Product of the mesh sizes of the entry's axes (1 for None / UNCONSTRAINED). REQUIRES: axes in the mesh.
 int64_t EntryPartitions(const PartitionSpec::Entry& entry, const Mesh& mesh);
 

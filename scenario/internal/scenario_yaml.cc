@@ -21,25 +21,6 @@
 namespace spmdsim {
 namespace {
 
-size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      size_t cost = std::tolower(static_cast<unsigned char>(a[i - 1])) ==
-                            std::tolower(static_cast<unsigned char>(b[j - 1]))
-                        ? 0
-                        : 1;
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + cost});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
 std::string Quoted(std::string_view text) { return QuoteForError(text); }
 
 std::string Describe(const YAML::Node& node) {
@@ -94,21 +75,6 @@ YAML::Node LoadSingleYamlDocument(std::string_view text, const std::string& file
 }
 
 std::string SourceLocation::ToString() const { return fmt::format("{}:{}:{}", file, line, column); }
-
-std::optional<std::string> DidYouMean(std::string_view found, const std::vector<std::string>& valid) {
-  std::optional<std::string> best;
-  size_t best_distance = std::numeric_limits<size_t>::max();
-  for (const std::string& candidate : valid) {
-    size_t d = EditDistance(found, candidate);
-    if (d < best_distance) {
-      best_distance = d;
-      best = candidate;
-    }
-  }
-  size_t limit = std::max<size_t>(2, found.size() / 3);
-  if (!best || best_distance > limit || best_distance >= found.size()) return std::nullopt;
-  return best;
-}
 
 int64_t ParseByteSize(std::string_view text) {
   std::string_view t = Trim(text);

@@ -414,6 +414,21 @@ PartitionConfig ParsePartition(const YamlContext& ctx, const YamlMap& m, const S
 
 // --- model --------------------------------------------------------------------------------------------------
 
+// The value at `path` ("parallel.tensor_axes") under a workload's mapping, or the deepest mapping on the way when
+// the key is not written (a default broke the rule); `key` gets the path written so far.
+YAML::Node NodeAtPath(const YAML::Node& workload, const std::string& path, std::string* key) {
+  YAML::Node at;
+  at.reset(workload);  // reset, not =: yaml-cpp's assignment would write into the tree
+  for (const std::string& part : Split(path, '.')) {
+    if (part.empty() || !at.IsMap()) break;
+    const YAML::Node next = static_cast<const YAML::Node&>(at)[part];
+    if (!next.IsDefined()) break;
+    at.reset(next);
+    *key += "." + part;
+  }
+  return at;
+}
+
 template <typename Enum>
 Enum ParseEnum(const YamlContext& ctx, const YamlMap& m, std::string_view k, Enum fallback,
                const std::vector<std::pair<std::string, Enum>>& names) {
@@ -588,6 +603,10 @@ ScenarioWorkload ParseWorkload(const YamlContext& ctx, const YAML::Node& node, c
     // once: what runs it trusts the result.
     try {
       w.config = ValidateModel(std::move(c), s.mesh.mesh);
+    } catch (const ModelConfigError& e) {
+      std::string field_key = key;
+      const YAML::Node at = NodeAtPath(node, e.field(), &field_key);
+      ctx.Rethrow(at, field_key, e);
     } catch (const Error& e) {
       ctx.Rethrow(node, key, e);
     }

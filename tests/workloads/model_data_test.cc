@@ -320,7 +320,9 @@ TEST(ModelData, RefusesWhatItCannotRunWithData) {
     RunStep(big, Cpu({{"data", 1}}));
     ADD_FAILURE() << "a 4096-wide model ran with data";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted);
+    // Before: RESOURCE_EXHAUSTED, though nothing ran out. After: OUT_OF_RANGE, "too big to run with data".
+    EXPECT_EQ(e.code(), ErrorCode::kOutOfRange);
+    EXPECT_THAT(e.message(), HasSubstr("too big to run with data"));
     EXPECT_THAT(e.message(), HasSubstr("--abstract"));
   }
   ModelConfig mqa = Small();

@@ -891,9 +891,11 @@ void CheckModelRunsWithData(const ValidatedModel& model) {
   const double onehot = 6.0 * static_cast<double>(c.global_batch) * c.seq * c.vocab * c.d_model;
   const double flops = a.flops.model + onehot;
   if (flops > kMaxDataRunFlops)
-    refuse(ErrorCode::kResourceExhausted,
-           fmt::format("a training step is {:.3g} FLOPs (forward + backward), more than the {:.3g} the data run "
-                       "allows", flops, kMaxDataRunFlops));
+    // Nothing ran out: the step is over the data run's size limit (OUT_OF_RANGE, Python's ValueError), not a
+    // RESOURCE_EXHAUSTED (MemoryError), which spmdsim keeps for memory that does not fit.
+    refuse(ErrorCode::kOutOfRange,
+           fmt::format("too big to run with data: a training step is {:.3g} FLOPs (forward + backward), more than "
+                       "the {:.3g} the data run allows on this machine", flops, kMaxDataRunFlops));
 }
 
 ModelProgram BuildModelProgram(const ValidatedModel& model) {
