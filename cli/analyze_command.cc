@@ -90,11 +90,9 @@ ExitCode RunAnalyze(const AnalyzeArgs& args) {
     } catch (const SpecError& e) {
       std::vector<SpecProblem> problems = e.problems();
       for (auto& p : problems) p.message = fmt::format("array '{}': {}", array.name, p.message);
-      try {
-        throw SpecError(std::move(problems));
-      } catch (const SpecError& named) {
-        RethrowWithAxisHint(named, mesh);
-      }
+      const std::string hint = UnknownAxisHint(problems);
+      if (hint.empty()) throw SpecError(std::move(problems));
+      RethrowWithContext(e, problems.front().message + hint);
     }
     array.spec = reports.back().corrected;
   }
@@ -102,7 +100,7 @@ ExitCode RunAnalyze(const AnalyzeArgs& args) {
   try {
     analysis = AnalyzeMemory(arrays, mesh);
   } catch (const Error& e) {
-    RethrowWithAxisHint(e, mesh);
+    RethrowWithAxisHint(e);
   }
   if (args.topology.empty()) {  // the row-major CPU mesh's memory size is a placeholder, not a capacity to check
     analysis.capacity_bytes = 0;

@@ -77,24 +77,8 @@ nlohmann::json SpecJson(const PartitionSpec& spec) {
   return out;
 }
 
-namespace {
-
-// The SpecError `error` is, or the first one nested in it.
-const SpecError* FindSpecError(const std::exception& error) {
-  if (const auto* spec = dynamic_cast<const SpecError*>(&error)) return spec;
-  try {
-    std::rethrow_if_nested(error);
-  } catch (const std::exception& nested) {
-    return FindSpecError(nested);
-  }
-  return nullptr;
-}
-
-}  // namespace
-
-void RethrowWithAxisHint(const Error& error, const Mesh& mesh) {
-  const SpecError* spec = FindSpecError(error);
-  const std::string hint = spec == nullptr ? "" : UnknownAxisHint(spec->problems(), mesh.axis_names());
+void RethrowWithAxisHint(const Error& error) {
+  const std::string hint = UnknownAxisHint(error);
   if (hint.empty()) throw;
   RethrowWithContext(error, error.message() + hint);
 }

@@ -36,8 +36,9 @@ CLI::Validator IntIn(int64_t lo, int64_t hi);
 std::optional<std::string> NonUtf8Argument(int argc, const char* const* argv);
 
 // In a catch handler of `error`: rethrows it with a did-you-mean for the unknown mesh axes of the SpecError it is
-// or holds nested (UnknownAxisHint), keeping its code and kind; rethrows it unchanged when there is none.
-[[noreturn]] void RethrowWithAxisHint(const Error& error, const Mesh& mesh);
+// or holds nested (UnknownAxisHint, partition/partition_spec.h), keeping its code and kind; rethrows it unchanged
+// when there is none.
+[[noreturn]] void RethrowWithAxisHint(const Error& error);
 
 // One spec entry: null (None), "axis", ["a", "b"] (a tuple), or "UNCONSTRAINED".
 nlohmann::json EntryJson(const PartitionSpec::Entry& entry);

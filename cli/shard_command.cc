@@ -75,7 +75,7 @@ ExitCode RunShard(const ShardArgs& args) {
   try {
     report = CorrectSpec(requested, mesh, shape, options);
   } catch (const Error& e) {
-    RethrowWithAxisHint(e, mesh);
+    RethrowWithAxisHint(e);
   }
   const NamedSharding sharding(mesh, report.corrected);
   const ShardingLayout layout = sharding.Layout(shape);

@@ -108,6 +108,19 @@ double ComputeModel::MatrixPeak(DType dtype) const {
   return peak;
 }
 
+double ComputeModel::SustainedMatmulFraction(DType dtype) const {
+  double fraction = 1.0;
+  if (spec_ != nullptr) {
+    const bool fp8_units = IsFp8(dtype) && spec_->fp8_flops > 0;
+    fraction = fp8_units && spec_->fp8_matmul_fraction > 0 ? spec_->fp8_matmul_fraction : spec_->matmul_fraction;
+  }
+  return fraction * options_.compute_efficiency;
+}
+
+bool ComputeModel::HasMeasuredMatmulRate(DType dtype) const {
+  return spec_ != nullptr && SustainedMatmulFraction(dtype) / options_.compute_efficiency < 1.0;
+}
+
 double ComputeModel::TileFeed(const MatmulTile& tile, double rate, double size) const {
   if (spec_->l2_bandwidth_Bps <= 0) return 1.0;
   const double intensity = 2.0 * tile.m * tile.n / ((tile.m + tile.n) * size);  // FLOPs per operand byte

@@ -127,6 +127,11 @@ class ComputeModel {
   double AttentionFraction(int64_t kv_len) const;
 
   const DeviceComputeSpec* spec() const { return spec_; }
+  // The highest rate a contraction in `dtype` reaches, over MatrixPeak(dtype): the spec's best measured fraction
+  // (fp8_matmul_fraction for fp8 where measured, else matmul_fraction; 1 without a spec) x compute_efficiency.
+  double SustainedMatmulFraction(DType dtype) const;
+  // Whether that fraction comes from a measurement (a spec with a matmul_fraction below 1).
+  bool HasMeasuredMatmulRate(DType dtype) const;
   // The peak FLOP/s the model uses for a contraction in `dtype` (fp8 as above).
   double MatrixPeak(DType dtype) const;
 

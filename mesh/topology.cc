@@ -1,7 +1,9 @@
 #include "mesh/topology.h"
 
 #include <algorithm>
+#include <array>
 #include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -389,18 +391,25 @@ void CheckDeviceCount(std::string_view what, const std::vector<int64_t>& dims, i
 
 namespace {
 
-// Cloud TPU accelerator types (cloud.google.com/tpu/docs/system-architecture-tpu-vm and the per-generation
-// pages, "Configurations"): the name counts TensorCores on v2, v3, v4 and v5p (2 per chip) and chips on v5e and
-// v6e; the slice shapes of power-of-two sizes follow one rule (Topology::Parse's comment).
+// Cloud TPU accelerator types, the `--accelerator-type` of `gcloud compute tpus tpu-vm create` (Google Cloud's
+// per-generation pages, "Configurations"; cloud.google.com/tpu/docs/v5p lists "Topology | Cores | Chips": 2x2x1 8 4,
+// 2x4x4 64 32, 4x4x4 128 64, ...): the name counts TensorCores on v2, v3, v4 and v5p (2 per chip: v5p-64 is 32
+// chips) and chips on v5e ("v5litepod") and v6e. The slice shapes of power-of-two sizes follow one rule
+// (SliceShape), from the smallest slice: v2-8 / v3-8 (2x2 chips), v4-8 / v5p-8 (2x2x1), v5litepod-1 / v6e-1 (1x1).
 struct AcceleratorFamily {
   const char* prefix;
   const char* preset;
   int counted_per_chip;  // TensorCores per chip when the name counts cores, else 1
   int dims;
+  int64_t min_chips;     // the smallest slice
 };
 constexpr AcceleratorFamily kAcceleratorFamilies[] = {
-    {"v2", "tpu-v2", 2, 2}, {"v3", "tpu-v3", 2, 2},        {"v4", "tpu-v4", 2, 3},
-    {"v5p", "tpu-v5p", 2, 3}, {"v5litepod", "tpu-v5e", 1, 2}, {"v6e", "tpu-v6e", 1, 2}};
+    {"v2", "tpu-v2", 2, 2, 4},  {"v3", "tpu-v3", 2, 2, 4},         {"v4", "tpu-v4", 2, 3, 4},
+    {"v5p", "tpu-v5p", 2, 3, 4}, {"v5litepod", "tpu-v5e", 1, 2, 1}, {"v6e", "tpu-v6e", 1, 2, 1}};
+
+// Names people write for a family that Google Cloud spells otherwise ("v5e-16" is v5litepod-16).
+constexpr std::pair<const char*, const char*> kAcceleratorAliases[] = {{"v5e", "v5litepod"}, {"v5lite", "v5litepod"},
+                                                                       {"v6", "v6e"}};
 
 const AcceleratorFamily* FindAcceleratorFamily(std::string_view prefix) {
   for (const AcceleratorFamily& f : kAcceleratorFamilies)
@@ -423,20 +432,27 @@ std::string SliceShape(int64_t chips, int dims) {
 std::optional<std::string> AcceleratorTypeAsPreset(std::string_view text) {
   const size_t dash = text.rfind('-');
   if (dash == std::string_view::npos || text.find(':') != std::string_view::npos) return std::nullopt;
-  const AcceleratorFamily* f = FindAcceleratorFamily(text.substr(0, dash));
-  if (f == nullptr) return std::nullopt;
+  const std::string_view prefix = text.substr(0, dash);
   const std::string what = fmt::format("topology {}", QuoteForError(text));
+  for (const auto& [alias, name] : kAcceleratorAliases) {
+    if (prefix == alias) {
+      Throw(ErrorCode::kNotFound, "{}: Google Cloud names this accelerator type {}-{} (did you mean '{}-{}'?)", what,
+            name, text.substr(dash + 1), name, text.substr(dash + 1));
+    }
+  }
+  const AcceleratorFamily* f = FindAcceleratorFamily(prefix);
+  if (f == nullptr) return std::nullopt;
   const std::string unit = f->counted_per_chip == 2 ? "TensorCores, 2 per chip" : "chips";
   const int64_t count = ParseIntIn(text.substr(dash + 1), what + ": the size", 1, kMaxTopologyDevices * 2);
   const int64_t chips = count / f->counted_per_chip;
-  const int64_t min_chips = f->dims == 3 ? 4 : 1;
   const bool power_of_two = chips > 0 && (chips & (chips - 1)) == 0;
-  if (count % f->counted_per_chip != 0 || !power_of_two || chips < min_chips) {
+  if (count % f->counted_per_chip != 0 || !power_of_two || chips < f->min_chips) {
+    const int64_t smallest = f->min_chips * f->counted_per_chip;
     Throw(ErrorCode::kInvalidArgument,
-          "{}: Cloud TPU {} counts {}; spmdsim knows the slice shapes of {}-N for N = {}, {}, {}, ... (a power "
-          "of two); for another shape give the chips as {}:{}",
-          what, f->prefix, unit, f->prefix, min_chips * f->counted_per_chip, 2 * min_chips * f->counted_per_chip,
-          4 * min_chips * f->counted_per_chip, f->preset, f->dims == 3 ? "XxYxZ" : "XxY");
+          "{}: Cloud TPU {}-N counts {}; spmdsim knows the slice shapes of N = {}, {}, {}, ... (powers of two); "
+          "for another shape give the chips as {}:{}",
+          what, f->prefix, unit, smallest, 2 * smallest, 4 * smallest, f->preset,
+          f->dims == 3 ? "XxYxZ (e.g. 16x16x24)" : "XxY");
   }
   return fmt::format("{}:{}", f->preset, SliceShape(chips, f->dims));
 }
@@ -565,14 +581,20 @@ std::string Topology::ChipCountText() const {
     case Platform::kTpu:
       break;
   }
-  std::string out = fmt::format("{} chip{}", num_chips(), num_chips() == 1 ? "" : "s");
-  if (cores_per_chip_ > 1) out += fmt::format(", {} devices (one per TensorCore)", num_devices());
+  std::vector<std::string> notes;
+  if (cores_per_chip_ > 1) notes.push_back(fmt::format("{} TensorCores each, one device per TensorCore", cores_per_chip_));
   if (!accelerator_type_.empty()) {
-    const AcceleratorFamily* f = FindAcceleratorFamily(accelerator_type_.substr(0, accelerator_type_.rfind('-')));
-    if (f != nullptr && f->counted_per_chip == 2)
-      out += fmt::format(" (Cloud TPU {} counts {} TensorCores, 2 per chip)", accelerator_type_,
-                         accelerator_type_.substr(accelerator_type_.rfind('-') + 1));
+    const size_t dash = accelerator_type_.rfind('-');
+    const AcceleratorFamily* f = FindAcceleratorFamily(accelerator_type_.substr(0, dash));
+    if (f != nullptr && f->counted_per_chip == 2) {
+      notes.push_back(fmt::format("Cloud TPU {} counts {} TensorCores, 2 per chip", accelerator_type_,
+                                  accelerator_type_.substr(dash + 1)));
+    } else {
+      notes.push_back(fmt::format("Cloud TPU {} counts chips", accelerator_type_));
+    }
   }
+  std::string out = fmt::format("{} chip{}", num_chips(), num_chips() == 1 ? "" : "s");
+  if (!notes.empty()) out += fmt::format(" ({})", fmt::join(notes, "; "));
   return out;
 }
 

@@ -117,7 +117,8 @@ class Topology {
   const std::string& accelerator_type() const { return accelerator_type_; }
   // Chips of all slices (GPUs: GPUs; CPU: devices). A v2 / v3 device is one core: a chip holds two.
   int num_chips() const { return num_devices() / cores_per_chip_; }
-  // "32 chips (Cloud TPU v5p-64 counts 64 TensorCores, 2 per chip)", "16 chips", "8 GPUs", "8 CPU devices".
+  // "32 chips (Cloud TPU v5p-64 counts 64 TensorCores, 2 per chip)", "256 chips (Cloud TPU v5litepod-256 counts
+  // chips)", "16 chips", "4 chips (2 TensorCores each, one device per TensorCore)" (v2, v3), "8 GPUs", "8 CPU devices".
   std::string ChipCountText() const;
 
   const std::vector<Device>& devices() const { return devices_; }

@@ -31,8 +31,7 @@ int64_t KvHeadsPerRank(const ModelConfig& c, int64_t t) {
   return kv >= t ? kv / t : 1;  // fewer KV heads than ranks: each rank keeps one (replicated)
 }
 
-// Forward FLOPs per token of one layer (2 per multiply-add). Attention core counted over all seq keys, as
-// Megatron / Korthikanti et al. count it.
+// Forward FLOPs per token of one layer (2 per multiply-add); the causal attention core as half (ModelFlops).
 double LayerForwardFlopsPerToken(const ModelConfig& c, bool moe_layer) {
   const double q = 1.0 * c.heads * c.effective_head_dim();
   const double kv = 1.0 * c.effective_kv_heads() * c.effective_head_dim();
@@ -49,7 +48,7 @@ double LayerForwardFlopsPerToken(const ModelConfig& c, bool moe_layer) {
 }  // namespace
 
 double AttentionCoreFlopsPerToken(const ModelConfig& c) {
-  return 4.0 * c.seq * c.heads * c.effective_head_dim();  // Q K^T and P V
+  return 4.0 * c.seq * c.heads * c.effective_head_dim() / 2;  // Q K^T and P V, causal: half the score matrix
 }
 
 double LayerActivationBytes(const ModelConfig& c, int64_t b, int64_t t, int64_t ctx, bool moe_layer) {
@@ -113,7 +112,10 @@ ModelFlops CountFlops(const ModelConfig& c) {
   f.forward = tokens * (layers + logits);
   f.backward = 2 * f.forward;
   if (c.recompute == Recompute::kFull) f.recompute = tokens * layers;
-  if (c.recompute == Recompute::kSelective) f.recompute = tokens * c.layers * AttentionCoreFlopsPerToken(c);
+  // Selective recompute reruns the attention core when its scores are materialised; flash attention stores none,
+  // and the step recomputes nothing then (model/step.cc).
+  if (c.recompute == Recompute::kSelective && !c.flash_attention)
+    f.recompute = tokens * c.layers * AttentionCoreFlopsPerToken(c);
   f.model = f.forward + f.backward;
   f.hardware = f.model + f.recompute;
   return f;

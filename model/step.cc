@@ -5,6 +5,9 @@
 #include <cmath>
 #include <memory>
 #include <optional>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "common/error.h"
 #include "cost/compute_model.h"
@@ -92,6 +95,7 @@ class StepBuilder {
     index_of_.assign(static_cast<size_t>(mesh_.size()), -1);
     for (size_t i = 0; i < simulated_.size(); ++i) index_of_[static_cast<size_t>(simulated_[i])] = static_cast<int64_t>(i);
     timeline_ = std::make_unique<StepTimeline>(static_cast<int64_t>(simulated_.size()), slowdown_);
+    flops_.assign(simulated_.size(), 0.0);
     pipeline_groups_ = mesh_.PositionGroups(c_.parallel.pipeline_axes);
     for (const Role* role : {&tensor_, &data_, &context_, &expert_, &dp_and_cp_}) RegisterGroups(*role);
     for (size_t i = 0; i < simulated_.size(); ++i) BuildDevice(static_cast<int64_t>(i));
@@ -99,6 +103,13 @@ class StepBuilder {
   }
 
   const std::vector<int64_t>& simulated() const { return simulated_; }
+  // FLOPs of the matrix ops the programs execute, every device of the mesh together (a simulated device of the
+  // reduced simulation stands for mesh.size() / simulated devices).
+  double ExecutedFlops() const {
+    double sum = 0;
+    for (double f : flops_) sum += f;
+    return sum * static_cast<double>(mesh_.size()) / static_cast<double>(simulated_.size());
+  }
 
  private:
   bool IsRepresentative(int64_t pos) const {
@@ -141,6 +152,7 @@ class StepBuilder {
     const DType type = dtype.value_or(c_.dtype);
     // A step repeats a few shapes many times: price each once (the tile search is the costly part).
     const auto key = std::make_tuple(ib, im, in, ik, type);
+    flops_[static_cast<size_t>(device_)] += 2.0 * batch * m * k * n;
     auto it = matmul_cache_.find(key);
     if (it == matmul_cache_.end()) {
       const double flops = 2.0 * batch * m * k * n;
@@ -204,10 +216,14 @@ class StepBuilder {
   }
   double Heads() const { return 1.0 * c_.micro_batch * c_.heads / d_.tensor; }
 
-  // Causal flash attention of the local heads: queries of this context rank against every key.
-  LocalOpCost FlashAttention(bool backward) const {
+  // Causal flash attention of the local heads: queries of this context rank against every key (the kernel skips
+  // the masked blocks: half the score matrix, ComputeModel::FlashAttention; the backward's 5 matmuls 2.5 x).
+  LocalOpCost FlashAttention(bool backward) {
     const int64_t heads = c_.heads / d_.tensor;
     const int64_t kv = std::max<int64_t>(1, c_.effective_kv_heads() / d_.tensor);
+    flops_[static_cast<size_t>(device_)] += (backward ? 2.5 : 1.0) * 4.0 * c_.micro_batch * heads *
+                                            static_cast<double>(c_.seq / d_.context) * c_.seq *
+                                            c_.effective_head_dim() / 2;
     return compute_.FlashAttention(c_.micro_batch, heads, kv, c_.seq / d_.context, c_.seq, c_.effective_head_dim(),
                                    /*causal=*/true, backward, act_dtype_);
   }
@@ -555,6 +571,7 @@ class StepBuilder {
   std::map<int, double> speed_factors_;
   int64_t tokens_ = 0;
   std::vector<int64_t> simulated_, index_of_;
+  std::vector<double> flops_;  // per simulated device: matrix FLOPs of its program
   std::unique_ptr<StepTimeline> timeline_;
   std::map<const Role*, std::vector<int32_t>> group_ids_;
   std::map<std::tuple<const Role*, CollectiveOp, double>, double> collective_cache_;
@@ -570,6 +587,20 @@ class StepBuilder {
 }  // namespace
 
 namespace {
+
+// The device's documented sustained matrix rate, and a warning when the prediction implies more (MFU above it):
+// the step would then be faster than the device can run it (docs/model.md, "FLOPs and MFU").
+void CheckSustainedRate(const ComputeModel& compute, const std::string& device_kind, DType dtype, ModelStepTimes* t) {
+  t->sustained_fraction = compute.SustainedMatmulFraction(dtype);
+  t->sustained_measured = compute.HasMeasuredMatmulRate(dtype);
+  if (t->mfu > t->sustained_fraction * (1 + 1e-9)) {
+    t->warnings.push_back(fmt::format(
+        "MFU {:.1f}% is above the {:.1f}% of the peak that {} sustains ({}): the predicted step is faster than the "
+        "device can run it",
+        100 * t->mfu, 100 * t->sustained_fraction, device_kind,
+        t->sustained_measured ? "its best measured matmul rate" : "the datasheet peak: no measured rate documented"));
+  }
+}
 
 // Runs the timeline of `model` (its micro-batch count as configured) and fills the times.
 ModelStepTimes Simulate(const ValidatedModel& model, const ModelStepOptions& options) {
@@ -598,6 +629,7 @@ ModelStepTimes Simulate(const ValidatedModel& model, const ModelStepOptions& opt
     }
   }
   out.simulated_devices = static_cast<int64_t>(times.size());
+  out.hardware_flops = builder.ExecutedFlops();
   return out;
 }
 
@@ -610,6 +642,7 @@ ModelStepTimes Extrapolate(const ModelStepTimes& a, const ModelStepTimes& b, dou
   out.exposed_comm_seconds = line(a.exposed_comm_seconds, b.exposed_comm_seconds);
   out.hidden_comm_seconds = line(a.hidden_comm_seconds, b.hidden_comm_seconds);
   out.bubble_seconds = line(a.bubble_seconds, b.bubble_seconds);
+  out.hardware_flops = line(a.hardware_flops, b.hardware_flops);
   using Breakdown = std::map<std::string, double> ModelStepTimes::*;
   for (Breakdown field : {&ModelStepTimes::compute_by_phase, &ModelStepTimes::comm_by_kind, &ModelStepTimes::exposed_by_kind})
     for (auto& [key, value] : out.*field) value = line((a.*field).at(key), value);
@@ -642,8 +675,9 @@ ModelStepTimes PredictModelStep(const ValidatedModel& model, const ModelStepOpti
   }
   out.model_flops = accounting.flops.model;
   out.tokens_per_second = accounting.tokens_per_step / out.step_seconds;
-  const double peak = ComputeModel(*mesh.topology(), options.roofline).MatrixPeak(config.dtype);
-  out.mfu = out.model_flops / (out.step_seconds * static_cast<double>(mesh.size()) * peak);
+  const ComputeModel compute(*mesh.topology(), options.roofline);
+  out.mfu = out.model_flops / (out.step_seconds * static_cast<double>(mesh.size()) * compute.MatrixPeak(config.dtype));
+  CheckSustainedRate(compute, mesh.topology()->device_kind(), config.dtype, &out);
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <exception>
 #include <map>
 #include <memory>
 #include <set>
@@ -435,7 +436,8 @@ std::vector<SpecProblem> CheckSpec(const PartitionSpec& spec, const Mesh& mesh,
       if (!mesh.HasAxis(a)) {
         problems.push_back({SpecProblemReason::kUnknownAxis, d, {a}, 0, 0, ErrorKind::kValueError,
                             fmt::format("Resource axis: {} of {} is not found in mesh: {}.", a,
-                                        Abbreviate(spec.ToString()), Abbreviate(PyTuple(mesh_axes)))});
+                                        Abbreviate(spec.ToString()), Abbreviate(PyTuple(mesh_axes))),
+                            CloseMatches(a, mesh.axis_names())});
       }
     }
   }
@@ -483,21 +485,29 @@ void ValidateSpec(const PartitionSpec& spec, const Mesh& mesh, std::optional<std
   if (!problems.empty()) throw SpecError(std::move(problems));
 }
 
-std::string UnknownAxisHint(const std::vector<SpecProblem>& problems, const std::vector<std::string>& mesh_axes) {
+std::string UnknownAxisHint(const std::vector<SpecProblem>& problems) {
   std::vector<std::string> parts;
   for (const SpecProblem& p : problems) {
-    if (p.reason != SpecProblemReason::kUnknownAxis) continue;
-    for (const std::string& axis : p.axes) {
-      const std::vector<std::string> close = CloseMatches(axis, mesh_axes);
-      if (close.empty()) continue;
-      std::string names;
-      for (size_t i = 0; i < close.size(); ++i) names += (i == 0 ? "'" : i + 1 == close.size() ? " or '" : ", '") + close[i] + "'";
-      const std::string part = fmt::format("{} for '{}'", names, axis);
-      if (std::find(parts.begin(), parts.end(), part) == parts.end()) parts.push_back(part);
-    }
+    if (p.reason != SpecProblemReason::kUnknownAxis || p.close_axes.empty() || p.axes.empty()) continue;
+    std::string names;
+    for (size_t i = 0; i < p.close_axes.size(); ++i)
+      names += fmt::format("{}'{}'", i == 0 ? "" : i + 1 == p.close_axes.size() ? " or " : ", ", p.close_axes[i]);
+    const std::string part = fmt::format("{} for '{}'", names, p.axes.front());
+    if (std::find(parts.begin(), parts.end(), part) == parts.end()) parts.push_back(part);
   }
   if (parts.empty()) return "";
   return fmt::format(" (did you mean {}?)", fmt::join(parts, ", "));
+}
+
+std::string UnknownAxisHint(const std::exception& error) {
+  if (const auto* spec = dynamic_cast<const SpecError*>(&error)) return UnknownAxisHint(spec->problems());
+  try {
+    std::rethrow_if_nested(error);
+  } catch (const std::exception& nested) {
+    return UnknownAxisHint(nested);
+  } catch (...) {
+  }
+  return "";
 }
 
 }  // namespace spmdsim

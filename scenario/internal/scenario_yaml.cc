@@ -16,6 +16,7 @@
 #include "common/shape.h"
 #include "common/strings.h"
 #include "common/user_text.h"
+#include "partition/partition_spec.h"
 #include "scenario/yaml_text.h"
 
 namespace spmdsim {
@@ -61,8 +62,12 @@ YAML::Node LoadSingleYamlDocument(std::string_view text, const std::string& file
   try {
     documents = YAML::LoadAll(std::string(text));
   } catch (const YAML::Exception& e) {
-    std::string where = e.mark.is_null() ? file : fmt::format("{}:{}:{}", file, e.mark.line + 1, e.mark.column + 1);
-    ThrowKind(ErrorCode::kInvalidArgument, kind, "{}: not valid YAML: {}", where, e.msg);
+    if (e.mark.is_null()) ThrowKind(ErrorCode::kInvalidArgument, kind, "{}: not valid YAML: {}", file, e.msg);
+    // yaml-cpp's jargon ("illegal map value", "end of map not found") said plainly for the common slips.
+    const scenario::YamlSyntaxError plain =
+        scenario::ExplainYamlSyntaxError(text, {e.mark.line + 1, e.mark.column + 1}, e.msg);
+    ThrowKind(ErrorCode::kInvalidArgument, kind, "{}:{}:{}: not valid YAML: {}", file, plain.position.line,
+              plain.position.column, plain.message);
   }
   if (documents.size() > 1) {  // a document started by "..." and content, without a "---"
     const int line = documents[1].Mark().is_null() ? 1 : documents[1].Mark().line + 1;
@@ -129,7 +134,11 @@ void YamlContext::Rethrow(const YAML::Node& node, std::string_view key, const Er
   SourceLocation location = Location(node);
   std::string where = location.line > 0 ? location.ToString() : file_;
   const ErrorKind kind = error.kind() == ErrorKind::kNone ? kind_ : error.kind();
-  std::throw_with_nested(LocatedError(error.code(), fmt::format("{}: {}: {}", where, key, error.message()), kind));
+  // A spec's unknown mesh axis gets its did-you-mean here (JAX's message, kept as the error's, has none).
+  std::string hint = UnknownAxisHint(error);
+  if (error.message().find(hint) != std::string::npos) hint.clear();  // added on an inner level already
+  std::throw_with_nested(
+      LocatedError(error.code(), fmt::format("{}: {}: {}{}", where, key, error.message(), hint), kind));
 }
 
 std::string YamlContext::String(const YAML::Node& node, std::string_view key) const {

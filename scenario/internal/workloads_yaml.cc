@@ -10,6 +10,7 @@
 #include "common/strings.h"
 #include "common/user_text.h"
 #include "partition/named_sharding.h"
+#include "scenario/internal/model_styles.h"
 #include "scenario/scenario.h"
 
 namespace spmdsim {
@@ -592,18 +593,23 @@ ScenarioWorkload ParseWorkload(const YamlContext& ctx, const YAML::Node& node, c
     c.name = w.name;
     w.config = c;
   } else if (kind == "model") {
-    YamlMap m(ctx, node, key,
-              WithCommon({"vocab", "d_model", "layers", "heads", "kv_heads", "head_dim", "d_ff", "activation", "norm",
-                          "position", "tied_embeddings", "dropout", "flash_attention", "seq", "global_batch",
-                          "micro_batch", "dtype", "moe", "parallel", "recompute", "seed", "rtol", "atol", "check"}));
+    std::vector<std::string> keys = {"vocab", "d_model", "layers", "heads", "kv_heads", "head_dim", "d_ff",
+                                     "activation", "norm", "position", "tied_embeddings", "dropout", "flash_attention",
+                                     "seq", "global_batch", "micro_batch", "dtype", "moe", "parallel", "recompute",
+                                     "seed", "rtol", "atol", "check"};
+    keys.insert(keys.end(), ModelStyleKeys().begin(), ModelStyleKeys().end());  // MaxText's and NeMo's
+    YamlMap m(ctx, node, key, WithCommon(keys));
     w.name = m.String("name", default_name());
     ModelConfig c = ParseModel(ctx, m, s);
+    ApplyModelStyle(ctx, m, s, &c);
     c.name = w.name;
     // The cross-field checks (divisibility by the parallel degrees, roles of mesh axes) at the workload's line,
     // once: what runs it trusts the result.
     try {
       w.config = ValidateModel(std::move(c), s.mesh.mesh);
     } catch (const ModelConfigError& e) {
+      if (const std::string style_key = StyleKeyForField(m, e.field()); !style_key.empty())
+        ctx.Rethrow(m.Get(style_key), m.Key(style_key), e);  // a MaxText / NeMo key set the field
       std::string field_key = key;
       const YAML::Node at = NodeAtPath(node, e.field(), &field_key);
       ctx.Rethrow(at, field_key, e);

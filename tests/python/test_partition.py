@@ -155,6 +155,20 @@ def test_named_sharding_errors_are_jax_s(mesh42):
     with pytest.raises(ValueError) as e:
         NamedSharding(mesh42, P("x", ("y", "tp")))
     assert str(e.value) == "Resource axis: tp of P('x', ('y', 'tp')) is not found in mesh: ('x', 'y')."
+    assert not getattr(e.value, "__notes__", [])  # no mesh axis is close to 'tp'
+
+
+def test_unknown_axes_get_a_did_you_mean_note():
+    # Before: JAX's message alone. After: str() stays JAX's; a note (PEP 678, printed under the traceback) offers
+    # the mesh axis meant.
+    mesh = Mesh(np.arange(8).reshape(2, 4), ("data", "model"))
+    with pytest.raises(ValueError) as e:
+        NamedSharding(mesh, P("modle", None))
+    assert str(e.value) == "Resource axis: modle of P('modle', None) is not found in mesh: ('data', 'model')."
+    assert e.value.__notes__ == ["did you mean 'model' for 'modle'?"]
+    with pytest.raises(ValueError) as e:
+        spmdsim.validate_spec(P(("dta", "modle")), mesh, (8,))
+    assert e.value.__notes__ == ["did you mean 'data' for 'dta', 'model' for 'modle'?"]
     with pytest.raises(ValueError, match="is only valid for values of rank at least 2, but was applied to a value "
                                          "of rank 1."):
         NamedSharding(Mesh(np.arange(4), ("x",)), P("x", None)).shard_shape((8,))
