@@ -97,15 +97,15 @@ TEST(ModelStyles, MaxTextFillsItsPlaceholdersAndMapsItsAxes) {
 
 TEST(ModelStyles, MaxTextLogicalAxisRulesGiveTheRoles) {
   const std::string rules = R"y(topology: {preset: "tpu-v5p:4x4x4"}
-mesh: {axes: {data: 2, fsdp: 4, tensor: 8}}
+mesh: {axes: {data: 4, fsdp: 4, tensor: 4}}
 rules:
   logical_axis_rules: [[activation_batch, [data, fsdp]], [heads, tensor], [embed, fsdp], [activation_length, null]]
 workloads:
   - kind: model
     heads: 16
-    ici_data_parallelism: 2
+    ici_data_parallelism: 4
     ici_fsdp_parallelism: 4
-    ici_tensor_parallelism: 8
+    ici_tensor_parallelism: 4
     per_device_batch_size: 1
     remat_policy: full
 )y";
@@ -121,7 +121,7 @@ workloads:
   }
   // Heads kept whole: the tensor axis would repeat work; the rules say so at their line.
   EXPECT_THAT(ErrorOf(rules + "    logical_axis_rules: [[activation_batch, [data, fsdp]], [embed, fsdp]]\n"),
-              HasSubstr("t.yaml:13:25: workloads[0].logical_axis_rules: mesh axis 'tensor' (size 8) is in no rule for "
+              HasSubstr("t.yaml:13:25: workloads[0].logical_axis_rules: mesh axis 'tensor' (size 4) is in no rule for "
                         "activation_batch, heads, activation_length or layers"));
 }
 
@@ -158,21 +158,22 @@ const std::string kH100 = "topology: {preset: \"dgx-h100:2\"}\nworkloads:\n  - k
 
 TEST(ModelStyles, ErrorsPointAtTheStyleKey) {
   EXPECT_THAT(ErrorOf(kH100 + "    tensor_model_parallel_size: 8\n    ici_fsdp_parallelism: 2\n"),
-              HasSubstr("t.yaml:5:5: workloads[0].tensor_model_parallel_size: NeMo's tensor_model_parallel_size with "
+              HasSubstr("t.yaml:5:33: workloads[0].tensor_model_parallel_size: NeMo's tensor_model_parallel_size with "
                         "MaxText's ici_fsdp_parallelism: write the parallelism in one style"));
   EXPECT_THAT(ErrorOf(kH100 + "    tensor_model_parallel_size: 8\n    parallel: {tensor_axes: [tensor]}\n"),
               HasSubstr("workloads[0].parallel: the workload is written in NeMo's keys, where the *_parallel_size "
                         "keys says this"));
   EXPECT_THAT(ErrorOf(kH100 + "    tensor_model_parallel_size: 3\n"),
               HasSubstr("tensor x pipeline x context parallel sizes = 3 x 1 x 1 = 3 do not divide the 16 devices"));
-  EXPECT_THAT(ErrorOf(kH100 + "    expert_model_parallel_size: 2\n"),
+  EXPECT_THAT(ErrorOf(kH100 + "    expert_model_parallel_size: 2\n    global_batch_size: 32\n"),
               HasSubstr("t.yaml:5:33: workloads[0].expert_model_parallel_size: model 'model': expert_axes need "
                         "moe.experts > 0"));
-  EXPECT_THAT(ErrorOf(kH100 + "    ici_tensor_parallelism: 4\n"),
+  EXPECT_THAT(ErrorOf(kH100 + "    ici_tensor_parallelism: 4\n    ici_fsdp_parallelism: 1\n"),
               HasSubstr("the ici_*_parallelism keys multiply to 4, but the number of devices of one host (dgx-h100:2) "
                         "is 8"));
   EXPECT_THAT(ErrorOf(kH100 + "    ici_tensor_parallelism: -1\n"), HasSubstr("two ici axes are -1 (fsdp and tensor)"));
-  EXPECT_THAT(ErrorOf(kH100 + "    ici_fsdp_parallelism: 8\n    remat_policy: save_qkv_prj\n"),
+  EXPECT_THAT(ErrorOf(kH100 + "    ici_fsdp_parallelism: 8\n    per_device_batch_size: 1\n"
+                      "    remat_policy: save_qkv_prj\n"),
               HasSubstr("workloads[0].remat_policy: 'save_qkv_prj' recomputes part of the projections or of the MLP, "
                         "which the model's recompute options (none, selective, full) cannot express"));
   EXPECT_THAT(ErrorOf(kH100 + "    ici_fsdp_parallelism: 8\n    per_device_batch_size: 0.3\n"),

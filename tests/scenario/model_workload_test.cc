@@ -98,26 +98,30 @@ TEST(ModelWorkload, CrossFieldErrorsPointAtTheFieldsOwnLine) {
     d_model: 768
     heads: 12
     d_ff: 3072
-    global_batch: 6
+    global_batch: 5
     parallel:
       data_axes: [data]
       tensor_axes: [tensor]
       pipeline_axes: [pipe]
 )y";
   EXPECT_THAT(ErrorOf(model),
-              HasSubstr("t.yaml:8:19: workloads[0].global_batch: model 'model': global_batch = 6 is not divisible by "
+              HasSubstr("t.yaml:8:19: workloads[0].global_batch: model 'model': global_batch = 5 is not divisible by "
                         "micro_batch x data-parallel degree = 1 x 2"));
   std::string bad_ff = model;
-  bad_ff.replace(bad_ff.find("d_ff: 3072"), 10, "d_ff: 3070").replace(bad_ff.find("global_batch: 6"), 15, "global_batch: 8");
+  bad_ff.replace(bad_ff.find("d_ff: 3072"), 10, "d_ff: 3070").replace(bad_ff.find("global_batch: 5"), 15, "global_batch: 8");
   EXPECT_THAT(ErrorOf(bad_ff), HasSubstr("t.yaml:7:11: workloads[0].d_ff: model 'model': d_ff = 3070 is not divisible"));
   std::string bad_axis = model;
-  bad_axis.replace(bad_axis.find("global_batch: 6"), 15, "global_batch: 8").replace(bad_axis.find("[pipe]"), 6, "[data]");
+  bad_axis.replace(bad_axis.find("global_batch: 5"), 15, "global_batch: 8").replace(bad_axis.find("[pipe]"), 6, "[data]");
   EXPECT_THAT(ErrorOf(bad_axis), HasSubstr("t.yaml:12:22: workloads[0].parallel.pipeline_axes: model 'model': "
                                            "pipeline_axes: mesh axis 'data' already has another role"));
-  // seq is not written: the default (2048) breaks the rule; the error sits at the workload's mapping.
   EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, global_batch: 8, parallel: {data_axes: [data], context_axes: "
-                                "[pipe], tensor_axes: [tensor]}, seq: 12}\n"),
-              HasSubstr("t.yaml:4:130: workloads[0].seq: model 'model': seq = 12 is not divisible by 4"));
+                                "[pipe], tensor_axes: [tensor]}, seq: 10}\n"),
+              HasSubstr("workloads[0].seq: model 'model': seq = 10 is not divisible by 4"));
+  // A rule broken by a default: heads = 16 (default) does not divide d_model 1000; the key is not written, so the
+  // error sits at the deepest mapping written on the way, the workload's.
+  EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, d_model: 1000, global_batch: 8, parallel: {data_axes: [data], "
+                                "pipeline_axes: [pipe], tensor_axes: [tensor]}}\n"),
+              HasSubstr("t.yaml:4:5: workloads[0]: model 'model': heads = 16 does not divide d_model = 1000"));
 }
 
 TEST(ModelWorkload, RunPrintsTheAnalyticAccountingAndTheSimulatedStep) {

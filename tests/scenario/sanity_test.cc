@@ -94,7 +94,7 @@ TEST(Sanity, TheV5pLlama3Step8192IsBelowTheSustainedRate) {
   const double other_half = 3.0 * c.global_batch * c.seq * c.layers * AttentionCoreFlopsPerToken(c);
   const double mfu_before = t.mfu * (t.model_flops + other_half) / t.model_flops;
   EXPECT_GT(mfu_before, 1.0);
-  EXPECT_NEAR(mfu_before / t.mfu, 1.14, 0.01);
+  EXPECT_NEAR(mfu_before / t.mfu, 1.125, 0.001);  // 12.5% more FLOPs counted: 103.4% where 91.9% is now
 }
 
 // A step whose simulated work is less than the model FLOPs (MoE layers that keep 5% of the routed tokens:

@@ -215,7 +215,7 @@ TEST(Scenario, SaysPlainlyWhatIsWrongWithTabsAndIndentation) {
 // a did-you-mean.
 TEST(Scenario, UnknownSpecAxesGetADidYouMean) {
   EXPECT_THAT(ErrorOf(kMinimal + "arrays:\n  - {name: x, shape: [8, 16], spec: \"P('modle', None)\"}\n"),
-              HasSubstr("t.yaml:6:36: arrays[0].spec: Resource axis: modle of P('modle', None) is not found in mesh: "
+              HasSubstr("t.yaml:6:37: arrays[0].spec: Resource axis: modle of P('modle', None) is not found in mesh: "
                         "('data', 'model'). (did you mean 'model' for 'modle'?)"));
 }
 
