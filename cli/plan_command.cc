@@ -78,28 +78,30 @@ std::string PlanFileName(const ModelConfig& model, const Topology& topology) {
   return out + ".plan.yaml";
 }
 
-// The command that reproduces the plan, every option that decides the result spelled out.
-std::string PlanCommand(const PlanFlags& flags, const std::string& topology, int64_t global_batch, double headroom,
-                        const std::string& path) {
-  std::string out = fmt::format("spmdsim plan {} --topology {} --global-batch {} --memory-headroom {:g}%", flags.file,
-                                topology, global_batch, 100 * headroom);
+// The command that reproduces the plan, every option that decides the result spelled out (the topology is the
+// scenario's unless --topology was given).
+std::string PlanCommand(const PlanFlags& flags, int64_t global_batch, double headroom, const std::string& path) {
+  std::string out = fmt::format("spmdsim plan {}", flags.file);
+  if (!flags.topology.empty()) out += fmt::format(" --topology {}", flags.topology);
+  out += fmt::format(" --global-batch {} --memory-headroom {:g}%", global_batch, 100 * headroom);
   out += fmt::format(" --max-context {}", flags.max_context);
   if (flags.no_placement) out += " --no-placement";
   return out + fmt::format(" --write {}", path);
 }
 
-void WriteScenario(const std::string& path, const std::string& command, const Scenario& s, const Topology& topology,
+void WriteScenario(const std::string& path, const std::string& command, const Topology& topology,
                    const PlanResult& result) {
   const PlanEntry& best = result.best.front();
   std::string comment = fmt::format(
-      "Written by `{}`.\nThe fastest configuration of {} on {} ({}): predicted {} per step, MFU {:.1f}%, peak memory "
+      "Written by `{}`.\nThe fastest configuration of {} on {}, {}: predicted {} per step, MFU {:.1f}%, peak memory "
       "{} of {} per device ({:g}% kept free).",
       command, best.config.name, topology.ToString(), topology.ChipCountText(), FormatSeconds(best.step.step_seconds),
       100 * best.step.mfu, HumanBytes(static_cast<int64_t>(best.peak_bytes)), HumanBytes(topology.memory_bytes()),
       100 * result.memory_headroom);
   for (const std::string& w : best.step.warnings) comment += "\nWARNING: " + w;
+  const std::string name = PlanFileName(best.config, topology);  // what the file describes
   const std::string text = ModelScenarioYaml(
-      s.name + "-plan", fmt::format("fastest configuration found by spmdsim plan: {}", best.Describe()),
+      name.substr(0, name.size() - std::string(".plan.yaml").size()) + "-plan", fmt::format("fastest configuration found by spmdsim plan: {}", best.Describe()),
       topology.ToString(), best.mesh_axes, best.config, comment, best.split_physical_axes);
   std::ofstream out(path, std::ios::trunc);
   if (!out) Throw(ErrorCode::kInvalidArgument, "--write: cannot write '{}'", path);
@@ -110,8 +112,9 @@ void WriteScenario(const std::string& path, const std::string& command, const Sc
 ExitCode Plan(const PlanFlags& flags) {
   const Scenario s = LoadScenario(flags.file);
   ModelConfig model = FirstModelWorkload(s);
-  std::string topology_text = flags.topology.empty() ? s.topology.topology->ToString() : flags.topology;
-  auto topology = std::make_shared<const Topology>(Topology::Parse(topology_text));
+  // The scenario's own topology object (its link, network and slice settings kept), or --topology's preset.
+  const std::shared_ptr<const Topology> topology =
+      flags.topology.empty() ? s.topology.topology : std::make_shared<const Topology>(Topology::Parse(flags.topology));
   PlanOptions options;
   options.global_batch = flags.global_batch;
   options.top = flags.top;
@@ -137,7 +140,7 @@ ExitCode Plan(const PlanFlags& flags) {
   }
   const std::string path = flags.write == "\x01" ? PlanFileName(model, *topology) : flags.write;
   if (!path.empty() && !result.best.empty()) {
-    WriteScenario(path, PlanCommand(flags, topology_text, model.global_batch, options.memory_headroom, path), s,
+    WriteScenario(path, PlanCommand(flags, model.global_batch, options.memory_headroom, path),
                   *topology, result);
     if (!flags.json) fmt::print("wrote the fastest configuration to {} (spmdsim run --abstract {})\n", path, path);
   }

@@ -265,6 +265,7 @@ PlanResult PlanModel(const ModelConfig& model, std::shared_ptr<const Topology> t
   if (options.global_batch > 0) base.global_batch = options.global_batch;
   PlanResult result;
   result.devices = topology->num_devices();
+  result.topology = fmt::format("{}, {}", topology->ToString(), topology->ChipCountText());
   result.memory_headroom = options.memory_headroom;
   result.capacity_bytes = static_cast<double>(topology->memory_bytes());
   const std::vector<Candidate> candidates = Candidates(Layouts(base, *topology, base.global_batch, options), options);

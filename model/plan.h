@@ -72,6 +72,7 @@ struct PlanEntry {
 
 struct PlanResult {
   int64_t devices = 0;
+  std::string topology;         // "tpu-v5p:4x4x4, 64 chips (Cloud TPU v5p-128 counts 128 TensorCores, 2 per chip)"
   int64_t enumerated = 0;       // configurations generated
   int64_t invalid = 0;          // rejected by ValidateModel or without a placement on the topology
   double memory_headroom = 0;   // PlanOptions::memory_headroom

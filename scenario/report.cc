@@ -497,9 +497,9 @@ nlohmann::json JsonReport(const Scenario& s, const std::vector<WorkloadResult>& 
 
 std::string PlanReport(const PlanResult& r, const ModelConfig& model) {
   std::string out = fmt::format(
-      "plan {} on {} devices, global batch {}: {} configurations, {} invalid or unplaceable, {} over memory, {} "
+      "plan {} on {} devices of {}; global batch {}: {} configurations, {} invalid or unplaceable, {} over memory, {} "
       "evaluated in {:.1f} s\n",
-      model.name, r.devices, model.global_batch, r.enumerated, r.invalid, r.over_memory, r.evaluated, r.wall_seconds);
+      model.name, r.devices, r.topology, model.global_batch, r.enumerated, r.invalid, r.over_memory, r.evaluated, r.wall_seconds);
   out += fmt::format("memory: at most {} of the {} per device ({:g}% kept free: --memory-headroom)\n",
                      HumanBytes(static_cast<int64_t>(r.capacity_bytes * (1 - r.memory_headroom))),
                      HumanBytes(static_cast<int64_t>(r.capacity_bytes)), 100 * r.memory_headroom);
@@ -541,7 +541,7 @@ nlohmann::json PlanJson(const PlanResult& r) {
                     {"sustained_fraction", e.step.sustained_fraction}, {"warnings", e.step.warnings},
                     {"split_physical_axes", e.split_physical_axes}});
   }
-  return {{"devices", r.devices}, {"enumerated", r.enumerated}, {"invalid", r.invalid},
+  return {{"devices", r.devices}, {"topology", r.topology}, {"enumerated", r.enumerated}, {"invalid", r.invalid},
           {"over_memory", r.over_memory}, {"evaluated", r.evaluated}, {"rejected_because", r.rejected_because},
           {"memory_headroom", r.memory_headroom}, {"capacity_bytes", r.capacity_bytes},
           {"split_placements", r.split_placements},

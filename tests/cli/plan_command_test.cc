@@ -24,7 +24,7 @@ TEST(PlanCommand, PrintsTheFastestAndWritesAScenarioThatRuns) {
   const std::string out_file = ::testing::TempDir() + "plan_best.yaml";
   const auto r = RunSpmdsim("plan " + kLlama + " --no-placement --top 3 --threads 2 --write " + out_file);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("plan llama2_70b on 32 devices, global batch 64"));
+  EXPECT_THAT(r.out, HasSubstr("plan llama2_70b on 32 devices of dgx-h100:4, 32 GPUs; global batch 64"));
   EXPECT_THAT(r.out, HasSubstr("   1  "));
   EXPECT_THAT(r.out, HasSubstr("   3  "));
   EXPECT_THAT(r.out, HasSubstr("wrote the fastest configuration to " + out_file));
@@ -74,7 +74,7 @@ TEST(PlanCommand, NamesTheFileAfterWhatItDescribesAndRecordsTheCommand) {
                               "--memory-headroom 10% --max-context 8 --no-placement --write "
                               "llama2_70b-dgx-h100-2-gb32.plan.yaml";
   EXPECT_THAT(text, HasSubstr("# Written by `" + command + "`."));
-  EXPECT_THAT(text, HasSubstr("# The fastest configuration of llama2_70b on dgx-h100:2 (16 GPUs): predicted "));
+  EXPECT_THAT(text, HasSubstr("# The fastest configuration of llama2_70b on dgx-h100:2, 16 GPUs: predicted "));
   EXPECT_THAT(text, HasSubstr("(10% kept free)"));
   std::filesystem::rename(name, dir + "/first.yaml");
   const std::string again = std::string(SPMDSIM_CLI_BINARY) + command.substr(std::string("spmdsim").size());
