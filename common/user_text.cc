@@ -184,24 +184,30 @@ std::vector<std::string> CloseMatches(std::string_view found, const std::vector<
     for (const std::string& candidate : valid)
       if (candidate.size() > found.size() && candidate.compare(0, found.size(), found) == 0) out.push_back(candidate);
   }
-  if (!out.empty()) return out;
-  size_t best = std::numeric_limits<size_t>::max();
-  for (const std::string& candidate : valid) best = std::min(best, EditDistance(found, candidate));
-  if (!CloseEnough(found, best)) return out;
-  for (const std::string& candidate : valid)
-    if (EditDistance(found, candidate) == best) out.push_back(candidate);
+  if (out.empty()) {
+    size_t best = std::numeric_limits<size_t>::max();
+    for (const std::string& candidate : valid) best = std::min(best, EditDistance(found, candidate));
+    if (!CloseEnough(found, best)) return out;
+    for (const std::string& candidate : valid)
+      if (EditDistance(found, candidate) == best) out.push_back(candidate);
+  }
+  if (out.size() > kMaxSuggestions) out.clear();  // many equally close names: none is the one meant
+  return out;
+}
+
+std::string QuotedAlternatives(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() ? " or " : ", ";
+    out += QuoteForError(names[i]);
+  }
   return out;
 }
 
 std::string DidYouMeanSuffix(std::string_view found, const std::vector<std::string>& valid) {
   const std::vector<std::string> close = CloseMatches(found, valid);
   if (close.empty()) return "";
-  std::string names;
-  for (size_t i = 0; i < close.size(); ++i) {
-    if (i > 0) names += i + 1 == close.size() ? " or " : ", ";
-    names += "'" + close[i] + "'";
-  }
-  return " (did you mean " + names + "?)";
+  return " (did you mean " + QuotedAlternatives(close) + "?)";
 }
 
 }  // namespace spmdsim

@@ -489,10 +489,7 @@ std::string UnknownAxisHint(const std::vector<SpecProblem>& problems) {
   std::vector<std::string> parts;
   for (const SpecProblem& p : problems) {
     if (p.reason != SpecProblemReason::kUnknownAxis || p.close_axes.empty() || p.axes.empty()) continue;
-    std::string names;
-    for (size_t i = 0; i < p.close_axes.size(); ++i)
-      names += fmt::format("{}'{}'", i == 0 ? "" : i + 1 == p.close_axes.size() ? " or " : ", ", p.close_axes[i]);
-    const std::string part = fmt::format("{} for '{}'", names, p.axes.front());
+    const std::string part = fmt::format("{} for {}", QuotedAlternatives(p.close_axes), QuoteForError(p.axes.front()));
     if (std::find(parts.begin(), parts.end(), part) == parts.end()) parts.push_back(part);
   }
   if (parts.empty()) return "";

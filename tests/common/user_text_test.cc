@@ -86,6 +86,12 @@ TEST(CloseMatches, OffersEveryNameAnAbbreviationStartsOrEveryNearestOne) {
   EXPECT_EQ(CloseMatches("dgx-h10", presets), (std::vector<std::string>{"dgx-h100"}));
   EXPECT_EQ(CloseMatches("modle", {"data", "model"}), (std::vector<std::string>{"model"}));
   EXPECT_TRUE(CloseMatches("pipeline", {"data", "model"}).empty());
+  // Many equally close names: none is offered (a hostile mesh of a thousand axes gets a short message).
+  std::vector<std::string> many;
+  for (int i = 0; i < 1000; ++i) many.push_back("axis" + std::to_string(i));
+  EXPECT_TRUE(CloseMatches("axis_x", many).empty());
+  EXPECT_EQ(CloseMatches("axis99", many).size(), 0u);  // axis990..axis999 all start with it: 10, too many
+  EXPECT_EQ(CloseMatches("axis9999", many), (std::vector<std::string>{"axis999"}));
 }
 
 TEST(DidYouMeanSuffix, NamesOneOrSeveralInQuotes) {

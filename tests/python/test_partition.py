@@ -156,6 +156,17 @@ def test_named_sharding_errors_are_jax_s(mesh42):
         NamedSharding(mesh42, P("x", ("y", "tp")))
     assert str(e.value) == "Resource axis: tp of P('x', ('y', 'tp')) is not found in mesh: ('x', 'y')."
     assert not getattr(e.value, "__notes__", [])  # no mesh axis is close to 'tp'
+    with pytest.raises(ValueError, match="is only valid for values of rank at least 2, but was applied to a value "
+                                         "of rank 1."):
+        NamedSharding(Mesh(np.arange(4), ("x",)), P("x", None)).shard_shape((8,))
+    with pytest.raises(spmdsim.IndivisibleError) as e:
+        NamedSharding(mesh42, P(None, ("x", "y"))).devices_indices_map((3, 12))
+    assert isinstance(e.value, ValueError)
+    assert "implies that array axis 1 is partitioned 8 times, but the dimension size is 12" in str(e.value)
+    with pytest.raises(ValueError, match="empty mesh"):
+        NamedSharding(Mesh([], ()), P())
+    with pytest.raises(TypeError):
+        NamedSharding(mesh42, "x")
 
 
 def test_unknown_axes_get_a_did_you_mean_note():
@@ -169,17 +180,6 @@ def test_unknown_axes_get_a_did_you_mean_note():
     with pytest.raises(ValueError) as e:
         spmdsim.validate_spec(P(("dta", "modle")), mesh, (8,))
     assert e.value.__notes__ == ["did you mean 'data' for 'dta', 'model' for 'modle'?"]
-    with pytest.raises(ValueError, match="is only valid for values of rank at least 2, but was applied to a value "
-                                         "of rank 1."):
-        NamedSharding(Mesh(np.arange(4), ("x",)), P("x", None)).shard_shape((8,))
-    with pytest.raises(spmdsim.IndivisibleError) as e:
-        NamedSharding(mesh42, P(None, ("x", "y"))).devices_indices_map((3, 12))
-    assert isinstance(e.value, ValueError)
-    assert "implies that array axis 1 is partitioned 8 times, but the dimension size is 12" in str(e.value)
-    with pytest.raises(ValueError, match="empty mesh"):
-        NamedSharding(Mesh([], ()), P())
-    with pytest.raises(TypeError):
-        NamedSharding(mesh42, "x")
 
 
 def test_validate_spec_raises_what_jax_raises(mesh42):
