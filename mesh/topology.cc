@@ -563,15 +563,6 @@ Topology Topology::Parse(std::string_view text, int num_slices) {
   ThrowUnknownPreset(name);
 }
 
-const std::vector<std::string>& Topology::AcceleratorTypePrefixes() {
-  static const std::vector<std::string> prefixes = [] {
-    std::vector<std::string> out;
-    for (const AcceleratorFamily& f : kAcceleratorFamilies) out.emplace_back(f.prefix);
-    return out;
-  }();
-  return prefixes;
-}
-
 std::string Topology::ChipCountText() const {
   switch (platform_) {
     case Platform::kGpu:

@@ -105,8 +105,6 @@ class Topology {
   static Topology Parse(std::string_view text, int num_slices = 1);
   // The preset names Parse accepts, for help texts and error messages.
   static const std::vector<std::string>& PresetNames();
-  // The accelerator type prefixes Parse accepts ("v2", "v3", "v4", "v5p", "v5litepod", "v6e").
-  static const std::vector<std::string>& AcceleratorTypePrefixes();
 
   Platform platform() const { return platform_; }
   const std::string& preset() const { return preset_; }            // "tpu-v4", "dgx-h100", "cpu"
