@@ -57,12 +57,12 @@ struct AnalyzeArgs {
   bool json = false;
 };
 
-ExitCode RunAnalyze(const AnalyzeArgs& args) {
+// The arrays from --file or the --array flags, with unique names.
+std::vector<NamedArray> LoadArrays(const AnalyzeArgs& args) {
   if (args.arrays.empty() == args.file.empty()) {
     Throw(ErrorCode::kInvalidArgument, "give the arrays with --array name:shape:dtype:spec (repeatable) or --file "
                                        "arrays.yaml, not both");
   }
-  const Mesh mesh = BuildCliMesh(args.mesh, args.topology, args.slices, args.dcn);
   std::vector<NamedArray> arrays;
   if (!args.file.empty()) {
     arrays = LoadArraysFile(args.file);
@@ -76,82 +76,108 @@ ExitCode RunAnalyze(const AnalyzeArgs& args) {
       }
     }
   }
+  return arrays;
+}
+
+// Corrects every array's spec in `mode` (none: nothing; AnalyzeMemory raises JAX's errors, naming the array);
+// an unknown mesh axis gets a did-you-mean after JAX's message.
+std::vector<CorrectionReport> CorrectArrays(CorrectionMode mode, const Mesh& mesh, std::vector<NamedArray>* arrays) {
   CorrectionOptions options;
-  options.mode = ParseCorrectionMode(args.correct);
+  options.mode = mode;
   options.log = false;
-  std::vector<PartitionSpec> requested;
   std::vector<CorrectionReport> reports;
-  for (NamedArray& array : arrays) {
-    requested.push_back(array.spec);
+  if (mode == CorrectionMode::kNone) return reports;
+  for (NamedArray& array : *arrays) {
     options.element_bytes = DTypeSize(array.dtype);
-    if (options.mode == CorrectionMode::kNone) continue;  // AnalyzeMemory raises JAX's errors, naming the array
     try {
       reports.push_back(CorrectSpec(array.spec, mesh, array.shape, options));
     } catch (const SpecError& e) {
       std::vector<SpecProblem> problems = e.problems();
       for (auto& p : problems) p.message = fmt::format("array '{}': {}", array.name, p.message);
-      throw SpecError(std::move(problems));
+      const std::string hint = UnknownAxisHint(problems);
+      if (hint.empty()) throw SpecError(std::move(problems));
+      RethrowWithContext(e, problems.front().message + hint);
     }
     array.spec = reports.back().corrected;
   }
-  MemoryAnalysis analysis = AnalyzeMemory(arrays, mesh);
+  return reports;
+}
+
+nlohmann::json AnalyzeJson(const AnalyzeArgs& args, const Mesh& mesh, CorrectionMode mode,
+                           const std::vector<NamedArray>& arrays, const std::vector<PartitionSpec>& requested,
+                           const std::vector<CorrectionReport>& reports, const MemoryAnalysis& analysis) {
+  nlohmann::json j;
+  nlohmann::json mesh_axes = nlohmann::json::array();
+  for (int i = 0; i < mesh.rank(); ++i) mesh_axes.push_back({mesh.axis_names()[i], mesh.shape()[i]});
+  j["mesh"] = {{"axes", mesh_axes},
+               {"topology", mesh.topology() != nullptr && !args.topology.empty() ? mesh.topology()->ToString() : ""}};
+  j["correct"] = std::string(CorrectionModeName(mode));
+  j["arrays"] = nlohmann::json::array();
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    const ArrayMemory& m = analysis.arrays[i];
+    nlohmann::json a{{"name", m.name},
+                     {"shape", m.shape},
+                     {"dtype", DTypeShortName(arrays[i].dtype)},
+                     {"spec", SpecJson(m.spec)},
+                     {"requested_spec", SpecJson(requested[i])},
+                     {"shard_shape", m.shard_shape},
+                     {"elements", m.elements},
+                     {"bytes", m.global_bytes},
+                     {"bytes_per_device", m.bytes_per_device},
+                     {"blocks", m.num_shards},
+                     {"replication", m.replication},
+                     {"sharded", m.sharded}};
+    a["corrections"] = nlohmann::json::array();
+    if (!reports.empty()) {
+      for (const Correction& c : reports[i].corrections) {
+        a["corrections"].push_back({{"dim", c.dim},
+                                    {"from", EntryJson(c.from)},
+                                    {"to", c.to ? EntryJson(*c.to) : nlohmann::json(nullptr)},
+                                    {"reason", std::string(CorrectionReasonName(c.reason))},
+                                    {"message", c.message}});
+      }
+    }
+    j["arrays"].push_back(std::move(a));
+  }
+  j["total_parameters"] = analysis.total_parameters;
+  j["sharded_parameters"] = analysis.sharded_parameters;
+  j["total_bytes"] = analysis.total_bytes;
+  j["devices"] = analysis.device_of_position;
+  j["bytes_per_device"] = analysis.bytes_per_position;
+  j["largest"] = {{"device", analysis.max_device}, {"bytes", analysis.max_bytes}};
+  j["smallest"] = {{"device", analysis.min_device}, {"bytes", analysis.min_bytes}};
+  j["balance_score"] = analysis.balance_score;
+  j["memory_efficiency"] = analysis.memory_efficiency;
+  j["replication_factor"] = analysis.replication_factor;
+  j["hosts"] = nlohmann::json::array();
+  for (size_t h = 0; h < analysis.processes.size(); ++h) {
+    j["hosts"].push_back({{"process_index", analysis.processes[h]}, {"bytes", analysis.bytes_per_process[h]}});
+  }
+  j["capacity_bytes"] = analysis.capacity_bytes;
+  j["fits"] = analysis.fits();
+  j["devices_over_capacity"] = analysis.devices_over_capacity;
+  return j;
+}
+
+ExitCode RunAnalyze(const AnalyzeArgs& args) {
+  const Mesh mesh = BuildCliMesh(args.mesh, args.topology, args.slices, args.dcn);
+  std::vector<NamedArray> arrays = LoadArrays(args);
+  std::vector<PartitionSpec> requested;
+  for (const NamedArray& array : arrays) requested.push_back(array.spec);
+  const CorrectionMode mode = ParseCorrectionMode(args.correct);
+  const std::vector<CorrectionReport> reports = CorrectArrays(mode, mesh, &arrays);
+  MemoryAnalysis analysis;
+  try {
+    analysis = AnalyzeMemory(arrays, mesh);
+  } catch (const Error& e) {
+    RethrowWithAxisHint(e);
+  }
   if (args.topology.empty()) {  // the row-major CPU mesh's memory size is a placeholder, not a capacity to check
     analysis.capacity_bytes = 0;
     analysis.devices_over_capacity.clear();
   }
-
   if (args.json) {
-    nlohmann::json j;
-    nlohmann::json mesh_axes = nlohmann::json::array();
-    for (int i = 0; i < mesh.rank(); ++i) mesh_axes.push_back({mesh.axis_names()[i], mesh.shape()[i]});
-    j["mesh"] = {{"axes", mesh_axes},
-                 {"topology", mesh.topology() != nullptr && !args.topology.empty() ? mesh.topology()->ToString() : ""}};
-    j["correct"] = std::string(CorrectionModeName(options.mode));
-    j["arrays"] = nlohmann::json::array();
-    for (size_t i = 0; i < arrays.size(); ++i) {
-      const ArrayMemory& m = analysis.arrays[i];
-      nlohmann::json a{{"name", m.name},
-                       {"shape", m.shape},
-                       {"dtype", DTypeShortName(arrays[i].dtype)},
-                       {"spec", SpecJson(m.spec)},
-                       {"requested_spec", SpecJson(requested[i])},
-                       {"shard_shape", m.shard_shape},
-                       {"elements", m.elements},
-                       {"bytes", m.global_bytes},
-                       {"bytes_per_device", m.bytes_per_device},
-                       {"blocks", m.num_shards},
-                       {"replication", m.replication},
-                       {"sharded", m.sharded}};
-      a["corrections"] = nlohmann::json::array();
-      if (!reports.empty()) {
-        for (const Correction& c : reports[i].corrections) {
-          a["corrections"].push_back({{"dim", c.dim},
-                                      {"from", EntryJson(c.from)},
-                                      {"to", c.to ? EntryJson(*c.to) : nlohmann::json(nullptr)},
-                                      {"reason", std::string(CorrectionReasonName(c.reason))},
-                                      {"message", c.message}});
-        }
-      }
-      j["arrays"].push_back(std::move(a));
-    }
-    j["total_parameters"] = analysis.total_parameters;
-    j["sharded_parameters"] = analysis.sharded_parameters;
-    j["total_bytes"] = analysis.total_bytes;
-    j["devices"] = analysis.device_of_position;
-    j["bytes_per_device"] = analysis.bytes_per_position;
-    j["largest"] = {{"device", analysis.max_device}, {"bytes", analysis.max_bytes}};
-    j["smallest"] = {{"device", analysis.min_device}, {"bytes", analysis.min_bytes}};
-    j["balance_score"] = analysis.balance_score;
-    j["memory_efficiency"] = analysis.memory_efficiency;
-    j["replication_factor"] = analysis.replication_factor;
-    j["hosts"] = nlohmann::json::array();
-    for (size_t h = 0; h < analysis.processes.size(); ++h) {
-      j["hosts"].push_back({{"process_index", analysis.processes[h]}, {"bytes", analysis.bytes_per_process[h]}});
-    }
-    j["capacity_bytes"] = analysis.capacity_bytes;
-    j["fits"] = analysis.fits();
-    j["devices_over_capacity"] = analysis.devices_over_capacity;
-    fmt::print("{}\n", j.dump());
+    fmt::print("{}\n", AnalyzeJson(args, mesh, mode, arrays, requested, reports, analysis).dump());
     return ExitCode::kOk;
   }
 

@@ -1,11 +1,13 @@
 #include "cli/cli_util.h"
 
+#include <exception>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/error.h"
+#include "common/error_context.h"
 #include "common/strings.h"
 #include "common/user_text.h"
 #include "mesh/mesh_utils.h"
@@ -73,6 +75,12 @@ nlohmann::json SpecJson(const PartitionSpec& spec) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& e : spec.entries()) out.push_back(EntryJson(e));
   return out;
+}
+
+void RethrowWithAxisHint(const Error& error) {
+  const std::string hint = UnknownAxisHint(error);
+  if (hint.empty()) throw;
+  RethrowWithContext(error, error.message() + hint);
 }
 
 }  // namespace spmdsim::cli

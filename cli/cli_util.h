@@ -35,6 +35,11 @@ CLI::Validator IntIn(int64_t lo, int64_t hi);
 // at offset 1 is not UTF-8"), or nullopt. Names, specs and paths end up in JSON, which must be UTF-8.
 std::optional<std::string> NonUtf8Argument(int argc, const char* const* argv);
 
+// In a catch handler of `error`: rethrows it with a did-you-mean for the unknown mesh axes of the SpecError it is
+// or holds nested (UnknownAxisHint, partition/partition_spec.h), keeping its code and kind; rethrows it unchanged
+// when there is none.
+[[noreturn]] void RethrowWithAxisHint(const Error& error);
+
 // One spec entry: null (None), "axis", ["a", "b"] (a tuple), or "UNCONSTRAINED".
 nlohmann::json EntryJson(const PartitionSpec::Entry& entry);
 // One EntryJson per dimension.

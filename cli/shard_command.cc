@@ -58,131 +58,164 @@ std::string RangeText(std::span<const IndexRange> index) {
   return fmt::format("[{}]", fmt::join(parts, ", "));
 }
 
-ExitCode RunShard(const ShardArgs& args) {
-  const Mesh mesh = BuildCliMesh(args.mesh, args.topology, args.slices, args.dcn);
-  const std::vector<int64_t> shape = ParseShape(args.shape, "--shape");
-  const PartitionSpec requested = PartitionSpec::Parse(args.spec);
+// Everything the command prints, computed once. `by_process` points into `layout.shards` (kept valid by moves).
+struct ShardLayout {
+  Mesh mesh;
+  std::vector<int64_t> shape;
   DType dtype = DType::kF32;
+  PartitionSpec requested;
+  CorrectionReport report;
+  ShardingLayout layout;
+  MemoryAnalysis memory;
+  std::vector<std::vector<const DeviceShard*>> by_process;
+};
+
+// The distinct blocks among a host's devices.
+size_t DistinctShards(const std::vector<const DeviceShard*>& shards) {
+  std::vector<int64_t> ids;
+  for (const DeviceShard* s : shards) ids.push_back(s->shard_id);
+  std::sort(ids.begin(), ids.end());
+  return static_cast<size_t>(std::unique(ids.begin(), ids.end()) - ids.begin());
+}
+
+ShardLayout ComputeShardLayout(const ShardArgs& args) {
+  ShardLayout out;
+  out.mesh = BuildCliMesh(args.mesh, args.topology, args.slices, args.dcn);
+  out.shape = ParseShape(args.shape, "--shape");
+  out.requested = PartitionSpec::Parse(args.spec);
   try {
-    dtype = ParseDType(args.dtype);
+    out.dtype = ParseDType(args.dtype);
   } catch (const Error& e) {
     RethrowWithContext(e, fmt::format("--dtype: {}", e.message()));
   }
   CorrectionOptions options;
   options.mode = ParseCorrectionMode(args.correct);
-  options.element_bytes = DTypeSize(dtype);
-  const CorrectionReport report = CorrectSpec(requested, mesh, shape, options);
-  const NamedSharding sharding(mesh, report.corrected);
-  const ShardingLayout layout = sharding.Layout(shape);
-  const MemoryAnalysis memory = AnalyzeMemory({{"array", shape, dtype, report.corrected}}, mesh);
-  const auto by_process = layout.ShardsByProcess();
-
-  if (args.json) {
-    nlohmann::json j;
-    j["mesh"] = nlohmann::json::object();
-    nlohmann::json mesh_axes = nlohmann::json::array();
-    for (int i = 0; i < mesh.rank(); ++i) mesh_axes.push_back({mesh.axis_names()[i], mesh.shape()[i]});
-    j["mesh"]["axes"] = mesh_axes;
-    j["mesh"]["topology"] = mesh.topology() != nullptr ? mesh.topology()->ToString() : "";
-    j["global_shape"] = shape;
-    j["dtype"] = DTypeShortName(dtype);
-    j["requested_spec"] = SpecJson(requested);
-    j["spec"] = SpecJson(report.corrected);
-    j["spec_repr"] = report.corrected.ToString();
-    j["correct"] = std::string(CorrectionModeName(report.mode));
-    j["corrections"] = nlohmann::json::array();
-    for (const Correction& c : report.corrections) {
-      j["corrections"].push_back({{"dim", c.dim},
-                                  {"from", EntryJson(c.from)},
-                                  {"to", c.to ? EntryJson(*c.to) : nlohmann::json(nullptr)},
-                                  {"reason", std::string(CorrectionReasonName(c.reason))},
-                                  {"message", c.message}});
-    }
-    j["shard_shape"] = layout.shard_shape;
-    j["num_shards"] = layout.num_shards;
-    j["num_replicas"] = layout.num_replicas;
-    j["bytes_per_device"] = report.bytes_per_device;
-    if (report.eformer_bytes_per_device) j["eformer_bytes_per_device"] = *report.eformer_bytes_per_device;
-    if (report.bytes_saved_vs_eformer) j["bytes_saved_vs_eformer"] = *report.bytes_saved_vs_eformer;
-    j["shards"] = nlohmann::json::array();
-    for (const DeviceShard& s : layout.shards) {
-      nlohmann::json index = nlohmann::json::array();
-      for (const auto& r : s.index) index.push_back({r.start, r.stop});
-      j["shards"].push_back({{"device", s.device},
-                             {"index", index},
-                             {"replica_id", s.replica_id},
-                             {"shard_id", s.shard_id},
-                             {"process_index", s.process_index}});
-    }
-    j["hosts"] = nlohmann::json::array();
-    for (size_t h = 0; h < by_process.size(); ++h) {
-      std::vector<int64_t> ids;
-      for (const DeviceShard* s : by_process[h]) ids.push_back(s->shard_id);
-      std::sort(ids.begin(), ids.end());
-      ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-      j["hosts"].push_back({{"process_index", by_process[h][0]->process_index},
-                            {"devices", by_process[h].size()},
-                            {"distinct_shards", ids.size()},
-                            {"bytes", memory.bytes_per_process[h]}});
-    }
-    fmt::print("{}\n", j.dump());
-    return ExitCode::kOk;
+  options.element_bytes = DTypeSize(out.dtype);
+  try {
+    out.report = CorrectSpec(out.requested, out.mesh, out.shape, options);
+  } catch (const Error& e) {
+    RethrowWithAxisHint(e);  // JAX's message and a did-you-mean for a misspelt mesh axis
   }
+  out.layout = NamedSharding(out.mesh, out.report.corrected).Layout(out.shape);
+  out.memory = AnalyzeMemory({{"array", out.shape, out.dtype, out.report.corrected}}, out.mesh);
+  out.by_process = out.layout.ShardsByProcess();
+  return out;
+}
 
-  fmt::print("mesh        {}{}\n", mesh.ToString(),
-                           mesh.topology() != nullptr && !args.topology.empty()
-                               ? " on " + mesh.topology()->ToString()
-                               : " (devices numbered row-major)");
-  fmt::print("shape       {} {} ({})\n", PyTuple(shape), DTypeShortName(dtype),
-             HumanBytes(NumElements(shape) * DTypeSize(dtype)));
+nlohmann::json ShardJson(const ShardLayout& l) {
+  const CorrectionReport& report = l.report;
+  nlohmann::json j;
+  j["mesh"] = nlohmann::json::object();
+  nlohmann::json mesh_axes = nlohmann::json::array();
+  for (int i = 0; i < l.mesh.rank(); ++i) mesh_axes.push_back({l.mesh.axis_names()[i], l.mesh.shape()[i]});
+  j["mesh"]["axes"] = mesh_axes;
+  j["mesh"]["topology"] = l.mesh.topology() != nullptr ? l.mesh.topology()->ToString() : "";
+  j["global_shape"] = l.shape;
+  j["dtype"] = DTypeShortName(l.dtype);
+  j["requested_spec"] = SpecJson(l.requested);
+  j["spec"] = SpecJson(report.corrected);
+  j["spec_repr"] = report.corrected.ToString();
+  j["correct"] = std::string(CorrectionModeName(report.mode));
+  j["corrections"] = nlohmann::json::array();
+  for (const Correction& c : report.corrections) {
+    j["corrections"].push_back({{"dim", c.dim},
+                                {"from", EntryJson(c.from)},
+                                {"to", c.to ? EntryJson(*c.to) : nlohmann::json(nullptr)},
+                                {"reason", std::string(CorrectionReasonName(c.reason))},
+                                {"message", c.message}});
+  }
+  j["shard_shape"] = l.layout.shard_shape;
+  j["num_shards"] = l.layout.num_shards;
+  j["num_replicas"] = l.layout.num_replicas;
+  j["bytes_per_device"] = report.bytes_per_device;
+  if (report.eformer_bytes_per_device) j["eformer_bytes_per_device"] = *report.eformer_bytes_per_device;
+  if (report.bytes_saved_vs_eformer) j["bytes_saved_vs_eformer"] = *report.bytes_saved_vs_eformer;
+  j["shards"] = nlohmann::json::array();
+  for (const DeviceShard& s : l.layout.shards) {
+    nlohmann::json index = nlohmann::json::array();
+    for (const auto& r : s.index) index.push_back({r.start, r.stop});
+    j["shards"].push_back({{"device", s.device},
+                           {"index", index},
+                           {"replica_id", s.replica_id},
+                           {"shard_id", s.shard_id},
+                           {"process_index", s.process_index}});
+  }
+  j["hosts"] = nlohmann::json::array();
+  for (size_t h = 0; h < l.by_process.size(); ++h) {
+    j["hosts"].push_back({{"process_index", l.by_process[h][0]->process_index},
+                          {"devices", l.by_process[h].size()},
+                          {"distinct_shards", DistinctShards(l.by_process[h])},
+                          {"bytes", l.memory.bytes_per_process[h]}});
+  }
+  return j;
+}
+
+// The mesh, shape, spec with its corrections, bytes per device and capacity.
+void PrintShardSummary(const ShardArgs& args, const ShardLayout& l) {
+  const CorrectionReport& report = l.report;
+  fmt::print("mesh        {}{}\n", l.mesh.ToString(),
+             l.mesh.topology() != nullptr && !args.topology.empty() ? " on " + l.mesh.topology()->ToString()
+                                                                    : " (devices numbered row-major)");
+  fmt::print("shape       {} {} ({})\n", PyTuple(l.shape), DTypeShortName(l.dtype),
+             HumanBytes(NumElements(l.shape) * DTypeSize(l.dtype)));
   fmt::print("spec        {}", report.corrected.ToString());
-  if (report.corrected != requested) fmt::print("   (requested {})", requested.ToString());
+  if (report.corrected != l.requested) fmt::print("   (requested {})", l.requested.ToString());
   fmt::print("\n");
   if (!report.corrections.empty()) {
     fmt::print("corrections ({})\n", CorrectionModeName(report.mode));
     for (const Correction& c : report.corrections) {
-      fmt::print("  dim {}: {} -> {}  [{}] {}\n", c.dim, c.from.ToString(),
-                               c.to ? c.to->ToString() : "(removed)", CorrectionReasonName(c.reason), c.message);
+      fmt::print("  dim {}: {} -> {}  [{}] {}\n", c.dim, c.from.ToString(), c.to ? c.to->ToString() : "(removed)",
+                 CorrectionReasonName(c.reason), c.message);
     }
   }
-  fmt::print("shard shape {}   {} distinct block(s) x {} replica(s)\n", PyTuple(layout.shard_shape),
-                           layout.num_shards, layout.num_replicas);
+  fmt::print("shard shape {}   {} distinct block(s) x {} replica(s)\n", PyTuple(l.layout.shard_shape),
+             l.layout.num_shards, l.layout.num_replicas);
   fmt::print("bytes/device {} ({})", report.bytes_per_device, HumanBytes(report.bytes_per_device));
   if (report.bytes_saved_vs_eformer) {
     fmt::print("   eformer: {} ({}), saved {}", *report.eformer_bytes_per_device,
-                             HumanBytes(*report.eformer_bytes_per_device), HumanBytes(*report.bytes_saved_vs_eformer));
+               HumanBytes(*report.eformer_bytes_per_device), HumanBytes(*report.bytes_saved_vs_eformer));
   }
   if (report.mode == CorrectionMode::kKeepMost && !report.bytes_saved_vs_eformer) {
     fmt::print("   eformer: {} raises DuplicateSpecError", report.eformer_spec->ToString());
   }
   fmt::print("\n");
-  if (memory.capacity_bytes > 0 && !args.topology.empty()) {
-    fmt::print("capacity    {} per device: {}\n", HumanBytes(memory.capacity_bytes),
-                             memory.fits() ? "fits" : "DOES NOT FIT");
+  if (l.memory.capacity_bytes > 0 && !args.topology.empty()) {
+    fmt::print("capacity    {} per device: {}\n", HumanBytes(l.memory.capacity_bytes),
+               l.memory.fits() ? "fits" : "DOES NOT FIT");
   }
+}
+
+// The block picture, each device's block and each host's share.
+void PrintShardBlocks(const ShardArgs& args, const ShardLayout& l) {
   fmt::print("blocks\n");
   ShardingPictureOptions picture;
   picture.max_width = args.width;
-  fmt::print("{}", ShardingPicture(layout, picture));
+  fmt::print("{}", ShardingPicture(l.layout, picture));
   fmt::print("devices     device [host]: index  replica\n");
-  const size_t listed = std::min(layout.shards.size(), static_cast<size_t>(args.max_devices));
+  const size_t listed = std::min(l.layout.shards.size(), static_cast<size_t>(args.max_devices));
   for (size_t i = 0; i < listed; ++i) {
-    const DeviceShard& s = layout.shards[i];
+    const DeviceShard& s = l.layout.shards[i];
     fmt::print("  {:>5} [{}]: {}  r{}\n", s.device, s.process_index, RangeText(s.index), s.replica_id);
   }
-  if (listed < layout.shards.size()) {
+  if (listed < l.layout.shards.size()) {
     fmt::print("  ... {} more device(s) (of {}; --max-devices N or --json lists them all)\n",
-                             layout.shards.size() - listed, layout.shards.size());
+               l.layout.shards.size() - listed, l.layout.shards.size());
   }
   fmt::print("hosts\n");
-  for (size_t h = 0; h < by_process.size(); ++h) {
-    std::vector<int64_t> ids;
-    for (const DeviceShard* s : by_process[h]) ids.push_back(s->shard_id);
-    std::sort(ids.begin(), ids.end());
-    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-    fmt::print("  host {}: {} device(s), {} distinct block(s), {}\n", by_process[h][0]->process_index,
-                             by_process[h].size(), ids.size(), HumanBytes(memory.bytes_per_process[h]));
+  for (size_t h = 0; h < l.by_process.size(); ++h) {
+    fmt::print("  host {}: {} device(s), {} distinct block(s), {}\n", l.by_process[h][0]->process_index,
+               l.by_process[h].size(), DistinctShards(l.by_process[h]), HumanBytes(l.memory.bytes_per_process[h]));
   }
+}
+
+ExitCode RunShard(const ShardArgs& args) {
+  const ShardLayout layout = ComputeShardLayout(args);
+  if (args.json) {
+    fmt::print("{}\n", ShardJson(layout).dump());
+    return ExitCode::kOk;
+  }
+  PrintShardSummary(args, layout);
+  PrintShardBlocks(args, layout);
   return ExitCode::kOk;
 }
 
@@ -199,7 +232,8 @@ void AddShardCommand(CLI::App& app, ExitCode& exit_code) {
       ->check(IntIn(1, std::numeric_limits<int>::max()));
   cmd->add_option("--dcn", args->dcn, "DCN part of each --mesh axis: create_hybrid_device_mesh (with --topology)");
   cmd->add_option("--dtype", args->dtype, "element type (f32, bf16, f16, f64, i32, i8, ...)");
-  cmd->add_option("--correct", args->correct, "none (JAX's errors), eformer, keep-most");
+  cmd->add_option("--correct", args->correct,
+                  "none (the default: JAX's errors for a spec that does not fit), eformer, keep-most");
   cmd->add_option("--width", args->width, "width of the block picture in characters (default 80, at least 20)")
       ->check(CLI::Range(20, 100000));
   cmd->add_option("--max-devices", args->max_devices, "devices listed in the human output (default 64)")

@@ -1,5 +1,7 @@
 #include "common/user_text.h"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <limits>
 #include <system_error>
@@ -132,6 +134,80 @@ std::optional<size_t> FindInvalidUtf8(std::string_view text) {
     i += len;
   }
   return std::nullopt;
+}
+
+namespace {
+
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      const size_t cost = std::tolower(static_cast<unsigned char>(a[i - 1])) ==
+                                  std::tolower(static_cast<unsigned char>(b[j - 1]))
+                              ? 0
+                              : 1;
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + cost});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+bool CloseEnough(std::string_view found, size_t distance) {
+  const size_t limit = std::max<size_t>(2, found.size() / 3);
+  return distance <= limit && distance < found.size();
+}
+
+}  // namespace
+
+std::optional<std::string> DidYouMean(std::string_view found, const std::vector<std::string>& valid) {
+  std::optional<std::string> best;
+  size_t best_distance = std::numeric_limits<size_t>::max();
+  for (const std::string& candidate : valid) {
+    const size_t d = EditDistance(found, candidate);
+    if (d < best_distance) {
+      best_distance = d;
+      best = candidate;
+    }
+  }
+  if (!best || !CloseEnough(found, best_distance)) return std::nullopt;
+  return best;
+}
+
+std::vector<std::string> CloseMatches(std::string_view found, const std::vector<std::string>& valid) {
+  std::vector<std::string> out;
+  if (found.size() >= 3) {
+    for (const std::string& candidate : valid)
+      if (candidate.size() > found.size() && candidate.compare(0, found.size(), found) == 0) out.push_back(candidate);
+  }
+  if (out.empty()) {
+    size_t best = std::numeric_limits<size_t>::max();
+    for (const std::string& candidate : valid) best = std::min(best, EditDistance(found, candidate));
+    if (!CloseEnough(found, best)) return out;
+    for (const std::string& candidate : valid)
+      if (EditDistance(found, candidate) == best) out.push_back(candidate);
+  }
+  if (out.size() > kMaxSuggestions) out.clear();  // many equally close names: none is the one meant
+  return out;
+}
+
+std::string QuotedAlternatives(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() ? " or " : ", ";
+    out += QuoteForError(names[i]);
+  }
+  return out;
+}
+
+std::string DidYouMeanSuffix(std::string_view found, const std::vector<std::string>& valid) {
+  const std::vector<std::string> close = CloseMatches(found, valid);
+  if (close.empty()) return "";
+  return " (did you mean " + QuotedAlternatives(close) + "?)";
 }
 
 }  // namespace spmdsim

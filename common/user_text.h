@@ -49,6 +49,20 @@ int64_t ParseIntIn(std::string_view text, std::string_view what, int64_t lo, int
 // "an integer from 1 to 2147483647", "a positive integer", "a non-negative integer", "an integer >= 20".
 std::string DescribeIntRange(int64_t lo, int64_t hi);
 
+// The entry of `valid` closest to `found` by edit distance (case-insensitive), when it is close enough to be a
+// likely typo: at most max(2, |found| / 3) edits and fewer than |found|. nullopt otherwise.
+// Example: DidYouMean("tpu-v5", {"tpu-v4", "tpu-v5e", "tpu-v5p"}) -> "tpu-v4" (1 edit; ties: the first)
+std::optional<std::string> DidYouMean(std::string_view found, const std::vector<std::string>& valid);
+// Every entry of `valid` that starts with `found` (at least 3 characters), else every one at the smallest edit
+// distance when that is close enough (as DidYouMean): "tpu-v5" -> {"tpu-v5e", "tpu-v5p"}. Empty when none is
+// close, or when more than kMaxSuggestions are (a thousand axes "axis0".."axis999" suggest nothing for "axis_x").
+inline constexpr size_t kMaxSuggestions = 3;
+std::vector<std::string> CloseMatches(std::string_view found, const std::vector<std::string>& valid);
+// "'x'", "'x' or 'y'", "'x', 'y' or 'z'": each name through QuoteForError.
+std::string QuotedAlternatives(const std::vector<std::string>& names);
+// " (did you mean 'x'?)", " (did you mean 'x' or 'y'?)" for CloseMatches, "" when there are none.
+std::string DidYouMeanSuffix(std::string_view found, const std::vector<std::string>& valid);
+
 // Where a byte sits in a text: 1-based line and column (column counted in bytes).
 struct TextPosition {
   int line = 1;

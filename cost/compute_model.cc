@@ -184,6 +184,14 @@ double ComputeModel::MatrixPeak(DType dtype) const {
   return peak;
 }
 
+double ComputeModel::SustainedMatmulFraction(DType dtype) const {
+  return MatmulFraction(dtype) * options_.compute_efficiency * compute_.rate_scale;
+}
+
+bool ComputeModel::HasMeasuredMatmulRate(DType dtype) const {
+  return spec_ != nullptr && MatmulFraction(dtype) < 1.0;
+}
+
 double ComputeModel::TileFeed(const MatmulTile& tile, double rate, double size) const {
   if (spec_->l2_bandwidth_Bps <= 0) return 1.0;
   const double intensity = 2.0 * tile.m * tile.n / ((tile.m + tile.n) * size);  // FLOPs per operand byte

@@ -172,6 +172,12 @@ class ComputeModel {
 
   const DeviceComputeSpec* spec() const { return spec_; }
   const ComputeOptions& compute_options() const { return compute_; }
+  // The highest rate a contraction in `dtype` reaches under the clock regime, over MatrixPeak(dtype), before
+  // pace(): MatmulFraction(dtype) x compute_efficiency x rate_scale (1 without a spec and knobs). The model's MFU
+  // cannot exceed it; model/step.h warns when a prediction does.
+  double SustainedMatmulFraction(DType dtype) const;
+  // Whether MatmulFraction(dtype) comes from a documented measurement (a spec whose fraction is below 1).
+  bool HasMeasuredMatmulRate(DType dtype) const;
   // The peak FLOP/s the model uses for a contraction in `dtype` (fp8 as above).
   double MatrixPeak(DType dtype) const;
   // The fraction of the peak the best-fed tile reaches in `dtype` under the clock regime (sustained or burst

@@ -1,5 +1,10 @@
 #include "mesh/topology.h"
 
+#include <algorithm>
+#include <array>
+#include <optional>
+#include <utility>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -384,18 +389,137 @@ void CheckDeviceCount(std::string_view what, const std::vector<int64_t>& dims, i
 
 }  // namespace
 
+namespace {
+
+// Cloud TPU accelerator types, the `--accelerator-type` of `gcloud compute tpus tpu-vm create` (Google Cloud's
+// per-generation pages, "Configurations"; cloud.google.com/tpu/docs/v5p lists "Topology | Cores | Chips": 2x2x1 8 4,
+// 2x4x4 64 32, 4x4x4 128 64, ...): the name counts TensorCores on v2, v3, v4 and v5p (2 per chip: v5p-64 is 32
+// chips) and chips on v5e ("v5litepod") and v6e. The slice shapes of power-of-two sizes follow one rule
+// (SliceShape), from the smallest slice: v2-8 / v3-8 (2x2 chips), v4-8 / v5p-8 (2x2x1), v5litepod-1 / v6e-1 (1x1).
+struct AcceleratorFamily {
+  const char* prefix;
+  const char* preset;
+  int counted_per_chip;  // TensorCores per chip when the name counts cores, else 1
+  int dims;
+  int64_t min_chips;     // the smallest slice
+};
+constexpr AcceleratorFamily kAcceleratorFamilies[] = {
+    {"v2", "tpu-v2", 2, 2, 4},  {"v3", "tpu-v3", 2, 2, 4},         {"v4", "tpu-v4", 2, 3, 4},
+    {"v5p", "tpu-v5p", 2, 3, 4}, {"v5litepod", "tpu-v5e", 1, 2, 1}, {"v6e", "tpu-v6e", 1, 2, 1}};
+
+// Names people write for a family that Google Cloud spells otherwise ("v5e-16" is v5litepod-16).
+constexpr std::pair<const char*, const char*> kAcceleratorAliases[] = {{"v5e", "v5litepod"}, {"v5lite", "v5litepod"},
+                                                                       {"v6", "v6e"}};
+
+const AcceleratorFamily* FindAcceleratorFamily(std::string_view prefix) {
+  for (const AcceleratorFamily& f : kAcceleratorFamilies)
+    if (prefix == f.prefix) return &f;
+  return nullptr;
+}
+
+// Google Cloud's slice shape for `chips` (a power of two): as square as possible, ascending; 3-D 4 chips 2x2x1.
+std::string SliceShape(int64_t chips, int dims) {
+  int k = 0;
+  while ((int64_t{1} << k) < chips) ++k;
+  if (dims == 2) return fmt::format("{}x{}", int64_t{1} << (k / 2), chips >> (k / 2));
+  if (chips == 4) return "2x2x1";
+  std::array<int64_t, 3> d = {int64_t{1} << (k / 3), int64_t{1} << (k / 3), int64_t{1} << (k / 3)};
+  for (int i = 0; i < k % 3; ++i) d[2 - i] *= 2;
+  return fmt::format("{}x{}x{}", d[0], d[1], d[2]);
+}
+
+// "v5p-64" -> "tpu-v5p:2x4x4"; nullopt when `text` is not of the form PREFIX-N with a known prefix.
+std::optional<std::string> AcceleratorTypeAsPreset(std::string_view text) {
+  const size_t dash = text.rfind('-');
+  if (dash == std::string_view::npos || text.find(':') != std::string_view::npos) return std::nullopt;
+  const std::string_view prefix = text.substr(0, dash);
+  const std::string what = fmt::format("topology {}", QuoteForError(text));
+  for (const auto& [alias, name] : kAcceleratorAliases) {
+    if (prefix == alias) {
+      Throw(ErrorCode::kNotFound, "{}: Google Cloud names this accelerator type {}-{} (did you mean '{}-{}'?)", what,
+            name, text.substr(dash + 1), name, text.substr(dash + 1));
+    }
+  }
+  const AcceleratorFamily* f = FindAcceleratorFamily(prefix);
+  if (f == nullptr) return std::nullopt;
+  const std::string unit = f->counted_per_chip == 2 ? "TensorCores, 2 per chip" : "chips";
+  const int64_t count = ParseIntIn(text.substr(dash + 1), what + ": the size", 1, kMaxTopologyDevices * 2);
+  const int64_t chips = count / f->counted_per_chip;
+  const bool power_of_two = chips > 0 && (chips & (chips - 1)) == 0;
+  if (count % f->counted_per_chip != 0 || !power_of_two || chips < f->min_chips) {
+    const int64_t smallest = f->min_chips * f->counted_per_chip;
+    Throw(ErrorCode::kInvalidArgument,
+          "{}: Cloud TPU {}-N counts {}; spmdsim knows the slice shapes of N = {}, {}, {}, ... (powers of two); "
+          "for another shape give the chips as {}:{}",
+          what, f->prefix, unit, smallest, 2 * smallest, 4 * smallest, f->preset,
+          f->dims == 3 ? "XxYxZ (e.g. 16x16x24)" : "XxY");
+  }
+  return fmt::format("{}:{}", f->preset, SliceShape(chips, f->dims));
+}
+
+// How to write the dimensions of `name` (a known preset or not).
+std::string DimsExample(const std::string& name) {
+  for (const TpuFigures& f : kTpuFigures)
+    if (name == f.preset) return f.dims == 3 ? fmt::format("XxYxZ chips, e.g. {}:4x4x4", name)
+                                             : fmt::format("XxY chips, e.g. {}:4x4", name);
+  if (name == "gpu") return "HOSTSxGPUS, e.g. gpu:2x8";
+  if (name == "cpu") return "the number of devices, e.g. cpu:8";
+  return fmt::format("the number of hosts, e.g. {}:4", name);
+}
+
+// Every preset and accelerator-type prefix, for did-you-mean.
+std::vector<std::string> TopologyNames() {
+  std::vector<std::string> names = Topology::PresetNames();
+  for (const AcceleratorFamily& f : kAcceleratorFamilies) names.push_back(fmt::format("{}-N", f.prefix));
+  return names;
+}
+
+[[noreturn]] void ThrowUnknownPreset(const std::string& name) {
+  Throw(ErrorCode::kNotFound,
+        "unknown topology preset {}{}; valid presets: {}; or a Cloud TPU accelerator type: v4-128, v5p-64, "
+        "v5litepod-256, v6e-256",
+        QuoteForError(name), DidYouMeanSuffix(name, TopologyNames()), fmt::join(Topology::PresetNames(), ", "));
+}
+
+// The dimensions after the colon, with a hint written for topologies (not array shapes).
+std::vector<int64_t> ParseTopologyDims(const std::string& name, std::string_view dims_text, const std::string& what) {
+  const std::vector<std::string> parts = Split(dims_text, 'x');
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string_view part = Trim(parts[i]);
+    const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits) {
+      Throw(ErrorCode::kInvalidArgument, "{}: dimension {} of {} is {}; {} takes {}", what, i + 1,
+            QuoteForError(dims_text), part.empty() ? "empty" : fmt::format("{}, not a number", QuoteForError(part)),
+            name, DimsExample(name));
+    }
+  }
+  return ParseDims(dims_text, what);
+}
+
+}  // namespace
+
 Topology Topology::Parse(std::string_view text, int num_slices) {
+  if (const std::optional<std::string> preset = AcceleratorTypeAsPreset(Trim(text))) {
+    Topology t = Parse(*preset, num_slices);
+    t.accelerator_type_ = std::string(Trim(text));
+    return t;
+  }
   auto colon = text.find(':');
   std::string name(Trim(text.substr(0, colon)));
+  const bool known = std::find(PresetNames().begin(), PresetNames().end(), name) != PresetNames().end();
   if (colon == std::string_view::npos) {
     Throw(ErrorCode::kInvalidArgument,
-          "topology {} has no dimensions; write PRESET:DIMS, e.g. tpu-v4:2x2x4, tpu-v5e:4x4, dgx-h100:4, "
-          "gpu:2x8, cpu:8 (presets: {})",
-          QuoteForError(text), fmt::join(PresetNames(), ", "));
+          "topology {} has no dimensions{}; write PRESET:DIMS, e.g. tpu-v4:2x2x4, tpu-v5e:4x4, dgx-h100:4, "
+          "gpu:2x8, cpu:8 (presets: {}), or a Cloud TPU accelerator type (v4-128, v5p-64, v5litepod-256, v6e-256)",
+          QuoteForError(text), known ? fmt::format(": {} takes {}", name, DimsExample(name))
+                                     : DidYouMeanSuffix(name, TopologyNames()),
+          fmt::join(PresetNames(), ", "));
   }
+  if (!known) ThrowUnknownPreset(name);
   std::string_view dims_text = text.substr(colon + 1);
   std::string what = fmt::format("topology {}", QuoteForError(text));
-  std::vector<int64_t> dims = ParseDims(dims_text, what);
+  std::vector<int64_t> dims = ParseTopologyDims(name, dims_text, what);
+
   for (int64_t d : dims) {
     if (d > kMaxTopologyDevices)
       Throw(ErrorCode::kOutOfRange, "{}: dimension {} is too large; spmdsim simulates at most {} devices", what, d,
@@ -436,8 +560,33 @@ Topology Topology::Parse(std::string_view text, int num_slices) {
     if (dims.size() != 1) Throw(ErrorCode::kInvalidArgument, "{}: give the number of devices, e.g. cpu:8", what);
     return Cpu(static_cast<int>(dims[0]));
   }
-  Throw(ErrorCode::kNotFound, "unknown topology preset {}; valid presets: {}", QuoteForError(name),
-        fmt::join(PresetNames(), ", "));
+  ThrowUnknownPreset(name);
+}
+
+std::string Topology::ChipCountText() const {
+  switch (platform_) {
+    case Platform::kGpu:
+      return fmt::format("{} GPU{}", num_devices(), num_devices() == 1 ? "" : "s");
+    case Platform::kCpu:
+      return fmt::format("{} CPU device{}", num_devices(), num_devices() == 1 ? "" : "s");
+    case Platform::kTpu:
+      break;
+  }
+  std::vector<std::string> notes;
+  if (cores_per_chip_ > 1) notes.push_back(fmt::format("{} TensorCores each, one device per TensorCore", cores_per_chip_));
+  if (!accelerator_type_.empty()) {
+    const size_t dash = accelerator_type_.rfind('-');
+    const AcceleratorFamily* f = FindAcceleratorFamily(accelerator_type_.substr(0, dash));
+    if (f != nullptr && f->counted_per_chip == 2) {
+      notes.push_back(fmt::format("Cloud TPU {} counts {} TensorCores, 2 per chip", accelerator_type_,
+                                  accelerator_type_.substr(dash + 1)));
+    } else {
+      notes.push_back(fmt::format("Cloud TPU {} counts chips", accelerator_type_));
+    }
+  }
+  std::string out = fmt::format("{} chip{}", num_chips(), num_chips() == 1 ? "" : "s");
+  if (!notes.empty()) out += fmt::format(" ({})", fmt::join(notes, "; "));
+  return out;
 }
 
 std::string Topology::ToString() const {

@@ -69,8 +69,8 @@ double MoeDenseParams(const ModelConfig& c, int64_t t) {
   return 1.0 * c.d_model * c.moe.experts + MlpParams(c, c.moe.shared_d_ff) / static_cast<double>(t);
 }
 
-// Forward FLOPs per token of one layer (2 per multiply-add); `layer` >= layers: an MTP layer. Attention core
-// counted over all seq keys (or the window), as Megatron / Korthikanti et al. count it.
+// Forward FLOPs per token of one layer (2 per multiply-add); `layer` >= layers: an MTP layer. The causal
+// attention core counted as half (ModelFlops).
 double LayerForwardFlopsPerToken(const ModelConfig& c, int64_t layer) {
   const bool moe = c.is_moe_layer(std::min(layer, c.layers - 1));
   double flops = 0;
@@ -101,11 +101,12 @@ double AttentionCoreFlopsPerToken(const ModelConfig& c, int64_t layer) {
   const double keys = c.is_windowed_layer(shaped_like) && layer < c.layers
                           ? static_cast<double>(std::min(c.attention_window.window, c.seq))
                           : static_cast<double>(c.seq);
+  // Causal: each query sees the keys at or before it, half of them on average (ModelFlops).
   if (c.is_mla()) {  // Q K^T over qk + rope, P V over v
     const MlaConfig& a = c.mla;
-    return 2.0 * keys * c.heads * static_cast<double>(a.qk_head_dim + a.qk_rope_head_dim + a.v_head_dim);
+    return 2.0 * keys * c.heads * static_cast<double>(a.qk_head_dim + a.qk_rope_head_dim + a.v_head_dim) / 2;
   }
-  return 4.0 * keys * c.heads * c.effective_head_dim();  // Q K^T and P V
+  return 4.0 * keys * c.heads * c.effective_head_dim() / 2;  // Q K^T and P V
 }
 
 // Bytes per token a layer's attention keeps for the backward inside the tensor-parallel region (split by t), and
@@ -212,7 +213,9 @@ ModelFlops CountFlops(const ModelConfig& c) {
   f.forward = tokens * (layers + logits + mtp);
   f.backward = 2 * f.forward;
   if (c.recompute == Recompute::kFull) f.recompute = tokens * layers;
-  if (c.recompute == Recompute::kSelective) f.recompute = tokens * cores;
+  // Selective recompute reruns the attention core when its scores are materialised; flash attention stores none,
+  // and the step recomputes nothing then (model/step.cc).
+  if (c.recompute == Recompute::kSelective && !c.flash_attention) f.recompute = tokens * cores;
   if (c.is_mla() && c.mla.recompute_up_proj) f.recompute += tokens * (c.layers + c.mtp_layers) * 2.0 * MlaProjections(c).up;
   f.model = f.forward + f.backward;
   f.hardware = f.model + f.recompute;

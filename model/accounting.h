@@ -27,16 +27,24 @@ struct ModelParams {
   // head once more).
 };
 
+// The FLOP convention (docs/model.md, "FLOPs and MFU"): 2 per multiply-add; causal attention counted as half of
+// the full score matrix (Q K^T and P V over the keys at or before each query), as MaxText
+// (maxtext_utils.calculate_tflops_training_per_device: noncausal_attention_flops / 2) and Megatron-LM
+// (training.py num_floating_point_operations: seq_length / hidden_size / 2, "only half of the attention matrix is
+// non-zero") count it; the backward is 2 x the forward; the input embedding (a lookup) and the optimizer are not
+// counted. MFU divides this count; the simulated step executes at least it (ModelStepTimes::hardware_flops).
 struct ModelFlops {
   // FLOPs of one optimizer step over the global batch, every device together (2 per multiply-add).
   double forward = 0;
   double backward = 0;           // 2 x forward (gradients of inputs and of weights)
-  double recompute = 0;          // forward work done again: selective the attention core, full the whole layer
+  double recompute = 0;          // forward work done again: selective the attention core (none with flash
+                                 // attention, which keeps no scores), full the whole layer
   double model = 0;              // forward + backward (what MFU counts)
   double hardware = 0;           // model + recompute
-  // For GPT (MHA, gelu, d_ff = 4h) `model` equals Korthikanti et al. 2022's 72 B s l h^2 (1 + s / 6h + V / 12 l h)
-  // (attention counted non-causal, as there); tested. MTP modules count as Megatron-Core's
-  // num_floating_point_operations counts them: one more layer and one more head each.
+  // For GPT (MHA, gelu, d_ff = 4h) `model` equals 72 B s l h^2 (1 + s / 12h + V / 12 l h): Korthikanti et al.
+  // 2022's formula with the causal attention term halved (theirs, s / 6h, counts the whole score matrix); tested.
+  // MTP modules count as Megatron-Core's num_floating_point_operations counts them: one more layer and one more
+  // head each.
 };
 
 // Memory of one device in bytes, by category.
@@ -82,10 +90,10 @@ struct ModelAccounting {
 // only the softmax statistics, 4 bytes per query row and head).
 double LayerActivationBytes(const ModelConfig& config, int64_t b, int64_t t, int64_t c, bool moe_layer);
 
-// Forward FLOPs per token of one layer's attention core (Q K^T and P V over all seq keys, as Megatron and
-// Korthikanti et al. count them): 4 * seq * heads * head_dim; MLA 2 * seq * heads * (qk + rope + v head dims);
-// a layer in a sliding window over min(window, seq) keys instead of seq. `layer` >= layers: an MTP layer
-// (shaped like the last one).
+// Forward FLOPs per token of one layer's causal attention core: Q K^T and P V over the keys at or before the
+// token, on average half of them (MaxText's and Megatron-LM's count, ModelFlops): 2 * seq * heads * head_dim; MLA
+// seq * heads * (qk + rope + v head dims); a layer in a sliding window over min(window, seq) / 2 keys instead
+// (MaxText's Gemma 2 count). `layer` >= layers: an MTP layer (shaped like the last one).
 double AttentionCoreFlopsPerToken(const ModelConfig& config, int64_t layer = 0);
 
 // The whole accounting.

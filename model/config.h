@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "common/dtype.h"
+#include "common/error.h"
 #include "mesh/mesh.h"
 #include "model/stack.h"
 
@@ -231,8 +232,20 @@ class ValidatedModel {
   ParallelDegrees degrees_;
 };
 
-// Checks every field and its fit with the mesh (REQUIRES: mesh not null). Throws Error(kInvalidArgument) with one
-// line naming the field (and Error(kNotFound) for an axis the mesh lacks, listing its axes).
+// An invalid model: an Error whose field() is the key path of the value at fault, as a scenario file spells it
+// ("heads", "global_batch", "parallel.tensor_axes", "moe.experts"), so that a reader can point at its line.
+class ModelConfigError : public Error {
+ public:
+  ModelConfigError(ErrorCode code, std::string message, std::string field)
+      : Error(code, std::move(message)), field_(std::move(field)) {}
+  const std::string& field() const noexcept { return field_; }
+
+ private:
+  std::string field_;
+};
+
+// Checks every field and its fit with the mesh (REQUIRES: mesh not null). Throws ModelConfigError
+// (kInvalidArgument) with one line naming the field (and kNotFound for an axis the mesh lacks, listing its axes).
 ValidatedModel ValidateModel(ModelConfig config, std::shared_ptr<const Mesh> mesh);
 // Same, with a copy of `mesh`.
 ValidatedModel ValidateModel(ModelConfig config, const Mesh& mesh);

@@ -18,7 +18,11 @@
 // `threads` workers, each with its own cost models; the result does not depend on the number of threads.
 //
 // Thread safety: PlanModel may be called concurrently; `progress` is called from the worker threads, serialised.
-// Errors: Error(kInvalidArgument) for a global batch < 1, a non-positive top or threads < 0; a model that is
+// Placement on TPUs: an axis order that MakeDeviceMesh cannot lay out keeping each physical torus axis whole is
+// tried again with allow_split_physical_axes (JAX's create_device_mesh flag: a physical axis may then serve several
+// mesh axes), as a user of mesh_utils would; the entry records it.
+// Errors: Error(kInvalidArgument) for a global batch < 1, a non-positive top, threads < 0 or a memory headroom
+// outside [0, 1); a model that is
 // invalid on any mesh (e.g. heads = 0) throws what ValidateModel throws for the first configuration tried.
 #ifndef SPMDSIM_MODEL_PLAN_H_
 #define SPMDSIM_MODEL_PLAN_H_
@@ -51,6 +55,10 @@ struct PlanOptions {
                                    // pipeline, data outermost (Megatron's order)
   // A calibration profile's figures every configuration is predicted with (default: none).
   StepCalibration calibration{};
+  // The fraction of each device's memory a configuration must leave free, in [0, 1): it fits when its peak
+  // (AccountModel) is at most (1 - memory_headroom) x capacity. The default 10% covers what the accounting leaves
+  // out (the runtime's context and workspaces, allocator fragmentation); docs/plan.md, "Memory headroom".
+  double memory_headroom = 0.10;
   // Called after each configuration with (done, total).
   std::function<void(int64_t, int64_t)> progress = nullptr;
 };
@@ -60,13 +68,20 @@ struct PlanEntry {
   std::vector<std::pair<std::string, int64_t>> mesh_axes;  // in mesh order (the last varies fastest)
   ModelStepTimes step;
   double peak_bytes = 0;                                // peak memory per device (AccountModel)
+  // The mesh needed JAX's create_device_mesh(..., allow_split_physical_axes=True): a physical torus axis shared
+  // by several mesh axes (TPUs; tried when no placement keeps the physical axes whole).
+  bool split_physical_axes = false;
   std::string Describe() const;  // "dp 64 x pp 8 (interleaved 12) x tp 4 + sp, mb 1, recompute none, zero 1"
 };
 
 struct PlanResult {
   int64_t devices = 0;
+  std::string topology;         // "tpu-v5p:4x4x4, 64 chips (Cloud TPU v5p-128 counts 128 TensorCores, 2 per chip)"
   int64_t enumerated = 0;       // configurations generated
   int64_t invalid = 0;          // rejected by ValidateModel or without a placement on the topology
+  double memory_headroom = 0;   // PlanOptions::memory_headroom
+  double capacity_bytes = 0;    // memory per device
+  int64_t split_placements = 0; // configurations placed only with allow_split_physical_axes
   int64_t over_memory = 0;      // valid but over the device memory
   int64_t evaluated = 0;        // predicted
   std::map<std::string, int64_t> rejected_because;  // reason (the error's first words) -> count

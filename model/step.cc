@@ -5,6 +5,9 @@
 #include <cmath>
 #include <memory>
 #include <optional>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "common/error.h"
 #include "cost/compute_model.h"
@@ -150,6 +153,13 @@ class StepBuilder {
   }
 
   const std::vector<int64_t>& simulated() const { return simulated_; }
+  // FLOPs of the matrix ops the programs execute, every device of the mesh together (a simulated device of the
+  // reduced simulation stands for mesh.size() / simulated devices).
+  double ExecutedFlops() const {
+    double sum = 0;
+    for (double f : flops_) sum += f;
+    return sum * static_cast<double>(mesh_.size()) / static_cast<double>(simulated_.size());
+  }
 
  private:
   void Prepare(std::vector<int64_t> simulated) {
@@ -157,6 +167,7 @@ class StepBuilder {
     index_of_.assign(static_cast<size_t>(mesh_.size()), -1);
     for (size_t i = 0; i < simulated_.size(); ++i) index_of_[static_cast<size_t>(simulated_[i])] = static_cast<int64_t>(i);
     timeline_ = std::make_unique<StepTimeline>(static_cast<int64_t>(simulated_.size()), slowdown_);
+    flops_.assign(simulated_.size(), 0.0);
     pipeline_groups_ = mesh_.PositionGroups(c_.parallel.pipeline_axes);
     group_ids_.clear();
     for (const Role* role : {&tensor_, &data_, &context_, &expert_, &dp_and_cp_, &expert_dp_, &zero_, &replicas_})
@@ -217,6 +228,7 @@ class StepBuilder {
     const DType type = dtype.value_or(c_.dtype);
     // A step repeats a few shapes many times: price each once (the tile search is the costly part).
     const auto key = std::make_tuple(ib, im, in, ik, type);
+    flops_[static_cast<size_t>(device_)] += 2.0 * batch * m * k * n;
     auto it = matmul_cache_.find(key);
     if (it == matmul_cache_.end()) {
       const double flops = 2.0 * batch * m * k * n;
@@ -332,19 +344,22 @@ class StepBuilder {
   // mean, which keeps both the FLOPs and the bytes. A layer in a sliding window of w keys runs causal within it:
   // sum_i min(i, w) of the s^2 / 2 pairs, priced as a non-causal attention over that many keys per query (its K /
   // V reads then count the window, not the whole sequence).
-  PricedOp FlashAttention(int64_t layer, bool backward) const {
+  // Its FLOPs (ModelStepTimes::hardware_flops) are those ComputeModel::FlashAttention prices: the causal half of
+  // the score matrix (the kernel skips the masked blocks), the window's pairs, the backward's 5 matmuls 2.5 x.
+  PricedOp FlashAttention(int64_t layer, bool backward) {
     const int64_t heads = c_.heads / d_.tensor;
     const int64_t kv = c_.is_mla() ? heads : std::max<int64_t>(1, c_.effective_kv_heads() / d_.tensor);
     const int64_t head_dim = static_cast<int64_t>(QkDim() + VDim()) / 2;
     const int64_t w = c_.attention_window.window, s = c_.seq;
     const bool windowed = layer < c_.layers && c_.is_windowed_layer(layer) && w < s;  // no context parallelism
+    const int64_t q_len = windowed ? s : s / d_.context;
+    const int64_t kv_len = windowed ? (w * (w + 1) / 2 + (s - w) * w + s - 1) / s : s;  // the window's pairs / s
+    flops_[static_cast<size_t>(device_)] += (backward ? 2.5 : 1.0) * 4.0 * static_cast<double>(c_.micro_batch) *
+                                            static_cast<double>(heads) * static_cast<double>(q_len) *
+                                            static_cast<double>(kv_len) * static_cast<double>(head_dim) /
+                                            (windowed ? 1 : 2);
     auto cost = [&](int units) {
-      if (windowed) {
-        const int64_t pairs = w * (w + 1) / 2 + (s - w) * w;
-        return compute_.FlashAttention(c_.micro_batch, heads, kv, s, (pairs + s - 1) / s, head_dim, /*causal=*/false,
-                                       backward, act_dtype_, units, AttentionRateScale()).seconds;
-      }
-      return compute_.FlashAttention(c_.micro_batch, heads, kv, s / d_.context, s, head_dim, /*causal=*/true,
+      return compute_.FlashAttention(c_.micro_batch, heads, kv, q_len, kv_len, head_dim, /*causal=*/!windowed,
                                      backward, act_dtype_, units, AttentionRateScale()).seconds;
     };
     PricedOp p{cost(0)};
@@ -986,6 +1001,7 @@ class StepBuilder {
   std::map<int, double> speed_factors_;
   int64_t tokens_ = 0;
   std::vector<int64_t> simulated_, index_of_;
+  std::vector<double> flops_;  // per simulated device: matrix FLOPs of its program
   std::unique_ptr<StepTimeline> timeline_;
   std::map<const Role*, std::vector<int32_t>> group_ids_;
   std::map<std::tuple<const Role*, CollectiveOp, double>, double> collective_cache_;
@@ -1001,6 +1017,21 @@ class StepBuilder {
 }  // namespace
 
 namespace {
+
+// The device's documented sustained matrix rate (the rate the step's matmuls are priced at, before the slowest
+// device's pace), and a warning when the prediction implies more (MFU above it): the step would then be faster
+// than the device can run it (docs/model.md, "FLOPs and MFU").
+void CheckSustainedRate(const ComputeModel& compute, const std::string& device_kind, DType dtype, ModelStepTimes* t) {
+  t->sustained_fraction = compute.SustainedMatmulFraction(dtype);
+  t->sustained_measured = compute.HasMeasuredMatmulRate(dtype);
+  if (t->mfu > t->sustained_fraction * (1 + 1e-9)) {
+    t->warnings.push_back(fmt::format(
+        "MFU {:.1f}% is above the {:.1f}% of the peak that {} sustains ({}): the predicted step is faster than the "
+        "device can run it",
+        100 * t->mfu, 100 * t->sustained_fraction, device_kind,
+        t->sustained_measured ? "its documented matmul rate" : "the datasheet peak: no measured rate documented"));
+  }
+}
 
 // Runs the timeline of `model` (its micro-batch count as configured) and fills the times.
 ModelStepTimes Simulate(const ValidatedModel& model, const ModelStepOptions& options) {
@@ -1040,6 +1071,7 @@ ModelStepTimes Simulate(const ValidatedModel& model, const ModelStepOptions& opt
     for (int cat = kOptimizer + 1; cat < kNumCategories; ++cat)
       s.exposed_by_kind[kCategoryNames[static_cast<size_t>(cat)]] = times[i].exposed_by_category[static_cast<size_t>(cat)];
   }
+  out.hardware_flops = builder.ExecutedFlops();
   return out;
 }
 
@@ -1053,6 +1085,7 @@ ModelStepTimes Extrapolate(const ModelStepTimes& a, const ModelStepTimes& b, dou
   out.hidden_comm_seconds = line(a.hidden_comm_seconds, b.hidden_comm_seconds);
   out.bubble_seconds = line(a.bubble_seconds, b.bubble_seconds);
   out.host_wait_seconds = line(a.host_wait_seconds, b.host_wait_seconds);
+  out.hardware_flops = line(a.hardware_flops, b.hardware_flops);
   using Breakdown = std::map<std::string, double> ModelStepTimes::*;
   for (Breakdown field : {&ModelStepTimes::compute_by_phase, &ModelStepTimes::comm_by_kind, &ModelStepTimes::exposed_by_kind})
     for (auto& [key, value] : out.*field) value = line((a.*field).at(key), value);
@@ -1110,8 +1143,10 @@ ModelStepTimes PredictModelStep(const ValidatedModel& model, const ModelStepOpti
   }
   out.model_flops = accounting.flops.model;
   out.tokens_per_second = accounting.tokens_per_step / out.step_seconds;
-  const double peak = ComputeModel(*mesh.topology(), options.roofline).MatrixPeak(config.dtype);
-  out.mfu = out.model_flops / (out.step_seconds * static_cast<double>(mesh.size()) * peak);
+  const ComputeModel compute(*mesh.topology(), options.roofline,
+                             ComputeOptions{options.clock, 1, options.calibration.compute_scale});
+  out.mfu = out.model_flops / (out.step_seconds * static_cast<double>(mesh.size()) * compute.MatrixPeak(config.dtype));
+  CheckSustainedRate(compute, mesh.topology()->device_kind(), config.dtype, &out);
   return out;
 }
 

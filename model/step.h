@@ -88,6 +88,20 @@ struct ModelStepTimes {
   double model_flops = 0;            // ModelFlops::model (forward + backward, no recompute)
   double tokens_per_second = 0;
   double mfu = 0;                    // model_flops / (step_seconds x devices x matrix peak of the dtype)
+  // FLOPs of the matrix ops the simulated programs execute, every device together: the model FLOPs plus
+  // recompute, the masked half of unfused attention (Megatron's unfused kernels compute the whole score matrix;
+  // flash attention skips it), the padded vocabulary, the flash backward's fifth matmul (2.5 x its forward).
+  // >= model_flops (tested on every shipped scenario).
+  double hardware_flops = 0;
+  // The device's documented sustained matrix rate over its peak in the model's dtype, the rate the step's matmuls
+  // are priced at: ComputeModel::SustainedMatmulFraction under the step's clock regime (sustained at the power
+  // cap by default: DeviceComputeSpec::sustained_matmul_fraction; burst or no sustained figure:
+  // matmul_fraction) x the scenario's compute_efficiency x a calibration's compute_scale; 1 (the datasheet peak)
+  // where no measurement is documented (TPU v2-v4, v6e). MFU cannot honestly exceed it.
+  double sustained_fraction = 1;
+  bool sustained_measured = false;   // false: compute runs at the datasheet peak
+  // What a reader must not miss: "MFU 103.9% is above the 92.3% of the peak that TPU v5 sustains ...".
+  std::vector<std::string> warnings;
   double comm_slowdown = 0;          // the fraction used
   std::map<std::string, double> compute_by_phase;   // forward, backward, recompute, head, optimizer
   std::map<std::string, double> comm_by_kind;       // tensor, data, pipeline, context, expert (run time)

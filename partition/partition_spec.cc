@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <exception>
 #include <map>
 #include <memory>
 #include <set>
+
+#include <fmt/ranges.h>
 
 #include "common/strings.h"
 #include "common/user_text.h"
@@ -433,7 +436,8 @@ std::vector<SpecProblem> CheckSpec(const PartitionSpec& spec, const Mesh& mesh,
       if (!mesh.HasAxis(a)) {
         problems.push_back({SpecProblemReason::kUnknownAxis, d, {a}, 0, 0, ErrorKind::kValueError,
                             fmt::format("Resource axis: {} of {} is not found in mesh: {}.", a,
-                                        Abbreviate(spec.ToString()), Abbreviate(PyTuple(mesh_axes)))});
+                                        Abbreviate(spec.ToString()), Abbreviate(PyTuple(mesh_axes))),
+                            CloseMatches(a, mesh.axis_names())});
       }
     }
   }
@@ -479,6 +483,28 @@ std::vector<SpecProblem> CheckSpec(const PartitionSpec& spec, const Mesh& mesh,
 void ValidateSpec(const PartitionSpec& spec, const Mesh& mesh, std::optional<std::span<const int64_t>> shape) {
   std::vector<SpecProblem> problems = CheckSpec(spec, mesh, shape);
   if (!problems.empty()) throw SpecError(std::move(problems));
+}
+
+std::string UnknownAxisHint(const std::vector<SpecProblem>& problems) {
+  std::vector<std::string> parts;
+  for (const SpecProblem& p : problems) {
+    if (p.reason != SpecProblemReason::kUnknownAxis || p.close_axes.empty() || p.axes.empty()) continue;
+    const std::string part = fmt::format("{} for {}", QuotedAlternatives(p.close_axes), QuoteForError(p.axes.front()));
+    if (std::find(parts.begin(), parts.end(), part) == parts.end()) parts.push_back(part);
+  }
+  if (parts.empty()) return "";
+  return fmt::format(" (did you mean {}?)", fmt::join(parts, ", "));
+}
+
+std::string UnknownAxisHint(const std::exception& error) {
+  if (const auto* spec = dynamic_cast<const SpecError*>(&error)) return UnknownAxisHint(spec->problems());
+  try {
+    std::rethrow_if_nested(error);
+  } catch (const std::exception& nested) {
+    return UnknownAxisHint(nested);
+  } catch (...) {
+  }
+  return "";
 }
 
 }  // namespace spmdsim

@@ -157,6 +157,9 @@ struct SpecProblem {
   int64_t partitions = 0;          // kNotDivisible: product of the entry's axis sizes
   ErrorKind kind = ErrorKind::kValueError;  // kDuplicateSpecError, kValueError or kIndivisibleError
   std::string message;             // JAX's wording
+  // kUnknownAxis: the mesh axes close to the unknown one (CloseMatches, common/user_text.h), for a did-you-mean
+  // that JAX's message lacks (kept apart so that `message` stays JAX's).
+  std::vector<std::string> close_axes = {};
 };
 
 // The error Validate throws: the first problem, with every problem found attached.
@@ -182,6 +185,14 @@ std::vector<SpecProblem> CheckSpec(const PartitionSpec& spec, const Mesh& mesh,
 // Throws SpecError for the first problem CheckSpec finds (its kind and message are JAX's).
 void ValidateSpec(const PartitionSpec& spec, const Mesh& mesh,
                   std::optional<std::span<const int64_t>> shape = std::nullopt);
+
+// A did-you-mean for the unknown mesh axes among `problems` (JAX's message has none, and ours keeps JAX's text):
+// " (did you mean 'model' for 'modle'?)"; "" when no unknown axis has close mesh axes (SpecProblem::close_axes).
+std::string UnknownAxisHint(const std::vector<SpecProblem>& problems);
+// The same for the SpecError that `error` is or holds nested (common/error_context.h), "" when there is none.
+// The CLI and scenario files append it to the message; Python adds it as a note (PEP 678), so that str(error)
+// stays JAX's.
+std::string UnknownAxisHint(const std::exception& error);
 
 // Product of the mesh sizes of the entry's axes (1 for None / UNCONSTRAINED). REQUIRES: axes in the mesh.
 int64_t EntryPartitions(const PartitionSpec::Entry& entry, const Mesh& mesh);

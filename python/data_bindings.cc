@@ -318,7 +318,8 @@ py::object RunScenarioReport(const std::string& source, bool is_text, bool abstr
 
 // What `spmdsim plan --json` prints, as a dict (no scenario file is written).
 py::object PlanScenarioReport(const std::string& source, bool is_text, const std::string& topology,
-                              int64_t global_batch, int64_t top, int threads, int64_t max_context, bool placement) {
+                              int64_t global_batch, int64_t top, int threads, int64_t max_context, bool placement,
+                              double memory_headroom) {
   nlohmann::json report;
   {
     py::gil_scoped_release release;
@@ -331,6 +332,7 @@ py::object PlanScenarioReport(const std::string& source, bool is_text, const std
     options.threads = threads;
     options.max_context = max_context;
     options.search_placement = placement;
+    options.memory_headroom = memory_headroom;
     report = PlanJson(PlanModel(model, topo, options));
   }
   return JsonToPy(report);
@@ -348,7 +350,9 @@ void BindData(py::module_& m) {
         "check_replicas=False.");
   m.def("_run_program", &RunProgram);
   m.def("_run_scenario", &RunScenarioReport);
-  m.def("_plan", &PlanScenarioReport);
+  m.def("_plan", &PlanScenarioReport, py::arg("source"), py::arg("is_text"), py::arg("topology"),
+        py::arg("global_batch"), py::arg("top"), py::arg("threads"), py::arg("max_context"), py::arg("placement"),
+        py::arg("memory_headroom") = PlanOptions{}.memory_headroom);
   m.def("_array_round_trip", [](py::handle x) { return ArrayToNumpy(ArrayFromNumpy(x)); },
         "numpy -> spmdsim Array -> numpy (tests the dtype mapping of programs).");
   m.def("array_dtypes", [] {

@@ -10,12 +10,14 @@
 //   no kind: kUnimplemented -> NotImplementedError, kResourceExhausted -> MemoryError, kDeadlineExceeded ->
 //            TimeoutError, kInternal / kAborted -> RuntimeError, every other code -> ValueError.
 // The exception's args are (message,) with the C++ message (Error::message(), without the kind prefix); it
-// also carries `code` (the ErrorCode's name, e.g. "INVALID_ARGUMENT") and `kind` (the peer's name or "").
+// also carries `code` (the ErrorCode's name, e.g. "INVALID_ARGUMENT") and `kind` (the peer's name or ""), and a
+// note "did you mean 'model' for 'modle'?" when a spec names a mesh axis close to one the mesh has.
 // pybind11's cast_error (a Python value of the wrong type inside a binding) -> TypeError, in one line.
 #include <exception>
 #include <string>
 
 #include "common/error.h"
+#include "partition/partition_spec.h"
 #include "python/bindings.h"
 
 namespace spmdsim::python {
@@ -77,6 +79,11 @@ void RaiseError(const Error& e) {
   py::object exc = cls(e.message());
   exc.attr("code") = std::string(ErrorCodeName(e.code()));
   exc.attr("kind") = std::string(ErrorKindName(e.kind()));
+  // A did-you-mean for a spec's unknown mesh axis, as a note (PEP 678, shown under the traceback): str(exc) stays
+  // JAX's message.
+  if (std::string hint = UnknownAxisHint(e); !hint.empty() && py::hasattr(exc, "add_note")) {
+    exc.attr("add_note")(hint.substr(2, hint.size() - 3));  // " (did you mean ...?)" -> "did you mean ...?"
+  }
   PyErr_SetObject(cls.ptr(), exc.ptr());
 }
 

@@ -305,6 +305,11 @@ void BindTopology(py::module_& m) {
       .def_property_readonly("preset", &Topology::preset)
       .def_property_readonly("device_kind", &Topology::device_kind)
       .def_property_readonly("num_devices", &Topology::num_devices)
+      .def_property_readonly("num_chips", &Topology::num_chips)
+      .def_property_readonly("accelerator_type", &Topology::accelerator_type,
+                             "the Cloud TPU accelerator type it was given as ('v5p-64'), '' for a preset")
+      .def_property_readonly("chips", &Topology::ChipCountText,
+                             "the chip count in words: '32 chips (Cloud TPU v5p-64 counts 64 TensorCores, 2 per chip)'")
       .def_property_readonly("num_processes", &Topology::num_processes)
       .def_property_readonly("num_slices", &Topology::num_slices)
       .def_property_readonly("devices_per_process", &Topology::devices_per_process)

@@ -91,7 +91,7 @@ void EmitModel(YAML::Emitter& out, const ModelConfig& c) {
 
 std::string ModelScenarioYaml(const std::string& name, const std::string& description, const std::string& topology,
                               const std::vector<std::pair<std::string, int64_t>>& mesh_axes, const ModelConfig& config,
-                              const std::string& comment) {
+                              const std::string& comment, bool allow_split_physical_axes) {
   YAML::Emitter out;
   out << YAML::BeginMap;
   out << YAML::Key << "name" << YAML::Value << name;
@@ -101,7 +101,9 @@ std::string ModelScenarioYaml(const std::string& name, const std::string& descri
   out << YAML::Key << "mesh" << YAML::Value << YAML::BeginMap << YAML::Key << "axes" << YAML::Value << YAML::Flow
       << YAML::BeginMap;
   for (const auto& [axis, size] : mesh_axes) out << YAML::Key << axis << YAML::Value << size;
-  out << YAML::EndMap << YAML::EndMap;
+  out << YAML::EndMap;
+  if (allow_split_physical_axes) out << YAML::Key << "allow_split_physical_axes" << YAML::Value << true;
+  out << YAML::EndMap;
   out << YAML::Key << "workloads" << YAML::Value << YAML::BeginSeq;
   EmitModel(out, config);
   out << YAML::EndSeq << YAML::EndMap;

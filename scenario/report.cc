@@ -209,6 +209,20 @@ std::string ModelReport(const ModelAccounting& a) {
   return out;
 }
 
+// How MFU is counted and what bounds it: "FLOPs: model 1.23e+18 (causal attention counted as half, ...),
+// executed 1.4e+18; compute priced at the device's documented sustained matmul rate, 71.6% of the peak".
+std::string SustainedRateLine(const ModelStepTimes& t) {
+  return fmt::format(
+      "FLOPs: model {:.4g} (causal attention counted as half, as MaxText and Megatron-LM count it; MFU divides "
+      "these), executed {:.4g}; compute at {}\n",
+      t.model_flops, t.hardware_flops,
+      t.sustained_measured
+          ? fmt::format("the device's documented sustained matmul rate, {:.1f}% of the peak (MFU cannot exceed it)",
+                        100 * t.sustained_fraction)
+          : fmt::format("{:.1f}% of the datasheet peak (no measured matmul rate is documented for this device: the "
+                        "prediction is an upper bound)", 100 * t.sustained_fraction));
+}
+
 // The simulated training step: time, throughput, where the time went.
 std::string ModelStepReport(const ModelStepTimes& t) {
   std::string out = fmt::format(
@@ -238,6 +252,8 @@ std::string ModelStepReport(const ModelStepTimes& t) {
                        busiest->stage, FormatSeconds(busiest->compute_seconds),
                        FormatSeconds(busiest->exposed_comm_seconds), FormatSeconds(busiest->bubble_seconds));
   }
+  out += SustainedRateLine(t);
+  for (const std::string& w : t.warnings) out += fmt::format("WARNING: {}\n", w);
   return out;
 }
 
@@ -257,7 +273,9 @@ nlohmann::json ModelStepJson(const ModelStepTimes& t) {
           {"tokens_per_second", t.tokens_per_second}, {"mfu", t.mfu}, {"comm_slowdown", t.comm_slowdown},
           {"compute_by_phase", t.compute_by_phase}, {"comm_by_kind", t.comm_by_kind},
           {"exposed_by_kind", t.exposed_by_kind}, {"simulated_devices", t.simulated_devices},
-          {"timeline_ops", t.timeline_ops}, {"stages", StagesJson(t)}};
+          {"timeline_ops", t.timeline_ops}, {"stages", StagesJson(t)}, {"hardware_flops", t.hardware_flops},
+          {"sustained_fraction", t.sustained_fraction}, {"sustained_measured", t.sustained_measured},
+          {"warnings", t.warnings}};
 }
 
 nlohmann::json ModelJson(const ModelAccounting& a) {
@@ -374,8 +392,10 @@ std::string HumanHeader(const Scenario& s, bool abstract) {
   const Topology& t = *s.topology.topology;
   std::string out = fmt::format("scenario {} ({})\n", s.name, s.path);
   if (!s.description.empty()) out += fmt::format("  {}\n", s.description);
-  out += fmt::format("topology {}: {} devices ({}), {} host{}, {} per device\n", t.ToString(), t.num_devices(),
-                     t.device_kind(), t.num_processes(), t.num_processes() == 1 ? "" : "s",
+  // TPUs: the chip count spelled out (a Cloud TPU accelerator type counts TensorCores on v4 / v5p).
+  const std::string chips = t.platform() == Platform::kTpu ? t.ChipCountText() + ", " : "";
+  out += fmt::format("topology {}: {}{} devices ({}), {} host{}, {} per device\n", t.ToString(), chips,
+                     t.num_devices(), t.device_kind(), t.num_processes(), t.num_processes() == 1 ? "" : "s",
                      HumanBytes(t.memory_bytes()));
   std::vector<std::string> axes;
   for (int i = 0; i < s.mesh.mesh.rank(); ++i)
@@ -514,6 +534,9 @@ nlohmann::json JsonReport(const Scenario& s, const std::vector<WorkloadResult>& 
   j["topology"] = {{"name", t.ToString()},
                    {"platform", std::string(PlatformName(t.platform()))},
                    {"device_kind", t.device_kind()},
+                   {"accelerator_type", t.accelerator_type()},
+                   {"num_chips", t.num_chips()},
+                   {"chips", t.ChipCountText()},
                    {"num_devices", t.num_devices()},
                    {"num_processes", t.num_processes()},
                    {"num_slices", t.num_slices()},
@@ -535,9 +558,15 @@ nlohmann::json JsonReport(const Scenario& s, const std::vector<WorkloadResult>& 
 
 std::string PlanReport(const PlanResult& r, const ModelConfig& model) {
   std::string out = fmt::format(
-      "plan {} on {} devices, global batch {}: {} configurations, {} invalid or unplaceable, {} over memory, {} "
+      "plan {} on {} devices of {}; global batch {}: {} configurations, {} invalid or unplaceable, {} over memory, {} "
       "evaluated in {:.1f} s\n",
-      model.name, r.devices, model.global_batch, r.enumerated, r.invalid, r.over_memory, r.evaluated, r.wall_seconds);
+      model.name, r.devices, r.topology, model.global_batch, r.enumerated, r.invalid, r.over_memory, r.evaluated, r.wall_seconds);
+  out += fmt::format("memory: at most {} of the {} per device ({:g}% kept free: --memory-headroom)\n",
+                     HumanBytes(static_cast<int64_t>(r.capacity_bytes * (1 - r.memory_headroom))),
+                     HumanBytes(static_cast<int64_t>(r.capacity_bytes)), 100 * r.memory_headroom);
+  if (r.split_placements > 0)
+    out += fmt::format("{} evaluated configurations placed with allow_split_physical_axes (a torus axis shared by mesh "
+                       "axes)\n", r.split_placements);
   for (const auto& [reason, count] : r.rejected_because) out += fmt::format("  rejected {}: {}\n", count, reason);
   out += fmt::format("{:>4}  {:>10}  {:>12}  {:>6}  {:>10}  {:>10}  {:>10}  {}\n", "rank", "step", "tokens/s", "MFU",
                      "peak mem", "exposed", "bubble", "configuration (mesh axes in order, last fastest)");
@@ -549,6 +578,11 @@ std::string PlanReport(const PlanResult& r, const ModelConfig& model) {
                        FormatSeconds(e.step.bubble_seconds), e.Describe());
   }
   if (r.best.empty()) out += "no configuration fits: see the rejections above\n";
+  rank = 0;
+  for (const PlanEntry& e : r.best) {
+    ++rank;
+    for (const std::string& w : e.step.warnings) out += fmt::format("WARNING (rank {}): {}\n", rank, w);
+  }
   return out;
 }
 
@@ -564,10 +598,14 @@ nlohmann::json PlanJson(const PlanResult& r) {
                     {"virtual_stages", p.virtual_stages}, {"sequence_parallel", p.sequence_parallel},
                     {"step_seconds", e.step.step_seconds}, {"tokens_per_second", e.step.tokens_per_second},
                     {"mfu", e.step.mfu}, {"peak_bytes", e.peak_bytes},
-                    {"exposed_comm_seconds", e.step.exposed_comm_seconds}, {"bubble_seconds", e.step.bubble_seconds}});
+                    {"exposed_comm_seconds", e.step.exposed_comm_seconds}, {"bubble_seconds", e.step.bubble_seconds},
+                    {"sustained_fraction", e.step.sustained_fraction}, {"warnings", e.step.warnings},
+                    {"split_physical_axes", e.split_physical_axes}});
   }
-  return {{"devices", r.devices}, {"enumerated", r.enumerated}, {"invalid", r.invalid},
+  return {{"devices", r.devices}, {"topology", r.topology}, {"enumerated", r.enumerated}, {"invalid", r.invalid},
           {"over_memory", r.over_memory}, {"evaluated", r.evaluated}, {"rejected_because", r.rejected_because},
+          {"memory_headroom", r.memory_headroom}, {"capacity_bytes", r.capacity_bytes},
+          {"split_placements", r.split_placements},
           {"wall_seconds", r.wall_seconds}, {"best", best}};
 }
 

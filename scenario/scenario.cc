@@ -17,6 +17,7 @@
 #include "mesh/mesh_utils.h"
 #include "mesh/t5x_mesh.h"
 #include "partition/named_sharding.h"
+#include "scenario/internal/model_styles.h"
 #include "scenario/internal/scenario_parsers.h"
 #include "scenario/internal/scenario_yaml.h"
 #include "workloads/workloads.h"
@@ -33,7 +34,13 @@ Scenario ParseScenarioUnchecked(std::string_view text, const std::string& path) 
   s.name = m.Has("name") ? ctx.String(m.Get("name"), "name") : std::filesystem::path(path).stem().string();
   s.description = m.Has("description") ? ctx.String(m.Get("description"), "description") : "";
   s.topology = ParseTopology(ctx, m.Need("topology"));
-  s.mesh = ParseMesh(ctx, m.Need("mesh"), s.topology.topology);
+  if (m.Has("mesh")) {
+    s.mesh = ParseMesh(ctx, m.Get("mesh"), s.topology.topology);
+  } else if (auto styled = MeshFromModelStyle(ctx, m.Get("workloads"), s.topology.topology)) {
+    s.mesh = std::move(*styled);  // as MaxText or Megatron lays it out from the model's parallelism keys
+  } else {
+    m.Need("mesh");  // "missing required key"
+  }
   if (m.Has("rules")) s.rules = ParseRules(ctx, m.Get("rules"));
   std::string base_dir = std::filesystem::path(path).parent_path().string();
   if (m.Has("arrays")) {

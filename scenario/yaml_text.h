@@ -27,6 +27,17 @@ void CheckYamlText(std::string_view text, const std::string& file, std::string_v
 // documents (found by fuzzing); CheckYamlText refuses them all.
 TextPosition LeadingFlowEntry(std::string_view text);
 
+// yaml-cpp's syntax error at `position` (1-based) with its message `parser_message`, said as a plain sentence
+// where the cause is a common slip: a tab in a line's indentation ("a tab indents line 3; YAML indents with
+// spaces only"), a line indented to no open level (a dedent: "line 4 is indented 3 spaces, which lines up with
+// no key above it ..."), a key nested under a key that already has a value, an unclosed [ or {. The position
+// moves to the tab when one is the cause. Other messages are kept as yaml-cpp words them.
+struct YamlSyntaxError {
+  TextPosition position;
+  std::string message;  // without the location: "a tab indents line 2; ..."
+};
+YamlSyntaxError ExplainYamlSyntaxError(std::string_view text, TextPosition position, std::string_view parser_message);
+
 // The 1-based line of the second document's start marker ("---" at column 0; a marker that opens the first
 // document does not count), or 0 when there is none.
 int SecondYamlDocumentLine(std::string_view text);

@@ -16,29 +16,11 @@
 #include "common/shape.h"
 #include "common/strings.h"
 #include "common/user_text.h"
+#include "partition/partition_spec.h"
 #include "scenario/yaml_text.h"
 
 namespace spmdsim {
 namespace {
-
-size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      size_t cost = std::tolower(static_cast<unsigned char>(a[i - 1])) ==
-                            std::tolower(static_cast<unsigned char>(b[j - 1]))
-                        ? 0
-                        : 1;
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + cost});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
 
 std::string Quoted(std::string_view text) { return QuoteForError(text); }
 
@@ -80,8 +62,12 @@ YAML::Node LoadSingleYamlDocument(std::string_view text, const std::string& file
   try {
     documents = YAML::LoadAll(std::string(text));
   } catch (const YAML::Exception& e) {
-    std::string where = e.mark.is_null() ? file : fmt::format("{}:{}:{}", file, e.mark.line + 1, e.mark.column + 1);
-    ThrowKind(ErrorCode::kInvalidArgument, kind, "{}: not valid YAML: {}", where, e.msg);
+    if (e.mark.is_null()) ThrowKind(ErrorCode::kInvalidArgument, kind, "{}: not valid YAML: {}", file, e.msg);
+    // yaml-cpp's jargon ("illegal map value", "end of map not found") said plainly for the common slips.
+    const scenario::YamlSyntaxError plain =
+        scenario::ExplainYamlSyntaxError(text, {e.mark.line + 1, e.mark.column + 1}, e.msg);
+    ThrowKind(ErrorCode::kInvalidArgument, kind, "{}:{}:{}: not valid YAML: {}", file, plain.position.line,
+              plain.position.column, plain.message);
   }
   if (documents.size() > 1) {  // a document started by "..." and content, without a "---"
     const int line = documents[1].Mark().is_null() ? 1 : documents[1].Mark().line + 1;
@@ -94,21 +80,6 @@ YAML::Node LoadSingleYamlDocument(std::string_view text, const std::string& file
 }
 
 std::string SourceLocation::ToString() const { return fmt::format("{}:{}:{}", file, line, column); }
-
-std::optional<std::string> DidYouMean(std::string_view found, const std::vector<std::string>& valid) {
-  std::optional<std::string> best;
-  size_t best_distance = std::numeric_limits<size_t>::max();
-  for (const std::string& candidate : valid) {
-    size_t d = EditDistance(found, candidate);
-    if (d < best_distance) {
-      best_distance = d;
-      best = candidate;
-    }
-  }
-  size_t limit = std::max<size_t>(2, found.size() / 3);
-  if (!best || best_distance > limit || best_distance >= found.size()) return std::nullopt;
-  return best;
-}
 
 int64_t ParseByteSize(std::string_view text) {
   std::string_view t = Trim(text);
@@ -163,7 +134,11 @@ void YamlContext::Rethrow(const YAML::Node& node, std::string_view key, const Er
   SourceLocation location = Location(node);
   std::string where = location.line > 0 ? location.ToString() : file_;
   const ErrorKind kind = error.kind() == ErrorKind::kNone ? kind_ : error.kind();
-  std::throw_with_nested(LocatedError(error.code(), fmt::format("{}: {}: {}", where, key, error.message()), kind));
+  // A spec's unknown mesh axis gets its did-you-mean here (JAX's message, kept as the error's, has none).
+  std::string hint = UnknownAxisHint(error);
+  if (error.message().find(hint) != std::string::npos) hint.clear();  // added on an inner level already
+  std::throw_with_nested(
+      LocatedError(error.code(), fmt::format("{}: {}: {}{}", where, key, error.message(), hint), kind));
 }
 
 std::string YamlContext::String(const YAML::Node& node, std::string_view key) const {

@@ -21,12 +21,10 @@
 
 #include "common/dtype.h"
 #include "common/error.h"
+#include "common/user_text.h"  // DidYouMean
 #include "scenario/scenario.h"
 
 namespace spmdsim {
-
-// The closest of `valid` to `found` by edit distance, when close enough to be a likely typo.
-std::optional<std::string> DidYouMean(std::string_view found, const std::vector<std::string>& valid);
 
 // Sizes with units: "4096", "4KiB", "1 MiB", "2GB", "1.5e6" -> bytes. Throws Error(kInvalidArgument) naming
 // the valid suffixes (B, KB, MB, GB, KiB, MiB, GiB).

@@ -13,6 +13,7 @@
 #include "model/calibration.h"
 #include "model/stack.h"
 #include "partition/named_sharding.h"
+#include "scenario/internal/model_styles.h"
 #include "scenario/scenario.h"
 
 namespace spmdsim {
@@ -417,6 +418,21 @@ PartitionConfig ParsePartition(const YamlContext& ctx, const YamlMap& m, const S
 
 // --- model --------------------------------------------------------------------------------------------------
 
+// The value at `path` ("parallel.tensor_axes") under a workload's mapping, or the deepest mapping on the way when
+// the key is not written (a default broke the rule); `key` gets the path written so far.
+YAML::Node NodeAtPath(const YAML::Node& workload, const std::string& path, std::string* key) {
+  YAML::Node at;
+  at.reset(workload);  // reset, not =: yaml-cpp's assignment would write into the tree
+  for (const std::string& part : Split(path, '.')) {
+    if (part.empty() || !at.IsMap()) break;
+    const YAML::Node next = static_cast<const YAML::Node&>(at)[part];
+    if (!next.IsDefined()) break;
+    at.reset(next);
+    *key += "." + part;
+  }
+  return at;
+}
+
 template <typename Enum>
 Enum ParseEnum(const YamlContext& ctx, const YamlMap& m, std::string_view k, Enum fallback,
                const std::vector<std::pair<std::string, Enum>>& names) {
@@ -594,10 +610,17 @@ TransformerBlockConfig ParseTransformerBlock(const YamlContext& ctx, const YamlM
 ValidatedModel ParseValidatedModel(const YamlContext& ctx, const YamlMap& m, const YAML::Node& node,
                                    const std::string& key, const Scenario& s, const std::string& name) {
   ModelConfig c = ParseModel(ctx, m, s);
+  ApplyModelStyle(ctx, m, s, &c);
   c.name = name;
   std::optional<ValidatedModel> model;
   try {
     model.emplace(ValidateModel(std::move(c), s.mesh.mesh));
+  } catch (const ModelConfigError& e) {  // at the field's own line:col, or the MaxText / NeMo key that set it
+    if (const std::string style_key = StyleKeyForField(m, e.field()); !style_key.empty())
+      ctx.Rethrow(m.Get(style_key), m.Key(style_key), e);
+    std::string field_key = key;
+    const YAML::Node at = NodeAtPath(node, e.field(), &field_key);
+    ctx.Rethrow(at, field_key, e);
   } catch (const Error& e) {
     ctx.Rethrow(node, key, e);
   }
@@ -606,6 +629,16 @@ ValidatedModel ParseValidatedModel(const YamlContext& ctx, const YamlMap& m, con
              fmt::format("runs on stack {}, but topology.calibration was fitted on stack {}",
                          StackName(ModelStack(*model)), StackName(s.topology.calibration->stack)));
   return std::move(*model);
+}
+
+// The model's own keys and MaxText's and NeMo's (scenario/internal/model_styles.h).
+std::vector<std::string> ModelKeys() {
+  std::vector<std::string> keys = {"vocab", "d_model", "layers", "heads", "kv_heads", "head_dim", "d_ff",
+                                   "activation", "norm", "position", "tied_embeddings", "dropout", "flash_attention",
+                                   "seq", "global_batch", "micro_batch", "dtype", "moe", "mla", "attention_window",
+                                   "mtp_layers", "parallel", "recompute", "stack", "seed", "rtol", "atol", "check"};
+  keys.insert(keys.end(), ModelStyleKeys().begin(), ModelStyleKeys().end());
+  return keys;
 }
 
 // Each kind's keys besides the common ones (WithCommon).
@@ -618,10 +651,7 @@ const std::vector<std::string>& KeysOfKind(const std::string& kind) {
                "check"}},
       {"transformer_block", {"batch", "seq", "d_model", "d_ff", "heads", "dtype", "backward", "sharding", "seed",
                              "rtol", "atol", "check"}},
-      {"model", {"vocab", "d_model", "layers", "heads", "kv_heads", "head_dim", "d_ff", "activation", "norm",
-                 "position", "tied_embeddings", "dropout", "flash_attention", "seq", "global_batch", "micro_batch",
-                 "dtype", "moe", "mla", "attention_window", "mtp_layers", "parallel", "recompute", "stack", "seed",
-                 "rtol", "atol", "check"}},
+      {"model", ModelKeys()},
       {"hlo", {"file", "inputs", "device_assignment", "expected", "rtol", "atol", "overlap_collectives",
                "narrow_types"}},
       {"partition", {"params", "include_arrays", "correction"}},

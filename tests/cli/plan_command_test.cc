@@ -1,4 +1,9 @@
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -19,7 +24,7 @@ TEST(PlanCommand, PrintsTheFastestAndWritesAScenarioThatRuns) {
   const std::string out_file = ::testing::TempDir() + "plan_best.yaml";
   const auto r = RunSpmdsim("plan " + kLlama + " --no-placement --top 3 --threads 2 --write " + out_file);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("plan llama2_70b on 32 devices, global batch 64"));
+  EXPECT_THAT(r.out, HasSubstr("plan llama2_70b on 32 devices of dgx-h100:4, 32 GPUs; global batch 64"));
   EXPECT_THAT(r.out, HasSubstr("   1  "));
   EXPECT_THAT(r.out, HasSubstr("   3  "));
   EXPECT_THAT(r.out, HasSubstr("wrote the fastest configuration to " + out_file));
@@ -44,6 +49,50 @@ TEST(PlanCommand, JsonListsTheRankingAndTheCounts) {
     last = b["step_seconds"].get<double>();
     EXPECT_LE(b["peak_bytes"].get<double>(), 80.0e9);
   }
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Before: the file was <scenario name>.plan.yaml whatever the topology, its header "Written by `spmdsim plan
+// FILE`". After: named after the model, the machine and the batch; the header holds the command that writes it
+// again, every deciding option spelled out, and running that command gives the same file.
+TEST(PlanCommand, NamesTheFileAfterWhatItDescribesAndRecordsTheCommand) {
+  const std::string dir = ::testing::TempDir() + "plan_naming_" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  const std::string plan = std::string(SPMDSIM_CLI_BINARY) + " plan " + kLlama +
+                           " --no-placement --top 2 --threads 2 --topology dgx-h100:2 --global-batch 32";
+  ASSERT_EQ(std::system(("cd " + dir + " && " + plan + " > out.txt 2>&1").c_str()), 0) << ReadFile(dir + "/out.txt");
+  const std::string name = dir + "/llama2_70b-dgx-h100-2-gb32.plan.yaml";
+  const std::string text = ReadFile(name);
+  ASSERT_FALSE(text.empty()) << ReadFile(dir + "/out.txt");
+  const std::string command = "spmdsim plan " + kLlama + " --topology dgx-h100:2 --global-batch 32 "
+                              "--memory-headroom 10% --max-context 8 --no-placement --write "
+                              "llama2_70b-dgx-h100-2-gb32.plan.yaml";
+  EXPECT_THAT(text, HasSubstr("# Written by `" + command + "`."));
+  EXPECT_THAT(text, HasSubstr("# The fastest configuration of llama2_70b on dgx-h100:2, 16 GPUs: predicted "));
+  EXPECT_THAT(text, HasSubstr("(10% kept free)"));
+  std::filesystem::rename(name, dir + "/first.yaml");
+  const std::string again = std::string(SPMDSIM_CLI_BINARY) + command.substr(std::string("spmdsim").size());
+  ASSERT_EQ(std::system(("cd " + dir + " && " + again + " > out2.txt 2>&1").c_str()), 0);
+  EXPECT_EQ(ReadFile(name), text);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(PlanCommand, MemoryHeadroomTakesAFractionOrAPercentage) {
+  const auto ten = RunSpmdsim("plan " + kLlama + " --no-placement --top 1 --write '' --memory-headroom 0.25");
+  ASSERT_EQ(ten.exit_code, 0) << ten.err;
+  EXPECT_THAT(ten.out, HasSubstr("memory: at most 55.88GiB of the 74.51GiB per device (25% kept free: --memory-headroom)"));
+  const auto pct = RunSpmdsim("plan " + kLlama + " --no-placement --top 1 --write '' --memory-headroom 25%");
+  EXPECT_THAT(pct.out, HasSubstr("(25% kept free"));
+  const auto bad = RunSpmdsim("plan " + kLlama + " --memory-headroom 100%");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.err, HasSubstr("--memory-headroom: '100%' is not a fraction of the device memory in [0, 1) or a "
+                                 "percentage below 100%, e.g. 0.1 or 10%"));
 }
 
 TEST(PlanCommand, BadInputIsOneLine) {

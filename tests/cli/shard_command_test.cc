@@ -107,6 +107,29 @@ TEST(ShardCommand, BadInputNamesTheOffendingToken) {
               HasSubstr("DuplicateSpecError"));
 }
 
+// Before: JAX's message alone ("Resource axis: modle of P('modle', None) is not found in mesh: ('data', 'model').")
+// and "unknown topology preset 'tpu-v5'". After: each with a did-you-mean; JAX's text is kept in front.
+TEST(ShardCommand, UnknownAxesAndPresetsGetADidYouMean) {
+  auto message = [](std::vector<std::string> args) {
+    try {
+      RunShard(std::move(args));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(message({"--mesh", "data=2,model=4", "--shape", "8,8", "--spec", "P('modle', None)"}),
+              HasSubstr("ValueError: Resource axis: modle of P('modle', None) is not found in mesh: ('data', "
+                        "'model'). (did you mean 'model' for 'modle'?)"));
+  EXPECT_EQ(message({"--mesh", "data=2,model=4", "--shape", "8,8", "--spec", "P('modle', None)", "--correct",
+                     "keep-most"}),
+            "no error");  // corrected: the axis is dropped, as eformer does (and reported)
+  EXPECT_THAT(message({"--mesh", "x=64", "--topology", "tpu-v5:4x4x4", "--shape", "64", "--spec", "P('x')"}),
+              HasSubstr("(did you mean 'tpu-v5e' or 'tpu-v5p'?)"));
+  EXPECT_THAT(message({"--mesh", "x=64", "--topology", "tpu-v5p:4x4x", "--shape", "64", "--spec", "P('x')"}),
+              HasSubstr("dimension 3 of '4x4x' is empty; tpu-v5p takes XxYxZ chips, e.g. tpu-v5p:4x4x4"));
+}
+
 TEST(ShardCommand, UsesTheMeshCommandsConstructionOnATopology) {
   // tpu-v3:4x4 has 32 devices (2 cores per chip); create_device_mesh's v3 ring order, not id order.
   nlohmann::json j = RunJson({"--mesh", "x=4,y=8", "--topology", "tpu-v3:4x4", "--shape", "4,8", "--spec",
@@ -120,6 +143,13 @@ TEST(ShardCommand, UsesTheMeshCommandsConstructionOnATopology) {
 }
 
 #ifdef SPMDSIM_CLI_BINARY
+// Before: "--correct TEXT  none (JAX's errors), eformer, keep-most": the default went unsaid.
+TEST(ShardCommand, HelpSaysNoneIsTheDefaultCorrection) {
+  testing_cli::CommandResult run = testing_cli::RunSpmdsim("shard --help");
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("none (the default: JAX's errors for a spec that does not fit), eformer, keep-most"));
+}
+
 TEST(ShardCommand, BinaryExitsOneWithOneLineOnBadInput) {
   testing_cli::CommandResult run = testing_cli::RunSpmdsim("shard --mesh x=4 --shape 6 --spec \"P('x')\"");
   EXPECT_EQ(run.exit_code, 1);

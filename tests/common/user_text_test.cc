@@ -1,6 +1,9 @@
 #include "common/user_text.h"
 
 #include <limits>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -67,6 +70,34 @@ TEST(ParseIntIn, RefusesWhatWouldWrapNamingTheFieldAndTheRange) {
   EXPECT_EQ(e.message(), "f: '99999999999999999999' is out of range; expected an integer from 0 to 10");
   e = CatchError([] { ParseIntIn("1.5", "f", 0, std::numeric_limits<int64_t>::max()); });
   EXPECT_EQ(e.message(), "f: '1.5' is not an integer; expected a non-negative integer");
+}
+
+TEST(DidYouMean, PicksTheClosestNameWhenItIsALikelyTypo) {
+  EXPECT_EQ(DidYouMean("slises", {"preset", "slices"}), "slices");
+  EXPECT_EQ(DidYouMean("MODEL", {"model", "data"}), "model");
+  EXPECT_EQ(DidYouMean("zzz", {"preset", "slices"}), std::nullopt);
+  EXPECT_EQ(DidYouMean("x", {"y"}), std::nullopt);  // one letter: every name is "close"; none is offered
+}
+
+TEST(CloseMatches, OffersEveryNameAnAbbreviationStartsOrEveryNearestOne) {
+  const std::vector<std::string> presets = {"tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "dgx-h100"};
+  EXPECT_EQ(CloseMatches("tpu-v5", presets), (std::vector<std::string>{"tpu-v5e", "tpu-v5p"}));
+  EXPECT_EQ(CloseMatches("tpu-v6", presets), (std::vector<std::string>{"tpu-v6e"}));
+  EXPECT_EQ(CloseMatches("dgx-h10", presets), (std::vector<std::string>{"dgx-h100"}));
+  EXPECT_EQ(CloseMatches("modle", {"data", "model"}), (std::vector<std::string>{"model"}));
+  EXPECT_TRUE(CloseMatches("pipeline", {"data", "model"}).empty());
+  // Many equally close names: none is offered (a hostile mesh of a thousand axes gets a short message).
+  std::vector<std::string> many;
+  for (int i = 0; i < 1000; ++i) many.push_back("axis" + std::to_string(i));
+  EXPECT_TRUE(CloseMatches("axis_x", many).empty());
+  EXPECT_EQ(CloseMatches("axis99", many).size(), 0u);  // axis990..axis999 all start with it: 10, too many
+  EXPECT_EQ(CloseMatches("axis9999", many), (std::vector<std::string>{"axis999"}));
+}
+
+TEST(DidYouMeanSuffix, NamesOneOrSeveralInQuotes) {
+  EXPECT_EQ(DidYouMeanSuffix("tpu-v5", {"tpu-v5e", "tpu-v5p"}), " (did you mean 'tpu-v5e' or 'tpu-v5p'?)");
+  EXPECT_EQ(DidYouMeanSuffix("tensr", {"data", "tensor"}), " (did you mean 'tensor'?)");
+  EXPECT_EQ(DidYouMeanSuffix("qqqq", {"data", "tensor"}), "");
 }
 
 }  // namespace

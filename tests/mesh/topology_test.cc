@@ -1,5 +1,9 @@
 #include "mesh/topology.h"
 
+#include <string>
+#include <string_view>
+#include <utility>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -10,6 +14,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(Topology, NumbersTpuDevicesXFastestWithHostsOfTwoByTwoChips) {
   Topology t = Topology::Parse("tpu-v4:2x2x4");
@@ -127,6 +132,83 @@ TEST(Topology, RoundTripsItsPresetForm) {
                            "gpu:2x8", "cpu:8", "tpu-v6e:8x8", "tpu-v2:2x2", "dgx-a100:1", "gb200-nvl72:2"}) {
     EXPECT_EQ(Topology::Parse(text).ToString(), text);
   }
+}
+
+std::string ParseError(std::string_view text, int slices = 1) {
+  try {
+    Topology::Parse(text, slices);
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "no error";
+}
+
+// Before: "unknown topology preset 'tpu-v5'; valid presets: tpu-v2, ..." (no suggestion).
+TEST(Topology, UnknownPresetsGetADidYouMean) {
+  EXPECT_THAT(ParseError("tpu-v5:4x4x4"),
+              HasSubstr("unknown topology preset 'tpu-v5' (did you mean 'tpu-v5e' or 'tpu-v5p'?); valid presets:"));
+  EXPECT_THAT(ParseError("dgx-h10:2"), HasSubstr("(did you mean 'dgx-h100'?)"));
+  EXPECT_THAT(ParseError("tpu-v5"), HasSubstr("has no dimensions (did you mean 'tpu-v5e' or 'tpu-v5p'?)"));
+  EXPECT_THAT(ParseError("tpu-v5p"), HasSubstr("has no dimensions: tpu-v5p takes XxYxZ chips, e.g. tpu-v5p:4x4x4"));
+  EXPECT_THAT(ParseError("v5e-16"), HasSubstr("(did you mean 'v5litepod-16'?)"));
+  EXPECT_THAT(ParseError("zzzz:4"), Not(HasSubstr("did you mean")));
+}
+
+// Before: "topology 'tpu-v5p:4x4x': bad dimension '' in '4x4x' (dimensions are positive integers separated by
+// 'x', e.g. 2x4 or [2, 4])": the hint of an array shape.
+TEST(Topology, MalformedDimensionsGetAHintForThatTopology) {
+  EXPECT_EQ(ParseError("tpu-v5p:4x4x"),
+            "topology 'tpu-v5p:4x4x': dimension 3 of '4x4x' is empty; tpu-v5p takes XxYxZ chips, e.g. tpu-v5p:4x4x4");
+  EXPECT_THAT(ParseError("tpu-v5e:4xa"), HasSubstr("dimension 2 of '4xa' is 'a', not a number; tpu-v5e takes XxY chips"));
+  EXPECT_THAT(ParseError("dgx-h100:x"), HasSubstr("dgx-h100 takes the number of hosts, e.g. dgx-h100:4"));
+  EXPECT_THAT(ParseError("gpu:2x"), HasSubstr("gpu takes HOSTSxGPUS, e.g. gpu:2x8"));
+  EXPECT_THAT(ParseError("tpu-v5p:4x4x"), Not(HasSubstr("[2, 4]")));
+}
+
+// Cloud TPU accelerator types: v2, v3, v4 and v5p count TensorCores (2 per chip), v5e ("v5litepod") and v6e chips;
+// the slice shapes are Google Cloud's (cloud.google.com/tpu/docs/v5p, v4, v5e, v6e: "Configurations").
+TEST(Topology, ParsesCloudTpuAcceleratorTypesWithGoogleCloudsSliceShapes) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"v5p-8", "tpu-v5p:2x2x1"},       {"v5p-16", "tpu-v5p:2x2x2"},     {"v5p-64", "tpu-v5p:2x4x4"},
+      {"v5p-128", "tpu-v5p:4x4x4"},     {"v5p-256", "tpu-v5p:4x4x8"},    {"v5p-512", "tpu-v5p:4x8x8"},
+      {"v5p-1024", "tpu-v5p:8x8x8"},    {"v5p-2048", "tpu-v5p:8x8x16"},  {"v5p-4096", "tpu-v5p:8x16x16"},
+      {"v4-8", "tpu-v4:2x2x1"},         {"v4-32", "tpu-v4:2x2x4"},       {"v4-128", "tpu-v4:4x4x4"},
+      {"v4-4096", "tpu-v4:8x16x16"},    {"v5litepod-1", "tpu-v5e:1x1"},  {"v5litepod-8", "tpu-v5e:2x4"},
+      {"v5litepod-16", "tpu-v5e:4x4"},  {"v5litepod-128", "tpu-v5e:8x16"}, {"v5litepod-256", "tpu-v5e:16x16"},
+      {"v6e-4", "tpu-v6e:2x2"},         {"v6e-32", "tpu-v6e:4x8"},       {"v6e-256", "tpu-v6e:16x16"},
+      {"v2-8", "tpu-v2:2x2"},           {"v2-32", "tpu-v2:4x4"},         {"v3-64", "tpu-v3:4x8"},
+      {"v3-2048", "tpu-v3:32x32"}};
+  for (const auto& [type, preset] : cases) {
+    const Topology t = Topology::Parse(type);
+    EXPECT_EQ(t.ToString(), preset) << type;
+    EXPECT_EQ(t.accelerator_type(), type);
+  }
+  const Topology v5p = Topology::Parse("v5p-64");
+  EXPECT_EQ(v5p.num_chips(), 32);
+  EXPECT_EQ(v5p.num_devices(), 32);  // v5p is a megacore: one JAX device per chip
+  EXPECT_EQ(v5p.ChipCountText(), "32 chips (Cloud TPU v5p-64 counts 64 TensorCores, 2 per chip)");
+  EXPECT_EQ(Topology::Parse("v5litepod-256").ChipCountText(), "256 chips (Cloud TPU v5litepod-256 counts chips)");
+  EXPECT_EQ(Topology::Parse("v4-128").num_chips(), 64);
+  const Topology v3 = Topology::Parse("v3-32");  // 16 chips, a JAX device per TensorCore
+  EXPECT_EQ(v3.num_chips(), 16);
+  EXPECT_EQ(v3.num_devices(), 32);
+  EXPECT_EQ(v3.ChipCountText(),
+            "16 chips (2 TensorCores each, one device per TensorCore; Cloud TPU v3-32 counts 32 TensorCores, 2 per "
+            "chip)");
+  EXPECT_EQ(Topology::Parse("tpu-v5p:2x4x4").ChipCountText(), "32 chips");
+  EXPECT_EQ(Topology::Parse("dgx-h100:2").ChipCountText(), "16 GPUs");
+  EXPECT_EQ(Topology::Parse("v5p-128", 2).num_devices(), 128);  // slices
+}
+
+TEST(Topology, RefusesAcceleratorTypesWithoutAKnownSliceShape) {
+  EXPECT_THAT(ParseError("v5p-63"),
+              HasSubstr("Cloud TPU v5p-N counts TensorCores, 2 per chip; spmdsim knows the slice shapes of N = 8, "
+                        "16, 32, ... (powers of two); for another shape give the chips as tpu-v5p:XxYxZ"));
+  EXPECT_THAT(ParseError("v5p-12288"), HasSubstr("tpu-v5p:XxYxZ (e.g. 16x16x24)"));
+  EXPECT_THAT(ParseError("v4-4"), HasSubstr("N = 8, 16, 32"));
+  EXPECT_THAT(ParseError("v5litepod-12"), HasSubstr("v5litepod-N counts chips; spmdsim knows the slice shapes of N = 1, 2, 4"));
+  EXPECT_THAT(ParseError("v6e-x"), HasSubstr("topology 'v6e-x': the size"));
+  EXPECT_THROW(Topology::Parse("v5p-1048576"), Error);  // past the device limit, refused before anything is built
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/error_context.h"
+
 namespace spmdsim {
 namespace {
 
@@ -206,6 +208,29 @@ TEST(ValidateSpec, UnknownAxisIsValueError) {
   EXPECT_EQ(e->first().reason, SpecProblemReason::kUnknownAxis);
   EXPECT_EQ(e->first().dim, 1);
   EXPECT_EQ(e->first().axes, (std::vector<std::string>{"tp"}));
+}
+
+// JAX's message has no suggestion and stays JAX's; the close mesh axes ride along for a did-you-mean.
+TEST(ValidateSpec, UnknownAxisCarriesTheCloseMeshAxesForADidYouMean) {
+  Mesh mesh = Mesh::Iota({4, 2}, {"data", "model"});
+  std::optional<SpecError> e = CatchSpecError(PartitionSpec::Parse("P('modle', 'dta')"), mesh, {8, 8});
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->message(), "Resource axis: modle of P('modle', 'dta') is not found in mesh: ('data', 'model').");
+  EXPECT_EQ(e->first().close_axes, (std::vector<std::string>{"model"}));
+  EXPECT_EQ(UnknownAxisHint(e->problems()), " (did you mean 'model' for 'modle', 'data' for 'dta'?)");
+  // Found through a context added on the way up, as the CLI and scenario files see it.
+  try {
+    try {
+      throw *e;
+    } catch (const Error& inner) {
+      RethrowWithContext(inner, "--spec: " + inner.message());
+    }
+  } catch (const Error& outer) {
+    EXPECT_EQ(UnknownAxisHint(outer), " (did you mean 'model' for 'modle', 'data' for 'dta'?)");
+  }
+  std::optional<SpecError> far = CatchSpecError(PartitionSpec::Parse("P('pipeline')"), mesh, {8});
+  ASSERT_TRUE(far);
+  EXPECT_EQ(UnknownAxisHint(far->problems()), "");
 }
 
 TEST(ValidateSpec, SpecLongerThanRankIsValueError) {

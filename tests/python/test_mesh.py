@@ -44,6 +44,24 @@ def test_topology_errors_name_the_valid_presets():
     assert e.value.code in ("NOT_FOUND", "INVALID_ARGUMENT")
 
 
+def test_topology_errors_suggest_the_preset_meant():
+    # Before: "unknown topology preset 'tpu-v5'; valid presets: ..."; after: with a did-you-mean.
+    with pytest.raises(ValueError) as e:
+        Topology("tpu-v5:4x4x4")
+    assert "(did you mean 'tpu-v5e' or 'tpu-v5p'?)" in str(e.value)
+    with pytest.raises(ValueError) as e:
+        Topology("tpu-v5p:4x4x")
+    assert "tpu-v5p takes XxYxZ chips, e.g. tpu-v5p:4x4x4" in str(e.value)
+
+
+def test_topology_takes_cloud_tpu_accelerator_types():
+    topo = Topology("v5p-64")
+    assert str(topo) == "tpu-v5p:2x4x4" and topo.accelerator_type == "v5p-64"
+    assert topo.num_chips == 32 and topo.num_devices == 32
+    assert topo.chips == "32 chips (Cloud TPU v5p-64 counts 64 TensorCores, 2 per chip)"
+    assert Topology("v5litepod-256").num_chips == 256 and Topology("tpu-v4:2x2x2").accelerator_type == ""
+
+
 def test_jax_devices_order_is_process_tiled():
     assert Topology("tpu-v3:4x4").jax_devices_order()[:16] == [0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15]
 

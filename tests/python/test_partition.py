@@ -163,6 +163,7 @@ def test_named_sharding_errors_are_jax_s(mesh42):
     with pytest.raises(ValueError) as e:
         NamedSharding(mesh42, P("x", ("y", "tp")))
     assert str(e.value) == "Resource axis: tp of P('x', ('y', 'tp')) is not found in mesh: ('x', 'y')."
+    assert not getattr(e.value, "__notes__", [])  # no mesh axis is close to 'tp'
     # JAX 0.10.2's shard_shape ignores a trailing entry that splits nothing, and fails on one that splits.
     assert NamedSharding(Mesh(np.arange(4), ("x",)), P("x", None)).shard_shape((8,)) == (2,)
     with pytest.raises(IndexError, match="splits dimension 1 4 ways, but the array has rank 1"):
@@ -175,6 +176,19 @@ def test_named_sharding_errors_are_jax_s(mesh42):
         NamedSharding(Mesh([], ()), P())
     with pytest.raises(TypeError):
         NamedSharding(mesh42, "x")
+
+
+def test_unknown_axes_get_a_did_you_mean_note():
+    # Before: JAX's message alone. After: str() stays JAX's; a note (PEP 678, printed under the traceback) offers
+    # the mesh axis meant.
+    mesh = Mesh(np.arange(8).reshape(2, 4), ("data", "model"))
+    with pytest.raises(ValueError) as e:
+        NamedSharding(mesh, P("modle", None))
+    assert str(e.value) == "Resource axis: modle of P('modle', None) is not found in mesh: ('data', 'model')."
+    assert e.value.__notes__ == ["did you mean 'model' for 'modle'?"]
+    with pytest.raises(ValueError) as e:
+        spmdsim.validate_spec(P(("dta", "modle")), mesh, (8,))
+    assert e.value.__notes__ == ["did you mean 'data' for 'dta', 'model' for 'modle'?"]
 
 
 def test_validate_spec_raises_what_jax_raises(mesh42):

@@ -140,8 +140,8 @@ TEST(ModelWorkload, ParsesTheKeysOfMlaMoeMtpWindowsAndUnevenStages) {
 TEST(ModelWorkload, ErrorsNameFileLineAndField) {
   const std::string ok_parallel = "parallel: {data_axes: [data], tensor_axes: [tensor], pipeline_axes: [pipe]}";
   EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, heads: 6, d_model: 768, global_batch: 8, " + ok_parallel + "}\n"),
-              HasSubstr("t.yaml:4:5: workloads[0]: model 'model': heads = 6 is not divisible by the tensor-parallel "
-                        "degree 4"));
+              HasSubstr("t.yaml:4:26: workloads[0].heads: model 'model': heads = 6 is not divisible by the "
+                        "tensor-parallel degree 4"));
   EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, activation: relu}\n"),
               HasSubstr("t.yaml:4:31: workloads[0].activation:"));
   EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, parallel: {tensor_axes: [tensr]}}\n"),
@@ -169,7 +169,41 @@ TEST(ModelWorkload, ErrorsNameFileLineAndField) {
   EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, global_batch: 8, layers: 7, " +
                       "parallel: {data_axes: [data], tensor_axes: [tensor], pipeline_axes: [pipe], "
                       "first_stage_layers: 3, last_stage_layers: 3}}\n"),
-              HasSubstr("t.yaml:4:5: workloads[0]: model 'model': layers = 7 minus first_stage_layers"));
+              HasSubstr("t.yaml:4:44: workloads[0].layers: model 'model': layers = 7 minus first_stage_layers"));
+}
+
+// Before: every cross-field error at the workload's first line ("t.yaml:4:5: workloads[0]: model 'model': ...").
+// After: at the line and column of the field at fault, named by its key path; a rule broken by a default (the key
+// not written) at the deepest mapping written on the way.
+TEST(ModelWorkload, CrossFieldErrorsPointAtTheFieldsOwnLine) {
+  const std::string model = kHeader + R"y(  - kind: model
+    d_model: 768
+    heads: 12
+    d_ff: 3072
+    global_batch: 5
+    parallel:
+      data_axes: [data]
+      tensor_axes: [tensor]
+      pipeline_axes: [pipe]
+)y";
+  EXPECT_THAT(ErrorOf(model),
+              HasSubstr("t.yaml:8:19: workloads[0].global_batch: model 'model': global_batch = 5 is not divisible by "
+                        "micro_batch x data-parallel degree = 1 x 2"));
+  std::string bad_ff = model;
+  bad_ff.replace(bad_ff.find("d_ff: 3072"), 10, "d_ff: 3070").replace(bad_ff.find("global_batch: 5"), 15, "global_batch: 8");
+  EXPECT_THAT(ErrorOf(bad_ff), HasSubstr("t.yaml:7:11: workloads[0].d_ff: model 'model': d_ff = 3070 is not divisible"));
+  std::string bad_axis = model;
+  bad_axis.replace(bad_axis.find("global_batch: 5"), 15, "global_batch: 8").replace(bad_axis.find("[pipe]"), 6, "[data]");
+  EXPECT_THAT(ErrorOf(bad_axis), HasSubstr("t.yaml:12:22: workloads[0].parallel.pipeline_axes: model 'model': "
+                                           "pipeline_axes: mesh axis 'data' already has another role"));
+  EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, global_batch: 8, parallel: {data_axes: [data], context_axes: "
+                                "[pipe], tensor_axes: [tensor]}, seq: 10}\n"),
+              HasSubstr("workloads[0].seq: model 'model': seq = 10 is not divisible by 4"));
+  // A rule broken by a default: heads = 16 (default) does not divide d_model 1000; the key is not written, so the
+  // error sits at the deepest mapping written on the way, the workload's.
+  EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, d_model: 1000, global_batch: 8, parallel: {data_axes: [data], "
+                                "pipeline_axes: [pipe], tensor_axes: [tensor]}}\n"),
+              HasSubstr("t.yaml:4:5: workloads[0]: model 'model': heads = 16 does not divide d_model = 1000"));
 }
 
 TEST(ModelWorkload, RunPrintsTheAnalyticAccountingAndTheSimulatedStep) {

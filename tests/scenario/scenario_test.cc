@@ -18,6 +18,7 @@
 #include "partition/named_sharding.h"
 #include "partition/partition_spec.h"
 #include "scenario/internal/scenario_yaml.h"  // ParseByteSize, DidYouMean
+#include "scenario/report.h"
 #include "tests/scenario/parse_error.h"
 
 namespace spmdsim {
@@ -181,6 +182,55 @@ workloads:
 TEST(Scenario, ReportsYamlSyntaxErrorsWithTheirLine) {
   EXPECT_THAT(ErrorOf("topology: {preset: \"cpu:8\"\nmesh: [\n"), HasSubstr("t.yaml:"));
   EXPECT_THAT(ErrorOf("topology: {preset: \"cpu:8\"\nmesh: [\n"), HasSubstr("not valid YAML"));
+}
+
+// Before: yaml-cpp's words: "t.yaml:2:8: not valid YAML: illegal map value" for a tab, "end of map not found" for a
+// dedent. After: a plain sentence at the place to fix.
+TEST(Scenario, SaysPlainlyWhatIsWrongWithTabsAndIndentation) {
+  EXPECT_EQ(ErrorOf("topology:\n\tpreset: \"cpu:8\"\n"),
+            "ScenarioError: t.yaml:2:1: not valid YAML: a tab indents line 2; YAML indents with spaces only (replace "
+            "the tab with spaces)");
+  EXPECT_THAT(ErrorOf("topology:\n  preset: \"cpu:8\"\n \t slices: 2\n"), HasSubstr("t.yaml:3:2: not valid YAML: a tab"));
+  EXPECT_EQ(ErrorOf("topology:\n    preset: \"cpu:8\"\n  slices: 2\nmesh: {axes: {data: 8}}\n"),
+            "ScenarioError: t.yaml:3:3: not valid YAML: line 3 is indented 2 spaces, a depth that no key above it "
+            "has: indent it 4 spaces (beside 'preset', line 2) or 0 spaces (beside 'topology', line 1)");
+  EXPECT_THAT(ErrorOf("topology: {preset: \"cpu:8\"}\nmesh: {axes: {data: 8}}\nworkloads:\n  - kind: collectives\n"
+                      "    ops: [psum]\n   sizes: [1KiB]\n"),
+              HasSubstr("t.yaml:6:4: not valid YAML: line 6 is indented 3 spaces, a depth that no key above it has: "
+                        "indent it 4 spaces (beside 'ops', line 5), 2 spaces (a new '- ' item, as on line 4) or 0 "
+                        "spaces (beside 'workloads', line 3)"));
+  EXPECT_THAT(ErrorOf("name: x\n  description: y\n"),
+              HasSubstr("t.yaml:2:3: not valid YAML: line 2 is indented deeper than line 1, whose key 'name' already "
+                        "has a value on its line; a key holds a value or nested keys, not both: indent line 2 as line "
+                        "1 (0 spaces) to put it beside 'name'"));
+  EXPECT_THAT(ErrorOf("name: x: y\n"), HasSubstr("line 1 holds a second 'key: value' after a key"));
+  for (const std::string text : {"topology:\n\tpreset: \"cpu:8\"\n", "topology:\n    preset: \"cpu:8\"\n  slices: 2\n",
+                                  "name: x\n  description: y\n"}) {
+    EXPECT_THAT(ErrorOf(text), Not(HasSubstr("illegal"))) << text;
+    EXPECT_THAT(ErrorOf(text), Not(HasSubstr("not found"))) << text;
+  }
+}
+
+// Before: "Resource axis: modle of P('modle', None) is not found in mesh: ('data', 'model')." After: the same, with
+// a did-you-mean.
+TEST(Scenario, UnknownSpecAxesGetADidYouMean) {
+  EXPECT_THAT(ErrorOf(kMinimal + "arrays:\n  - {name: x, shape: [8, 16], spec: \"P('modle', None)\"}\n"),
+              HasSubstr("t.yaml:6:37: arrays[0].spec: Resource axis: modle of P('modle', None) is not found in mesh: "
+                        "('data', 'model'). (did you mean 'model' for 'modle'?)"));
+}
+
+// A Cloud TPU accelerator type as the preset; the header spells out the chips.
+TEST(Scenario, TakesACloudTpuAcceleratorTypeAsTheTopology) {
+  const Scenario s = ParseScenario("topology: {preset: v5p-64}\nmesh: {axes: {data: 32}}\nworkloads: [{kind: collectives}]\n",
+                                   "t.yaml");
+  EXPECT_EQ(s.topology.topology->ToString(), "tpu-v5p:2x4x4");
+  EXPECT_THAT(HumanHeader(s, true),
+              HasSubstr("topology tpu-v5p:2x4x4: 32 chips (Cloud TPU v5p-64 counts 64 TensorCores, 2 per chip), 32 "
+                        "devices (TPU v5)"));
+  EXPECT_THAT(ErrorOf("topology: {preset: v5p-60}\nmesh: {axes: {data: 30}}\nworkloads: [{kind: collectives}]\n"),
+              HasSubstr("t.yaml:1:20: topology.preset: topology 'v5p-60': Cloud TPU v5p-N counts TensorCores"));
+  EXPECT_THAT(ErrorOf("topology: {preset: \"tpu-v5:4x4x4\"}\nmesh: {axes: {data: 64}}\nworkloads: [{kind: collectives}]\n"),
+              HasSubstr("(did you mean 'tpu-v5e' or 'tpu-v5p'?)"));
 }
 
 TEST(Scenario, RejectsASecondDocumentAtItsLine) {

@@ -360,7 +360,9 @@ TEST(ModelData, RefusesWhatItCannotRunWithData) {
     RunStep(big, Cpu({{"data", 1}}));
     ADD_FAILURE() << "a 4096-wide model ran with data";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted);
+    // Before: RESOURCE_EXHAUSTED, though nothing ran out. After: FAILED_PRECONDITION, "too big to run with data".
+    EXPECT_EQ(e.code(), ErrorCode::kFailedPrecondition);
+    EXPECT_THAT(e.message(), HasSubstr("too big to run with data"));
     EXPECT_THAT(e.message(), HasSubstr("--abstract"));
   }
   // What the data run does not express: each refused with UNIMPLEMENTED and a pointer to --abstract.

@@ -953,9 +953,12 @@ void CheckModelRunsWithData(const ValidatedModel& model) {
   const double onehot = 6.0 * static_cast<double>(c.global_batch) * c.seq * c.vocab * c.d_model;
   const double flops = a.flops.model + onehot;
   if (flops > kMaxDataRunFlops)
-    refuse(ErrorCode::kResourceExhausted,
-           fmt::format("a training step is {:.3g} FLOPs (forward + backward), more than the {:.3g} the data run "
-                       "allows", flops, kMaxDataRunFlops));
+    // Nothing ran out (RESOURCE_EXHAUSTED, Python's MemoryError, is kept for memory that does not fit): the
+    // scenario is valid and runs with --abstract; running it with data is what this mode does not take.
+    // FAILED_PRECONDITION (Python's ValueError), docs/model.md, "Running with data".
+    refuse(ErrorCode::kFailedPrecondition,
+           fmt::format("too big to run with data: a training step is {:.3g} FLOPs (forward + backward), more than "
+                       "the {:.3g} the data run allows on this machine", flops, kMaxDataRunFlops));
 }
 
 ModelProgram BuildModelProgram(const ValidatedModel& model) {
