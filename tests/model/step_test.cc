@@ -572,5 +572,16 @@ TEST(ModelValidation, TheCalibrationHeldOutTableIsDocumented) {
   EXPECT_THAT(text.str(), ::testing::HasSubstr(FormatCalibrationHoldoutTable(rows)));
 }
 
+// The rest of docs/model-validation.md that the command prints, kept verbatim: the one-device layer prediction
+// per stack (the figures a GPU measurement would be set beside) and the ablation table. Hand edits of the page
+// have replaced one with another before.
+TEST(ModelValidation, TheLayerPredictionAndAblationTablesAreDocumented) {
+  std::ifstream doc(std::string(SPMDSIM_SOURCE_DIR) + "/docs/model-validation.md");
+  std::stringstream text;
+  text << doc.rdbuf();
+  EXPECT_THAT(text.str(), ::testing::HasSubstr(OneDeviceLayerPredictions()));
+  EXPECT_THAT(text.str(), ::testing::HasSubstr(MechanismAblationTable()));
+}
+
 }  // namespace
 }  // namespace spmdsim
