@@ -519,7 +519,7 @@ TEST(ModelValidation, EveryEnforcedRowIsWithinTenPercentAndTheMeanGapWithinFive)
     }
     EXPECT_THAT(text.str(), ::testing::HasSubstr(row.name)) << "docs/model-validation.md lacks a row";
   }
-  EXPECT_LE(unenforced, 4) << "the shown-not-enforced rows are the exception";
+  EXPECT_LE(unenforced, 3) << "the shown-not-enforced rows are the exception";
   EXPECT_LE(std::fabs(EnforcedMeanSignedGap(rows)), kModelValidationMeanGap) << ModelValidationSummary(rows);
   EXPECT_THAT(text.str(), ::testing::HasSubstr(ModelValidationSummary(rows))) << "the summary line is stale";
 }
