@@ -9,6 +9,7 @@
 
 #include "mesh/mesh_utils.h"
 #include "mesh/topology.h"
+#include "model/accounting.h"
 #include "model/calibration.h"
 #include "model/step.h"
 
@@ -330,6 +331,54 @@ ModelValidationRow FoundryRow(const FoundryRun& p) {
   return row;
 }
 
+// MaxText on TPU v5e (MaxText/configs/v5e/README.md, "High Performance Model Configs on TPU v5e": TFLOP/s per chip
+// of the 16B, 32B and 64B configs on 1-32 v5e-256 slices; the configs are MaxText/configs/v5e/{16b,32b,64b}.sh):
+// MaxText's default decoder (llama2 block: SwiGLU, RMSNorm, rotary, MHA with head_dim 128, vocab 32000, untied
+// output) scaled by global_parameter_scale as MaxText's get_individual_scales does, seq 2048, per-device batch
+// 6 / 4 / 2, remat full, flash attention, FSDP over the slice's 256 chips (ici_fsdp_parallelism) and data
+// parallelism over the slices (dcn_data_parallelism). The measured step is MaxText's per-device TFLOPs of the
+// step, as its calculate_tflops_training_per_device counted them when the table was made (6 x every parameter x
+// tokens + 12 x heads x layers x head_dim x seq^2 x batch / 2, causal), over the reported TFLOP/s per chip.
+struct MaxTextV5eRun {
+  const char* size;
+  int64_t d_model, layers, heads, d_ff, per_device_batch;
+  double tflops_per_chip[6];  // 1, 2, 4, 8, 16, 32 slices
+};
+constexpr MaxTextV5eRun kMaxTextV5e[] = {
+    {"16B", 4096, 32, 64, 28672, 6, {120, 117, 117, 115, 111, 108}},
+    {"32B", 8192, 32, 64, 28672, 4, {132, 128, 126, 125, 123, 119}},
+    {"64B", 8192, 64, 64, 28672, 2, {118, 112, 110, 108, 105, 99}},
+};
+
+ModelValidationRow MaxTextV5eRow(const MaxTextV5eRun& p, int slice_index) {
+  const int64_t slices = int64_t{1} << slice_index;
+  ModelConfig c = LlamaModel(p.d_model, p.layers, p.heads, p.heads, p.d_ff, 2048);
+  c.name = fmt::format("maxtext-{}", p.size);
+  c.head_dim = 128;
+  c.flash_attention = true;
+  c.stack = SoftwareStack::kMaxText;
+  c.micro_batch = p.per_device_batch;
+  c.global_batch = p.per_device_batch * 256 * slices;
+  c.recompute = Recompute::kFull;
+  c.parallel = {.data_axes = {"data", "fsdp"}, .zero_stage = 3, .zero_axes = {"fsdp"}};
+  const Mesh mesh = MakeDeviceMesh(std::make_shared<const Topology>(Topology::Parse("tpu-v5e:16x16", slices)),
+                                   {{"data", 1}, {"fsdp", 256}}, {{"data", slices}, {"fsdp", 1}});
+  const ValidatedModel model = ValidateModel(c, mesh);
+  const double tokens = static_cast<double>(p.per_device_batch * c.seq);
+  const double maxtext_flops = 6 * AccountModel(model).params.total * tokens +
+                               12.0 * p.heads * p.layers * 128 * static_cast<double>(c.seq) * tokens / 2;
+  const ModelStepTimes t = PredictModelStep(model);
+  ModelValidationRow row;
+  row.name = fmt::format("MaxText {} on {} x v5e-256 (FSDP 256{}, batch {} per chip)", p.size, slices,
+                         slices > 1 ? fmt::format(", data {} over DCN", slices) : "", p.per_device_batch);
+  row.reference = maxtext_flops / (p.tflops_per_chip[slice_index] * 1e12);
+  row.source = "MaxText/configs/v5e/README.md";
+  row.predicted = t.step_seconds;
+  row.note = StepNote(t);
+  row.enforced = false;
+  return row;
+}
+
 // The validation cases by family, for the mechanism ablation.
 std::vector<std::pair<std::string, std::vector<ValidationCase>>> CaseFamilies() {
   std::vector<std::pair<std::string, std::vector<ValidationCase>>> families(5);
@@ -525,6 +574,8 @@ std::string MechanismAblationTable() {
 std::vector<ModelValidationRow> ComputeUnseenCheckRows() {
   std::vector<ModelValidationRow> rows;
   for (const FoundryRun& p : kFoundryH100) rows.push_back(FoundryRow(p));
+  for (const MaxTextV5eRun& p : kMaxTextV5e)
+    for (int i = 0; i < 6; ++i) rows.push_back(MaxTextV5eRow(p, i));
   return rows;
 }
 

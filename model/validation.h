@@ -68,8 +68,9 @@ std::string OneDeviceLayerPredictions();
 std::string MechanismAblationTable();
 
 // Checked on runs the model was not built around: published PyTorch FSDP steps (MosaicML llm-foundry's MPT
-// benchmarks on 8-64 H100 under Composer's FSDP), priced with the pytorch-fsdp stack and shown beside the
-// validation table, none enforced: how far the prediction is from runs no figure was taken from.
+// benchmarks on 8-64 H100 under Composer's FSDP, priced with the pytorch-fsdp stack) and MaxText on 1-32 TPU
+// v5e-256 slices (the maxtext stack), shown beside the validation table, none enforced: how far the prediction
+// is from runs no figure was taken from.
 std::vector<ModelValidationRow> ComputeUnseenCheckRows();
 
 // Every row (each a whole simulated step; well under a second in all).
