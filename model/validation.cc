@@ -331,48 +331,93 @@ ModelValidationRow FoundryRow(const FoundryRun& p) {
   return row;
 }
 
-// MaxText on TPU v5e (MaxText/configs/v5e/README.md, "High Performance Model Configs on TPU v5e": TFLOP/s per chip
-// of the 16B, 32B and 64B configs on 1-32 v5e-256 slices; the configs are MaxText/configs/v5e/{16b,32b,64b}.sh):
-// MaxText's default decoder (llama2 block: SwiGLU, RMSNorm, rotary, MHA with head_dim 128, vocab 32000, untied
-// output) scaled by global_parameter_scale as MaxText's get_individual_scales does, seq 2048, per-device batch
-// 6 / 4 / 2, remat full, flash attention, FSDP over the slice's 256 chips (ici_fsdp_parallelism) and data
-// parallelism over the slices (dcn_data_parallelism). The measured step is MaxText's per-device TFLOPs of the
-// step, as its calculate_tflops_training_per_device counted them when the table was made (6 x every parameter x
-// tokens + 12 x heads x layers x head_dim x seq^2 x batch / 2, causal), over the reported TFLOP/s per chip.
-struct MaxTextV5eRun {
+// MaxText's published TPU configs, MaxText's default decoder (llama2 block: SwiGLU, RMSNorm, rotary, MHA with
+// head_dim 128, vocab 32000, untied output) scaled by global_parameter_scale as its get_individual_scales does,
+// seq 2048, flash attention, FSDP over the slice (ici_fsdp_parallelism -1) with tensor parallelism where the
+// config sets ici_tensor_parallelism, data parallelism over the slices on DCN (dcn_data_parallelism).
+//   v5e (MaxText/configs/v5e/README.md and {16b,32b,64b}.sh): per-device batch 6 / 4 / 2, remat full, 1-32
+//   v5e-256 slices.
+//   v5p (MaxText/configs/v5p/README.md and {32b,64b,128b,256b}.sh): per-device batch 7 / 3 / 1 / 1, tensor 4 / 4 /
+//   8 / 8, remat "minimal" (matmul outputs saved; priced as no recompute), 1 or 2 slices of v5p-128 (64 chips) to
+//   v5p-1024 (512 chips).
+// The measured step is MaxText's per-device FLOPs of the step, counted as its calculate_tflops_training_per_device
+// first did (6 x every parameter x tokens + 12 x heads x layers x head_dim x seq^2 x batch / 2, causal), over the
+// reported TFLOP/s per chip.
+struct MaxTextRun {
   const char* size;
   int64_t d_model, layers, heads, d_ff, per_device_batch;
-  double tflops_per_chip[6];  // 1, 2, 4, 8, 16, 32 slices
-};
-constexpr MaxTextV5eRun kMaxTextV5e[] = {
-    {"16B", 4096, 32, 64, 28672, 6, {120, 117, 117, 115, 111, 108}},
-    {"32B", 8192, 32, 64, 28672, 4, {132, 128, 126, 125, 123, 119}},
-    {"64B", 8192, 64, 64, 28672, 2, {118, 112, 110, 108, 105, 99}},
+  const char* topology;  // one slice
+  const char* accelerator;
+  int64_t chips, tensor;
+  bool remat_full;
+  int64_t slices;
+  double tflops_per_chip;
 };
 
-ModelValidationRow MaxTextV5eRow(const MaxTextV5eRun& p, int slice_index) {
-  const int64_t slices = int64_t{1} << slice_index;
+std::vector<MaxTextRun> MaxTextRuns() {
+  std::vector<MaxTextRun> runs;
+  struct V5e {
+    const char* size;
+    int64_t d_model, layers, heads, d_ff, batch;
+    double tflops[6];  // 1, 2, 4, 8, 16, 32 slices
+  };
+  constexpr V5e kV5e[] = {{"16B", 4096, 32, 64, 28672, 6, {120, 117, 117, 115, 111, 108}},
+                          {"32B", 8192, 32, 64, 28672, 4, {132, 128, 126, 125, 123, 119}},
+                          {"64B", 8192, 64, 64, 28672, 2, {118, 112, 110, 108, 105, 99}}};
+  for (const V5e& r : kV5e)
+    for (int i = 0; i < 6; ++i)
+      runs.push_back({r.size, r.d_model, r.layers, r.heads, r.d_ff, r.batch, "tpu-v5e:16x16", "v5e-256", 256, 1, true,
+                      int64_t{1} << i, r.tflops[i]});
+  struct V5p {
+    const char* size;
+    int64_t d_model, layers, heads, d_ff, batch;
+    const char* topology;
+    const char* accelerator;
+    int64_t chips, tensor;
+    double tflops[2];  // 1, 2 slices
+  };
+  constexpr V5p kV5p[] = {{"32B", 8192, 32, 64, 28672, 7, "tpu-v5p:4x4x4", "v5p-128", 64, 4, {328, 319}},
+                          {"64B", 8192, 64, 64, 28672, 3, "tpu-v5p:4x4x4", "v5p-128", 64, 4, {323, 309}},
+                          {"128B", 8192, 64, 128, 57344, 1, "tpu-v5p:4x4x8", "v5p-256", 128, 8, {315, 305}},
+                          {"128B", 8192, 64, 128, 57344, 1, "tpu-v5p:4x8x8", "v5p-512", 256, 8, {316, 274}},
+                          {"256B", 16384, 64, 128, 57344, 1, "tpu-v5p:8x8x8", "v5p-1024", 512, 8, {308, 289}}};
+  for (const V5p& r : kV5p)
+    for (int i = 0; i < 2; ++i)
+      runs.push_back({r.size, r.d_model, r.layers, r.heads, r.d_ff, r.batch, r.topology, r.accelerator, r.chips,
+                      r.tensor, false, int64_t{1} << i, r.tflops[i]});
+  return runs;
+}
+
+ModelValidationRow MaxTextRow(const MaxTextRun& p) {
   ModelConfig c = LlamaModel(p.d_model, p.layers, p.heads, p.heads, p.d_ff, 2048);
   c.name = fmt::format("maxtext-{}", p.size);
   c.head_dim = 128;
   c.flash_attention = true;
   c.stack = SoftwareStack::kMaxText;
-  c.micro_batch = p.per_device_batch;
-  c.global_batch = p.per_device_batch * 256 * slices;
-  c.recompute = Recompute::kFull;
+  c.micro_batch = p.per_device_batch * p.tensor;  // the batch of one data (fsdp) rank: its tensor group's chips
+  c.global_batch = p.per_device_batch * p.chips * p.slices;
+  c.recompute = p.remat_full ? Recompute::kFull : Recompute::kNone;
   c.parallel = {.data_axes = {"data", "fsdp"}, .zero_stage = 3, .zero_axes = {"fsdp"}};
-  const Mesh mesh = MakeDeviceMesh(std::make_shared<const Topology>(Topology::Parse("tpu-v5e:16x16", slices)),
-                                   {{"data", 1}, {"fsdp", 256}}, {{"data", slices}, {"fsdp", 1}});
-  const ValidatedModel model = ValidateModel(c, mesh);
-  const double tokens = static_cast<double>(p.per_device_batch * c.seq);
+  std::vector<std::pair<std::string, int64_t>> ici = {{"data", 1}, {"fsdp", p.chips / p.tensor}};
+  std::vector<std::pair<std::string, int64_t>> dcn = {{"data", p.slices}, {"fsdp", 1}};
+  if (p.tensor > 1) {
+    c.parallel.tensor_axes = {"tensor"};
+    ici.push_back({"tensor", p.tensor});
+    dcn.push_back({"tensor", 1});
+  }
+  const ValidatedModel model = ValidateModel(
+      c, MakeDeviceMesh(std::make_shared<const Topology>(Topology::Parse(p.topology, static_cast<int>(p.slices))), ici,
+                        dcn));
+  const double tokens = static_cast<double>(p.per_device_batch * c.seq);  // per chip
   const double maxtext_flops = 6 * AccountModel(model).params.total * tokens +
                                12.0 * p.heads * p.layers * 128 * static_cast<double>(c.seq) * tokens / 2;
   const ModelStepTimes t = PredictModelStep(model);
   ModelValidationRow row;
-  row.name = fmt::format("MaxText {} on {} x v5e-256 (FSDP 256{}, batch {} per chip)", p.size, slices,
-                         slices > 1 ? fmt::format(", data {} over DCN", slices) : "", p.per_device_batch);
-  row.reference = maxtext_flops / (p.tflops_per_chip[slice_index] * 1e12);
-  row.source = "MaxText/configs/v5e/README.md";
+  row.name = fmt::format("MaxText {} on {} x {} (FSDP {}{}{}, batch {} per chip)", p.size, p.slices, p.accelerator,
+                         p.chips / p.tensor, p.tensor > 1 ? fmt::format(", TP {}", p.tensor) : "",
+                         p.slices > 1 ? fmt::format(", data {} over DCN", p.slices) : "", p.per_device_batch);
+  row.reference = maxtext_flops / (p.tflops_per_chip * 1e12);
+  row.source = fmt::format("MaxText/configs/{}/README.md", std::string_view(p.accelerator).substr(0, 3));
   row.predicted = t.step_seconds;
   row.note = StepNote(t);
   row.enforced = false;
@@ -574,8 +619,7 @@ std::string MechanismAblationTable() {
 std::vector<ModelValidationRow> ComputeUnseenCheckRows() {
   std::vector<ModelValidationRow> rows;
   for (const FoundryRun& p : kFoundryH100) rows.push_back(FoundryRow(p));
-  for (const MaxTextV5eRun& p : kMaxTextV5e)
-    for (int i = 0; i < 6; ++i) rows.push_back(MaxTextV5eRow(p, i));
+  for (const MaxTextRun& p : MaxTextRuns()) rows.push_back(MaxTextRow(p));
   return rows;
 }
 
