@@ -331,6 +331,56 @@ ModelValidationRow FoundryRow(const FoundryRun& p) {
   return row;
 }
 
+// NVIDIA dgxc-benchmarking (llama3.1/README_8b.md, README_70b.md: NeMo 24.09 on DGX H100): Llama 3.1 8B with
+// TP 1, PP 1, CP 2, micro-batch 1, global batch 16 x GPUs; 70B with TP 4, PP 4 x 5 virtual, CP 2, micro-batch 1,
+// global batch 2 x GPUs; seq 8192, bf16 or fp8, the Megatron-Core stack (SP with TP, distributed optimizer).
+struct NemoLlamaRun {
+  const char* size;
+  int64_t gpus;
+  DType dtype;
+  double seconds;
+};
+constexpr NemoLlamaRun kNemoLlama[] = {
+    {"8B", 8, DType::kBF16, 12.91},        {"8B", 128, DType::kBF16, 13.10},
+    {"8B", 8, DType::kF8E4M3FN, 9.67},     {"8B", 128, DType::kF8E4M3FN, 9.82},
+    {"70B", 64, DType::kBF16, 14.72},      {"70B", 2048, DType::kBF16, 14.98},
+    {"70B", 64, DType::kF8E4M3FN, 11.01},  {"70B", 2048, DType::kF8E4M3FN, 11.39},
+};
+
+ModelValidationRow NemoLlamaRow(const NemoLlamaRun& p) {
+  const bool big = std::string_view(p.size) == "70B";
+  ModelConfig c = big ? LlamaModel(8192, 80, 64, 8, 28672, 8192) : LlamaModel(4096, 32, 32, 8, 14336, 8192);
+  c.name = fmt::format("llama3.1-{}", p.size);
+  c.vocab = 128256;
+  c.dtype = p.dtype;
+  c.flash_attention = true;
+  c.stack = SoftwareStack::kMegatron;
+  c.micro_batch = 1;
+  c.global_batch = (big ? 2 : 16) * p.gpus;
+  c.parallel = {.data_axes = {"data"}, .zero_stage = 1, .context_axes = {"context"}};
+  std::vector<std::pair<std::string, int64_t>> axes = {{"data", p.gpus / (big ? 32 : 2)}, {"context", 2}};
+  if (big) {
+    c.parallel.tensor_axes = {"tensor"};
+    c.parallel.sequence_parallel = true;
+    c.parallel.pipeline_axes = {"pipe"};
+    c.parallel.schedule = PipelineSchedule::kInterleaved1F1B;
+    c.parallel.virtual_stages = 5;
+    axes = {{"data", p.gpus / 32}, {"pipe", 4}, {"context", 2}, {"tensor", 4}};
+  }
+  const ModelStepTimes t =
+      PredictModelStep(ValidateModel(c, MeshOn(fmt::format("dgx-h100:{}", p.gpus / 8), axes)));
+  ModelValidationRow row;
+  row.name = fmt::format("Llama 3.1 {} on {} H100 ({}CP 2, DP {}), {}", p.size, p.gpus,
+                         big ? "TP 4, PP 4 x 5 virtual, " : "", p.gpus / (big ? 32 : 2),
+                         p.dtype == DType::kBF16 ? "bf16" : "fp8");
+  row.reference = p.seconds;
+  row.source = fmt::format("NVIDIA dgxc-benchmarking, llama3.1/README_{}.md", big ? "70b" : "8b");
+  row.predicted = t.step_seconds;
+  row.note = StepNote(t);
+  row.enforced = false;
+  return row;
+}
+
 // MaxText's published TPU configs, MaxText's default decoder (llama2 block: SwiGLU, RMSNorm, rotary, MHA with
 // head_dim 128, vocab 32000, untied output) scaled by global_parameter_scale as its get_individual_scales does,
 // seq 2048, flash attention, FSDP over the slice (ici_fsdp_parallelism -1) with tensor parallelism where the
@@ -619,6 +669,7 @@ std::string MechanismAblationTable() {
 std::vector<ModelValidationRow> ComputeUnseenCheckRows() {
   std::vector<ModelValidationRow> rows;
   for (const FoundryRun& p : kFoundryH100) rows.push_back(FoundryRow(p));
+  for (const NemoLlamaRun& p : kNemoLlama) rows.push_back(NemoLlamaRow(p));
   for (const MaxTextRun& p : MaxTextRuns()) rows.push_back(MaxTextRow(p));
   return rows;
 }
