@@ -139,17 +139,7 @@ void AddKorthikanti(std::vector<ModelValidationRow>* rows) {
 }
 
 void AddNvidiaH100(std::vector<ModelValidationRow>* rows) {
-  for (const NvidiaRun& p : kNvidiaH100) {
-    ModelValidationRow row = RowOf(NvidiaCase(p));
-    if (p.dtype != DType::kBF16 && p.gpus > 128) {
-      // Shown, not enforced: the measured fp8 step grows 6% from 128 to 2048 GPUs (bf16: 2%), the model's 1%.
-      row.enforced = false;
-      row.note += "; not enforced: the fp8 step's growth with the data-parallel degree is not modelled "
-                  "(candidates: Transformer Engine's per-micro-batch amax reduction over the data-parallel group, "
-                  "NCCL ring latency across 64 nodes per gradient bucket)";
-    }
-    rows->push_back(std::move(row));
-  }
+  for (const NvidiaRun& p : kNvidiaH100) rows->push_back(RowOf(NvidiaCase(p)));
 }
 
 // Calibration held out: fit on the first case, predict the rest.

@@ -519,8 +519,10 @@ TEST(ModelValidation, EveryEnforcedRowIsWithinTenPercentAndTheMeanGapWithinFive)
     }
     EXPECT_THAT(text.str(), ::testing::HasSubstr(row.name)) << "docs/model-validation.md lacks a row";
   }
-  EXPECT_LE(unenforced, 3) << "the shown-not-enforced rows are the exception";
+  EXPECT_LE(unenforced, 2) << "the shown-not-enforced rows are the exception";
   EXPECT_LE(std::fabs(EnforcedMeanSignedGap(rows)), kModelValidationMeanGap) << ModelValidationSummary(rows);
+  // And no systematic optimism over the whole table, the rows not enforced included.
+  EXPECT_LE(std::fabs(MeanSignedGap(rows)), kModelValidationMeanGap) << ModelValidationSummary(rows);
   EXPECT_THAT(text.str(), ::testing::HasSubstr(ModelValidationSummary(rows))) << "the summary line is stale";
 }
 
