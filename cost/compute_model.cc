@@ -39,9 +39,11 @@ constexpr DeviceComputeSpec kSpecs[] = {
      "H100 SXM and H200 SXM share the die, SM count, clocks and 700 W cap, and their cuBLASLt GEMM rates agree "
      "within 2.4%: Azure/AI-benchmarking-guide NDv5 results); NCCL's all_gather runs 24 CTAs (NVIDIA developer "
      "forum, 'Compute-Communication Overlap Causes Severe GEMM Performance Degradation because of Tail Effect'), "
-     "send/recv 2 channels per peer (NCCL's log in NVIDIA/nccl issue 1189)",
+     "send/recv 2 channels per peer (NCCL's log in NVIDIA/nccl issue 1189); 2.35 us per wave of tiles beyond their "
+     "multiply-accumulates: the median excess per wave of Azure's cuBLASLt fp8 size sweep (ND H100 v5 results: "
+     "2048^3 1011.3, 4096^3 1216.9, 8192^3 1290.1 TFLOPS) over the tile model, applied to every dtype",
      1382.2 / 1979, 2.97e12 / 3.35e12, kH100CudnnAttention,
-     708.5 / 989, 1288.7 / 1979, 708.5 / 841.9, 0.045, 1 - 698.6 / 702.9, 24, 2},
+     708.5 / 989, 1288.7 / 1979, 708.5 / 841.9, 0.045, 1 - 698.6 / 702.9, 24, 2, 2.35e-6},
     {"NVIDIA A100-SXM4-80GB", 108, kCublasTiles, 64, 0, 19.5e12, 1e-6, 267.9 / 312, 5120 * 1.41e9,
      "A100 whitepaper: 108 SMs, no fp8, 19.5 TFLOPS fp32 (CUDA cores), L2 5120 B/clk (7219 GB/s at 1410 MHz); "
      "cuBLAS tiles of NVIDIA's matmul guide; launch ~1 us per back-to-back kernel (NVIDIA blog 'Getting Started "
@@ -135,8 +137,11 @@ ComputeModel::ComputeModel(const Topology& topology, RooflineOptions options, Co
   memory_bandwidth_Bps_ *= spec_->memory_fraction;
   SPMDSIM_CHECK(!spec_->tiles.empty() && spec_->tiles.size() <= kMaxTiles, "a spec has 1 to {} tiles", kMaxTiles);
   tile_rates_.resize(AllDTypes().size());
+  wave_overheads_.assign(AllDTypes().size(), 0.0);
   for (DType dtype : AllDTypes()) {
-    if (FindMatrixPeak(dtype) > 0) tile_rates_[static_cast<size_t>(dtype)] = TileRates(dtype);
+    if (FindMatrixPeak(dtype) <= 0) continue;
+    tile_rates_[static_cast<size_t>(dtype)] = TileRates(dtype);
+    wave_overheads_[static_cast<size_t>(dtype)] = WaveOverhead(dtype);
   }
 }
 
@@ -151,6 +156,13 @@ double ComputeModel::MatmulFraction(DType dtype) const {
   // fp8 without its own sustained figure: the bf16 sustained / burst ratio (the same clock drop).
   return fp8_units ? burst * spec_->sustained_matmul_fraction / spec_->matmul_fraction
                    : spec_->sustained_matmul_fraction;
+}
+
+double ComputeModel::WaveOverhead(DType dtype) const {
+  const bool fp8_units = IsFp8(dtype) && spec_->fp8_flops > 0;
+  const double burst_fraction =
+      fp8_units && spec_->fp8_matmul_fraction > 0 ? spec_->fp8_matmul_fraction : spec_->matmul_fraction;
+  return spec_->wave_overhead_seconds * burst_fraction / (MatmulFraction(dtype) * pace_);
 }
 
 std::vector<double> ComputeModel::TileRates(DType dtype) const {
@@ -221,7 +233,8 @@ double ComputeModel::ContractionSeconds(int64_t batch, int64_t m, int64_t n, int
     const MatmulTile& tile = spec_->tiles[i];
     if (tile.efficiency_class > last_class) continue;
     const double waves = std::ceil(counts[i] / units);
-    const double seconds = waves * 2.0 * static_cast<double>(tile.m * tile.n) * k_steps / rates[i];
+    const double tile_seconds = 2.0 * static_cast<double>(tile.m * tile.n) * k_steps / rates[i];
+    const double seconds = waves * (tile_seconds + wave_overheads_[static_cast<size_t>(dtype)]);
     if (seconds < best) {
       best = seconds;
       if (chosen != nullptr) *chosen = &tile;

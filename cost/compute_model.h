@@ -107,6 +107,10 @@ struct DeviceComputeSpec {
   // (TPU ICI / DMA engines).
   int collective_units = 0;  // NCCL all-reduce / all_gather / reduce_scatter / all_to_all
   int p2p_units = 0;         // NCCL send / recv (pipeline transfers)
+  // Time each wave of tiles spends beyond its tiles' multiply-accumulates: filling the operand pipeline before
+  // the first k step and writing the output tile after the last. It makes a matmul of few waves (small or skinny
+  // shapes) slower than its FLOPs at the best rate say; 0: none documented.
+  double wave_overhead_seconds = 0;
 };
 
 // The clock regime ops are priced at.
@@ -195,6 +199,7 @@ class ComputeModel {
   double FindMatrixPeak(DType dtype) const;  // 0 when the topology has no peak for it
   // Per-unit FLOP/s of each of spec_->tiles in `dtype` (rate / units x relative feed).
   std::vector<double> TileRates(DType dtype) const;
+  double WaveOverhead(DType dtype) const;  // seconds per wave in `dtype` under the regime
   LocalOpCost Combine(double compute, double memory, double speed_factor) const;
   // The fraction of the compute units left when communication kernels hold `units_taken` of them.
   double UnitShare(int units_taken) const;
@@ -208,6 +213,9 @@ class ComputeModel {
   double pace_ = 1.0;
   // TileRates of every dtype whose peak the device has, indexed by the DType's value (empty: none).
   std::vector<std::vector<double>> tile_rates_;
+  // Per dtype: spec_->wave_overhead_seconds stretched as the tiles are by the regime's clock and pace (the
+  // overhead is measured at the burst rate).
+  std::vector<double> wave_overheads_;
 };
 
 }  // namespace spmdsim

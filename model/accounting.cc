@@ -231,11 +231,14 @@ std::vector<int64_t> StageLayers(const std::vector<LayerRange>& layout, int64_t 
 }
 
 // Bytes per parameter (ZeRO, Rajbhandari et al. 2020, mixed precision with Adam: K = 12): 2-byte weights and
-// gradients, fp32 master weights + two fp32 moments; the sharded parts divided by the ZeRO group.
-void AddParamBytes(double params, double zero_group, int zero_stage, DeviceMemory* m) {
-  m->parameters += 2 * params / (zero_stage >= 3 ? zero_group : 1);
-  m->gradients += 2 * params / (zero_stage >= 2 ? zero_group : 1);
-  m->optimizer += 12 * params / (zero_stage >= 1 ? zero_group : 1);
+// gradients, fp32 master weights + two fp32 moments; the sharded parts divided by the ZeRO group. ZeRO-3 without
+// resharding after the forward holds every layer's gathered weights from its forward to its backward: at the
+// peak the whole weights, as ZeRO-2.
+void AddParamBytes(double params, double zero_group, const ModelParallelism& p, DeviceMemory* m) {
+  const bool weights_sharded = p.zero_stage >= 3 && p.reshard_after_forward;
+  m->parameters += 2 * params / (weights_sharded ? zero_group : 1);
+  m->gradients += 2 * params / (p.zero_stage >= 2 ? zero_group : 1);
+  m->optimizer += 12 * params / (p.zero_stage >= 1 ? zero_group : 1);
 }
 
 // Parameter, gradient and optimizer bytes of one device of the stage.
@@ -268,8 +271,8 @@ void AddStageParams(const ModelConfig& c, const ParallelDegrees& d, int64_t stag
   // ZeRO's group: its shard axes (all data axes unless zero_axes names fewer) and the context axes; routed
   // experts' replicas as far as ZeRO's axes reach them.
   const double shard = static_cast<double>(d.zero) / static_cast<double>(d.data);
-  AddParamBytes(dense, static_cast<double>(d.zero * d.context), c.parallel.zero_stage, &s->memory);
-  AddParamBytes(expert, std::max(1.0, static_cast<double>(d.expert_data) * shard), c.parallel.zero_stage, &s->memory);
+  AddParamBytes(dense, static_cast<double>(d.zero * d.context), c.parallel, &s->memory);
+  AddParamBytes(expert, std::max(1.0, static_cast<double>(d.expert_data) * shard), c.parallel, &s->memory);
 }
 
 StageMemory StageMemoryOf(const ModelConfig& c, const ParallelDegrees& d, const std::vector<LayerRange>& layout,

@@ -152,6 +152,9 @@ void ValidateRoles(const ModelConfig& c, const Mesh& mesh, ParallelDegrees* d) {
     Invalid(c, "parallel", "mesh axes {} have no role; give each axis larger than 1 to data_axes, tensor_axes, context_axes or "
             "pipeline_axes", AxesText(unassigned));
   if (p.zero_stage < 0 || p.zero_stage > 3) Invalid(c, "parallel.zero_stage", "zero_stage must be 0, 1, 2 or 3 (3 = FSDP), got {}", p.zero_stage);
+  if (!p.reshard_after_forward && p.zero_stage != 3)
+    Invalid(c, "parallel.reshard_after_forward",
+            "reshard_after_forward: false applies to zero_stage 3 (FSDP) only; zero_stage is {}", p.zero_stage);
   for (const std::string& axis : p.zero_axes) {
     if (!Contains(p.data_axes, axis))
       Invalid(c, "parallel.zero_axes", "zero axis '{}' must also be a data axis (ZeRO shards over data-parallel ranks); data_axes: {}", axis,

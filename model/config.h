@@ -100,6 +100,11 @@ struct AttentionWindow {
 struct ModelParallelism {
   std::vector<std::string> data_axes{};      // data parallel (gradient reduction; ZeRO / FSDP shard over them)
   int zero_stage = 0;                        // 0 none, 1 optimizer states, 2 + gradients, 3 + parameters (= FSDP)
+  // ZeRO-3 only. true: each layer's weights are gathered for its forward, freed, and gathered again for its
+  // backward (PyTorch FSDP's FULL_SHARD, DeepSpeed ZeRO-3, MaxText's FSDP). false: kept from the forward to the
+  // backward, one gather per micro-batch and the whole unsharded weights held meanwhile (PyTorch FSDP's
+  // SHARD_GRAD_OP / fully_shard(reshard_after_forward=False); the Llama 3 paper's "do not reshard after forward").
+  bool reshard_after_forward = true;
   // The data axes ZeRO / FSDP shards over (empty: all of them); the other data axes hold replicas (hybrid
   // sharding: PyTorch's HSDP, MaxText's data parallelism over DCN across slices). Gradients reduce-scatter over
   // these and all-reduce over the others.

@@ -683,8 +683,10 @@ class StepBuilder {
 
   // ZeRO-3 / FSDP: a layer's weights are all-gathered over the data (and context) ranks before use, the next
   // layer's gather prefetched on the second stream while this one computes (FSDP's forward / backward prefetch).
-  void GatherLayerWeights(bool moe) {
+  // Without resharding after the forward, the backward (and its recompute) uses the weights the forward gathered.
+  void GatherLayerWeights(bool moe, bool backward) {
     if (c_.parallel.zero_stage < 3 || zero_.size <= 1) return;
+    if (backward && !c_.parallel.reshard_after_forward) return;
     const double bytes = LayerParamsPerDevice(c_, d_, moe) * WeightGatherBytes();
     if (prefetched_gather_ < 0) prefetched_gather_ = Start(zero_, CollectiveOp::kAllGather, bytes, kDataComm, 1);
     Wait(prefetched_gather_, kDataComm);
@@ -703,7 +705,7 @@ class StepBuilder {
 
   void LayerForward(int64_t layer, Category cat) {
     const bool moe = IsMoe(layer);
-    GatherLayerWeights(moe);
+    GatherLayerWeights(moe, /*backward=*/cat == kRecompute);
     Fp8Casts(moe, /*backward=*/false, cat);
     NormForward(cat);
     AttentionForward(layer, cat);
@@ -716,7 +718,7 @@ class StepBuilder {
   void LayerBackward(int64_t layer) {
     const bool moe = IsMoe(layer);
     if (c_.recompute == Recompute::kFull) LayerForward(layer, kRecompute);
-    else GatherLayerWeights(moe);
+    else GatherLayerWeights(moe, /*backward=*/true);
     Fp8Casts(moe, /*backward=*/true, kBackward);
     ResidualBackward();
     const bool folded = moe && c_.experts_over_tensor();

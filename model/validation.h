@@ -67,6 +67,13 @@ std::string OneDeviceLayerPredictions();
 // table, one row per setting, one column per family.
 std::string MechanismAblationTable();
 
+// Checked on runs the model was not built around: published PyTorch FSDP steps (MosaicML llm-foundry's MPT
+// benchmarks on 8-64 H100 under Composer's FSDP, priced with the pytorch-fsdp stack), NVIDIA's NeMo Llama 3.1 8B /
+// 70B on 8-2048 H100 (the megatron stack) and MaxText on 1-32 TPU
+// v5e-256 slices (the maxtext stack), shown beside the validation table, none enforced: how far the prediction
+// is from runs no figure was taken from.
+std::vector<ModelValidationRow> ComputeUnseenCheckRows();
+
 // Every row (each a whole simulated step; well under a second in all).
 std::vector<ModelValidationRow> ComputeModelValidationRows();
 // A Markdown table: row | measured | predicted | gap | enforced (tolerance) | source | note.

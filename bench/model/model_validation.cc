@@ -18,6 +18,9 @@ int main() {
   std::fputs(spmdsim::OneDeviceLayerPredictions().c_str(), stdout);
   std::fputs("\n", stdout);
   std::fputs(spmdsim::MechanismAblationTable().c_str(), stdout);
+  const std::vector<spmdsim::ModelValidationRow> unseen = spmdsim::ComputeUnseenCheckRows();
+  std::fprintf(stdout, "\n%s\n%s\n", spmdsim::FormatModelValidationTable(unseen).c_str(),
+               spmdsim::ModelValidationSummary(unseen).c_str());
   int failures = 0;
   for (const auto& row : rows) {
     if (row.enforced && !row.within()) ++failures;

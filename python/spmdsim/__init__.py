@@ -735,6 +735,13 @@ class ShardMapResult(_typing.NamedTuple):
     prediction: dict
 
 
+def _not_a_program(f):
+    what = "a Python function" if callable(f) else f"{type(f).__name__} {f!r}"
+    return (f"ShardMap takes a spmdsim.Program as f, got {what}: build the body with p = spmdsim.Program(); "
+            f"x = p.input('x'); p.returns(p.psum(x, 'data')) (docs/python.md); to simulate a JAX function as XLA "
+            f"compiles it, use spmdsim.from_jax(fn, *args, topology=...) (docs/hlo.md)")
+
+
 class ShardMap:
     """JAX: shard_map(f, mesh=, in_specs=, out_specs=, check_vma=) with a Program as f.
 
@@ -744,6 +751,8 @@ class ShardMap:
     """
 
     def __init__(self, program, mesh, in_specs, out_specs, check_vma=True, *, name="shard_map"):
+        if not isinstance(program, Program):
+            raise TypeError(_not_a_program(program))
         if not program.outputs:
             raise ValueError("the program returns nothing: call program.returns(value, ...) first")
         self.program = program

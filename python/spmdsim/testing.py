@@ -4,7 +4,12 @@ Use it as a plugin (in your conftest.py: ``pytest_plugins = ["spmdsim.testing"]`
 
   topology   a Topology; preset from ``@pytest.mark.topology("tpu-v4:2x2x4")`` (default "cpu:8")
   mesh       a Mesh on that topology, from ``@pytest.mark.mesh(data=2, model=4)`` (JAX's mesh_utils order;
-             default: one axis 'x' over every device); entering `with mesh:` is done for you
+             default: one axis 'x' over every device); entering `with mesh:` is done for you. The marker
+             also takes create_device_mesh's ``allow_split_physical_axes=True`` / ``contiguous_submeshes=True``,
+             and ``dcn=dict(data=2)`` for a hybrid mesh over slices (the axes give each slice's ICI part, as
+             create_hybrid_device_mesh's mesh_shape; ``process_is_granule=True`` with it):
+             ``@pytest.mark.topology("tpu-v5e:4x4", num_slices=2)`` + ``@pytest.mark.mesh(data=1, model=16,
+             dcn=dict(data=2))`` is a data=2 x model=16 mesh
 
 and the assertions, which work with or without pytest:
 
@@ -12,6 +17,8 @@ and the assertions, which work with or without pytest:
   assert_no_correction(spec, shape, mesh=None)             eformer's correction would not change `spec`
   assert_allclose_to_unsharded(actual, expected, ...)      sharded / simulated results equal the unsharded ones
 """
+
+import difflib
 
 import numpy as np
 
@@ -25,13 +32,45 @@ except ImportError:  # the assertions work without pytest
 __all__ = ["assert_sharded_as", "assert_no_correction", "assert_allclose_to_unsharded", "mesh_from_preset"]
 
 
-def mesh_from_preset(preset="cpu:8", **axes):
+_MESH_OPTIONS = ("allow_split_physical_axes", "contiguous_submeshes", "process_is_granule", "dcn")
+
+
+def _check_axis_sizes(axes, what):
+    for name, size in axes.items():
+        if isinstance(size, bool) or not isinstance(size, int):
+            close = difflib.get_close_matches(name, _MESH_OPTIONS, n=1)
+            hint = f"; did you mean {close[0]}=?" if close else ""
+            raise TypeError(f"{what}: {name}={size!r} is neither an axis size (an int) nor one of the options "
+                            f"{', '.join(_MESH_OPTIONS)}{hint}")
+
+
+def mesh_from_preset(preset="cpu:8", *, dcn=None, allow_split_physical_axes=False, contiguous_submeshes=False,
+                     process_is_granule=False, **axes):
     """A Mesh on Topology(preset) with named axes (in order) laid out as JAX's create_device_mesh lays them;
-    without axes, one axis 'x' over every device."""
+    without axes, one axis 'x' over every device. With `dcn` ({axis: size}, axes left out are 1) the axes are each
+    slice's ICI part and the mesh is JAX's create_hybrid_device_mesh(ici, dcn): axis sizes are the products."""
     topology = spmdsim.Topology(preset) if isinstance(preset, str) else preset
+    _check_axis_sizes(axes, "mesh")
     if not axes:
         axes = {"x": topology.num_devices}
-    devices = spmdsim.create_device_mesh(tuple(axes.values()), topology.devices)
+    if dcn is None:
+        if process_is_granule:
+            raise TypeError("mesh: process_is_granule applies to a hybrid mesh; give dcn= too")
+        devices = spmdsim.create_device_mesh(tuple(axes.values()), topology.devices,
+                                             contiguous_submeshes=contiguous_submeshes,
+                                             allow_split_physical_axes=allow_split_physical_axes)
+        return spmdsim.Mesh(devices, tuple(axes.keys()))
+    if not isinstance(dcn, dict):
+        raise TypeError(f"mesh: dcn= takes a dict of axis sizes, e.g. dcn=dict(data=2), got {dcn!r}")
+    _check_axis_sizes(dcn, "mesh dcn")
+    unknown = [n for n in dcn if n not in axes]
+    if unknown:
+        raise ValueError(f"mesh: dcn axis {unknown[0]!r} is not a mesh axis; the axes are {tuple(axes)}")
+    if contiguous_submeshes:
+        raise TypeError("mesh: contiguous_submeshes applies to create_device_mesh only, not with dcn=")
+    devices = spmdsim.create_hybrid_device_mesh(tuple(axes.values()), tuple(dcn.get(n, 1) for n in axes),
+                                                topology.devices, process_is_granule=process_is_granule,
+                                                allow_split_physical_axes=allow_split_physical_axes)
     return spmdsim.Mesh(devices, tuple(axes.keys()))
 
 
@@ -119,18 +158,23 @@ def assert_allclose_to_unsharded(actual, expected, *, sharding=None, rtol=1e-5, 
 if pytest is not None:
 
     def pytest_configure(config):
-        config.addinivalue_line("markers", "topology(preset): the Topology of the `topology` / `mesh` fixtures")
-        config.addinivalue_line("markers", "mesh(**axes): the axes of the `mesh` fixture, e.g. mesh(data=2, model=4)")
+        config.addinivalue_line("markers", "topology(preset, num_slices=1): the Topology of the `topology` / "
+                                "`mesh` fixtures")
+        config.addinivalue_line("markers", "mesh(**axes, dcn=None, allow_split_physical_axes=False, "
+                                "contiguous_submeshes=False, process_is_granule=False): the `mesh` fixture, e.g. "
+                                "mesh(data=2, model=4)")
 
     @pytest.fixture
     def topology(request):
-        """Topology from @pytest.mark.topology("preset") (default "cpu:8")."""
+        """Topology from @pytest.mark.topology("preset", num_slices=1) (default "cpu:8")."""
         marker = request.node.get_closest_marker("topology")
-        return spmdsim.Topology(marker.args[0] if marker else "cpu:8")
+        if marker is None:
+            return spmdsim.Topology("cpu:8")
+        return spmdsim.Topology(*marker.args, **marker.kwargs)
 
     @pytest.fixture
     def mesh(request, topology):
-        """Mesh from @pytest.mark.mesh(axis=size, ...) on the `topology` fixture, entered (`with mesh:`)."""
+        """Mesh from @pytest.mark.mesh(axis=size, ..., options) on the `topology` fixture, entered (`with mesh:`)."""
         marker = request.node.get_closest_marker("mesh")
         axes = dict(marker.kwargs) if marker else {}
         m = mesh_from_preset(topology, **axes)

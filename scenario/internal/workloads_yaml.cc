@@ -497,7 +497,7 @@ ModelParallelism ParseModelParallelism(const YamlContext& ctx, const YamlMap& pa
   YamlMap m(ctx, parent.Get("parallel"), parent.Key("parallel"),
             {"data_axes", "zero_stage", "fsdp", "tensor_axes", "sequence_parallel", "context_axes", "pipeline_axes",
              "schedule", "virtual_stages", "first_stage_layers", "last_stage_layers", "account_for_embedding",
-             "account_for_loss", "expert_axes", "zero_axes"});
+             "account_for_loss", "expert_axes", "zero_axes", "reshard_after_forward"});
   const Mesh& mesh = s.mesh.mesh;
   for (auto [key, axes] : {std::pair{"data_axes", &p.data_axes}, {"tensor_axes", &p.tensor_axes},
                            {"context_axes", &p.context_axes}, {"pipeline_axes", &p.pipeline_axes},
@@ -510,6 +510,11 @@ ModelParallelism ParseModelParallelism(const YamlContext& ctx, const YamlMap& pa
       ctx.Fail(m.Get("fsdp"), m.Key("fsdp"), fmt::format("fsdp: true is zero_stage 3, but zero_stage is {}", p.zero_stage));
     p.zero_stage = 3;
   }
+  p.reshard_after_forward = m.Bool("reshard_after_forward", true);
+  if (!p.reshard_after_forward && p.zero_stage != 3)
+    ctx.Fail(m.Get("reshard_after_forward"), m.Key("reshard_after_forward"),
+             fmt::format("reshard_after_forward: false applies to zero_stage 3 (fsdp: true) only; zero_stage is {}",
+                         p.zero_stage));
   p.sequence_parallel = m.Bool("sequence_parallel", false);
   p.schedule = ParseEnum(ctx, m, "schedule", p.schedule,
                          {{"gpipe", PipelineSchedule::kGpipe}, {"1f1b", PipelineSchedule::k1F1B},

@@ -161,6 +161,20 @@ TEST(ModelAccounting, ZeroStagesShardWhatThePaperSays) {
   DeviceMemory m3 = AccountModel(ValidateModel(c, mesh)).stages[0].memory;
   EXPECT_DOUBLE_EQ(m3.parameters, 2 * psi / 8);
   EXPECT_GT(m3.communication, 0);  // the gathered layers
+  // Not resharded after the forward (PyTorch FSDP's SHARD_GRAD_OP): every layer's gathered weights are held until
+  // its backward, so the peak holds all of them; gradients and optimizer states stay sharded.
+  c.parallel.reshard_after_forward = false;
+  DeviceMemory kept = AccountModel(ValidateModel(c, mesh)).stages[0].memory;
+  EXPECT_DOUBLE_EQ(kept.parameters, 2 * psi);
+  EXPECT_DOUBLE_EQ(kept.gradients, 2 * psi / 8);
+  EXPECT_DOUBLE_EQ(kept.optimizer, 12 * psi / 8);
+  c.parallel.zero_stage = 1;
+  try {
+    ValidateModel(c, mesh);
+    ADD_FAILURE() << "reshard_after_forward: false with zero_stage 1 was accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("reshard_after_forward: false applies to zero_stage 3 (FSDP) only"));
+  }
 }
 
 TEST(ModelAccounting, PipelineStagesHoldTheirLayersAndInFlightActivations) {

@@ -69,6 +69,20 @@ TEST(SoftwareStack, EagerFsdpIsSlowerThanMegatronOnTheSameModel) {
   EXPECT_GT(fsdp.comm_by_kind.at("data"), megatron.comm_by_kind.at("data"));  // fp32 reduce-scatter
 }
 
+// FSDP without resharding after the forward gathers each layer's weights once per micro-batch instead of twice
+// (forward and backward); the gradient reduce-scatter is the same: less data-parallel time, more than half of it.
+TEST(SoftwareStack, FsdpKeepingWeightsFromForwardToBackwardGathersOnce) {
+  ModelConfig c = testing_model::SmallModel();
+  c.stack = SoftwareStack::kPytorchFsdp;
+  c.parallel = {.data_axes = {"data"}, .zero_stage = 3};
+  const Mesh mesh = MeshOn("dgx-h100:2", {{"data", 16}});
+  const ModelStepTimes full_shard = PredictModelStep(ValidateModel(c, mesh));
+  c.parallel.reshard_after_forward = false;
+  const ModelStepTimes shard_grad_op = PredictModelStep(ValidateModel(c, mesh));
+  EXPECT_LT(shard_grad_op.comm_by_kind.at("data"), full_shard.comm_by_kind.at("data"));
+  EXPECT_GT(shard_grad_op.comm_by_kind.at("data"), 0.5 * full_shard.comm_by_kind.at("data"));
+}
+
 // Host launches: a model of tiny layers launched from the host waits on the host; the same model compiled
 // (maxtext) does not.
 TEST(SoftwareStack, TinyKernelsWaitForTheHostInEagerStacks) {

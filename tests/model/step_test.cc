@@ -519,8 +519,10 @@ TEST(ModelValidation, EveryEnforcedRowIsWithinTenPercentAndTheMeanGapWithinFive)
     }
     EXPECT_THAT(text.str(), ::testing::HasSubstr(row.name)) << "docs/model-validation.md lacks a row";
   }
-  EXPECT_LE(unenforced, 4) << "the shown-not-enforced rows are the exception";
+  EXPECT_LE(unenforced, 2) << "the shown-not-enforced rows are the exception";
   EXPECT_LE(std::fabs(EnforcedMeanSignedGap(rows)), kModelValidationMeanGap) << ModelValidationSummary(rows);
+  // And no systematic optimism over the whole table, the rows not enforced included.
+  EXPECT_LE(std::fabs(MeanSignedGap(rows)), kModelValidationMeanGap) << ModelValidationSummary(rows);
   EXPECT_THAT(text.str(), ::testing::HasSubstr(ModelValidationSummary(rows))) << "the summary line is stale";
 }
 
@@ -570,6 +572,33 @@ TEST(ModelValidation, TheCalibrationHeldOutTableIsDocumented) {
   std::stringstream text;
   text << doc.rdbuf();
   EXPECT_THAT(text.str(), ::testing::HasSubstr(FormatCalibrationHoldoutTable(rows)));
+}
+
+// The rest of docs/model-validation.md that the command prints, kept verbatim: the one-device layer prediction
+// per stack (the figures a GPU measurement would be set beside) and the ablation table. Hand edits of the page
+// have replaced one with another before.
+TEST(ModelValidation, TheLayerPredictionAndAblationTablesAreDocumented) {
+  std::ifstream doc(std::string(SPMDSIM_SOURCE_DIR) + "/docs/model-validation.md");
+  std::stringstream text;
+  text << doc.rdbuf();
+  EXPECT_THAT(text.str(), ::testing::HasSubstr(OneDeviceLayerPredictions()));
+  EXPECT_THAT(text.str(), ::testing::HasSubstr(MechanismAblationTable()));
+}
+
+// The runs the model was not built around (llm-foundry's MPT under PyTorch FSDP) are in docs/model-validation.md
+// as computed, none enforced, each with its note.
+TEST(ModelValidation, TheUnseenChecksAreDocumented) {
+  const std::vector<ModelValidationRow> rows = ComputeUnseenCheckRows();
+  ASSERT_GE(rows.size(), 6u);
+  for (const ModelValidationRow& r : rows) {
+    EXPECT_FALSE(r.enforced) << r.name;
+    EXPECT_GT(r.reference, 0) << r.name;
+  }
+  std::ifstream doc(std::string(SPMDSIM_SOURCE_DIR) + "/docs/model-validation.md");
+  std::stringstream text;
+  text << doc.rdbuf();
+  EXPECT_THAT(text.str(), ::testing::HasSubstr(FormatModelValidationTable(rows)));
+  EXPECT_THAT(text.str(), ::testing::HasSubstr(ModelValidationSummary(rows)));
 }
 
 }  // namespace

@@ -189,6 +189,12 @@ def test_shard_map_errors_are_jax_s():
         spmdsim.Program().exp(3)
     with pytest.raises(TypeError, match="expected 1 arguments"):
         spmdsim.ShardMap(p, mesh, (P("i"),), P("i"))()
+    # Before: a function as f failed with "'function' object has no attribute 'outputs'".
+    with pytest.raises(TypeError, match=r"ShardMap takes a spmdsim.Program as f, got a Python function: build the "
+                                        r"body with p = spmdsim.Program\(\).*spmdsim.from_jax"):
+        spmdsim.ShardMap(lambda x: x * 2, mesh, (P("i"),), P("i"))
+    with pytest.raises(TypeError, match="ShardMap takes a spmdsim.Program as f, got int 3"):
+        spmdsim.shard_map(3, mesh, (P("i"),), P("i"))
 
 
 def test_every_program_op_matches_numpy():

@@ -7,6 +7,7 @@ import pytest
 
 import spmdsim
 from spmdsim import Mesh, Topology
+from spmdsim.testing import mesh_from_preset
 
 
 def ids(devices):
@@ -75,7 +76,7 @@ def test_create_device_mesh_matches_jax():
     assert ids(spmdsim.create_device_mesh((8,), topology=topo)).tolist() == [0, 4, 2, 6, 1, 5, 3, 7]
 
 
-def test_create_device_mesh_errors_are_jax_exception_types():
+def test_create_device_mesh_errors_are_jax_exception_types(monkeypatch):
     topo = Topology("tpu-v4:2x2x2")
     with pytest.raises(ValueError):
         spmdsim.create_device_mesh((3, 3), topo.devices)
@@ -84,6 +85,7 @@ def test_create_device_mesh_errors_are_jax_exception_types():
                                          r"\[\(4, 4\)\]"):
         spmdsim.create_device_mesh((16,), Topology("tpu-v4:2x2x4").devices, contiguous_submeshes=True)
     assert spmdsim.create_device_mesh((4, 4), Topology("tpu-v4:2x2x4").devices, contiguous_submeshes=True).shape == (4, 4)
+    monkeypatch.delenv("XLA_FLAGS", raising=False)  # another file of the same run may have asked JAX for 8
     with pytest.raises(ValueError, match=r"Number of devices 1 must equal the product of mesh_shape \(8,\)"):
         spmdsim.create_device_mesh((8,))  # the default machine, as JAX's on a CPU host: one CPU device
 
@@ -214,6 +216,37 @@ def test_t5x_get_mesh_gpu_and_cpu_meshes():
 def test_mesh_fixture_from_markers(mesh, topology):
     assert topology.num_devices == 8 and mesh.axis_names == ("x",)
     assert spmdsim.get_incontext_mesh() is mesh
+
+
+# The mesh marker passes create_device_mesh's options and builds hybrid meshes over slices (issue: the marker
+# could give axis sizes only, so a mesh that JAX builds with allow_split_physical_axes or over DCN was out of reach).
+@pytest.mark.topology("tpu-v4:4x4x4")
+@pytest.mark.mesh(data=2, model=32, allow_split_physical_axes=True)
+def test_mesh_marker_allows_split_physical_axes(mesh, topology):
+    want = spmdsim.create_device_mesh((2, 32), topology.devices, allow_split_physical_axes=True)
+    assert mesh.device_ids.tolist() == ids(want).tolist()
+    with pytest.raises(NotImplementedError, match="set allow_split_physical_axes to True"):  # JAX's, without it
+        spmdsim.create_device_mesh((2, 32), topology.devices)
+
+
+@pytest.mark.topology("tpu-v4:2x2x2", num_slices=2)
+@pytest.mark.mesh(data=1, model=8, dcn=dict(data=2))
+def test_mesh_marker_builds_a_hybrid_mesh_over_slices(mesh, topology):
+    assert topology.num_slices == 2
+    assert str(mesh) == "Mesh('data': 2, 'model': 8, axis_types=(Auto, Auto))"
+    assert mesh.device_ids.tolist() == [[0, 4, 2, 6, 1, 5, 3, 7], [8, 12, 10, 14, 9, 13, 11, 15]]
+
+
+def test_mesh_marker_options_are_checked():
+    topo = Topology("tpu-v4:2x2x2", num_slices=2)
+    # Before: allow_split_axes=True was taken as an axis of size 1 (True is an int) and the typo went unnoticed.
+    with pytest.raises(TypeError, match=r"allow_split_axes=True is neither an axis size .* did you mean "
+                                        r"allow_split_physical_axes=\?"):
+        mesh_from_preset(topo, data=2, model=8, allow_split_axes=True)
+    with pytest.raises(ValueError, match=r"dcn axis 'replica' is not a mesh axis; the axes are \('data', 'model'\)"):
+        mesh_from_preset(topo, data=1, model=8, dcn=dict(replica=2))
+    with pytest.raises(TypeError, match="process_is_granule applies to a hybrid mesh"):
+        mesh_from_preset(topo, data=2, model=8, process_is_granule=True)
 
 
 @pytest.mark.topology("tpu-v4:2x2x4")

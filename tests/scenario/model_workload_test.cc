@@ -156,6 +156,8 @@ TEST(ModelWorkload, ErrorsNameFileLineAndField) {
   EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, moe: {top_k: 2}}\n"), HasSubstr("workloads[0].moe.experts"));
   EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, parallel: {fsdp: true, zero_stage: 1}}\n"),
               HasSubstr("fsdp: true is zero_stage 3"));
+  EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, parallel: {zero_stage: 1, reshard_after_forward: false}}\n"),
+              HasSubstr("reshard_after_forward: false applies to zero_stage 3 (fsdp: true) only; zero_stage is 1"));
   EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, stack: deepspeed}\n"),
               HasSubstr("workloads[0].stack"));
   EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, global_batch: 8, parallel: {data_axes: [data], zero_axes: [pipe], "
