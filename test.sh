@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 preset="${1:-dev}"
-scripts/install-deps.sh
+scripts/install-deps.sh --test-tools
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$(nproc)"
 ctest --preset "$preset" -j "$(nproc)"

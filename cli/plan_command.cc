@@ -1,20 +1,24 @@
-// spmdsim plan MODEL.yaml [--topology T] [--global-batch B] [--top N] [--json] [--write FILE] [--threads N]
+// spmdsim plan MODEL.yaml [--topology T] [--global-batch B] [--top N] [--json] [--write FILE] [--html OUT.html]
+//                         [--threads N]
 //
 // Searches the parallel configurations of the first `kind: model` workload of a scenario file on a topology
 // (the scenario's own unless --topology), ranks them by predicted step time (model/plan.h, docs/plan.md),
 // prints the fastest N and writes the fastest as a ready-to-run scenario (--write; default
-// <scenario name>.plan.yaml in the working directory, "" to skip).
+// <scenario name>.plan.yaml in the working directory, "" to skip) and, with --html, a page with the step time vs
+// memory of every evaluated configuration and the fastest one's step (cli/html_report.h).
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "cli/cli_util.h"
+#include "cli/html_report.h"
 #include "cli/commands.h"
 #include "common/error.h"
 #include "common/strings.h"
@@ -33,6 +37,7 @@ struct PlanFlags {
   int64_t top = 10;
   bool json = false;
   std::string write = "\x01";  // unset: <name>.plan.yaml
+  std::string html;
   int threads = 0;
   int64_t max_context = 8;
   bool no_placement = false;
@@ -48,6 +53,25 @@ void WriteScenario(const std::string& path, const Scenario& s, const std::string
   if (!out) Throw(ErrorCode::kInvalidArgument, "--write: cannot write '{}'", path);
   out << text;
   if (!out) Throw(ErrorCode::kInvalidArgument, "--write: failed writing '{}'", path);
+}
+
+// The fastest configuration simulated again with its schedule, and the page.
+void WriteHtml(const PlanFlags& flags, const PlanResult& result, const ModelConfig& model, const Topology& topology) {
+  std::optional<PlanWinner> winner;
+  if (!result.best.empty()) {
+    const ValidatedModel valid = ValidateModel(result.best.front().config, result.best.front().mesh);
+    winner = PlanWinner{AccountModel(valid), PredictModelStep(valid, {.record_schedule = true})};
+  }
+  std::string command = "spmdsim plan " + flags.file;
+  if (!flags.topology.empty()) command += " --topology " + flags.topology;
+  if (flags.global_batch > 0) command += fmt::format(" --global-batch {}", flags.global_batch);
+  command += " --html " + flags.html;
+  const std::string page =
+      PlanHtmlReport(result, model.name, topology.ToString(), command, winner ? &*winner : nullptr);
+  std::ofstream out(flags.html, std::ios::trunc);
+  if (!out) Throw(ErrorCode::kInvalidArgument, "--html: cannot write '{}'", flags.html);
+  out << page;
+  if (!out) Throw(ErrorCode::kInvalidArgument, "--html: failed writing '{}'", flags.html);
 }
 
 ExitCode Plan(const PlanFlags& flags) {
@@ -77,6 +101,10 @@ ExitCode Plan(const PlanFlags& flags) {
   } else {
     fmt::print("{}", PlanReport(result, model));
   }
+  if (!flags.html.empty()) {
+    WriteHtml(flags, result, model, *topology);
+    if (!flags.json) fmt::print("wrote the report to {}\n", flags.html);
+  }
   const std::string path = flags.write == "\x01" ? s.name + ".plan.yaml" : flags.write;
   if (!path.empty() && !result.best.empty()) {
     WriteScenario(path, s, topology->ToString(), result.best.front());
@@ -100,6 +128,8 @@ void AddPlanCommand(CLI::App& app, ExitCode& exit_code) {
   cmd->add_flag("--json", flags->json, "print JSON instead of the table");
   cmd->add_option("--write", flags->write,
                   "write the fastest configuration as a scenario here (default <name>.plan.yaml; '' to skip)");
+  cmd->add_option("--html", flags->html,
+                  "write a self-contained HTML report: step time vs memory of every configuration, the fastest's step");
   cmd->add_option("--threads", flags->threads, "worker threads (0: one per core)")
       ->check(IntIn(0, std::numeric_limits<int>::max()));
   cmd->add_option("--max-context", flags->max_context, "largest context-parallel degree searched (default 8)")

@@ -61,9 +61,13 @@ int64_t NextSeq(Device& d, int32_t group) {
 class Engine {
  public:
   Engine(const std::vector<std::vector<int64_t>>& groups, const std::vector<std::vector<TimelineOp>>& programs,
-         double slowdown)
+         double slowdown, std::vector<std::vector<OpInterval>>* intervals)
       : groups_(groups), programs_(programs), slowdown_(slowdown), devices_(programs.size()),
-        instances_(groups.size()) {
+        instances_(groups.size()), intervals_(intervals) {
+    if (intervals_ != nullptr) {
+      intervals_->resize(programs.size());
+      for (size_t p = 0; p < programs.size(); ++p) (*intervals_)[p].assign(programs[p].size(), OpInterval{});
+    }
     for (Device& d : devices_) {
       d.times.compute_by_category.assign(StepTimeline::kMaxCategories, 0);
       d.times.exposed_by_category.assign(StepTimeline::kMaxCategories, 0);
@@ -92,6 +96,10 @@ class Engine {
   }
 
  private:
+  void Record(int64_t p, size_t pc, double start, double end) {
+    if (intervals_ != nullptr) (*intervals_)[static_cast<size_t>(p)][pc] = {start, end};
+  }
+
   // Runs device p until it blocks or ends.
   void Advance(int64_t p, std::deque<int64_t>* runnable) {
     Device& d = devices_[static_cast<size_t>(p)];
@@ -101,7 +109,7 @@ class Engine {
       const TimelineOp& op = ops[d.pc];
       switch (op.kind) {
         case TimelineOp::Kind::kCompute:
-          RunCompute(d, op);
+          RunCompute(p, d, op);
           break;
         case TimelineOp::Kind::kStart:
           if (!IssueStart(p, d, op, runnable)) return;
@@ -121,7 +129,7 @@ class Engine {
     d.state = State::kDone;
   }
 
-  void RunCompute(Device& d, const TimelineOp& op) {
+  void RunCompute(int64_t p, Device& d, const TimelineOp& op) {
     SPMDSIM_CHECK(op.seconds >= 0 && std::isfinite(op.seconds), "compute seconds must be finite and >= 0");
     const double begin = d.t;
     double t = d.t, work = op.seconds;
@@ -152,6 +160,7 @@ class Engine {
       t = boundary;
     }
     d.t = t;
+    Record(p, d.pc, begin, t);
     d.times.compute += t - begin;
     d.times.compute_by_category[op.category] += t - begin;
   }
@@ -183,6 +192,7 @@ class Engine {
     inst.end = inst.start + inst.seconds;
     for (int64_t member : groups_[g]) {
       Device& m = devices_[static_cast<size_t>(member)];
+      Record(member, m.pc, inst.start, inst.end);  // every member is at this Start
       m.stream_free[op.stream] = inst.end;
       if (inst.seconds > 0) m.in_flight.emplace_back(inst.start, inst.end);
       m.times.comm += inst.seconds;
@@ -204,6 +214,7 @@ class Engine {
     }
     const Instance& inst = instances_[static_cast<size_t>(it->second.first)][static_cast<size_t>(it->second.second)];
     d.handles.erase(it);
+    Record(p, d.pc, d.t, std::max(d.t, inst.end));
     if (inst.end > d.t) {
       d.times.exposed_comm += inst.end - d.t;
       d.times.exposed_by_category[op.category] += inst.end - d.t;
@@ -219,6 +230,7 @@ class Engine {
     const double start = std::max(d.t, d.stream_free[kP2pStream]);
     const double end = start + op.seconds;
     d.stream_free[kP2pStream] = end;
+    Record(p, d.pc, start, end);
     if (op.seconds > 0) d.in_flight.emplace_back(start, end);
     d.times.comm += op.seconds;
     d.times.comm_by_category[op.category] += op.seconds;
@@ -242,6 +254,7 @@ class Engine {
       d.blocked_key = key;
       return false;
     }
+    Record(p, d.pc, d.t, std::max(d.t, it->second));
     if (it->second > d.t) {
       d.times.pipeline_wait += it->second - d.t;
       d.t = it->second;
@@ -277,6 +290,7 @@ class Engine {
   std::vector<Device> devices_;
   std::vector<std::vector<Instance>> instances_;
   std::unordered_map<MessageKey, double, MessageKeyHash> mailbox_;
+  std::vector<std::vector<OpInterval>>* intervals_;  // null: not recorded
 };
 
 }  // namespace
@@ -313,7 +327,7 @@ std::vector<TimelineOp>& StepTimeline::program(int64_t position) {
   return programs_[static_cast<size_t>(position)];
 }
 
-std::vector<DeviceTimes> StepTimeline::Run() {
+std::vector<DeviceTimes> StepTimeline::Run(std::vector<std::vector<OpInterval>>* intervals) {
   for (size_t p = 0; p < programs_.size(); ++p) {
     for (const TimelineOp& op : programs_[p]) {
       if (op.category >= kMaxCategories)
@@ -329,7 +343,7 @@ std::vector<DeviceTimes> StepTimeline::Run() {
       }
     }
   }
-  Engine engine(groups_, programs_, comm_slowdown_);
+  Engine engine(groups_, programs_, comm_slowdown_, intervals);
   return engine.Run();
 }
 

@@ -67,6 +67,13 @@ struct TimelineOp {
   }
 };
 
+// When one op ran, for a schedule (StepTimeline::Run's `intervals`): Compute its busy interval on the compute
+// stream; Start the collective's interval on its communication stream; Send the transfer on the p2p stream; Wait
+// and Recv the compute stream's wait (start == end when it did not wait). Seconds from the step's start.
+struct OpInterval {
+  double start = 0, end = 0;
+};
+
 struct DeviceTimes {
   double end = 0;                 // the latest of its streams
   double compute = 0;             // compute stream busy (slowdown included)
@@ -92,7 +99,8 @@ class StepTimeline {
   std::vector<TimelineOp>& program(int64_t position);
 
   // Runs every program to its end; returns each device's times. Throws as in the file comment.
-  std::vector<DeviceTimes> Run();
+  // With `intervals`: also when each op ran, (*intervals)[device][op index] (OpInterval), for a trace.
+  std::vector<DeviceTimes> Run(std::vector<std::vector<OpInterval>>* intervals = nullptr);
 
  private:
   std::vector<std::vector<int64_t>> groups_;

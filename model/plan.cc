@@ -199,7 +199,7 @@ Outcome Evaluate(const ModelConfig& model, const std::shared_ptr<const Mesh>& me
     }
     const ModelAccounting a = AccountModel(*valid);
     if (!a.fits()) continue;
-    PlanEntry entry{valid->config(), cand.axes, PredictModelStep(*valid), a.peak_bytes};
+    PlanEntry entry{valid->config(), cand.axes, PredictModelStep(*valid), a.peak_bytes, mesh};
     out.kind = Outcome::Kind::kEvaluated;
     out.entry = std::move(entry);
     return out;
@@ -270,6 +270,8 @@ PlanResult PlanModel(const ModelConfig& model, std::shared_ptr<const Topology> t
       case Outcome::Kind::kEvaluated:
         ++result.evaluated;
         order.push_back(i);
+        result.points.push_back({outcomes[i].entry->step.step_seconds, outcomes[i].entry->peak_bytes,
+                                 outcomes[i].entry->Describe()});
         break;
     }
   }
@@ -282,7 +284,7 @@ PlanResult PlanModel(const ModelConfig& model, std::shared_ptr<const Topology> t
     PlanEntry& e = *outcomes[order[k]].entry;
     std::vector<std::pair<std::string, int64_t>> axes = e.mesh_axes;
     std::sort(axes.begin(), axes.end());
-    PlanEntry sorted{e.config, axes, {}, 0};
+    PlanEntry sorted{e.config, axes, {}, 0, nullptr};
     const std::string key = fmt::format("{} {:.17g}", sorted.Describe(), e.step.step_seconds);
     if (std::find(listed.begin(), listed.end(), key) != listed.end()) {
       ++result.equivalent_placements;

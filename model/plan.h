@@ -56,7 +56,15 @@ struct PlanEntry {
   std::vector<std::pair<std::string, int64_t>> mesh_axes;  // in mesh order (the last varies fastest)
   ModelStepTimes step;
   double peak_bytes = 0;                                // peak memory per device (AccountModel)
+  std::shared_ptr<const Mesh> mesh;                     // the mesh it was evaluated on (ValidateModel(config, mesh))
   std::string Describe() const;  // "dp 64 x pp 8 (interleaved 12) x tp 4 + sp, mb 1, recompute none, zero 1"
+};
+
+// One evaluated configuration (predicted and within memory), for the step time vs memory scatter.
+struct PlanPoint {
+  double step_seconds = 0;
+  double peak_bytes = 0;      // per device
+  std::string description;    // PlanEntry::Describe()
 };
 
 struct PlanResult {
@@ -67,6 +75,7 @@ struct PlanResult {
   int64_t evaluated = 0;        // predicted
   std::map<std::string, int64_t> rejected_because;  // reason (the error's first words) -> count
   std::vector<PlanEntry> best;  // the `top` fastest, fastest first (ties: enumeration order)
+  std::vector<PlanPoint> points;  // every evaluated configuration, in enumeration order
   int64_t equivalent_placements = 0;  // entries left out of `best` as the same time as a listed axis order
   double wall_seconds = 0;
 };

@@ -34,6 +34,14 @@ double DefaultCommSlowdown(const DeviceComputeSpec* spec, const Topology& topolo
   return std::min(0.5, 16.0 / spec->compute_units);
 }
 
+// What one op of a device's program is (ModelStepOptions::record_schedule): its name, the phase that issued it,
+// the layer (-1: none), the micro-batch (-1: none) and the model chunk.
+struct OpLabel {
+  std::string_view op;
+  Category phase = kForward;
+  int32_t layer = -1, micro_batch = -1, chunk = 0;
+};
+
 // The communication roles and their collective groups on the simulated devices.
 struct Role {
   std::vector<std::string> axes;
@@ -66,6 +74,7 @@ class StepBuilder {
     slowdown_ = options.comm_slowdown >= 0 ? options.comm_slowdown
                                            : DefaultCommSlowdown(compute_.spec(), *mesh.topology());
     reduced_ = options.reduced && options.speed_factors.empty();
+    record_ = options.record_schedule;
     blocking_p2p_ = options.blocking_p2p;
     speed_factors_ = options.speed_factors;
     for (const auto& [id, factor] : speed_factors_) {
@@ -92,6 +101,7 @@ class StepBuilder {
     index_of_.assign(static_cast<size_t>(mesh_.size()), -1);
     for (size_t i = 0; i < simulated_.size(); ++i) index_of_[static_cast<size_t>(simulated_[i])] = static_cast<int64_t>(i);
     timeline_ = std::make_unique<StepTimeline>(static_cast<int64_t>(simulated_.size()), slowdown_);
+    if (record_) labels_of_.assign(simulated_.size(), {});
     pipeline_groups_ = mesh_.PositionGroups(c_.parallel.pipeline_axes);
     for (const Role* role : {&tensor_, &data_, &context_, &expert_, &dp_and_cp_}) RegisterGroups(*role);
     for (size_t i = 0; i < simulated_.size(); ++i) BuildDevice(static_cast<int64_t>(i));
@@ -99,6 +109,8 @@ class StepBuilder {
   }
 
   const std::vector<int64_t>& simulated() const { return simulated_; }
+  // REQUIRES: ModelStepOptions::record_schedule. Per simulated device, what each op of its program is.
+  const std::vector<std::vector<OpLabel>>& labels() const { return labels_of_; }
 
  private:
   bool IsRepresentative(int64_t pos) const {
@@ -130,11 +142,16 @@ class StepBuilder {
 
   // --- op emitters (on the current device's program) ---
 
-  void Compute(const LocalOpCost& cost, Category category) {
-    ops_->push_back(TimelineOp::Compute(cost.seconds / speed_, category));
+  // Appends an op to the current device's program and, when recording, what it is.
+  void Emit(const TimelineOp& op, std::string_view what) {
+    ops_->push_back(op);
+    if (record_) labels_->push_back({what, phase_, layer_, micro_batch_, chunk_});
+  }
+  void Compute(std::string_view what, const LocalOpCost& cost, Category category) {
+    Emit(TimelineOp::Compute(cost.seconds / speed_, category), what);
   }
   // [m, k] x [k, n] (batch of them).
-  void Matmul(double m, double k, double n, Category category, double batch = 1,
+  void Matmul(std::string_view what, double m, double k, double n, Category category, double batch = 1,
               std::optional<DType> dtype = std::nullopt) {
     const auto im = static_cast<int64_t>(m), ik = static_cast<int64_t>(k), in = static_cast<int64_t>(n);
     const auto ib = static_cast<int64_t>(batch);
@@ -147,12 +164,12 @@ class StepBuilder {
       const double bytes = batch * (m * k + k * n + m * n) * size_;
       it = matmul_cache_.emplace(key, compute_.Cost(flops, bytes, ContractionDims{ib, im, in, ik}, type)).first;
     }
-    Compute(it->second, category);
+    Compute(what, it->second, category);
   }
   // A memory-bound op moving `elements_moved` elements of the compute dtype (+ `extra_bytes`).
-  void Elementwise(double elements_moved, Category category, double extra_bytes = 0) {
+  void Elementwise(std::string_view what, double elements_moved, Category category, double extra_bytes = 0) {
     const double bytes = elements_moved * size_ + extra_bytes;
-    Compute(compute_.Cost(elements_moved, bytes, ContractionDims{}, act_dtype_), category);
+    Compute(what, compute_.Cost(elements_moved, bytes, ContractionDims{}, act_dtype_), category);
   }
   double CollectiveSeconds(const Role& role, CollectiveOp op, double bytes) {
     const auto key = std::make_tuple(&role, op, bytes);
@@ -167,11 +184,12 @@ class StepBuilder {
     if (role.size <= 1) return -1;
     const int32_t group = group_ids_[&role][static_cast<size_t>(device_)];
     const int64_t handle = next_handle_++;
-    ops_->push_back(TimelineOp::Start(handle, group, CollectiveSeconds(role, op, bytes), category, stream));
+    Emit(TimelineOp::Start(handle, group, CollectiveSeconds(role, op, bytes), category, stream), CollectiveOpName(op));
+    if (record_) handle_ops_.push_back(CollectiveOpName(op));  // handles count from 0 on each device
     return handle;
   }
   void Wait(int64_t handle, Category category) {
-    if (handle >= 0) ops_->push_back(TimelineOp::Wait(handle, category));
+    if (handle >= 0) Emit(TimelineOp::Wait(handle, category), record_ ? handle_ops_[static_cast<size_t>(handle)] : "");
   }
   void Collective(const Role& role, CollectiveOp op, double bytes, Category category) {
     Wait(Start(role, op, bytes, category), category);
@@ -213,6 +231,8 @@ class StepBuilder {
   }
 
   void AttentionCoreForward(Category cat) {
+    const Category phase = phase_;
+    phase_ = cat == kRecompute ? kRecompute : phase_;
     const double s_q = static_cast<double>(c_.seq) / d_.context, s_kv = static_cast<double>(c_.seq);
     const double hd = static_cast<double>(c_.effective_head_dim());
     int64_t ring = -1;
@@ -221,17 +241,18 @@ class StepBuilder {
       ring = Start(context_, CollectiveOp::kAllGather, kv_bytes * d_.context, kContextComm, 1);
     }
     if (c_.flash_attention) {
-      Compute(FlashAttention(/*backward=*/false), cat);
+      Compute("flash attention", FlashAttention(/*backward=*/false), cat);
     } else {
       const double scores = Heads() * s_q * s_kv;
-      Matmul(s_q, hd, s_kv, cat, Heads(), act_dtype_);           // Q K^T
+      Matmul("attention scores", s_q, hd, s_kv, cat, Heads(), act_dtype_);           // Q K^T
       // Megatron's causal fused softmax (scaled_upper_triang_masked_softmax) reads only the unmasked lower
       // triangle (about half) and writes every score.
-      Elementwise(1.5 * scores, cat);
-      if (c_.dropout) Elementwise(2 * scores, cat, scores);     // dropout: read, write, 1-byte mask
-      Matmul(s_q, s_kv, hd, cat, Heads(), act_dtype_);           // P V
+      Elementwise("softmax", 1.5 * scores, cat);
+      if (c_.dropout) Elementwise("dropout", 2 * scores, cat, scores);     // dropout: read, write, 1-byte mask
+      Matmul("attention values", s_q, s_kv, hd, cat, Heads(), act_dtype_);           // P V
     }
     Wait(ring, kContextComm);
+    phase_ = phase;
   }
 
   void AttentionCoreBackward() {
@@ -243,40 +264,40 @@ class StepBuilder {
       ring = Start(context_, CollectiveOp::kReduceScatter, kv_bytes * d_.context, kContextComm, 1);
     }
     if (c_.flash_attention) {
-      Compute(FlashAttention(/*backward=*/true), kBackward);
+      Compute("flash attention", FlashAttention(/*backward=*/true), kBackward);
     } else {
       const double scores = Heads() * s_q * s_kv;
-      Matmul(s_q, hd, s_kv, kBackward, Heads(), act_dtype_);                 // dP = dO V^T
-      Matmul(s_kv, s_q, hd, kBackward, Heads(), act_dtype_);                 // dV = P^T dO
-      if (c_.dropout) Elementwise(2 * scores, kBackward, scores);
-      Elementwise(2 * scores, kBackward);  // softmax backward: read P and dP in the lower triangle, write dS
-      Matmul(s_q, s_kv, hd, kBackward, Heads(), act_dtype_);                 // dQ = dS K
-      Matmul(s_kv, s_q, hd, kBackward, Heads(), act_dtype_);                 // dK = dS^T Q
+      Matmul("attention dP", s_q, hd, s_kv, kBackward, Heads(), act_dtype_);                 // dP = dO V^T
+      Matmul("attention dV", s_kv, s_q, hd, kBackward, Heads(), act_dtype_);                 // dV = P^T dO
+      if (c_.dropout) Elementwise("dropout", 2 * scores, kBackward, scores);
+      Elementwise("softmax", 2 * scores, kBackward);  // softmax backward: read P and dP in the lower triangle, write dS
+      Matmul("attention dQ", s_q, s_kv, hd, kBackward, Heads(), act_dtype_);                 // dQ = dS K
+      Matmul("attention dK", s_kv, s_q, hd, kBackward, Heads(), act_dtype_);                 // dK = dS^T Q
     }
     Wait(ring, kContextComm);
   }
 
-  void NormForward(Category cat) { Elementwise(2 * norm_tokens_ * c_.d_model, cat); }
-  void NormBackward() { Elementwise(3 * norm_tokens_ * c_.d_model, kBackward); }
+  void NormForward(Category cat) { Elementwise("norm", 2 * norm_tokens_ * c_.d_model, cat); }
+  void NormBackward() { Elementwise("norm", 3 * norm_tokens_ * c_.d_model, kBackward); }
   // Bias + dropout + residual add: read two, write one (+ a mask byte).
   void ResidualForward(Category cat) {
-    Elementwise(3 * norm_tokens_ * c_.d_model, cat, c_.dropout ? norm_tokens_ * c_.d_model : 0);
+    Elementwise("residual", 3 * norm_tokens_ * c_.d_model, cat, c_.dropout ? norm_tokens_ * c_.d_model : 0);
   }
   void ResidualBackward() {
-    Elementwise(3 * norm_tokens_ * c_.d_model, kBackward, c_.dropout ? norm_tokens_ * c_.d_model : 0);
+    Elementwise("residual", 3 * norm_tokens_ * c_.d_model, kBackward, c_.dropout ? norm_tokens_ * c_.d_model : 0);
   }
 
   void MlpForward(bool moe, Category cat) {
     const double T = static_cast<double>(tokens_);
     double routed = T;
     if (moe) {
-      Matmul(T, c_.d_model, c_.moe.experts, cat);  // router logits
+      Matmul("router", T, c_.d_model, c_.moe.experts, cat);  // router logits
       routed = T * c_.moe.top_k * c_.moe.capacity_factor;
       if (d_.expert > 1) Collective(expert_, CollectiveOp::kAllToAll, routed * c_.d_model * size_, kExpertComm);
     }
-    Matmul(routed, c_.d_model, FfIn(moe), cat);
-    Elementwise((c_.activation == Activation::kSwiglu ? 3 : 2) * routed * Ff(moe), cat);
-    Matmul(routed, Ff(moe), c_.d_model, cat);
+    Matmul("mlp up matmul", routed, c_.d_model, FfIn(moe), cat);
+    Elementwise("mlp activation", (c_.activation == Activation::kSwiglu ? 3 : 2) * routed * Ff(moe), cat);
+    Matmul("mlp down matmul", routed, Ff(moe), c_.d_model, cat);
     if (moe && d_.expert > 1) Collective(expert_, CollectiveOp::kAllToAll, routed * c_.d_model * size_, kExpertComm);
   }
 
@@ -287,29 +308,29 @@ class StepBuilder {
       routed = T * c_.moe.top_k * c_.moe.capacity_factor;
       if (d_.expert > 1) Collective(expert_, CollectiveOp::kAllToAll, routed * c_.d_model * size_, kExpertComm);
     }
-    Matmul(routed, c_.d_model, Ff(moe), kBackward);            // dgrad of the second matmul
-    Matmul(Ff(moe), routed, c_.d_model, kBackward);            // wgrad
-    Elementwise((c_.activation == Activation::kSwiglu ? 5 : 3) * routed * Ff(moe), kBackward);
-    ColumnParallelBackward(routed, FfIn(moe));
+    Matmul("mlp down dgrad", routed, c_.d_model, Ff(moe), kBackward);            // dgrad of the second matmul
+    Matmul("mlp down wgrad", Ff(moe), routed, c_.d_model, kBackward);            // wgrad
+    Elementwise("mlp activation", (c_.activation == Activation::kSwiglu ? 5 : 3) * routed * Ff(moe), kBackward);
+    ColumnParallelBackward("mlp up dgrad", "mlp up wgrad", routed, FfIn(moe));
     if (moe) {
       if (d_.expert > 1) Collective(expert_, CollectiveOp::kAllToAll, routed * c_.d_model * size_, kExpertComm);
-      Matmul(T, c_.moe.experts, c_.d_model, kBackward);
-      Matmul(c_.d_model, T, c_.moe.experts, kBackward);
+      Matmul("router dgrad", T, c_.moe.experts, c_.d_model, kBackward);
+      Matmul("router wgrad", c_.d_model, T, c_.moe.experts, kBackward);
     }
   }
 
   // Backward of a column-parallel matmul [T, h] x [h, n]: Megatron overlaps the all-reduce (SP:
   // reduce-scatter) of the input gradient with the weight-gradient matmul, and with SP re-gathers the input
   // for the weight gradient under the input-gradient matmul (Korthikanti et al. 2022, section 4.2.2).
-  void ColumnParallelBackward(double tokens, double n) {
+  void ColumnParallelBackward(std::string_view what_dgrad, std::string_view what_wgrad, double tokens, double n) {
     const int64_t gather = sp_ ? Start(tensor_, CollectiveOp::kAllGather, Act() * size_, kTensorComm) : -1;
-    Matmul(tokens, n, c_.d_model, kBackward);                  // dgrad
+    Matmul(what_dgrad, tokens, n, c_.d_model, kBackward);                  // dgrad
     Wait(gather, kTensorComm);
     const int64_t reduce =
         d_.tensor > 1 ? Start(tensor_, sp_ ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, Act() * size_,
                               kTensorComm)
                       : -1;
-    Matmul(c_.d_model, tokens, n, kBackward);                  // wgrad
+    Matmul(what_wgrad, c_.d_model, tokens, n, kBackward);                  // wgrad
     Wait(reduce, kTensorComm);
   }
 
@@ -325,13 +346,15 @@ class StepBuilder {
 
   void LayerForward(bool moe, Category cat) {
     const double T = static_cast<double>(tokens_);
+    const Category phase = phase_;
+    phase_ = cat;
     GatherLayerWeights(moe);
     NormForward(cat);
     EnterTp();
-    Matmul(T, c_.d_model, Qkv(), cat);
-    if (c_.position == PositionEmbedding::kRope) Elementwise(RopeElements(), cat);
+    Matmul("qkv matmul", T, c_.d_model, Qkv(), cat);
+    if (c_.position == PositionEmbedding::kRope) Elementwise("rope", RopeElements(), cat);
     AttentionCoreForward(cat);
-    Matmul(T, AttnWidth(), c_.d_model, cat);
+    Matmul("attention out matmul", T, AttnWidth(), c_.d_model, cat);
     LeaveTp();
     ResidualForward(cat);
     NormForward(cat);
@@ -339,6 +362,7 @@ class StepBuilder {
     MlpForward(moe, cat);
     LeaveTp();
     ResidualForward(cat);
+    phase_ = phase;
   }
 
   void LayerBackward(bool moe) {
@@ -351,12 +375,12 @@ class StepBuilder {
     NormBackward();
     ResidualBackward();
     if (sp_) Collective(tensor_, CollectiveOp::kAllGather, Act() * size_, kTensorComm);
-    Matmul(T, c_.d_model, AttnWidth(), kBackward);             // output projection dgrad
-    Matmul(AttnWidth(), T, c_.d_model, kBackward);             // wgrad
+    Matmul("attention out dgrad", T, c_.d_model, AttnWidth(), kBackward);             // output projection dgrad
+    Matmul("attention out wgrad", AttnWidth(), T, c_.d_model, kBackward);             // wgrad
     if (c_.recompute == Recompute::kSelective && !c_.flash_attention) AttentionCoreForward(kRecompute);
     AttentionCoreBackward();
-    if (c_.position == PositionEmbedding::kRope) Elementwise(RopeElements(), kBackward);
-    ColumnParallelBackward(T, Qkv());
+    if (c_.position == PositionEmbedding::kRope) Elementwise("rope", RopeElements(), kBackward);
+    ColumnParallelBackward("qkv dgrad", "qkv wgrad", T, Qkv());
     NormBackward();
   }
 
@@ -365,29 +389,29 @@ class StepBuilder {
   double VocabLocal() const { return VocabParamsPerDevice(c_, d_) / c_.d_model; }
 
   void EmbeddingForward() {
-    Elementwise(2 * Act(), kHead);  // gather the rows, write the activations
+    Elementwise("embedding", 2 * Act(), kHead);  // gather the rows, write the activations
     LeaveTp();                      // vocabulary-parallel embedding: all-reduce (SP: reduce-scatter)
   }
   void EmbeddingBackward() {
     if (sp_) Collective(tensor_, CollectiveOp::kAllGather, Act() * size_, kTensorComm);
-    Elementwise(3 * Act(), kHead);  // scatter-add into the embedding gradient
+    Elementwise("embedding", 3 * Act(), kHead);  // scatter-add into the embedding gradient
   }
   // Final norm, logits over the local vocabulary, vocabulary-parallel cross-entropy (fp32 logits).
   void LossForward() {
     const double T = static_cast<double>(tokens_), V = VocabLocal();
     NormForward(kHead);
     EnterTp();
-    Matmul(T, c_.d_model, V, kHead);
-    Elementwise(T * V, kHead, 5 * 4 * T * V);  // cast to fp32, max, exp, sum, normalise: ~5 fp32 passes
+    Matmul("logits matmul", T, c_.d_model, V, kHead);
+    Elementwise("cross-entropy", T * V, kHead, 5 * 4 * T * V);  // cast to fp32, max, exp, sum, normalise: ~5 fp32 passes
     if (d_.tensor > 1) {
       for (int i = 0; i < 3; ++i) Collective(tensor_, CollectiveOp::kAllReduce, T * 4, kTensorComm);
     }
   }
   void LossBackward() {
     const double T = static_cast<double>(tokens_), V = VocabLocal();
-    Elementwise(T * V, kHead, 4 * T * V);      // softmax - one-hot (fp32 in, dtype out)
-    Matmul(T, V, c_.d_model, kHead);           // dgrad
-    Matmul(c_.d_model, T, V, kHead);           // wgrad
+    Elementwise("cross-entropy", T * V, kHead, 4 * T * V);      // softmax - one-hot (fp32 in, dtype out)
+    Matmul("logits dgrad", T, V, c_.d_model, kHead);           // dgrad
+    Matmul("logits wgrad", c_.d_model, T, V, kHead);           // wgrad
     if (d_.tensor > 1)
       Collective(tensor_, sp_ ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, Act() * size_, kTensorComm);
     NormBackward();
@@ -421,6 +445,7 @@ class StepBuilder {
     return ((forward ? 0 : 1) * d_.micro_batches + micro_batch) * (d_.pipeline * c_.parallel.virtual_stages) +
            virtual_stage;
   }
+  bool IsForwardTag(int64_t tag) const { return tag < d_.micro_batches * d_.pipeline * c_.parallel.virtual_stages; }
 
   // Pipeline transfers. Blocking (Megatron 2022): the receiver acknowledges each message (a 0 s send back) and
   // the sender waits for the acknowledgements at its next exchange, after the receives that open its next task:
@@ -430,16 +455,17 @@ class StepBuilder {
   // (send_forward_backward_recv_forward_backward): the pair's backward receives with its forward (RunTask's
   // `paired`). The sender resumes when the receiver has the data.
   void SendActivations(int64_t peer, int64_t tag) {
-    ops_->push_back(TimelineOp::Send(peer, tag, PipelineSendSeconds(), kPipelineComm));
+    Emit(TimelineOp::Send(peer, tag, PipelineSendSeconds(), kPipelineComm),
+         IsForwardTag(tag) ? "send activations" : "send gradients");
     if (blocking_p2p_) unacknowledged_.emplace_back(peer, tag);
   }
   void ReceiveActivations(int64_t peer, int64_t tag) {
-    ops_->push_back(TimelineOp::Recv(peer, tag, kPipelineComm));
-    if (blocking_p2p_) ops_->push_back(TimelineOp::Send(peer, AckTag(tag), 0, kPipelineComm));
+    Emit(TimelineOp::Recv(peer, tag, kPipelineComm), IsForwardTag(tag) ? "receive activations" : "receive gradients");
+    if (blocking_p2p_) Emit(TimelineOp::Send(peer, AckTag(tag), 0, kPipelineComm), "acknowledge");
   }
   void AwaitAcknowledgements() {
     for (const auto& [peer, tag] : unacknowledged_)
-      ops_->push_back(TimelineOp::Recv(peer, AckTag(tag), kPipelineComm));
+      Emit(TimelineOp::Recv(peer, AckTag(tag), kPipelineComm), "await acknowledgement");
     unacknowledged_.clear();
   }
   static int64_t AckTag(int64_t tag) { return -1 - tag; }
@@ -450,6 +476,7 @@ class StepBuilder {
     const int64_t p = d_.pipeline, v = c_.parallel.virtual_stages;
     const int64_t vstage = task.chunk * p + stage, last = p * v - 1;
     const int64_t per_chunk = c_.layers / (p * v);
+    SetLabelContext(task.forward ? kForward : kBackward, -1, task.micro_batch, task.chunk);
     if (task.forward) {
       if (vstage > 0) ReceiveActivations(prev_, Tag(true, task.micro_batch, vstage));
       if (paired != nullptr) {
@@ -459,7 +486,11 @@ class StepBuilder {
       }
       AwaitAcknowledgements();
       if (vstage == 0) EmbeddingForward();
-      for (int64_t i = 0; i < per_chunk; ++i) LayerForward(c_.is_moe_layer(vstage * per_chunk + i), kForward);
+      for (int64_t i = 0; i < per_chunk; ++i) {
+        layer_ = static_cast<int32_t>(vstage * per_chunk + i);
+        LayerForward(c_.is_moe_layer(vstage * per_chunk + i), kForward);
+      }
+      layer_ = -1;
       if (vstage < last) SendActivations(next_, Tag(true, task.micro_batch, vstage + 1));
       else LossForward();
       return;
@@ -474,10 +505,12 @@ class StepBuilder {
     const bool last_micro_batch = task.micro_batch == d_.micro_batches - 1;
     for (int64_t i = per_chunk - 1; i >= 0; --i) {
       const bool moe = c_.is_moe_layer(vstage * per_chunk + i);
+      layer_ = static_cast<int32_t>(vstage * per_chunk + i);
       LayerBackward(moe);
       // ZeRO-2/3 keep only their shard of the gradients: reduce-scatter after every micro-batch.
       if (last_micro_batch || c_.parallel.zero_stage >= 2) StartGradientReduction(LayerParamsPerDevice(c_, d_, moe));
     }
+    layer_ = -1;
     if (vstage > 0) SendActivations(prev_, Tag(false, task.micro_batch, vstage - 1));
     else EmbeddingBackward();
     if (last_micro_batch && (vstage == 0 || vstage == last))
@@ -496,6 +529,7 @@ class StepBuilder {
   }
 
   void Optimizer(int64_t stage) {
+    SetLabelContext(kOptimizer, -1, -1, 0);
     AwaitAcknowledgements();
     Wait(prefetched_gather_, kDataComm);
     prefetched_gather_ = -1;
@@ -512,15 +546,25 @@ class StepBuilder {
     const double shard = c_.parallel.zero_stage >= 1 ? params / role.size : params;
     // AdamW, fused: read fp32 master weight, gradient, m, v; write master, m, v and the dtype copy; plus one
     // read of the gradients for the global norm (clipping).
-    Compute(compute_.Cost(10 * shard, shard * (4 * 4 + 3 * 4 + size_ + 4), ContractionDims{}, DType::kF32),
+    Compute("adamw", compute_.Cost(10 * shard, shard * (4 * 4 + 3 * 4 + size_ + 4), ContractionDims{}, DType::kF32),
             kOptimizer);
     if (c_.parallel.zero_stage >= 1 && c_.parallel.zero_stage < 3 && role.size > 1)
       Collective(role, CollectiveOp::kAllGather, params * size_, kDataComm);  // updated weights back to every rank
   }
 
+  // What the ops emitted from now on belong to (the schedule's labels).
+  void SetLabelContext(Category phase, int32_t layer, int64_t micro_batch, int64_t chunk) {
+    phase_ = phase;
+    layer_ = layer;
+    micro_batch_ = static_cast<int32_t>(micro_batch);
+    chunk_ = static_cast<int32_t>(chunk);
+  }
+
   void BuildDevice(int64_t device) {
     device_ = device;
     ops_ = &timeline_->program(device);
+    if (record_) labels_ = &labels_of_[static_cast<size_t>(device)];
+    handle_ops_.clear();
     next_handle_ = 0;
     prefetched_gather_ = -1;
     pending_grads_.clear();
@@ -561,6 +605,13 @@ class StepBuilder {
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, DType>, LocalOpCost> matmul_cache_;
   std::optional<double> pipe_seconds_;
   std::vector<TimelineOp>* ops_ = nullptr;
+  // Recording the schedule: each device's op labels, parallel to its program, and the current label context.
+  bool record_ = false;
+  std::vector<std::vector<OpLabel>> labels_of_;
+  std::vector<OpLabel>* labels_ = nullptr;
+  std::vector<std::string_view> handle_ops_;  // this device's handle -> its collective's name
+  Category phase_ = kForward;
+  int32_t layer_ = -1, micro_batch_ = -1, chunk_ = 0;
   int64_t device_ = 0, next_handle_ = 0, prev_ = 0, next_ = 0;
   std::vector<std::vector<int64_t>> pipeline_groups_;
   std::vector<int64_t> pending_grads_;
@@ -571,14 +622,92 @@ class StepBuilder {
 
 namespace {
 
-// Runs the timeline of `model` (its micro-batch count as configured) and fills the times.
+// The device's breakdown by category (compute phases; communication kinds, run and exposed).
+void FillBreakdown(const DeviceTimes& t, std::map<std::string, double>* compute_by_phase,
+                   std::map<std::string, double>* comm_by_kind, std::map<std::string, double>* exposed_by_kind) {
+  for (int cat = 0; cat < kNumCategories; ++cat) {
+    const auto u = static_cast<size_t>(cat);
+    if (cat <= kOptimizer) {
+      (*compute_by_phase)[kCategoryNames[u]] = t.compute_by_category[u];
+    } else {
+      (*comm_by_kind)[kCategoryNames[u]] = t.comm_by_category[u];
+      (*exposed_by_kind)[kCategoryNames[u]] = t.exposed_by_category[u];
+    }
+  }
+}
+
+StepEvent::Stream StreamOf(const TimelineOp& op) {
+  switch (op.kind) {
+    case TimelineOp::Kind::kStart:
+      return op.stream == 0 ? StepEvent::Stream::kCollectives0 : StepEvent::Stream::kCollectives1;
+    case TimelineOp::Kind::kSend:
+      return StepEvent::Stream::kSends;
+    default:
+      return StepEvent::Stream::kCompute;
+  }
+}
+
+StepEvent::Kind EventKindOf(const TimelineOp& op) {
+  switch (op.kind) {
+    case TimelineOp::Kind::kCompute:
+      return StepEvent::Kind::kCompute;
+    case TimelineOp::Kind::kWait:
+      return StepEvent::Kind::kExposed;
+    case TimelineOp::Kind::kRecv:
+      return StepEvent::Kind::kBubble;
+    default:
+      return StepEvent::Kind::kCommunication;
+  }
+}
+
+// One simulated device's schedule: its ops that took time, labelled, and its breakdown.
+StepDeviceSchedule DeviceSchedule(const std::vector<TimelineOp>& program, const std::vector<OpLabel>& labels,
+                                  const std::vector<OpInterval>& intervals, const DeviceTimes& t) {
+  StepDeviceSchedule out;
+  for (size_t i = 0; i < program.size(); ++i) {
+    const OpInterval& when = intervals[i];
+    if (!(when.end > when.start)) continue;
+    const TimelineOp& op = program[i];
+    const OpLabel& label = labels[i];
+    out.events.push_back({StreamOf(op), EventKindOf(op), kCategoryNames[op.category], kCategoryNames[label.phase],
+                          label.op, label.layer, label.micro_batch, label.chunk, when.start, when.end});
+  }
+  out.end_seconds = t.end;
+  out.compute_seconds = t.compute;
+  out.exposed_comm_seconds = t.exposed_comm;
+  out.bubble_seconds = t.pipeline_wait;
+  FillBreakdown(t, &out.compute_by_phase, &out.comm_by_kind, &out.exposed_by_kind);
+  return out;
+}
+
+std::shared_ptr<const StepSchedule> MakeSchedule(const ValidatedModel& model, const StepBuilder& builder,
+                                                 StepTimeline& timeline, const std::vector<DeviceTimes>& times,
+                                                 const std::vector<std::vector<OpInterval>>& intervals, size_t last) {
+  auto schedule = std::make_shared<StepSchedule>();
+  schedule->micro_batches = schedule->micro_batches_shown = builder.degrees().micro_batches;
+  schedule->last_device = static_cast<int64_t>(last);
+  const Mesh& mesh = model.mesh();
+  for (size_t i = 0; i < times.size(); ++i) {
+    StepDeviceSchedule device = DeviceSchedule(timeline.program(static_cast<int64_t>(i)), builder.labels()[i],
+                                               intervals[i], times[i]);
+    device.position = builder.simulated()[i];
+    device.device_id = mesh.DeviceAt(device.position);
+    device.stage = mesh.IndexInGroup(device.position, model.config().parallel.pipeline_axes);
+    schedule->devices.push_back(std::move(device));
+  }
+  return schedule;
+}
+
+// Runs the timeline of `model` (its micro-batch count as configured) and fills the times (and, with
+// options.record_schedule, the schedule).
 ModelStepTimes Simulate(const ValidatedModel& model, const ModelStepOptions& options) {
   StepBuilder builder(model, options);
   std::unique_ptr<StepTimeline> timeline = builder.Build();
   ModelStepTimes out;
   for (int64_t i = 0; i < static_cast<int64_t>(builder.simulated().size()); ++i)
     out.timeline_ops += static_cast<int64_t>(timeline->program(i).size());
-  const std::vector<DeviceTimes> times = timeline->Run();
+  std::vector<std::vector<OpInterval>> intervals;
+  const std::vector<DeviceTimes> times = timeline->Run(options.record_schedule ? &intervals : nullptr);
   size_t last = 0;
   for (size_t i = 1; i < times.size(); ++i)
     if (times[i].end > times[last].end) last = i;
@@ -589,15 +718,9 @@ ModelStepTimes Simulate(const ValidatedModel& model, const ModelStepOptions& opt
   out.hidden_comm_seconds = std::max(0.0, t.comm - t.exposed_comm);
   out.bubble_seconds = t.pipeline_wait;
   out.comm_slowdown = builder.slowdown();
-  for (int cat = 0; cat < kNumCategories; ++cat) {
-    const auto u = static_cast<size_t>(cat);
-    if (cat <= kOptimizer) out.compute_by_phase[kCategoryNames[u]] = t.compute_by_category[u];
-    else {
-      out.comm_by_kind[kCategoryNames[u]] = t.comm_by_category[u];
-      out.exposed_by_kind[kCategoryNames[u]] = t.exposed_by_category[u];
-    }
-  }
+  FillBreakdown(t, &out.compute_by_phase, &out.comm_by_kind, &out.exposed_by_kind);
   out.simulated_devices = static_cast<int64_t>(times.size());
+  if (options.record_schedule) out.schedule = MakeSchedule(model, builder, *timeline, times, intervals, last);
   return out;
 }
 
@@ -617,7 +740,52 @@ ModelStepTimes Extrapolate(const ModelStepTimes& a, const ModelStepTimes& b, dou
   return out;
 }
 
+// The schedule to show for an extrapolated step: the whole step simulated once more when it is small enough
+// (StepSchedule::kMaxScheduleOps), else that of the m2-micro-batch run `b` (null unless recording).
+std::shared_ptr<const StepSchedule> RecordedSchedule(const ValidatedModel& model, const ModelStepOptions& options,
+                                                     const ModelStepTimes& b, int64_t m2) {
+  if (!options.record_schedule) return nullptr;
+  const int64_t m = model.degrees().micro_batches;
+  const double whole_ops = static_cast<double>(b.timeline_ops) * static_cast<double>(m) / static_cast<double>(m2);
+  if (whole_ops <= static_cast<double>(StepSchedule::kMaxScheduleOps)) {
+    ModelStepOptions whole = options;
+    whole.extrapolate = false;
+    return Simulate(model, whole).schedule;
+  }
+  auto schedule = std::make_shared<StepSchedule>(*b.schedule);
+  schedule->micro_batches = m;
+  return schedule;
+}
+
 }  // namespace
+
+std::string_view StepStreamName(StepEvent::Stream stream) {
+  switch (stream) {
+    case StepEvent::Stream::kCompute:
+      return "compute";
+    case StepEvent::Stream::kCollectives0:
+      return "collectives 0";
+    case StepEvent::Stream::kCollectives1:
+      return "collectives 1";
+    case StepEvent::Stream::kSends:
+      return "sends";
+  }
+  return "?";
+}
+
+std::string_view StepEventKindName(StepEvent::Kind kind) {
+  switch (kind) {
+    case StepEvent::Kind::kCompute:
+      return "compute";
+    case StepEvent::Kind::kCommunication:
+      return "communication";
+    case StepEvent::Kind::kExposed:
+      return "exposed";
+    case StepEvent::Kind::kBubble:
+      return "bubble";
+  }
+  return "?";
+}
 
 ModelStepTimes PredictModelStep(const ValidatedModel& model, const ModelStepOptions& options) {
   const ModelConfig& config = model.config();
@@ -634,9 +802,12 @@ ModelStepTimes PredictModelStep(const ValidatedModel& model, const ModelStepOpti
   const int64_t m1 = m > base ? base + (m - base) % p : base, m2 = m1 + p;
   ModelStepTimes out;
   if (options.extrapolate && m > m1 + m2) {
-    const ModelStepTimes a = Simulate(model.WithMicroBatches(m1), options);
+    ModelStepOptions quiet = options;
+    quiet.record_schedule = false;
+    const ModelStepTimes a = Simulate(model.WithMicroBatches(m1), quiet);
     const ModelStepTimes b = Simulate(model.WithMicroBatches(m2), options);
     out = Extrapolate(a, b, static_cast<double>(d.micro_batches - m2) / static_cast<double>(m2 - m1));
+    out.schedule = RecordedSchedule(model, options, b, m2);
   } else {
     out = Simulate(model, options);
   }

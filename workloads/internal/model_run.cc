@@ -39,7 +39,8 @@ void FillPrediction(const WorkloadContext& context, const ValidatedModel& model,
   ModelStepTimes step = PredictModelStep(model,
                                          ModelStepOptions{.roofline = context.cost.roofline,
                                                           .speed_factors = context.cost.speed_factors,
-                                                          .collectives = context.cost.collectives});
+                                                          .collectives = context.cost.collectives,
+                                                          .record_schedule = context.record_trace});
   r->totals.predicted_seconds = step.step_seconds;
   r->totals.compute_seconds = step.compute_seconds;
   for (const auto& [kind, seconds] : step.comm_by_kind) {
