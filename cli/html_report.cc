@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <string_view>
 #include <tuple>
@@ -130,53 +131,100 @@ std::string SeriesOf(const StepEvent& e) {
   }
 }
 
-// The task an event belongs to, for merging: (direction, micro-batch, chunk).
-std::tuple<bool, int32_t, int32_t> TaskOf(const StepEvent& e) {
-  return {e.phase == "forward", e.micro_batch, e.chunk};
-}
-
-// A lane's blocks: consecutive events of one series and task merged when less than `gap` seconds apart.
-std::vector<svg::Block> MergeEvents(const std::vector<const StepEvent*>& events, double gap) {
-  std::vector<svg::Block> blocks;
-  const StepEvent* first = nullptr;
-  const StepEvent* last = nullptr;
-  int64_t count = 0;
-  double busy = 0;
-  auto flush = [&] {
-    if (first == nullptr) return;
-    std::string title = StepEventName(*first);
-    if (count > 1) title += fmt::format(" ... {} ({} events)", StepEventName(*last), count);
-    if (first->micro_batch >= 0) title = fmt::format("mb {}: {}", first->micro_batch, title);
-    blocks.push_back({first->start, last->end, SeriesOf(*first),
-                      fmt::format("{}; {} busy of {}", title, FormatSeconds(busy), FormatSeconds(last->end - first->start))});
-  };
-  for (const StepEvent* e : events) {
-    const bool same = first != nullptr && SeriesOf(*e) == SeriesOf(*first) && TaskOf(*e) == TaskOf(*first) &&
-                      e->start - last->end < gap;
-    if (!same) {
-      flush();
-      first = e;
-      count = 0;
-      busy = 0;
-    }
-    last = e;
-    ++count;
-    busy += e->end - e->start;
+// A lane drawn at a resolution of `pixel` seconds: each column of the lane takes the series that was busy
+// longest in it, and runs of columns with the same look become one block whose tooltip names its first and last
+// event and the time of each series. Full height: a column busy less than a quarter of its time stays empty.
+// Fractional: its height is the busy fraction in eighths (for waits, which come in many short slivers). So a
+// lane has at most (its length / pixel) blocks however many ops it ran, and what is drawn is what each pixel
+// holds.
+class LaneRaster {
+ public:
+  LaneRaster(const std::vector<const StepEvent*>& events, double pixel, double end)
+      : events_(events), pixel_(pixel), columns_(static_cast<size_t>(std::ceil(end / pixel)) + 1) {
+    for (size_t i = 0; i < events.size(); ++i) Spread(i);
   }
-  flush();
-  return blocks;
-}
 
-svg::LaneGroup DeviceLanes(const StepDeviceSchedule& d, double gap) {
-  std::map<StepEvent::Stream, std::vector<const StepEvent*>> by_stream;
-  for (const StepEvent& e : d.events) by_stream[e.stream].push_back(&e);
+  std::vector<svg::Block> Blocks(bool fractional) const {
+    std::vector<svg::Block> blocks;
+    for (size_t c = 0; c < columns_.size();) {
+      const auto look = Look(c, fractional);
+      size_t d = c;
+      while (d + 1 < columns_.size() && Look(d + 1, fractional) == look) ++d;
+      if (look.second > 0) {
+        blocks.push_back(ToBlock(c, d, look.first));
+        blocks.back().fill = look.second;
+      }
+      c = d + 1;
+    }
+    return blocks;
+  }
+
+ private:
+  struct Column {
+    std::map<std::string, double> busy;
+    size_t first = SIZE_MAX, last = 0;  // the events touching it
+  };
+
+  void Spread(size_t i) {
+    const StepEvent& e = *events_[i];
+    const std::string series = SeriesOf(e);
+    for (auto c = static_cast<size_t>(e.start / pixel_); c < columns_.size() && c * pixel_ < e.end; ++c) {
+      const double overlap = std::min(e.end, (c + 1) * pixel_) - std::max(e.start, c * pixel_);
+      if (overlap <= 0) continue;
+      columns_[c].busy[series] += overlap;
+      columns_[c].first = std::min(columns_[c].first, i);
+      columns_[c].last = std::max(columns_[c].last, i);
+    }
+  }
+
+  // (the series busy longest, the height to draw: 0 none, 1 full).
+  std::pair<std::string, double> Look(size_t c, bool fractional) const {
+    const auto& busy = columns_[c].busy;
+    double total = 0;
+    for (const auto& [series, seconds] : busy) total += seconds;
+    const double fill = fractional ? std::round(std::min(1.0, total / pixel_) * 8) / 8 : (total < pixel_ / 4 ? 0 : 1);
+    if (fill == 0) return {"", 0};
+    return {std::max_element(busy.begin(), busy.end(), [](const auto& a, const auto& b) { return a.second < b.second; })
+                ->first,
+            fill};
+  }
+
+  svg::Block ToBlock(size_t from, size_t to, const std::string& series) const {
+    std::map<std::string, double> busy;
+    size_t first = SIZE_MAX, last = 0;
+    for (size_t c = from; c <= to; ++c) {
+      for (const auto& [name, seconds] : columns_[c].busy) busy[name] += seconds;
+      first = std::min(first, columns_[c].first);
+      last = std::max(last, columns_[c].last);
+    }
+    const StepEvent& a = *events_[first];
+    const StepEvent& b = *events_[last];
+    std::string title = a.micro_batch >= 0 ? fmt::format("mb {}: {}", a.micro_batch, StepEventName(a)) : StepEventName(a);
+    if (last > first) title += fmt::format(" ... mb {}: {} ({} events)", b.micro_batch, StepEventName(b), last - first + 1);
+    for (const auto& [name, seconds] : busy) title += fmt::format("; {} {}", name, FormatSeconds(seconds));
+    return {std::max(a.start, from * pixel_), std::min(b.end, (to + 1) * pixel_), series, title};
+  }
+
+  const std::vector<const StepEvent*>& events_;
+  double pixel_;
+  std::vector<Column> columns_;
+};
+
+// A device's lanes: its compute stream's ops, what the compute stream waited for (exposed communication,
+// bubble), and each communication stream it used; all but the first with heights the busy fraction.
+svg::LaneGroup DeviceLanes(const StepDeviceSchedule& d, double pixel, double end) {
+  std::map<std::string, std::vector<const StepEvent*>> lanes;
+  for (const StepEvent& e : d.events) {
+    const bool wait = e.kind == StepEvent::Kind::kExposed || e.kind == StepEvent::Kind::kBubble;
+    lanes[wait ? "compute waits" : std::string(StepStreamName(e.stream))].push_back(&e);
+  }
   svg::LaneGroup group{fmt::format("stage {} (device {})", d.stage, d.device_id), {}};
-  for (auto stream : {StepEvent::Stream::kCompute, StepEvent::Stream::kCollectives0,
-                      StepEvent::Stream::kCollectives1, StepEvent::Stream::kSends}) {
-    auto it = by_stream.find(stream);
-    if (stream != StepEvent::Stream::kCompute && it == by_stream.end()) continue;
-    std::vector<svg::Block> blocks = it == by_stream.end() ? std::vector<svg::Block>{} : MergeEvents(it->second, gap);
-    group.lanes.push_back({std::string(StepStreamName(stream)), std::move(blocks)});
+  for (const char* name : {"compute", "compute waits", "collectives 0", "collectives 1", "sends"}) {
+    auto it = lanes.find(name);
+    if (it == lanes.end() && std::string_view(name) != "compute") continue;
+    std::vector<svg::Block> blocks;
+    if (it != lanes.end()) blocks = LaneRaster(it->second, pixel, end).Blocks(std::string_view(name) != "compute");
+    group.lanes.push_back({name, std::move(blocks)});
   }
   return group;
 }
@@ -186,7 +234,7 @@ std::string StepTimelineFigure(const StepSchedule& schedule, const std::string& 
   for (const StepDeviceSchedule& d : schedule.devices) end = std::max(end, d.end_seconds);
   if (!(end > 0)) return R"(<p class="note">The step takes no time.</p>)";
   std::vector<svg::LaneGroup> groups;
-  for (const StepDeviceSchedule& d : schedule.devices) groups.push_back(DeviceLanes(d, end / 2000));
+  for (const StepDeviceSchedule& d : schedule.devices) groups.push_back(DeviceLanes(d, end / 1600, end));
   std::string note;
   if (schedule.micro_batches_shown < schedule.micro_batches) {
     note = fmt::format(R"(<p class="note">Showing the simulated run of {} of the step's {} micro-batches: the step )"
@@ -195,8 +243,11 @@ std::string StepTimelineFigure(const StepSchedule& schedule, const std::string& 
   }
   return note + svg::Timeline(groups, end, StepLegend(), id) +
          R"(<p class="note">One row group per simulated device (one per pipeline stage); hover a block for its )"
-         R"(ops, wheel to zoom, double-click to reset. Red: the compute stream waits for a collective (exposed )"
-         R"(communication); grey: it waits for a pipeline receive (bubble).</p>)";
+         R"(ops, wheel to zoom, double-click to reset. Each pixel shows what took most of its time; the lane )"
+         R"(<em>compute waits</em> shows how much of it the compute stream waited, for a collective (red: exposed )"
+         R"(communication) or a pipeline receive (grey: bubble), and a communication lane how much of it the )"
+         R"(stream was busy. Every op is in the <code>--trace</code> )"
+         R"(file (open it in ui.perfetto.dev).</p>)";
 }
 
 // --- memory and communication ---

@@ -150,9 +150,10 @@ std::string LaneBlocks(const Lane& lane, const Legend& legend, double y, double 
   std::string out;
   for (const Block& b : lane.blocks) {
     const double x = kLeft + b.start * px, w = std::max(1.0, (b.end - b.start) * px);
+    const double h = height * std::clamp(b.fill, 0.0, 1.0);
     out += fmt::format(R"(<rect class="block {}" x="{:.2f}" y="{:.1f}" width="{:.2f}" height="{:.1f}" )"
                        R"(fill="{}"><title>{}</title></rect>)",
-                       SeriesClass(b.series), x, y, w, height, Colour(legend, b.series), Escape(b.title));
+                       SeriesClass(b.series), x, y + height - h, w, h, Colour(legend, b.series), Escape(b.title));
   }
   return out;
 }
@@ -172,26 +173,27 @@ std::string Timeline(const std::vector<LaneGroup>& groups, double end, const Leg
   const std::string legend_svg = LegendRows(legend, 4, &legend_height);
   constexpr double kLane = 13, kLaneGap = 2, kGroupGap = 12;
   const double px = (kRight - kLeft) / end, top = legend_height + 10;
-  std::string lanes;
+  std::string labels, lanes;  // labels outside the zoomed, clipped plot
   double y = top;
   for (const LaneGroup& g : groups) {
-    lanes += Text(8, y + 10, g.label, "start", "group-label");
+    labels += Text(8, y + 10, g.label, "start", "group-label");
+    y += 15;  // the group's label on its own row
     for (const Lane& lane : g.lanes) {
-      lanes += Text(kLeft - 6, y + 10, lane.label, "end", "lane-label");
+      labels += Text(kLeft - 6, y + 10, lane.label, "end", "lane-label");
       lanes += LaneBlocks(lane, legend, y, kLane, px);
       y += kLane + kLaneGap;
     }
     y += kGroupGap;
   }
   const auto [unit, per] = TimeUnit(end);
-  std::string out = Open(y + 40, "timeline " + css_class) + legend_svg;
+  std::string out = Open(y + 40, "timeline " + css_class) + legend_svg + labels;
   out += fmt::format(R"(<g class="time-axis" data-end="{:.9g}" data-unit="{}" data-per="{:g}" data-y="{:.1f}" )"
                      R"(data-top="{:.1f}" data-left="{:.0f}" data-right="{:.0f}">)",
                      end, unit, per, y, top - 4, kLeft, kRight);
   out += XAxis(0, end / per, y, top - 4, "time (" + unit + ")") + "</g>";
   out += fmt::format(R"(<clipPath id="clip-{0}"><rect x="{1:.0f}" y="0" width="{2:.0f}" height="{3:.0f}"/></clipPath>)",
                      css_class, kLeft, kRight - kLeft, y);
-  out += fmt::format(R"(<g clip-path="url(#clip-{})"><g class="zoom">{}</g></g>)", css_class, lanes);
+  out += fmt::format(R"svg(<g clip-path="url(#clip-{})"><g class="zoom">{}</g></g>)svg", css_class, lanes);
   return out + "</svg>";
 }
 
@@ -216,7 +218,7 @@ std::string YAxis(Range r, double left, double top, double bottom, const std::st
     out += fmt::format(R"(<line class="grid" x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}"/>)", left, y, kRight, y);
     out += Text(left - 6, y + 4, fmt::format("{:g}", v), "end");
   }
-  out += fmt::format(R"(<text class="unit" transform="translate(16 {:.1f}) rotate(-90)" text-anchor="middle">{}</text>)",
+  out += fmt::format(R"svg(<text class="unit" transform="translate(16 {:.1f}) rotate(-90)" text-anchor="middle">{}</text>)svg",
                      (top + bottom) / 2, Escape(label));
   return out + "</g>";
 }
@@ -256,7 +258,8 @@ std::string Scatter(const std::vector<Point>& points, const ScatterOptions& o) {
     to += fmt::format(R"(<circle class="{}" cx="{:.1f}" cy="{:.1f}" r="{}"><title>{}</title></circle>)",
                       mark ? (p.rank == 0 ? "point winner best" : "point winner") : "point", sx(p.x), sy(p.y),
                       mark ? (p.rank == 0 ? 7 : 5) : 3, Escape(p.title));
-    if (mark) to += Text(sx(p.x) + 8, sy(p.y) - 6, fmt::format("{}", p.rank + 1), "start", "rank");
+    // Ranks staggered over three heights, so that neighbours' labels do not overlap.
+    if (mark) to += Text(sx(p.x) + 6, sy(p.y) - 8 - 11 * (p.rank % 3), fmt::format("{}", p.rank + 1), "start", "rank");
   }
   return out + marked + "</svg>";
 }
