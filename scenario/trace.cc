@@ -95,10 +95,10 @@ namespace {
 
 int TrackOf(StepEvent::Stream stream) { return 1 + static_cast<int>(stream); }
 
+// What the name says, as fields (the stage, device and stream are the process's and the track's).
 nlohmann::json EventArgs(const StepEvent& e) {
-  nlohmann::json args = {{"kind", std::string(StepEventKindName(e.kind))}, {"category", std::string(e.category)},
-                         {"phase", std::string(e.phase)}, {"op", std::string(e.op)},
-                         {"stream", std::string(StepStreamName(e.stream))}};
+  nlohmann::json args = {{"category", std::string(e.category)}, {"phase", std::string(e.phase)},
+                         {"op", std::string(e.op)}};
   if (e.layer >= 0) args["layer"] = e.layer;
   if (e.micro_batch >= 0) args["micro_batch"] = e.micro_batch;
   if (e.chunk > 0) args["chunk"] = e.chunk;
@@ -129,25 +129,21 @@ std::map<size_t, size_t> Runs(const std::vector<const StepEvent*>& events, Key k
 // The compute track: its events nested in task spans ("forward mb 3") and layer spans ("L5 bwd"), each parent
 // written before its first child.
 void AppendComputeTrack(const std::vector<const StepEvent*>& compute, int pid, int64_t offset_ns,
-                        const nlohmann::json& base_args, nlohmann::json& events) {
+                        nlohmann::json& events) {
   const auto tasks = Runs(compute, [](const StepEvent& e) { return TaskName(e); });
   const auto layers = Runs(compute, [](const StepEvent& e) { return std::make_pair(TaskName(e), e.layer); });
   const int tid = TrackOf(StepEvent::Stream::kCompute);
   auto span = [&](const std::string& name, std::string_view cat, size_t first, size_t last) {
-    nlohmann::json args = base_args;
-    args["kind"] = std::string(cat);
     events.push_back(Complete(name, cat, pid, tid, offset_ns + Nanoseconds(compute[first]->start),
-                              offset_ns + Nanoseconds(compute[last]->end), std::move(args)));
+                              offset_ns + Nanoseconds(compute[last]->end), nlohmann::json::object()));
   };
   for (size_t i = 0; i < compute.size(); ++i) {
     const StepEvent& e = *compute[i];
     if (auto t = tasks.find(i); t != tasks.end()) span(TaskName(e), "task", i, t->second);
     if (auto l = layers.find(i); l != layers.end() && e.layer >= 0)
       span(fmt::format("L{} {}", e.layer, e.phase == "forward" ? "fwd" : "bwd"), "layer", i, l->second);
-    nlohmann::json args = EventArgs(e);
-    args.update(base_args);
     events.push_back(Complete(StepEventName(e), StepEventKindName(e.kind), pid, tid,
-                              offset_ns + Nanoseconds(e.start), offset_ns + Nanoseconds(e.end), std::move(args)));
+                              offset_ns + Nanoseconds(e.start), offset_ns + Nanoseconds(e.end), EventArgs(e)));
   }
 }
 
@@ -169,27 +165,25 @@ void AppendScheduleProcess(const WorkloadResult& r, const StepDeviceSchedule& d,
     events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", TrackOf(stream)},
                       {"args", {{"sort_index", TrackOf(stream)}}}});
   }
-  const nlohmann::json base_args = {{"workload", r.name}, {"stage", d.stage}, {"device", d.device_id}};
   std::vector<const StepEvent*> compute;
   for (const StepEvent& e : d.events) {
     if (e.stream == StepEvent::Stream::kCompute) {
       compute.push_back(&e);
       continue;
     }
-    nlohmann::json args = EventArgs(e);
-    args.update(base_args);
     events.push_back(Complete(StepEventName(e), StepEventKindName(e.kind), pid, TrackOf(e.stream),
-                              offset_ns + Nanoseconds(e.start), offset_ns + Nanoseconds(e.end), std::move(args)));
+                              offset_ns + Nanoseconds(e.start), offset_ns + Nanoseconds(e.end), EventArgs(e)));
   }
-  AppendComputeTrack(compute, pid, offset_ns, base_args, events);
+  AppendComputeTrack(compute, pid, offset_ns, events);
 }
 
-nlohmann::json ScheduleSummary(const WorkloadResult& r, const StepSchedule& s) {
+nlohmann::json ScheduleSummary(const WorkloadResult& r, const StepSchedule& s, int first_pid) {
   nlohmann::json stages = nlohmann::json::array();
   for (const StepDeviceSchedule& d : s.devices) stages.push_back(d.stage);
   return {{"workload", r.name},
           {"micro_batches", s.micro_batches},
           {"micro_batches_shown", s.micro_batches_shown},
+          {"first_pid", first_pid},
           {"stages_of_processes", stages},
           {"last_device", s.last_device}};
 }
@@ -207,9 +201,9 @@ nlohmann::json ChromeTrace(const Scenario& s, const std::vector<WorkloadResult>&
     const auto [sim_end, wall_end] = AppendStepEvents(r, sim_offset, wall_offset, events);
     const std::shared_ptr<const StepSchedule> schedule = r.model_step ? r.model_step->schedule : nullptr;
     if (schedule != nullptr) {
+      model_steps.push_back(ScheduleSummary(r, *schedule, next_pid));
       for (const StepDeviceSchedule& d : schedule->devices)
         AppendScheduleProcess(r, d, next_pid++, Nanoseconds(sim_offset * 1e-6), events);
-      model_steps.push_back(ScheduleSummary(r, *schedule));
     }
     const std::vector<int>& ids = s.mesh.mesh.device_ids();
     const int track = ids.empty() ? 0 : ids[0];

@@ -18,10 +18,12 @@
 //          ("L5 bwd"; cat "layer")
 //   tid 2  collectives stream 0, tid 3 collectives stream 1, tid 4 pipeline sends: the communication
 //          ("L5 bwd tensor all_reduce", "fwd send activations"; cat "communication", args.category its kind)
-// Every event's args hold kind, category, phase, op, stream, layer, micro_batch (and chunk when > 0). Times are
-// whole nanoseconds, so per track the durations of one cat sum (within 1 ns per event) to the breakdown (ModelStepTimes:
-// compute_by_phase, exposed_by_kind, comm_by_kind, bubble_seconds) of the device that finishes last. The
-// otherData.model_steps entries say which micro-batches are shown (StepSchedule).
+// Every op's args hold category, phase, op, layer and micro_batch (when it has them) and chunk (when > 0).
+// Times are whole nanoseconds, so on each process the durations of one cat and args.category add up (within
+// 1 ns per event) to the breakdown of ModelStepTimes (compute_by_phase, comm_by_kind, exposed_by_kind,
+// bubble_seconds) for the device that finishes last. otherData.model_steps has one entry per such workload:
+// first_pid (its processes are first_pid + 0, 1, ...), stages_of_processes, last_device (the index of the
+// device that finishes last), micro_batches and micro_batches_shown (StepSchedule).
 //
 // Example: two devices, one step "fwd/matmul" from 0 to 1.5 us on both ->
 //   {"name":"fwd/matmul","cat":"compute","ph":"X","pid":1,"tid":0,"ts":0,"dur":1.5,"args":{"workload":"mlp"}}

@@ -87,7 +87,9 @@ TEST(ChromeTrace, AModelWorkloadHasOneProcessPerStageWithItsStreams) {
 TEST(ChromeTrace, TheLastStagesEventsAddUpToTheReportsBreakdown) {
   const Traced t = RunTraced();
   const ModelStepTimes& step = *t.results[1].model_step;
-  const int pid = kTraceFirstModelPid + t.trace["otherData"]["model_steps"][0]["last_device"].get<int>();
+  const auto& summary = t.trace["otherData"]["model_steps"][0];
+  EXPECT_EQ(summary["first_pid"], kTraceFirstModelPid);
+  const int pid = summary["first_pid"].get<int>() + summary["last_device"].get<int>();
   std::map<std::pair<std::string, std::string>, double> sums;  // (cat, category) -> microseconds
   std::map<int, int64_t> counts;                                // tid -> events
   for (const auto& e : t.trace["traceEvents"]) {
