@@ -3,9 +3,10 @@
 //
 // A run's page has one section per workload. A model workload recorded with its schedule
 // (ModelStepTimes::schedule) shows
-//   - the step timeline per pipeline stage: the compute stream (forward, backward, recompute, head, optimizer;
-//     exposed communication and pipeline bubble in their own colours) and each communication stream (by kind),
-//     one block per task and colour (a tooltip names its ops), zoomable with the mouse wheel;
+//   - the step timeline per pipeline stage: the compute stream (forward, backward, recompute, head, optimizer),
+//     its waits (exposed communication in red, pipeline bubble in grey) and each communication stream (by
+//     kind), drawn pixel by pixel (each column shows what took most of its time; waits and communication as
+//     the fraction of it; a tooltip names the ops), zoomable with the mouse wheel;
 //   - memory per device by category (parameters, gradients, optimizer, activations, communication) per stage,
 //     against the device's capacity;
 //   - communication by kind (tensor, data, pipeline, context, expert): hidden under compute and exposed.
