@@ -37,7 +37,8 @@ body { font: 14px/1.4 system-ui, sans-serif; margin: 24px auto; max-width: 1200p
 h1 { font-size: 22px; margin-bottom: 4px; } h2 { font-size: 18px; margin-top: 32px; border-bottom: 1px solid #ddd; }
 h3 { font-size: 15px; margin: 20px 0 4px; } code { background: #f4f4f4; padding: 1px 4px; }
 table.summary td, table.summary th { padding: 2px 12px 2px 0; text-align: left; }
-table.ranked { border-collapse: collapse; } table.ranked td, table.ranked th { padding: 2px 10px; border-bottom: 1px solid #eee; }
+table.ranked { border-collapse: collapse; }
+table.ranked td, table.ranked th { padding: 2px 10px; border-bottom: 1px solid #eee; }
 svg.figure { display: block; margin: 4px 0 8px; background: #fff; }
 svg text { font: 11px system-ui, sans-serif; fill: #333; } svg text.unit { fill: #666; }
 svg text.group-label { font-weight: 600; } svg .grid { stroke: #e8e8e8; }
@@ -48,8 +49,8 @@ svg .best { fill: #e15759; } svg text.rank { font-weight: 600; }
 .note { color: #666; font-size: 13px; }
 )CSS";
 
-// Zoom on timelines (wheel: zoom around the pointer; double-click: reset) with the time axis redrawn, then the
-// markers a headless browser reads.
+// Zoom on timelines (Ctrl + wheel or a pinch: zoom around the pointer, so that the wheel alone still scrolls the
+// page; double-click: reset) with the time axis redrawn, then the markers a headless browser reads.
 const char* kScript = R"JS(
 window.addEventListener('error', function (e) {
   var d = document.getElementById('report-error') || document.createElement('div');
@@ -90,6 +91,7 @@ window.addEventListener('error', function (e) {
       drawAxis(axis, lo, hi);
     }
     svg.addEventListener('wheel', function (e) {
+      if (!e.ctrlKey) return;
       e.preventDefault();
       var box = svg.getBoundingClientRect(), vx = (e.clientX - box.left) / box.width * svg.viewBox.baseVal.width;
       var t = lo + Math.min(1, Math.max(0, (vx - left) / (right - left))) * (hi - lo);
@@ -101,6 +103,13 @@ window.addEventListener('error', function (e) {
   var ready = document.createElement('div');
   ready.id = 'report-ready';
   ready.dataset.figures = document.querySelectorAll('svg.figure').length;
+  var first = document.querySelector('svg.timeline');
+  if (location.hash === '#self-test' && first) {  // one Ctrl + wheel step on the first timeline, for the tests
+    var box = first.getBoundingClientRect();
+    first.dispatchEvent(new WheelEvent('wheel', { deltaY: -100, ctrlKey: true, bubbles: true, cancelable: true,
+                                                  clientX: box.left + box.width / 2, clientY: box.top + 20 }));
+    ready.dataset.zoom = first.querySelector('g.zoom').getAttribute('transform');
+  }
   document.body.appendChild(ready);
 })();
 )JS";
@@ -113,7 +122,8 @@ std::string Page(const std::string& title, const std::string& body) {
 
 std::string SummaryTable(const std::vector<std::pair<std::string, std::string>>& rows) {
   std::string out = R"(<table class="summary">)";
-  for (const auto& [key, value] : rows) out += fmt::format("<tr><th>{}</th><td>{}</td></tr>", Escape(key), Escape(value));
+  for (const auto& [key, value] : rows)
+    out += fmt::format("<tr><th>{}</th><td>{}</td></tr>", Escape(key), Escape(value));
   return out + "</table>";
 }
 
@@ -199,8 +209,10 @@ class LaneRaster {
     }
     const StepEvent& a = *events_[first];
     const StepEvent& b = *events_[last];
-    std::string title = a.micro_batch >= 0 ? fmt::format("mb {}: {}", a.micro_batch, StepEventName(a)) : StepEventName(a);
-    if (last > first) title += fmt::format(" ... mb {}: {} ({} events)", b.micro_batch, StepEventName(b), last - first + 1);
+    std::string title = StepEventName(a);
+    if (a.micro_batch >= 0) title = fmt::format("mb {}: {}", a.micro_batch, title);
+    if (last > first)
+      title += fmt::format(" ... mb {}: {} ({} events)", b.micro_batch, StepEventName(b), last - first + 1);
     for (const auto& [name, seconds] : busy) title += fmt::format("; {} {}", name, FormatSeconds(seconds));
     return {std::max(a.start, from * pixel_), std::min(b.end, (to + 1) * pixel_), series, title};
   }
@@ -243,7 +255,8 @@ std::string StepTimelineFigure(const StepSchedule& schedule, const std::string& 
   }
   return note + svg::Timeline(groups, end, StepLegend(), id) +
          R"(<p class="note">One row group per simulated device (one per pipeline stage); hover a block for its )"
-         R"(ops, wheel to zoom, double-click to reset. Each pixel shows what took most of its time; the lane )"
+         R"(ops, Ctrl + wheel (or pinch) to zoom, double-click to reset. Each pixel shows what took most of its )"
+         R"(time; the lane )"
          R"(<em>compute waits</em> shows how much of it the compute stream waited, for a collective (red: exposed )"
          R"(communication) or a pipeline receive (grey: bubble), and a communication lane how much of it the )"
          R"(stream was busy. Every op is in the <code>--trace</code> )"
@@ -311,7 +324,8 @@ std::string TraceTimelineFigure(const WorkloadResult& r, const std::string& id) 
     svg::Lane& lane = lanes[e.position];
     lane.label = fmt::format("device {}", e.device_id);
     const std::string series = e.kind == StepKind::kCollective ? "tensor" : "forward";
-    lane.blocks.push_back({e.sim_start, e.sim_end, series, fmt::format("{}: {}", e.name, FormatSeconds(e.sim_end - e.sim_start))});
+    lane.blocks.push_back(
+        {e.sim_start, e.sim_end, series, fmt::format("{}: {}", e.name, FormatSeconds(e.sim_end - e.sim_start))});
     end = std::max(end, e.sim_end);
   }
   if (lanes.empty() || !(end > 0)) return R"(<p class="note">No steps on the simulated clock.</p>)";
@@ -338,7 +352,8 @@ std::string DeviceMemoryFigure(const MemoryResult& m) {
     i = j + 1;
   }
   if (runs.empty()) return R"(<p class="note">No memory recorded.</p>)";
-  std::stable_sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return std::get<0>(a) > std::get<0>(b); });
+  std::stable_sort(runs.begin(), runs.end(),
+                   [](const auto& a, const auto& b) { return std::get<0>(a) > std::get<0>(b); });
   if (runs.size() > kMaxMemoryRows) runs.resize(kMaxMemoryRows);
   std::vector<svg::Bar> bars;
   for (const auto& [bytes, first, last] : runs) {
@@ -381,7 +396,8 @@ std::string PlanScatterFigure(const PlanResult& plan, double capacity) {
   std::vector<svg::Point> points;
   for (const PlanPoint& p : plan.points)
     points.push_back({p.peak_bytes, p.step_seconds,
-                      fmt::format("{}: {}, {:.4g} GiB", p.description, FormatSeconds(p.step_seconds), p.peak_bytes / kGiB)});
+                      fmt::format("{}: {}, {:.4g} GiB", p.description, FormatSeconds(p.step_seconds),
+                                  p.peak_bytes / kGiB)});
   for (size_t k = 0; k < plan.best.size(); ++k) {
     const PlanEntry& e = plan.best[k];
     points.push_back({e.peak_bytes, e.step.step_seconds,

@@ -6,7 +6,7 @@
 //   - the step timeline per pipeline stage: the compute stream (forward, backward, recompute, head, optimizer),
 //     its waits (exposed communication in red, pipeline bubble in grey) and each communication stream (by
 //     kind), drawn pixel by pixel (each column shows what took most of its time; waits and communication as
-//     the fraction of it; a tooltip names the ops), zoomable with the mouse wheel;
+//     the fraction of it; a tooltip names the ops), zoomable with Ctrl + mouse wheel;
 //   - memory per device by category (parameters, gradients, optimizer, activations, communication) per stage,
 //     against the device's capacity;
 //   - communication by kind (tensor, data, pipeline, context, expert): hidden under compute and exposed.

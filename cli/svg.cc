@@ -218,7 +218,8 @@ std::string YAxis(Range r, double left, double top, double bottom, const std::st
     out += fmt::format(R"(<line class="grid" x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}"/>)", left, y, kRight, y);
     out += Text(left - 6, y + 4, fmt::format("{:g}", v), "end");
   }
-  out += fmt::format(R"svg(<text class="unit" transform="translate(16 {:.1f}) rotate(-90)" text-anchor="middle">{}</text>)svg",
+  out += fmt::format(R"svg(<text class="unit" transform="translate(16 {:.1f}) rotate(-90)" )svg"
+                     R"svg(text-anchor="middle">{}</text>)svg",
                      (top + bottom) / 2, Escape(label));
   return out + "</g>";
 }

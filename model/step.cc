@@ -244,12 +244,12 @@ class StepBuilder {
       Compute("flash attention", FlashAttention(/*backward=*/false), cat);
     } else {
       const double scores = Heads() * s_q * s_kv;
-      Matmul("attention scores", s_q, hd, s_kv, cat, Heads(), act_dtype_);           // Q K^T
+      Matmul("attention scores", s_q, hd, s_kv, cat, Heads(), act_dtype_);  // Q K^T
       // Megatron's causal fused softmax (scaled_upper_triang_masked_softmax) reads only the unmasked lower
       // triangle (about half) and writes every score.
       Elementwise("softmax", 1.5 * scores, cat);
-      if (c_.dropout) Elementwise("dropout", 2 * scores, cat, scores);     // dropout: read, write, 1-byte mask
-      Matmul("attention values", s_q, s_kv, hd, cat, Heads(), act_dtype_);           // P V
+      if (c_.dropout) Elementwise("dropout", 2 * scores, cat, scores);  // dropout: read, write, 1-byte mask
+      Matmul("attention values", s_q, s_kv, hd, cat, Heads(), act_dtype_);  // P V
     }
     Wait(ring, kContextComm);
     phase_ = phase;
@@ -267,12 +267,12 @@ class StepBuilder {
       Compute("flash attention", FlashAttention(/*backward=*/true), kBackward);
     } else {
       const double scores = Heads() * s_q * s_kv;
-      Matmul("attention dP", s_q, hd, s_kv, kBackward, Heads(), act_dtype_);                 // dP = dO V^T
-      Matmul("attention dV", s_kv, s_q, hd, kBackward, Heads(), act_dtype_);                 // dV = P^T dO
+      Matmul("attention dP", s_q, hd, s_kv, kBackward, Heads(), act_dtype_);  // dP = dO V^T
+      Matmul("attention dV", s_kv, s_q, hd, kBackward, Heads(), act_dtype_);  // dV = P^T dO
       if (c_.dropout) Elementwise("dropout", 2 * scores, kBackward, scores);
       Elementwise("softmax", 2 * scores, kBackward);  // softmax backward: read P and dP in the lower triangle, write dS
-      Matmul("attention dQ", s_q, s_kv, hd, kBackward, Heads(), act_dtype_);                 // dQ = dS K
-      Matmul("attention dK", s_kv, s_q, hd, kBackward, Heads(), act_dtype_);                 // dK = dS^T Q
+      Matmul("attention dQ", s_q, s_kv, hd, kBackward, Heads(), act_dtype_);  // dQ = dS K
+      Matmul("attention dK", s_kv, s_q, hd, kBackward, Heads(), act_dtype_);  // dK = dS^T Q
     }
     Wait(ring, kContextComm);
   }
@@ -308,8 +308,8 @@ class StepBuilder {
       routed = T * c_.moe.top_k * c_.moe.capacity_factor;
       if (d_.expert > 1) Collective(expert_, CollectiveOp::kAllToAll, routed * c_.d_model * size_, kExpertComm);
     }
-    Matmul("mlp down dgrad", routed, c_.d_model, Ff(moe), kBackward);            // dgrad of the second matmul
-    Matmul("mlp down wgrad", Ff(moe), routed, c_.d_model, kBackward);            // wgrad
+    Matmul("mlp down dgrad", routed, c_.d_model, Ff(moe), kBackward);  // dgrad of the second matmul
+    Matmul("mlp down wgrad", Ff(moe), routed, c_.d_model, kBackward);  // wgrad
     Elementwise("mlp activation", (c_.activation == Activation::kSwiglu ? 5 : 3) * routed * Ff(moe), kBackward);
     ColumnParallelBackward("mlp up dgrad", "mlp up wgrad", routed, FfIn(moe));
     if (moe) {
@@ -375,8 +375,8 @@ class StepBuilder {
     NormBackward();
     ResidualBackward();
     if (sp_) Collective(tensor_, CollectiveOp::kAllGather, Act() * size_, kTensorComm);
-    Matmul("attention out dgrad", T, c_.d_model, AttnWidth(), kBackward);             // output projection dgrad
-    Matmul("attention out wgrad", AttnWidth(), T, c_.d_model, kBackward);             // wgrad
+    Matmul("attention out dgrad", T, c_.d_model, AttnWidth(), kBackward);  // output projection dgrad
+    Matmul("attention out wgrad", AttnWidth(), T, c_.d_model, kBackward);  // wgrad
     if (c_.recompute == Recompute::kSelective && !c_.flash_attention) AttentionCoreForward(kRecompute);
     AttentionCoreBackward();
     if (c_.position == PositionEmbedding::kRope) Elementwise("rope", RopeElements(), kBackward);
@@ -402,16 +402,17 @@ class StepBuilder {
     NormForward(kHead);
     EnterTp();
     Matmul("logits matmul", T, c_.d_model, V, kHead);
-    Elementwise("cross-entropy", T * V, kHead, 5 * 4 * T * V);  // cast to fp32, max, exp, sum, normalise: ~5 fp32 passes
+    // cast to fp32, max, exp, sum, normalise: ~5 fp32 passes
+    Elementwise("cross-entropy", T * V, kHead, 5 * 4 * T * V);
     if (d_.tensor > 1) {
       for (int i = 0; i < 3; ++i) Collective(tensor_, CollectiveOp::kAllReduce, T * 4, kTensorComm);
     }
   }
   void LossBackward() {
     const double T = static_cast<double>(tokens_), V = VocabLocal();
-    Elementwise("cross-entropy", T * V, kHead, 4 * T * V);      // softmax - one-hot (fp32 in, dtype out)
-    Matmul("logits dgrad", T, V, c_.d_model, kHead);           // dgrad
-    Matmul("logits wgrad", c_.d_model, T, V, kHead);           // wgrad
+    Elementwise("cross-entropy", T * V, kHead, 4 * T * V);  // softmax - one-hot (fp32 in, dtype out)
+    Matmul("logits dgrad", T, V, c_.d_model, kHead);  // dgrad
+    Matmul("logits wgrad", c_.d_model, T, V, kHead);  // wgrad
     if (d_.tensor > 1)
       Collective(tensor_, sp_ ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, Act() * size_, kTensorComm);
     NormBackward();

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The HTML reports in a real headless browser (Debian's chromium): `spmdsim run --html` of a model scenario and
 # `spmdsim plan --html` load without a script error, the script ran (it adds <div id="report-ready"
-# data-figures="N">), every figure is in the DOM, and a screenshot of each page is left in OUT_DIR.
+# data-figures="N">), every figure is in the DOM, a Ctrl + wheel step zooms the timeline, and a screenshot of each
+# page is left in OUT_DIR.
 #
 #   tests/cli/html_report_browser_test.sh SPMDSIM SOURCE_DIR OUT_DIR
 #
@@ -46,11 +47,16 @@ browse() {
 check_page() {
   local page="$1" want_figures="$2"
   shift 2
-  browse --dump-dom "file://$out/$page.html" >"$out/$page.dom.html" || fail "$page: the browser failed (browser.log)"
+  # #self-test: the page's script also zooms its first timeline once (Ctrl + wheel, 1.25x) and records the
+  # transform it set.
+  browse --dump-dom "file://$out/$page.html#self-test" >"$out/$page.dom.html" ||
+    fail "$page: the browser failed (browser.log)"
   grep -q 'id="report-error"' "$out/$page.dom.html" &&
     fail "$page: script error: $(grep -o 'id="report-error">[^<]*' "$out/$page.dom.html")"
   grep -q "id=\"report-ready\" data-figures=\"$want_figures\"" "$out/$page.dom.html" ||
     fail "$page: no <div id=\"report-ready\" data-figures=\"$want_figures\"> (did the script run?)"
+  grep -q 'data-zoom="matrix(1.25 0 0 1 ' "$out/$page.dom.html" ||
+    fail "$page: a Ctrl + wheel step did not zoom the timeline 1.25x"
   for element in "$@"; do
     grep -q "$element" "$out/$page.dom.html" || fail "$page: no $element in the DOM"
   done

@@ -1,4 +1,5 @@
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -44,6 +45,26 @@ TEST(PlanCommand, JsonListsTheRankingAndTheCounts) {
     last = b["step_seconds"].get<double>();
     EXPECT_LE(b["peak_bytes"].get<double>(), 80.0e9);
   }
+}
+
+// --html: every evaluated configuration is a dot of the scatter, the `top` fastest marked, and the fastest one's
+// step drawn (the page itself is loaded in a browser by html_report_browser_test.sh).
+TEST(PlanCommand, HtmlScattersEveryEvaluatedConfiguration) {
+  const std::string html = ::testing::TempDir() + "plan.html";
+  const auto r = RunSpmdsim("plan " + kLlama + " --no-placement --top 4 --json --write '' --threads 2 --html " + html);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  std::ifstream in(html);
+  const std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto count = [&](const std::string& what) {
+    int64_t n = 0;
+    for (size_t at = page.find(what); at != std::string::npos; at = page.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("<circle class=\"point\""), j["evaluated"].get<int64_t>());
+  EXPECT_EQ(count("<circle class=\"point winner"), 4);
+  EXPECT_EQ(count("<svg class=\"figure timeline"), 1);
+  EXPECT_THAT(page, HasSubstr("spmdsim plan " + kLlama));
 }
 
 TEST(PlanCommand, BadInputIsOneLine) {
