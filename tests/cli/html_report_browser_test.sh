@@ -55,8 +55,10 @@ check_page() {
     fail "$page: script error: $(grep -o 'id="report-error">[^<]*' "$out/$page.dom.html")"
   grep -q "id=\"report-ready\" data-figures=\"$want_figures\"" "$out/$page.dom.html" ||
     fail "$page: no <div id=\"report-ready\" data-figures=\"$want_figures\"> (did the script run?)"
-  grep -q 'data-zoom="matrix(1.25 0 0 1 ' "$out/$page.dom.html" ||
-    fail "$page: a Ctrl + wheel step did not zoom the timeline 1.25x"
+  local scale
+  scale="$(grep -o 'data-zoom="matrix([0-9.e+-]*' "$out/$page.dom.html" | sed 's/.*matrix(//')"
+  awk -v k="${scale:-0}" 'BEGIN { exit !(k > 1.25 - 1e-9 && k < 1.25 + 1e-9) }' ||
+    fail "$page: a Ctrl + wheel step zoomed the timeline by '$scale', not 1.25"
   for element in "$@"; do
     grep -q "$element" "$out/$page.dom.html" || fail "$page: no $element in the DOM"
   done
