@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 preset="${1:-dev}"
-scripts/install-deps.sh
+scripts/install-deps.sh --test-tools
 scripts/python-env.sh
 # ccache keys that do not depend on the build folder, so that the wheel test's build (build/wheel) reuses build/dev's.
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"

@@ -1,12 +1,13 @@
-// spmdsim plan MODEL.yaml [--topology T] [--global-batch B] [--top N] [--json] [--write FILE] [--threads N]
-//                        [--max-context C] [--no-placement] [--memory-headroom H] [--stack S]
+// spmdsim plan MODEL.yaml [--topology T] [--global-batch B] [--top N] [--json] [--write FILE] [--html OUT.html]
+//                        [--threads N] [--max-context C] [--no-placement] [--memory-headroom H] [--stack S]
 //                        [--calibration PROFILE]
 //
 // Searches the parallel configurations of the first `kind: model` workload of a scenario file on a topology
 // (the scenario's own unless --topology), ranks them by predicted step time (model/plan.h, docs/plan.md),
 // prints the fastest N and writes the fastest as a ready-to-run scenario (--write; default
 // <model>-<topology>-gb<global batch>.plan.yaml in the working directory, named after what it describes; "" to
-// skip), whose first lines hold the command that reproduces it.
+// skip), whose first lines hold the command that reproduces it, and, with --html, a page with the step time vs
+// memory of every evaluated configuration and the fastest one's step (cli/html_report.h).
 #include <unistd.h>
 
 #include <cctype>
@@ -14,12 +15,14 @@
 #include <exception>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "cli/cli_util.h"
+#include "cli/html_report.h"
 #include "cli/commands.h"
 #include "common/error.h"
 #include "common/strings.h"
@@ -40,6 +43,7 @@ struct PlanFlags {
   int64_t top = 10;
   bool json = false;
   std::string write = "\x01";  // unset: <name>.plan.yaml
+  std::string html;
   int threads = 0;
   int64_t max_context = 8;
   bool no_placement = false;
@@ -83,8 +87,8 @@ std::string PlanFileName(const ModelConfig& model, const Topology& topology) {
 }
 
 // The command that reproduces the plan, every option that decides the result spelled out (the topology is the
-// scenario's unless --topology was given).
-std::string PlanCommand(const PlanFlags& flags, int64_t global_batch, double headroom, const std::string& path) {
+// scenario's unless --topology was given), without its output options.
+std::string PlanCommandOptions(const PlanFlags& flags, int64_t global_batch, double headroom) {
   std::string out = fmt::format("spmdsim plan {}", flags.file);
   if (!flags.topology.empty()) out += fmt::format(" --topology {}", flags.topology);
   out += fmt::format(" --global-batch {} --memory-headroom {:g}%", global_batch, 100 * headroom);
@@ -92,7 +96,7 @@ std::string PlanCommand(const PlanFlags& flags, int64_t global_batch, double hea
   if (flags.no_placement) out += " --no-placement";
   if (!flags.stack.empty()) out += fmt::format(" --stack {}", flags.stack);
   if (!flags.calibration.empty()) out += fmt::format(" --calibration {}", flags.calibration);
-  return out + fmt::format(" --write {}", path);
+  return out;
 }
 
 void WriteScenario(const std::string& path, const std::string& command, const Topology& topology,
@@ -131,6 +135,25 @@ StepCalibration PlanCalibration(const PlanFlags& flags, const Scenario& s, const
   return profile.figures;
 }
 
+// The fastest configuration simulated again with its schedule (and the plan's calibration), and the page.
+void WriteHtml(const PlanFlags& flags, const PlanResult& result, const ModelConfig& model, const Topology& topology,
+               const PlanOptions& options) {
+  std::optional<PlanWinner> winner;
+  if (!result.best.empty()) {
+    const ValidatedModel valid = ValidateModel(result.best.front().config, result.best.front().mesh);
+    winner = PlanWinner{AccountModel(valid),
+                        PredictModelStep(valid, {.calibration = options.calibration, .record_schedule = true})};
+  }
+  const std::string command =
+      PlanCommandOptions(flags, model.global_batch, options.memory_headroom) + " --html " + flags.html;
+  const std::string page =
+      PlanHtmlReport(result, model.name, topology.ToString(), command, winner ? &*winner : nullptr);
+  std::ofstream out(flags.html, std::ios::trunc);
+  if (!out) Throw(ErrorCode::kInvalidArgument, "--html: cannot write '{}'", flags.html);
+  out << page;
+  if (!out) Throw(ErrorCode::kInvalidArgument, "--html: failed writing '{}'", flags.html);
+}
+
 ExitCode Plan(const PlanFlags& flags) {
   const Scenario s = LoadScenario(flags.file);
   ModelConfig model = FirstModelWorkload(s);
@@ -162,9 +185,13 @@ ExitCode Plan(const PlanFlags& flags) {
   } else {
     fmt::print("{}", PlanReport(result, model));
   }
+  if (!flags.html.empty()) {
+    WriteHtml(flags, result, model, *topology, options);
+    if (!flags.json) fmt::print("wrote the report to {}\n", flags.html);
+  }
   const std::string path = flags.write == "\x01" ? PlanFileName(model, *topology) : flags.write;
   if (!path.empty() && !result.best.empty()) {
-    WriteScenario(path, PlanCommand(flags, model.global_batch, options.memory_headroom, path),
+    WriteScenario(path, PlanCommandOptions(flags, model.global_batch, options.memory_headroom) + " --write " + path,
                   *topology, result);
     if (!flags.json) fmt::print("wrote the fastest configuration to {} (spmdsim run --abstract {})\n", path, path);
   }
@@ -190,6 +217,8 @@ void AddPlanCommand(CLI::App& app, ExitCode& exit_code) {
   cmd->add_option("--memory-headroom", flags->memory_headroom,
                   "fraction of each device's memory a configuration must leave free, 0.1 or 10% (default 10%: what "
                   "the accounting leaves out, docs/plan.md)");
+  cmd->add_option("--html", flags->html,
+                  "write a self-contained HTML report: step time vs memory of every configuration, the fastest's step");
   cmd->add_option("--threads", flags->threads, "worker threads (0: one per core)")
       ->check(IntIn(0, std::numeric_limits<int>::max()));
   cmd->add_option("--max-context", flags->max_context, "largest context-parallel degree searched (default 8)")

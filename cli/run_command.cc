@@ -1,6 +1,8 @@
-// spmdsim run FILE [--json OUT] [--trace OUT.json] [--dump DIR] [--abstract] [--threads N] [--quiet]
+// spmdsim run FILE [--json OUT] [--trace OUT.json] [--html OUT.html] [--dump DIR] [--abstract] [--threads N]
+//             [--quiet]
 //
-// Loads a scenario (scenario/scenario.h), runs it (scenario/run.h) and reports (scenario/report.h).
+// Loads a scenario (scenario/scenario.h), runs it (scenario/run.h) and reports (scenario/report.h; --trace:
+// scenario/trace.h; --html: cli/html_report.h).
 // Exit codes: 0 ok, 1 bad input, 2 usage, 3 internal error, 4 a numeric check failed (docs/scenarios.md).
 #include <sys/resource.h>
 #include <unistd.h>
@@ -20,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "cli/cli_util.h"
+#include "cli/html_report.h"
 #include "cli/commands.h"
 #include "common/error.h"
 #include "common/exit_code.h"
@@ -38,6 +41,7 @@ struct RunFlags {
   std::string file;
   std::string json_path;
   std::string trace_path;
+  std::string html_path;
   std::string dump_dir;
   bool abstract = false;
   int threads = 0;
@@ -120,6 +124,14 @@ void WriteText(const std::string& path, const std::string& text) {
   if (!out) Throw(ErrorCode::kInvalidArgument, "failed writing '{}'", path);
 }
 
+// The command as typed (for the HTML report's header).
+std::string CommandLine(const RunFlags& flags) {
+  std::string out = "spmdsim run " + flags.file;
+  if (flags.abstract) out += " --abstract";
+  if (!flags.trace_path.empty()) out += " --trace " + flags.trace_path;
+  return out + " --html " + flags.html_path;
+}
+
 ExitCode Run(const RunFlags& flags) {
   auto wall_start = std::chrono::steady_clock::now();
   Scenario s = LoadScenario(flags.file);
@@ -129,7 +141,7 @@ ExitCode Run(const RunFlags& flags) {
 
   ScenarioRunOptions options{.abstract = flags.abstract,
                              .num_threads = flags.threads,
-                             .record_trace = !flags.trace_path.empty(),
+                             .record_trace = !flags.trace_path.empty() || !flags.html_path.empty(),
                              .keep_arrays = !flags.dump_dir.empty(),
                              .process_group = flags.processes};
   // Several ranks: rank 0 prints and writes the reports and traces (assembled across ranks by the engines,
@@ -181,6 +193,7 @@ ExitCode Run(const RunFlags& flags) {
     WriteText(flags.json_path, report.dump(2) + "\n");
   }
   if (reporter && !flags.trace_path.empty()) WriteText(flags.trace_path, ChromeTrace(s, results).dump() + "\n");
+  if (reporter && !flags.html_path.empty()) WriteText(flags.html_path, RunHtmlReport(s, results, CommandLine(flags)));
   std::fflush(stdout);
   if (code != ExitCode::kOk) fmt::print(stderr, "spmdsim run: a numeric check failed (exit {})\n", ToInt(code));
   return code;
@@ -198,6 +211,8 @@ void AddRunCommand(CLI::App& app, ExitCode& exit_code, std::shared_ptr<ProcessGr
   cmd->add_option("--json", flags->json_path, "write the report as JSON to this file ('-': stdout, no human report)");
   cmd->add_option("--trace", flags->trace_path,
                   "write a Chrome/Perfetto trace (one track per device; simulated and wall clocks)");
+  cmd->add_option("--html", flags->html_path,
+                  "write a self-contained HTML report: step timeline per stage, memory, communication (no network)");
   cmd->add_option("--dump", flags->dump_dir, "write every workload's global inputs and outputs as .npy files here (large ones as blocks, scenario/dump.h)");
   cmd->add_flag("--abstract", flags->abstract,
                 "shapes and dtypes only: cost model and memory without arithmetic (no checks)");

@@ -66,9 +66,13 @@ int64_t NextSeq(Device& d, int32_t group) {
 class Engine {
  public:
   Engine(const std::vector<std::vector<int64_t>>& groups, const std::vector<std::vector<TimelineOp>>& programs,
-         double slowdown)
+         double slowdown, std::vector<std::vector<OpInterval>>* intervals)
       : groups_(groups), programs_(programs), slowdown_(slowdown), devices_(programs.size()),
-        instances_(groups.size()) {
+        instances_(groups.size()), intervals_(intervals) {
+    if (intervals_ != nullptr) {
+      intervals_->resize(programs.size());
+      for (size_t p = 0; p < programs.size(); ++p) (*intervals_)[p].assign(programs[p].size(), OpInterval{});
+    }
     for (Device& d : devices_) {
       d.times.compute_by_category.assign(StepTimeline::kMaxCategories, 0);
       d.times.exposed_by_category.assign(StepTimeline::kMaxCategories, 0);
@@ -97,6 +101,19 @@ class Engine {
   }
 
  private:
+  void Record(int64_t p, size_t pc, double start, double end) {
+    if (intervals_ == nullptr) return;
+    OpInterval& iv = (*intervals_)[static_cast<size_t>(p)][pc];
+    iv.start = start;
+    iv.end = end;
+  }
+  void RecordHostWait(int64_t p, size_t pc, double start, double end) {
+    if (intervals_ == nullptr) return;
+    OpInterval& iv = (*intervals_)[static_cast<size_t>(p)][pc];
+    iv.host_wait_start = start;
+    iv.host_wait_end = end;
+  }
+
   // Runs device p until it blocks or ends.
   void Advance(int64_t p, std::deque<int64_t>* runnable) {
     Device& d = devices_[static_cast<size_t>(p)];
@@ -106,7 +123,7 @@ class Engine {
       const TimelineOp& op = ops[d.pc];
       switch (op.kind) {
         case TimelineOp::Kind::kCompute:
-          RunCompute(d, op);
+          RunCompute(p, d, op);
           break;
         case TimelineOp::Kind::kStart:
           if (!IssueStart(p, d, op, runnable)) return;
@@ -127,10 +144,11 @@ class Engine {
   }
 
   // The host launches the op: it starts no earlier than that; the compute stream's wait is host_wait.
-  void WaitForHost(Device& d, const TimelineOp& op) {
+  void WaitForHost(int64_t p, Device& d, const TimelineOp& op) {
     if (op.host_seconds <= 0) return;
     d.host += op.host_seconds;
     if (d.host > d.t) {
+      RecordHostWait(p, d.pc, d.t, d.host);
       d.times.host_wait += d.host - d.t;
       d.t = d.host;
     }
@@ -144,13 +162,13 @@ class Engine {
     return 1.0 - slowdown_;
   }
 
-  void RunCompute(Device& d, const TimelineOp& op) {
+  void RunCompute(int64_t p, Device& d, const TimelineOp& op) {
     SPMDSIM_CHECK(op.seconds >= 0 && std::isfinite(op.seconds), "compute seconds must be finite and >= 0");
     SPMDSIM_CHECK(op.seconds_with_collective < 0 || op.seconds_with_collective >= op.seconds,
                   "a compute op is never faster with communication in flight");
     SPMDSIM_CHECK(op.seconds_with_p2p < 0 || op.seconds_with_p2p >= op.seconds,
                   "a compute op is never faster with communication in flight");
-    WaitForHost(d, op);
+    WaitForHost(p, d, op);
     const double begin = d.t;
     double t = d.t, work = op.seconds;
     const bool contended = slowdown_ > 0 || op.seconds_with_collective > op.seconds || op.seconds_with_p2p > op.seconds;
@@ -181,6 +199,7 @@ class Engine {
       t = boundary;
     }
     d.t = t;
+    Record(p, d.pc, begin, t);
     d.times.compute += t - begin;
     d.times.compute_by_category[op.category] += t - begin;
   }
@@ -188,7 +207,7 @@ class Engine {
   // Returns false when the device must wait for the other members.
   bool IssueStart(int64_t p, Device& d, const TimelineOp& op, std::deque<int64_t>* runnable) {
     if (d.state == State::kAtStart) return false;  // issued already, not resolved yet
-    WaitForHost(d, op);
+    WaitForHost(p, d, op);
     const auto g = static_cast<size_t>(op.group);
     const int64_t seq = NextSeq(d, op.group);
     std::vector<Instance>& list = instances_[g];
@@ -213,6 +232,7 @@ class Engine {
     inst.end = inst.start + inst.seconds;
     for (int64_t member : groups_[g]) {
       Device& m = devices_[static_cast<size_t>(member)];
+      Record(member, m.pc, inst.start, inst.end);  // every member is at this Start
       m.stream_free[op.stream] = inst.end;
       if (inst.seconds > 0) m.in_flight.push_back({inst.start, inst.end, true});
       m.times.comm += inst.seconds;
@@ -234,6 +254,7 @@ class Engine {
     }
     const Instance& inst = instances_[static_cast<size_t>(it->second.first)][static_cast<size_t>(it->second.second)];
     d.handles.erase(it);
+    Record(p, d.pc, d.t, std::max(d.t, inst.end));
     if (inst.end > d.t) {
       d.times.exposed_comm += inst.end - d.t;
       d.times.exposed_by_category[op.category] += inst.end - d.t;
@@ -249,6 +270,7 @@ class Engine {
     const double start = std::max(d.t, d.stream_free[kP2pStream]);
     const double end = start + op.seconds;
     d.stream_free[kP2pStream] = end;
+    Record(p, d.pc, start, end);
     if (op.seconds > 0) d.in_flight.push_back({start, end, false});
     d.times.comm += op.seconds;
     d.times.comm_by_category[op.category] += op.seconds;
@@ -272,6 +294,7 @@ class Engine {
       d.blocked_key = key;
       return false;
     }
+    Record(p, d.pc, d.t, std::max(d.t, it->second));
     if (it->second > d.t) {
       d.times.pipeline_wait += it->second - d.t;
       d.t = it->second;
@@ -307,6 +330,7 @@ class Engine {
   std::vector<Device> devices_;
   std::vector<std::vector<Instance>> instances_;
   std::unordered_map<MessageKey, double, MessageKeyHash> mailbox_;
+  std::vector<std::vector<OpInterval>>* intervals_;  // null: not recorded
 };
 
 }  // namespace
@@ -343,7 +367,7 @@ std::vector<TimelineOp>& StepTimeline::program(int64_t position) {
   return programs_[static_cast<size_t>(position)];
 }
 
-std::vector<DeviceTimes> StepTimeline::Run() {
+std::vector<DeviceTimes> StepTimeline::Run(std::vector<std::vector<OpInterval>>* intervals) {
   for (size_t p = 0; p < programs_.size(); ++p) {
     for (const TimelineOp& op : programs_[p]) {
       if (op.category >= kMaxCategories)
@@ -359,7 +383,7 @@ std::vector<DeviceTimes> StepTimeline::Run() {
       }
     }
   }
-  Engine engine(groups_, programs_, comm_slowdown_);
+  Engine engine(groups_, programs_, comm_slowdown_, intervals);
   return engine.Run();
 }
 

@@ -84,6 +84,16 @@ struct TimelineOp {
   }
 };
 
+// When one op ran, for a schedule (StepTimeline::Run's `intervals`): Compute its busy interval on the compute
+// stream; Start the collective's interval on its communication stream; Send the transfer on the p2p stream; Wait
+// and Recv the compute stream's wait (start == end when it did not wait). An op with a host launch time also has
+// the compute stream's wait for the host before it was issued, [host_wait_start, host_wait_end] (equal: none).
+// Seconds from the step's start.
+struct OpInterval {
+  double start = 0, end = 0;
+  double host_wait_start = 0, host_wait_end = 0;
+};
+
 struct DeviceTimes {
   double end = 0;                 // the latest of its streams
   double compute = 0;             // compute stream busy (slowdown included)
@@ -110,7 +120,8 @@ class StepTimeline {
   std::vector<TimelineOp>& program(int64_t position);
 
   // Runs every program to its end; returns each device's times. Throws as in the file comment.
-  std::vector<DeviceTimes> Run();
+  // With `intervals`: also when each op ran, (*intervals)[device][op index] (OpInterval), for a trace.
+  std::vector<DeviceTimes> Run(std::vector<std::vector<OpInterval>>* intervals = nullptr);
 
  private:
   std::vector<std::vector<int64_t>> groups_;

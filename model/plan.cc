@@ -270,7 +270,7 @@ Outcome Evaluate(const ModelConfig& model, const PlacedMesh& placed, const Candi
     if (a.peak_bytes > a.capacity_bytes * (1 - o.memory_headroom)) continue;
     level = recompute;
     PlanEntry entry{valid->config(), cand.axes, PredictModelStep(*valid, {.calibration = o.calibration}),
-                    a.peak_bytes, placed.split};
+                    a.peak_bytes, placed.split, mesh};
     if (!out.entry || entry.step.step_seconds < out.entry->step.step_seconds) out.entry = std::move(entry);
   }
   if (out.entry) {
@@ -359,6 +359,8 @@ PlanResult PlanModel(const ModelConfig& model, std::shared_ptr<const Topology> t
         ++result.evaluated;
         if (outcomes[i].entry->split_physical_axes) ++result.split_placements;
         order.push_back(i);
+        result.points.push_back({outcomes[i].entry->step.step_seconds, outcomes[i].entry->peak_bytes,
+                                 outcomes[i].entry->Describe()});
         break;
     }
   }
@@ -371,7 +373,7 @@ PlanResult PlanModel(const ModelConfig& model, std::shared_ptr<const Topology> t
     PlanEntry& e = *outcomes[order[k]].entry;
     std::vector<std::pair<std::string, int64_t>> axes = e.mesh_axes;
     std::sort(axes.begin(), axes.end());
-    PlanEntry sorted{e.config, axes, {}, 0, e.split_physical_axes};
+    PlanEntry sorted{e.config, axes, {}, 0, e.split_physical_axes, nullptr};
     const std::string key = fmt::format("{} {:.17g}", sorted.Describe(), e.step.step_seconds);
     if (std::find(listed.begin(), listed.end(), key) != listed.end()) {
       ++result.equivalent_placements;

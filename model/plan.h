@@ -71,7 +71,15 @@ struct PlanEntry {
   // The mesh needed JAX's create_device_mesh(..., allow_split_physical_axes=True): a physical torus axis shared
   // by several mesh axes (TPUs; tried when no placement keeps the physical axes whole).
   bool split_physical_axes = false;
+  std::shared_ptr<const Mesh> mesh;                     // the mesh it was evaluated on (ValidateModel(config, mesh))
   std::string Describe() const;  // "dp 64 x pp 8 (interleaved 12) x tp 4 + sp, mb 1, recompute none, zero 1"
+};
+
+// One evaluated configuration (predicted and within memory), for the step time vs memory scatter.
+struct PlanPoint {
+  double step_seconds = 0;
+  double peak_bytes = 0;      // per device
+  std::string description;    // PlanEntry::Describe()
 };
 
 struct PlanResult {
@@ -86,6 +94,7 @@ struct PlanResult {
   int64_t evaluated = 0;        // predicted
   std::map<std::string, int64_t> rejected_because;  // reason (the error's first words) -> count
   std::vector<PlanEntry> best;  // the `top` fastest, fastest first (ties: enumeration order)
+  std::vector<PlanPoint> points;  // every evaluated configuration, in enumeration order
   int64_t equivalent_placements = 0;  // entries left out of `best` as the same time as a listed axis order
   double wall_seconds = 0;
 };

@@ -44,6 +44,13 @@ struct PricedOp {
   double seconds = 0, with_collective = -1, with_p2p = -1;
 };
 
+// What one op of a device's program is (ModelStepOptions::record_schedule): its name, the phase that issued it,
+// the layer (-1: none), the micro-batch (-1: none) and the model chunk.
+struct OpLabel {
+  std::string_view op;
+  Category phase = kForward;
+  int32_t layer = -1, micro_batch = -1, chunk = 0;
+};
 
 // The communication roles and their collective groups on the simulated devices.
 struct Role {
@@ -99,6 +106,7 @@ class StepBuilder {
     // An explicit slowdown replaces the per-op wave effect with that uniform fraction.
     uniform_slowdown_ = options.comm_slowdown >= 0;
     reduced_ = options.reduced && options.speed_factors.empty();
+    record_ = options.record_schedule;
     blocking_p2p_ = options.blocking_p2p;
     const StepCalibration& k = options.calibration;
     for (double f : {k.compute_scale, k.comm_scale, k.host_launch_scale}) {
@@ -142,6 +150,8 @@ class StepBuilder {
     Prepare({SimulatedPositions().front()});
     device_ = 0;
     ops_ = &timeline_->program(0);
+    if (record_) labels_ = &labels_of_[0];
+    handle_ops_.clear();
     next_handle_ = 0;
     prefetched_gather_ = -1;
     int64_t layer = 0;
@@ -153,6 +163,8 @@ class StepBuilder {
   }
 
   const std::vector<int64_t>& simulated() const { return simulated_; }
+  // REQUIRES: ModelStepOptions::record_schedule. Per simulated device, what each op of its program is.
+  const std::vector<std::vector<OpLabel>>& labels() const { return labels_of_; }
   // FLOPs of the matrix ops the programs execute, every device of the mesh together (a simulated device of the
   // reduced simulation stands for mesh.size() / simulated devices).
   double ExecutedFlops() const {
@@ -168,6 +180,7 @@ class StepBuilder {
     for (size_t i = 0; i < simulated_.size(); ++i) index_of_[static_cast<size_t>(simulated_[i])] = static_cast<int64_t>(i);
     timeline_ = std::make_unique<StepTimeline>(static_cast<int64_t>(simulated_.size()), slowdown_);
     flops_.assign(simulated_.size(), 0.0);
+    if (record_) labels_of_.assign(simulated_.size(), {});
     pipeline_groups_ = mesh_.PositionGroups(c_.parallel.pipeline_axes);
     group_ids_.clear();
     for (const Role* role : {&tensor_, &data_, &context_, &expert_, &dp_and_cp_, &expert_dp_, &zero_, &replicas_})
@@ -213,15 +226,23 @@ class StepBuilder {
     }
     return p;
   }
-  // `kernels` the host launches for it (eager stacks: each costs the stack's launch time).
-  void Compute(const PricedOp& op, Category category, int kernels = 1) {
-    auto scaled = [this](double s) { return s < 0 ? s : s / speed_; };
-    ops_->push_back(TimelineOp::Compute(op.seconds / speed_, category, scaled(op.with_collective),
-                                        scaled(op.with_p2p), kernels * host_launch_seconds_));
+  // Appends an op to the current device's program and, when recording, what it is (`what`: a static name).
+  void Emit(const TimelineOp& op, std::string_view what) {
+    ops_->push_back(op);
+    if (record_) labels_->push_back({what, phase_, layer_, micro_batch_, chunk_});
   }
-  void Compute(const LocalOpCost& cost, Category category) { Compute(PricedOp{cost.seconds}, category); }
+  // `kernels` the host launches for it (eager stacks: each costs the stack's launch time).
+  void Compute(std::string_view what, const PricedOp& op, Category category, int kernels = 1) {
+    auto scaled = [this](double s) { return s < 0 ? s : s / speed_; };
+    Emit(TimelineOp::Compute(op.seconds / speed_, category, scaled(op.with_collective), scaled(op.with_p2p),
+                             kernels * host_launch_seconds_),
+         what);
+  }
+  void Compute(std::string_view what, const LocalOpCost& cost, Category category) {
+    Compute(what, PricedOp{cost.seconds}, category);
+  }
   // [m, k] x [k, n] (batch of them).
-  void Matmul(double m, double k, double n, Category category, double batch = 1,
+  void Matmul(std::string_view what, double m, double k, double n, Category category, double batch = 1,
               std::optional<DType> dtype = std::nullopt) {
     const auto im = static_cast<int64_t>(m), ik = static_cast<int64_t>(k), in = static_cast<int64_t>(n);
     const auto ib = static_cast<int64_t>(batch);
@@ -235,15 +256,16 @@ class StepBuilder {
       const double bytes = batch * (m * k + k * n + m * n) * size_;
       it = matmul_cache_.emplace(key, Price(flops, bytes, ContractionDims{ib, im, in, ik}, type)).first;
     }
-    Compute(it->second, category);
+    Compute(what, it->second, category);
   }
   // A memory-bound op moving `elements_moved` elements of the compute dtype (+ `extra_bytes`).
-  void Elementwise(double elements_moved, Category category, double extra_bytes = 0) {
+  void Elementwise(std::string_view what, double elements_moved, Category category, double extra_bytes = 0) {
     const double bytes = elements_moved * size_ + extra_bytes;
-    Compute(Price(elements_moved, bytes, ContractionDims{}, act_dtype_), category);
+    Compute(what, Price(elements_moved, bytes, ContractionDims{}, act_dtype_), category);
   }
   // One memory-bound op of the stack over `elements` elements (its passes and kernels: model/stack.h).
-  void Kernels(const KernelPasses& k, double elements, Category category, double extra_bytes = 0) {
+  void Kernels(std::string_view what, const KernelPasses& k, double elements, Category category,
+               double extra_bytes = 0) {
     const double bytes = elements * k.bytes_per_element(size_) + extra_bytes;
     PricedOp op = Price(elements, bytes, ContractionDims{}, act_dtype_);
     // Every kernel after the first adds its launch gap on the device.
@@ -251,7 +273,7 @@ class StepBuilder {
     op.seconds += gaps;
     if (op.with_collective >= 0) op.with_collective += gaps;
     if (op.with_p2p >= 0) op.with_p2p += gaps;
-    Compute(op, category, k.kernels);
+    Compute(what, op, category, k.kernels);
   }
   // Transformer Engine's fp8 recipe around the layer's four linears (transformer_engine/pytorch/module/linear.py
   // and layernorm_linear.py / layernorm_mlp.py): the forward casts each linear's bf16 input to fp8 together with
@@ -266,9 +288,11 @@ class StepBuilder {
     const double rows = moe ? Rows() : T;
     static constexpr KernelPasses kCastTranspose{1, 2, 1};
     if (backward) {
-      for (double elements : {T * Qkv(), T * h, rows * FfIn(Ff(moe)), rows * h}) Kernels(kCastTranspose, elements, category);
+      for (double elements : {T * Qkv(), T * h, rows * FfIn(Ff(moe)), rows * h})
+        Kernels("fp8 cast-transpose", kCastTranspose, elements, category);
     } else {
-      for (double elements : {T * h, T * AttnWidth(), rows * h, rows * Ff(moe)}) Kernels(kCastTranspose, elements, category);
+      for (double elements : {T * h, T * AttnWidth(), rows * h, rows * Ff(moe)})
+        Kernels("fp8 cast-transpose", kCastTranspose, elements, category);
     }
   }
   double CollectiveSeconds(const Role& role, CollectiveOp op, double bytes) {
@@ -284,11 +308,12 @@ class StepBuilder {
     if (role.size <= 1) return -1;
     const int32_t group = group_ids_[&role][static_cast<size_t>(device_)];
     const int64_t handle = next_handle_++;
-    ops_->push_back(TimelineOp::Start(handle, group, CollectiveSeconds(role, op, bytes), category, stream));
+    Emit(TimelineOp::Start(handle, group, CollectiveSeconds(role, op, bytes), category, stream), CollectiveOpName(op));
+    if (record_) handle_ops_.push_back(CollectiveOpName(op));  // handles count from 0 on each device
     return handle;
   }
   void Wait(int64_t handle, Category category) {
-    if (handle >= 0) ops_->push_back(TimelineOp::Wait(handle, category));
+    if (handle >= 0) Emit(TimelineOp::Wait(handle, category), record_ ? handle_ops_[static_cast<size_t>(handle)] : "");
   }
   void Collective(const Role& role, CollectiveOp op, double bytes, Category category) {
     Wait(Start(role, op, bytes, category), category);
@@ -377,22 +402,23 @@ class StepBuilder {
   }
 
   void AttentionCoreForward(int64_t layer, Category cat) {
+    const LabelScope label(this, cat == kRecompute ? kRecompute : phase_, layer_);
     const double s_q = static_cast<double>(c_.seq) / d_.context, s_kv = static_cast<double>(c_.seq);
     int64_t ring = -1;
     if (d_.context > 1) {  // ring attention: K and V of the other context ranks stream in under the compute
       ring = Start(context_, CollectiveOp::kAllGather, tokens_ * KvElements() * size_ * d_.context, kContextComm, 1);
     }
     if (c_.flash_attention) {
-      Compute(FlashAttention(layer, /*backward=*/false), cat);
+      Compute("flash attention", FlashAttention(layer, /*backward=*/false), cat);
     } else {
       // Materialised scores: a sliding window only masks them (the work is that of the whole causal prefix).
       const double scores = Heads() * s_q * s_kv;
-      Matmul(s_q, QkDim(), s_kv, cat, Heads(), act_dtype_);      // Q K^T
+      Matmul("attention scores", s_q, QkDim(), s_kv, cat, Heads(), act_dtype_);      // Q K^T
       // Megatron's causal fused softmax (scaled_upper_triang_masked_softmax) reads only the unmasked lower
       // triangle (about half) and writes every score.
-      Elementwise(1.5 * scores, cat);
-      if (c_.dropout) Elementwise(2 * scores, cat, scores);     // dropout: read, write, 1-byte mask
-      Matmul(s_q, s_kv, VDim(), cat, Heads(), act_dtype_);       // P V
+      Elementwise("softmax", 1.5 * scores, cat);
+      if (c_.dropout) Elementwise("dropout", 2 * scores, cat, scores);     // dropout: read, write, 1-byte mask
+      Matmul("attention values", s_q, s_kv, VDim(), cat, Heads(), act_dtype_);       // P V
     }
     Wait(ring, kContextComm);
   }
@@ -404,15 +430,15 @@ class StepBuilder {
       ring = Start(context_, CollectiveOp::kReduceScatter, tokens_ * KvElements() * size_ * d_.context, kContextComm, 1);
     }
     if (c_.flash_attention) {
-      Compute(FlashAttention(layer, /*backward=*/true), kBackward);
+      Compute("flash attention", FlashAttention(layer, /*backward=*/true), kBackward);
     } else {
       const double scores = Heads() * s_q * s_kv;
-      Matmul(s_q, VDim(), s_kv, kBackward, Heads(), act_dtype_);             // dP = dO V^T
-      Matmul(s_kv, s_q, VDim(), kBackward, Heads(), act_dtype_);             // dV = P^T dO
-      if (c_.dropout) Elementwise(2 * scores, kBackward, scores);
-      Elementwise(2 * scores, kBackward);  // softmax backward: read P and dP in the lower triangle, write dS
-      Matmul(s_q, s_kv, QkDim(), kBackward, Heads(), act_dtype_);            // dQ = dS K
-      Matmul(s_kv, s_q, QkDim(), kBackward, Heads(), act_dtype_);            // dK = dS^T Q
+      Matmul("attention dP", s_q, VDim(), s_kv, kBackward, Heads(), act_dtype_);             // dP = dO V^T
+      Matmul("attention dV", s_kv, s_q, VDim(), kBackward, Heads(), act_dtype_);             // dV = P^T dO
+      if (c_.dropout) Elementwise("dropout", 2 * scores, kBackward, scores);
+      Elementwise("softmax", 2 * scores, kBackward);  // softmax backward: read P and dP in the lower triangle, write dS
+      Matmul("attention dQ", s_q, s_kv, QkDim(), kBackward, Heads(), act_dtype_);            // dQ = dS K
+      Matmul("attention dK", s_kv, s_q, QkDim(), kBackward, Heads(), act_dtype_);            // dK = dS^T Q
     }
     Wait(ring, kContextComm);
   }
@@ -424,28 +450,33 @@ class StepBuilder {
     if (c_.norm == Norm::kLayerNorm) return backward ? kLayerNormBackward : kLayerNormForward;
     return backward ? stack_.norm_backward : stack_.norm_forward;
   }
-  void NormForward(Category cat, double width = 0) { Kernels(NormPasses(false), norm_tokens_ * Width(width), cat); }
-  void NormBackward(double width = 0) { Kernels(NormPasses(true), norm_tokens_ * Width(width), kBackward); }
+  void NormForward(Category cat, double width = 0) {
+    Kernels("norm", NormPasses(false), norm_tokens_ * Width(width), cat);
+  }
+  void NormBackward(double width = 0) { Kernels("norm", NormPasses(true), norm_tokens_ * Width(width), kBackward); }
   double Width(double width) const { return width > 0 ? width : static_cast<double>(c_.d_model); }
   // Bias + dropout + residual add: read two, write one (+ a mask byte).
   void ResidualForward(Category cat) {
-    Kernels(stack_.residual_forward, norm_tokens_ * c_.d_model, cat, c_.dropout ? norm_tokens_ * c_.d_model : 0);
+    Kernels("residual", stack_.residual_forward, norm_tokens_ * c_.d_model, cat,
+            c_.dropout ? norm_tokens_ * c_.d_model : 0);
   }
   void ResidualBackward() {
-    Kernels(stack_.residual_backward, norm_tokens_ * c_.d_model, kBackward,
+    Kernels("residual", stack_.residual_backward, norm_tokens_ * c_.d_model, kBackward,
             c_.dropout ? norm_tokens_ * c_.d_model : 0);
   }
   // The activation of `elements` hidden elements.
   void ActivationForward(double elements, Category cat) {
-    Kernels(c_.activation == Activation::kSwiglu ? stack_.swiglu_forward : stack_.gelu_forward, elements, cat);
+    Kernels("mlp activation", c_.activation == Activation::kSwiglu ? stack_.swiglu_forward : stack_.gelu_forward,
+            elements, cat);
   }
   void ActivationBackward(double elements) {
-    Kernels(c_.activation == Activation::kSwiglu ? stack_.swiglu_backward : stack_.gelu_backward, elements,
+    Kernels("mlp activation", c_.activation == Activation::kSwiglu ? stack_.swiglu_backward : stack_.gelu_backward,
+            elements,
             kBackward);
   }
   // Rotary embedding of q and k (RopeElements counts a read and a write of each rotated element).
   void Rope(Category cat) {
-    Kernels(cat == kBackward ? stack_.rope_backward : stack_.rope_forward, RopeElements() / 2, cat);
+    Kernels("rope", cat == kBackward ? stack_.rope_backward : stack_.rope_forward, RopeElements() / 2, cat);
   }
 
   // --- attention: the fused QKV projection, or multi-head latent attention ---
@@ -457,10 +488,10 @@ class StepBuilder {
     }
     const double T = static_cast<double>(tokens_);
     EnterTp();
-    Matmul(T, c_.d_model, Qkv(), cat);
+    Matmul("qkv matmul", T, c_.d_model, Qkv(), cat);
     if (c_.position == PositionEmbedding::kRope) Rope(cat);
     AttentionCoreForward(layer, cat);
-    Matmul(T, AttnWidth(), c_.d_model, cat);
+    Matmul("attention out matmul", T, AttnWidth(), c_.d_model, cat);
     LeaveTp();
   }
 
@@ -468,8 +499,8 @@ class StepBuilder {
     const double T = static_cast<double>(tokens_);
     if (sp_) Collective(tensor_, CollectiveOp::kAllGather, Act() * size_, kTensorComm);  // backward of the RS
     const double out_in = c_.is_mla() ? LocalHeads() * VDim() : AttnWidth();
-    Matmul(T, c_.d_model, out_in, kBackward);                  // output projection dgrad
-    Matmul(out_in, T, c_.d_model, kBackward);                  // wgrad
+    Matmul("attention out dgrad", T, c_.d_model, out_in, kBackward);                  // output projection dgrad
+    Matmul("attention out wgrad", out_in, T, c_.d_model, kBackward);                  // wgrad
     if (c_.is_mla()) {
       MlaBackward(layer);
       return;
@@ -477,7 +508,7 @@ class StepBuilder {
     if (c_.recompute == Recompute::kSelective && !c_.flash_attention) AttentionCoreForward(layer, kRecompute);
     AttentionCoreBackward(layer);
     if (c_.position == PositionEmbedding::kRope) Rope(kBackward);
-    ColumnParallelBackward(T, Qkv());
+    ColumnParallelBackward("qkv dgrad", "qkv wgrad", T, Qkv());
     NormBackward();
   }
 
@@ -495,35 +526,37 @@ class StepBuilder {
   }
   // The up projections, their norms and the rotary embedding (what mla_up_proj recompute reruns).
   void MlaUpForward(Category cat) {
+    const LabelScope label(this, cat == kRecompute ? kRecompute : phase_, layer_);
     const MlaConfig& a = c_.mla;
     const double T = static_cast<double>(tokens_);
     const double q_width = LocalHeads() * static_cast<double>(a.qk_head_dim + a.qk_rope_head_dim);
     if (a.q_lora_rank > 0) {
       NormForward(cat, static_cast<double>(a.q_lora_rank));
       EnterTp(0, static_cast<double>(a.q_lora_rank));
-      Matmul(T, static_cast<double>(a.q_lora_rank), q_width, cat);
+      Matmul("mla q up matmul", T, static_cast<double>(a.q_lora_rank), q_width, cat);
     }
     NormForward(cat, static_cast<double>(a.kv_lora_rank));
     EnterTp(0, static_cast<double>(a.kv_lora_rank));
-    Matmul(T, static_cast<double>(a.kv_lora_rank), LocalHeads() * static_cast<double>(a.qk_head_dim + a.v_head_dim), cat);
+    Matmul("mla kv up matmul", T, static_cast<double>(a.kv_lora_rank),
+           LocalHeads() * static_cast<double>(a.qk_head_dim + a.v_head_dim), cat);
     Rope(cat);
     // q and k made whole: each head's qk part and rotary part concatenated (k's rotary part broadcast to every
     // head) into contiguous [T, heads / t, qk + rope] tensors: read and write both.
-    Elementwise(4 * T * LocalHeads() * QkDim(), cat);
+    Elementwise("mla q/k concat", 4 * T * LocalHeads() * QkDim(), cat);
   }
   void MlaForward(int64_t layer, Category cat) {
     const MlaConfig& a = c_.mla;
     const double T = static_cast<double>(tokens_), t = static_cast<double>(d_.tensor);
     const double kv_down = static_cast<double>(a.kv_lora_rank + a.qk_rope_head_dim);
     EnterTp();
-    Matmul(T, c_.d_model, MlaDownWidth() / t, cat);  // q down (or the direct q projection)
+    Matmul("mla q down matmul", T, c_.d_model, MlaDownWidth() / t, cat);  // q down (or the direct q projection)
     if (a.q_lora_rank > 0) GatherOverTensor(T * MlaDownWidth());
     EnterTp();
-    Matmul(T, c_.d_model, kv_down / t, cat);         // kv down + k's rotary part
+    Matmul("mla kv down matmul", T, c_.d_model, kv_down / t, cat);         // kv down + k's rotary part
     GatherOverTensor(T * kv_down);
     MlaUpForward(cat);
     AttentionCoreForward(layer, cat);
-    Matmul(T, LocalHeads() * VDim(), c_.d_model, cat);
+    Matmul("attention out matmul", T, LocalHeads() * VDim(), c_.d_model, cat);
     LeaveTp();
   }
   void MlaBackward(int64_t layer) {
@@ -531,19 +564,23 @@ class StepBuilder {
     const double T = static_cast<double>(tokens_), t = static_cast<double>(d_.tensor);
     if (a.recompute_up_proj) MlaUpForward(kRecompute);
     AttentionCoreBackward(layer);
-    Elementwise(4 * T * LocalHeads() * QkDim(), kBackward);  // the concatenations' backward (k's rotary part summed)
+    // The concatenations' backward (k's rotary part summed).
+    Elementwise("mla q/k concat", 4 * T * LocalHeads() * QkDim(), kBackward);
     Rope(kBackward);
-    ColumnParallelBackward(T, LocalHeads() * static_cast<double>(a.qk_head_dim + a.v_head_dim),
+    ColumnParallelBackward("mla kv up dgrad", "mla kv up wgrad", T,
+                           LocalHeads() * static_cast<double>(a.qk_head_dim + a.v_head_dim),
                            static_cast<double>(a.kv_lora_rank));
     NormBackward(static_cast<double>(a.kv_lora_rank));
     if (a.q_lora_rank > 0) {
-      ColumnParallelBackward(T, LocalHeads() * static_cast<double>(a.qk_head_dim + a.qk_rope_head_dim),
+      ColumnParallelBackward("mla q up dgrad", "mla q up wgrad", T,
+                             LocalHeads() * static_cast<double>(a.qk_head_dim + a.qk_rope_head_dim),
                              static_cast<double>(a.q_lora_rank));
       NormBackward(static_cast<double>(a.q_lora_rank));
     }
     // The down projections (the gathers' backward is a slice).
-    ColumnParallelBackward(T, static_cast<double>(a.kv_lora_rank + a.qk_rope_head_dim) / t);
-    ColumnParallelBackward(T, MlaDownWidth() / t);
+    ColumnParallelBackward("mla kv down dgrad", "mla kv down wgrad", T,
+                           static_cast<double>(a.kv_lora_rank + a.qk_rope_head_dim) / t);
+    ColumnParallelBackward("mla q down dgrad", "mla q down wgrad", T, MlaDownWidth() / t);
     NormBackward();
   }
 
@@ -560,18 +597,18 @@ class StepBuilder {
   double LocalExperts() const { return static_cast<double>(c_.moe.experts / d_.expert); }
   double SharedFf() const { return 1.0 * c_.moe.shared_d_ff / d_.tensor; }
 
-  // A dense MLP's two matmuls and activation on `rows` tokens (a grouped GEMM of `batch` experts).
-  void MlpMatmulsForward(double rows, double ff, Category cat, double batch = 1) {
-    Matmul(rows / batch, c_.d_model, FfIn(ff), cat, batch);
+  // A dense MLP's two matmuls and activation on `rows` tokens (`experts`: a grouped GEMM of `batch` experts).
+  void MlpMatmulsForward(double rows, double ff, Category cat, bool experts, double batch = 1) {
+    Matmul(experts ? "expert mlp up matmul" : "mlp up matmul", rows / batch, c_.d_model, FfIn(ff), cat, batch);
     ActivationForward(rows * ff, cat);
-    Matmul(rows / batch, ff, c_.d_model, cat, batch);
+    Matmul(experts ? "expert mlp down matmul" : "mlp down matmul", rows / batch, ff, c_.d_model, cat, batch);
   }
   void MlpMatmulsBackward(double rows, double ff, double batch = 1) {
-    Matmul(rows / batch, c_.d_model, ff, kBackward, batch);           // dgrad of the second matmul
-    Matmul(ff, rows / batch, c_.d_model, kBackward, batch);           // wgrad
+    Matmul("expert mlp down dgrad", rows / batch, c_.d_model, ff, kBackward, batch);  // of the second matmul
+    Matmul("expert mlp down wgrad", ff, rows / batch, c_.d_model, kBackward, batch);           // wgrad
     ActivationBackward(rows * ff);
-    Matmul(rows / batch, FfIn(ff), c_.d_model, kBackward, batch);     // dgrad of the first
-    Matmul(c_.d_model, rows / batch, FfIn(ff), kBackward, batch);     // wgrad
+    Matmul("expert mlp up dgrad", rows / batch, FfIn(ff), c_.d_model, kBackward, batch);     // dgrad of the first
+    Matmul("expert mlp up wgrad", c_.d_model, rows / batch, FfIn(ff), kBackward, batch);     // wgrad
   }
 
   // The expert all_to_all (dispatch or combine) of this rank's routed rows; its handle.
@@ -581,22 +618,22 @@ class StepBuilder {
 
   void MlpForward(bool moe, Category cat) {
     if (!moe) {
-      MlpMatmulsForward(static_cast<double>(tokens_), Ff(false), cat);
+      MlpMatmulsForward(static_cast<double>(tokens_), Ff(false), cat, false);
       return;
     }
     const double routed = RoutedTokens(), rows = Rows(), h = c_.d_model;
     const bool folded = c_.experts_over_tensor(), shared = c_.moe.shared_d_ff > 0;
     const bool overlap = shared && c_.moe.shared_expert_overlap;
-    Matmul(routed, h, c_.moe.experts, cat);                  // router logits
-    Elementwise(routed * h + rows * h, cat);                 // permute the rows by expert
+    Matmul("router", routed, h, c_.moe.experts, cat);                  // router logits
+    Elementwise("permute", routed * h + rows * h, cat);                 // permute the rows by expert
     int64_t a2a = ExpertAllToAll();
     if (overlap) SharedExpertForward(folded, cat, /*first_half=*/true);
     Wait(a2a, kExpertComm);
-    MlpMatmulsForward(rows, Ff(true), cat, LocalExperts());  // grouped GEMM of the local experts
+    MlpMatmulsForward(rows, Ff(true), cat, true, LocalExperts());  // grouped GEMM of the local experts
     a2a = ExpertAllToAll();
     if (overlap) SharedExpertForward(folded, cat, /*first_half=*/false);
     Wait(a2a, kExpertComm);
-    Elementwise(rows * h + routed * h, cat);                 // unpermute, weighted by the gates
+    Elementwise("unpermute", rows * h + routed * h, cat);                 // unpermute, weighted by the gates
     if (shared && !overlap) {
       SharedExpertForward(folded, cat, true);
       SharedExpertForward(folded, cat, false);
@@ -611,11 +648,11 @@ class StepBuilder {
     const uint8_t stream = c_.moe.shared_expert_overlap ? 1 : 0;
     if (first_half) {
       if (folded) EnterTp(stream);
-      Matmul(T, c_.d_model, FfIn(ff), cat);
+      Matmul("shared expert up matmul", T, c_.d_model, FfIn(ff), cat);
       ActivationForward(T * ff, cat);
       return;
     }
-    Matmul(T, ff, c_.d_model, cat);
+    Matmul("shared expert down matmul", T, ff, c_.d_model, cat);
     if (folded) LeaveTp(stream);
   }
   void SharedExpertBackward(bool folded, bool second_matmul) {
@@ -623,29 +660,29 @@ class StepBuilder {
     const uint8_t stream = c_.moe.shared_expert_overlap ? 1 : 0;
     if (second_matmul) {
       if (folded && sp_) Wait(Start(tensor_, CollectiveOp::kAllGather, Act() * size_, kTensorComm, stream), kTensorComm);
-      Matmul(T, c_.d_model, ff, kBackward);
-      Matmul(ff, T, c_.d_model, kBackward);
+      Matmul("shared expert down dgrad", T, c_.d_model, ff, kBackward);
+      Matmul("shared expert down wgrad", ff, T, c_.d_model, kBackward);
       ActivationBackward(T * ff);
       return;
     }
-    Matmul(T, FfIn(ff), c_.d_model, kBackward);
-    Matmul(c_.d_model, T, FfIn(ff), kBackward);
+    Matmul("shared expert up dgrad", T, FfIn(ff), c_.d_model, kBackward);
+    Matmul("shared expert up wgrad", c_.d_model, T, FfIn(ff), kBackward);
     if (folded) LeaveTp(stream);  // the input gradient's reduce-scatter (SP) / all-reduce
   }
 
   void MlpBackward(bool moe) {
     if (!moe) {
       const double T = static_cast<double>(tokens_), ff = Ff(false);
-      Matmul(T, c_.d_model, ff, kBackward);                    // dgrad of the second matmul
-      Matmul(ff, T, c_.d_model, kBackward);                    // wgrad
+      Matmul("mlp down dgrad", T, c_.d_model, ff, kBackward);                    // dgrad of the second matmul
+      Matmul("mlp down wgrad", ff, T, c_.d_model, kBackward);                    // wgrad
       ActivationBackward(T * ff);
-      ColumnParallelBackward(T, FfIn(ff));
+      ColumnParallelBackward("mlp up dgrad", "mlp up wgrad", T, FfIn(ff));
       return;
     }
     const double routed = RoutedTokens(), rows = Rows(), h = c_.d_model;
     const bool folded = c_.experts_over_tensor(), shared = c_.moe.shared_d_ff > 0;
     const bool overlap = shared && c_.moe.shared_expert_overlap;
-    Elementwise(routed * h + rows * h, kBackward);           // unpermute's backward
+    Elementwise("unpermute", routed * h + rows * h, kBackward);           // unpermute's backward
     int64_t a2a = ExpertAllToAll();
     if (overlap) SharedExpertBackward(folded, true);
     Wait(a2a, kExpertComm);
@@ -653,9 +690,9 @@ class StepBuilder {
     a2a = ExpertAllToAll();
     if (overlap) SharedExpertBackward(folded, false);
     Wait(a2a, kExpertComm);
-    Elementwise(rows * h + routed * h, kBackward);           // permute's backward
-    Matmul(routed, c_.moe.experts, h, kBackward);            // router dgrad
-    Matmul(h, routed, c_.moe.experts, kBackward);            // router wgrad
+    Elementwise("permute", rows * h + routed * h, kBackward);           // permute's backward
+    Matmul("router dgrad", routed, c_.moe.experts, h, kBackward);            // router dgrad
+    Matmul("router wgrad", h, routed, c_.moe.experts, kBackward);            // router wgrad
     if (shared && !overlap) {
       SharedExpertBackward(folded, true);
       SharedExpertBackward(folded, false);
@@ -669,15 +706,16 @@ class StepBuilder {
   // Backward of a column-parallel matmul [T, k] x [k, n] (k: `in_width`, 0: d_model): Megatron overlaps the
   // all-reduce (SP: reduce-scatter) of the input gradient with the weight-gradient matmul, and with SP re-gathers
   // the input for the weight gradient under the input-gradient matmul (Korthikanti et al. 2022, section 4.2.2).
-  void ColumnParallelBackward(double tokens, double n, double in_width = 0) {
+  void ColumnParallelBackward(std::string_view what_dgrad, std::string_view what_wgrad, double tokens, double n,
+                              double in_width = 0) {
     const double k = Width(in_width), bytes = Tokens(k) * size_;
     const int64_t gather = sp_ ? Start(tensor_, CollectiveOp::kAllGather, bytes, kTensorComm) : -1;
-    Matmul(tokens, n, k, kBackward);                           // dgrad
+    Matmul(what_dgrad, tokens, n, k, kBackward);                           // dgrad
     Wait(gather, kTensorComm);
     const int64_t reduce =
         d_.tensor > 1 ? Start(tensor_, sp_ ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, bytes, kTensorComm)
                       : -1;
-    Matmul(k, tokens, n, kBackward);                           // wgrad
+    Matmul(what_wgrad, k, tokens, n, kBackward);                           // wgrad
     Wait(reduce, kTensorComm);
   }
 
@@ -704,6 +742,7 @@ class StepBuilder {
   }
 
   void LayerForward(int64_t layer, Category cat) {
+    const LabelScope label(this, cat, layer);
     const bool moe = IsMoe(layer);
     GatherLayerWeights(moe, /*backward=*/cat == kRecompute);
     Fp8Casts(moe, /*backward=*/false, cat);
@@ -716,6 +755,7 @@ class StepBuilder {
   }
 
   void LayerBackward(int64_t layer) {
+    const LabelScope label(this, kBackward, layer);
     const bool moe = IsMoe(layer);
     if (c_.recompute == Recompute::kFull) LayerForward(layer, kRecompute);
     else GatherLayerWeights(moe, /*backward=*/true);
@@ -734,29 +774,29 @@ class StepBuilder {
   double VocabLocal() const { return VocabParamsPerDevice(c_, d_) / c_.d_model; }
 
   void EmbeddingForward() {
-    Elementwise(2 * Act(), kHead);  // gather the rows, write the activations
+    Elementwise("embedding", 2 * Act(), kHead);  // gather the rows, write the activations
     LeaveTp();                      // vocabulary-parallel embedding: all-reduce (SP: reduce-scatter)
   }
   void EmbeddingBackward() {
     if (sp_) Collective(tensor_, CollectiveOp::kAllGather, Act() * size_, kTensorComm);
-    Elementwise(3 * Act(), kHead);  // scatter-add into the embedding gradient
+    Elementwise("embedding", 3 * Act(), kHead);  // scatter-add into the embedding gradient
   }
   // Final norm, logits over the local vocabulary, vocabulary-parallel cross-entropy (fp32 logits).
   void LossForward() {
     const double T = static_cast<double>(tokens_), V = VocabLocal();
     NormForward(kHead);
     EnterTp();
-    Matmul(T, c_.d_model, V, kHead);
-    Kernels(stack_.cross_entropy_forward, T * V, kHead);  // fp32 softmax statistics
+    Matmul("logits matmul", T, c_.d_model, V, kHead);
+    Kernels("cross-entropy", stack_.cross_entropy_forward, T * V, kHead);  // fp32 softmax statistics
     if (d_.tensor > 1) {
       for (int i = 0; i < 3; ++i) Collective(tensor_, CollectiveOp::kAllReduce, T * 4, kTensorComm);
     }
   }
   void LossBackward() {
     const double T = static_cast<double>(tokens_), V = VocabLocal();
-    Kernels(stack_.cross_entropy_backward, T * V, kHead);  // softmax - one-hot (fp32 in, dtype out)
-    Matmul(T, V, c_.d_model, kHead);           // dgrad
-    Matmul(c_.d_model, T, V, kHead);           // wgrad
+    Kernels("cross-entropy", stack_.cross_entropy_backward, T * V, kHead);  // softmax - one-hot (fp32 in, dtype out)
+    Matmul("logits dgrad", T, V, c_.d_model, kHead);           // dgrad
+    Matmul("logits wgrad", c_.d_model, T, V, kHead);           // wgrad
     if (d_.tensor > 1)
       Collective(tensor_, sp_ ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, Act() * size_, kTensorComm);
     NormBackward();
@@ -790,6 +830,7 @@ class StepBuilder {
     return ((forward ? 0 : 1) * d_.micro_batches + micro_batch) * (d_.pipeline * c_.parallel.virtual_stages) +
            virtual_stage;
   }
+  bool IsForwardTag(int64_t tag) const { return tag < d_.micro_batches * d_.pipeline * c_.parallel.virtual_stages; }
 
   // Pipeline transfers. Blocking (Megatron 2022): the receiver acknowledges each message (a 0 s send back) and
   // the sender waits for the acknowledgements at its next exchange, after the receives that open its next task:
@@ -799,16 +840,17 @@ class StepBuilder {
   // (send_forward_backward_recv_forward_backward): the pair's backward receives with its forward (RunTask's
   // `paired`). The sender resumes when the receiver has the data.
   void SendActivations(int64_t peer, int64_t tag) {
-    ops_->push_back(TimelineOp::Send(peer, tag, PipelineSendSeconds(), kPipelineComm));
+    Emit(TimelineOp::Send(peer, tag, PipelineSendSeconds(), kPipelineComm),
+         IsForwardTag(tag) ? "send activations" : "send gradients");
     if (blocking_p2p_) unacknowledged_.emplace_back(peer, tag);
   }
   void ReceiveActivations(int64_t peer, int64_t tag) {
-    ops_->push_back(TimelineOp::Recv(peer, tag, kPipelineComm));
-    if (blocking_p2p_) ops_->push_back(TimelineOp::Send(peer, AckTag(tag), 0, kPipelineComm));
+    Emit(TimelineOp::Recv(peer, tag, kPipelineComm), IsForwardTag(tag) ? "receive activations" : "receive gradients");
+    if (blocking_p2p_) Emit(TimelineOp::Send(peer, AckTag(tag), 0, kPipelineComm), "acknowledge");
   }
   void AwaitAcknowledgements() {
     for (const auto& [peer, tag] : unacknowledged_)
-      ops_->push_back(TimelineOp::Recv(peer, AckTag(tag), kPipelineComm));
+      Emit(TimelineOp::Recv(peer, AckTag(tag), kPipelineComm), "await acknowledgement");
     unacknowledged_.clear();
   }
   static int64_t AckTag(int64_t tag) { return -1 - tag; }
@@ -819,6 +861,7 @@ class StepBuilder {
     const int64_t p = d_.pipeline, v = c_.parallel.virtual_stages;
     const int64_t vstage = task.chunk * p + stage, last = p * v - 1;
     const LayerRange chunk = layout_[static_cast<size_t>(vstage)];
+    SetLabelContext(task.forward ? kForward : kBackward, task.micro_batch, task.chunk);
     if (task.forward) {
       if (vstage > 0) ReceiveActivations(prev_, Tag(true, task.micro_batch, vstage));
       if (paired != nullptr) {
@@ -870,9 +913,9 @@ class StepBuilder {
     EmbeddingForward();
     NormForward(kHead);
     NormForward(kHead);
-    Elementwise(2 * 2 * norm_tokens_ * h, kHead);  // concatenate: read both, write [T, 2h]
+    Elementwise("mtp concat", 2 * 2 * norm_tokens_ * h, kHead);  // concatenate: read both, write [T, 2h]
     EnterTp(0, 2 * h);
-    Matmul(T, 2 * h, h / d_.tensor, kHead);
+    Matmul("mtp projection", T, 2 * h, h / d_.tensor, kHead);
     GatherOverTensor(T * h);
     LayerForward(c_.layers + k, kForward);
     LossForward();
@@ -881,8 +924,8 @@ class StepBuilder {
     const double T = static_cast<double>(tokens_), h = c_.d_model;
     LossBackward();
     LayerBackward(c_.layers + k);
-    ColumnParallelBackward(T, h / d_.tensor, 2 * h);
-    Elementwise(2 * 2 * norm_tokens_ * h, kBackward);
+    ColumnParallelBackward("mtp projection dgrad", "mtp projection wgrad", T, h / d_.tensor, 2 * h);
+    Elementwise("mtp concat", 2 * 2 * norm_tokens_ * h, kBackward);
     NormBackward();
     NormBackward();
     EmbeddingBackward();
@@ -923,6 +966,7 @@ class StepBuilder {
   }
 
   void Optimizer(int64_t stage) {
+    SetLabelContext(kOptimizer, -1, 0);
     AwaitAcknowledgements();
     Wait(prefetched_gather_, kDataComm);
     prefetched_gather_ = -1;
@@ -953,7 +997,7 @@ class StepBuilder {
     // stack's own passes (model/stack.h optimizer_extra_bytes, lowp_copy).
     const double bytes_per_param = 4 * 4 + 3 * 4 + 4 + (c_.dtype == DType::kF16 ? 8 : 0) +
                                    stack_.optimizer_extra_bytes + (stack_.lowp_copy ? 4 + size_ : 0);
-    Compute(compute_.Cost(10 * shard, shard * bytes_per_param, ContractionDims{}, DType::kF32), kOptimizer);
+    Compute("adamw", compute_.Cost(10 * shard, shard * bytes_per_param, ContractionDims{}, DType::kF32), kOptimizer);
     if (sharded && c_.parallel.zero_stage < 3) {  // updated weights back to every rank
       if (zero_.size > 1)
         Collective(zero_, CollectiveOp::kAllGather, (params - experts) * WeightGatherBytes(), kDataComm);
@@ -962,9 +1006,38 @@ class StepBuilder {
     }
   }
 
+  // What the ops emitted from now on belong to (the schedule's labels); outside a layer.
+  void SetLabelContext(Category phase, int64_t micro_batch, int64_t chunk) {
+    phase_ = phase;
+    layer_ = -1;
+    micro_batch_ = static_cast<int32_t>(micro_batch);
+    chunk_ = static_cast<int32_t>(chunk);
+  }
+  // Labels the ops emitted in its scope with a phase and a layer (the schedule), and restores the previous ones.
+  class LabelScope {
+   public:
+    LabelScope(StepBuilder* b, Category phase, int64_t layer) : b_(b), phase_(b->phase_), layer_(b->layer_) {
+      b->phase_ = phase;
+      b->layer_ = static_cast<int32_t>(layer);
+    }
+    ~LabelScope() {
+      b_->phase_ = phase_;
+      b_->layer_ = layer_;
+    }
+    LabelScope(const LabelScope&) = delete;
+    LabelScope& operator=(const LabelScope&) = delete;
+
+   private:
+    StepBuilder* b_;
+    Category phase_;
+    int32_t layer_;
+  };
+
   void BuildDevice(int64_t device) {
     device_ = device;
     ops_ = &timeline_->program(device);
+    if (record_) labels_ = &labels_of_[static_cast<size_t>(device)];
+    handle_ops_.clear();
     next_handle_ = 0;
     prefetched_gather_ = -1;
     pending_grads_.clear();
@@ -1010,6 +1083,13 @@ class StepBuilder {
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, DType>, PricedOp> matmul_cache_;
   std::optional<double> pipe_seconds_;
   std::vector<TimelineOp>* ops_ = nullptr;
+  // Recording the schedule: each device's op labels, parallel to its program, and the current label context.
+  bool record_ = false;
+  std::vector<std::vector<OpLabel>> labels_of_;
+  std::vector<OpLabel>* labels_ = nullptr;
+  std::vector<std::string_view> handle_ops_;  // this device's handle -> its collective's name
+  Category phase_ = kForward;
+  int32_t layer_ = -1, micro_batch_ = -1, chunk_ = 0;
   int64_t device_ = 0, next_handle_ = 0, prev_ = 0, next_ = 0;
   std::vector<std::vector<int64_t>> pipeline_groups_;
   std::vector<int64_t> pending_grads_;
@@ -1035,14 +1115,114 @@ void CheckSustainedRate(const ComputeModel& compute, const std::string& device_k
   }
 }
 
-// Runs the timeline of `model` (its micro-batch count as configured) and fills the times.
+// The device's breakdown by category (compute phases; communication kinds, run and exposed).
+void FillBreakdown(const DeviceTimes& t, std::map<std::string, double>* compute_by_phase,
+                   std::map<std::string, double>* comm_by_kind, std::map<std::string, double>* exposed_by_kind) {
+  for (int cat = 0; cat < kNumCategories; ++cat) {
+    const auto u = static_cast<size_t>(cat);
+    if (cat <= kOptimizer) {
+      (*compute_by_phase)[kCategoryNames[u]] = t.compute_by_category[u];
+    } else {
+      (*comm_by_kind)[kCategoryNames[u]] = t.comm_by_category[u];
+      (*exposed_by_kind)[kCategoryNames[u]] = t.exposed_by_category[u];
+    }
+  }
+}
+
+StepEvent::Stream StreamOf(const TimelineOp& op) {
+  switch (op.kind) {
+    case TimelineOp::Kind::kStart:
+      return op.stream == 0 ? StepEvent::Stream::kCollectives0 : StepEvent::Stream::kCollectives1;
+    case TimelineOp::Kind::kSend:
+      return StepEvent::Stream::kSends;
+    default:
+      return StepEvent::Stream::kCompute;
+  }
+}
+
+StepEvent::Kind EventKindOf(const TimelineOp& op) {
+  switch (op.kind) {
+    case TimelineOp::Kind::kCompute:
+      return StepEvent::Kind::kCompute;
+    case TimelineOp::Kind::kWait:
+      return StepEvent::Kind::kExposed;
+    case TimelineOp::Kind::kRecv:
+      return StepEvent::Kind::kBubble;
+    default:
+      return StepEvent::Kind::kCommunication;
+  }
+}
+
+// One simulated device's schedule: its ops that took time, labelled (each preceded by the compute stream's wait
+// for the host to launch it, where there was one), and its breakdown.
+StepDeviceSchedule DeviceSchedule(const std::vector<TimelineOp>& program, const std::vector<OpLabel>& labels,
+                                  const std::vector<OpInterval>& intervals, const DeviceTimes& t) {
+  StepDeviceSchedule out;
+  for (size_t i = 0; i < program.size(); ++i) {
+    const OpInterval& when = intervals[i];
+    const TimelineOp& op = program[i];
+    const OpLabel& label = labels[i];
+    const std::string_view phase = kCategoryNames[label.phase];
+    if (when.host_wait_end > when.host_wait_start) {
+      out.events.push_back({StepEvent::Stream::kCompute, StepEvent::Kind::kHostWait, "host", phase, label.op,
+                            label.layer, label.micro_batch, label.chunk, when.host_wait_start, when.host_wait_end});
+    }
+    if (!(when.end > when.start)) continue;
+    out.events.push_back({StreamOf(op), EventKindOf(op), kCategoryNames[op.category], phase, label.op, label.layer,
+                          label.micro_batch, label.chunk, when.start, when.end});
+  }
+  out.end_seconds = t.end;
+  out.compute_seconds = t.compute;
+  out.exposed_comm_seconds = t.exposed_comm;
+  out.bubble_seconds = t.pipeline_wait;
+  out.host_wait_seconds = t.host_wait;
+  FillBreakdown(t, &out.compute_by_phase, &out.comm_by_kind, &out.exposed_by_kind);
+  return out;
+}
+
+std::shared_ptr<const StepSchedule> MakeSchedule(const ValidatedModel& model, const StepBuilder& builder,
+                                                 StepTimeline& timeline, const std::vector<DeviceTimes>& times,
+                                                 const std::vector<std::vector<OpInterval>>& intervals, size_t last) {
+  auto schedule = std::make_shared<StepSchedule>();
+  schedule->micro_batches = schedule->micro_batches_shown = builder.degrees().micro_batches;
+  schedule->last_device = static_cast<int64_t>(last);
+  const Mesh& mesh = model.mesh();
+  for (size_t i = 0; i < times.size(); ++i) {
+    StepDeviceSchedule device = DeviceSchedule(timeline.program(static_cast<int64_t>(i)), builder.labels()[i],
+                                               intervals[i], times[i]);
+    device.position = builder.simulated()[i];
+    device.device_id = mesh.DeviceAt(device.position);
+    device.stage = mesh.IndexInGroup(device.position, model.config().parallel.pipeline_axes);
+    schedule->devices.push_back(std::move(device));
+  }
+  return schedule;
+}
+
+// Every pipeline stage's times: those of its simulated device that finishes last.
+std::vector<ModelStageTimes> StageTimes(const ValidatedModel& model, const std::vector<int64_t>& simulated,
+                                        const std::vector<DeviceTimes>& times) {
+  std::vector<ModelStageTimes> stages(static_cast<size_t>(model.degrees().pipeline));
+  for (size_t i = 0; i < times.size(); ++i) {
+    const int64_t stage = model.mesh().IndexInGroup(simulated[i], model.config().parallel.pipeline_axes);
+    ModelStageTimes& s = stages[static_cast<size_t>(stage)];
+    if (times[i].end < s.end) continue;
+    s = {stage, times[i].end, times[i].compute, times[i].exposed_comm, times[i].pipeline_wait, {}};
+    for (int cat = kOptimizer + 1; cat < kNumCategories; ++cat)
+      s.exposed_by_kind[kCategoryNames[static_cast<size_t>(cat)]] = times[i].exposed_by_category[static_cast<size_t>(cat)];
+  }
+  return stages;
+}
+
+// Runs the timeline of `model` (its micro-batch count as configured) and fills the times (and, with
+// options.record_schedule, the schedule).
 ModelStepTimes Simulate(const ValidatedModel& model, const ModelStepOptions& options) {
   StepBuilder builder(model, options);
   std::unique_ptr<StepTimeline> timeline = builder.Build();
   ModelStepTimes out;
   for (int64_t i = 0; i < static_cast<int64_t>(builder.simulated().size()); ++i)
     out.timeline_ops += static_cast<int64_t>(timeline->program(i).size());
-  const std::vector<DeviceTimes> times = timeline->Run();
+  std::vector<std::vector<OpInterval>> intervals;
+  const std::vector<DeviceTimes> times = timeline->Run(options.record_schedule ? &intervals : nullptr);
   size_t last = 0;
   for (size_t i = 1; i < times.size(); ++i)
     if (times[i].end > times[last].end) last = i;
@@ -1054,26 +1234,11 @@ ModelStepTimes Simulate(const ValidatedModel& model, const ModelStepOptions& opt
   out.bubble_seconds = t.pipeline_wait;
   out.host_wait_seconds = t.host_wait;
   out.comm_slowdown = builder.slowdown();
-  for (int cat = 0; cat < kNumCategories; ++cat) {
-    const auto u = static_cast<size_t>(cat);
-    if (cat <= kOptimizer) out.compute_by_phase[kCategoryNames[u]] = t.compute_by_category[u];
-    else {
-      out.comm_by_kind[kCategoryNames[u]] = t.comm_by_category[u];
-      out.exposed_by_kind[kCategoryNames[u]] = t.exposed_by_category[u];
-    }
-  }
+  FillBreakdown(t, &out.compute_by_phase, &out.comm_by_kind, &out.exposed_by_kind);
   out.simulated_devices = static_cast<int64_t>(times.size());
-  const Mesh& mesh = model.mesh();
-  out.stages.resize(static_cast<size_t>(model.degrees().pipeline));
-  for (size_t i = 0; i < times.size(); ++i) {
-    const int64_t stage = mesh.IndexInGroup(builder.simulated()[i], model.config().parallel.pipeline_axes);
-    ModelStageTimes& s = out.stages[static_cast<size_t>(stage)];
-    if (times[i].end < s.end) continue;
-    s = {stage, times[i].end, times[i].compute, times[i].exposed_comm, times[i].pipeline_wait, {}};
-    for (int cat = kOptimizer + 1; cat < kNumCategories; ++cat)
-      s.exposed_by_kind[kCategoryNames[static_cast<size_t>(cat)]] = times[i].exposed_by_category[static_cast<size_t>(cat)];
-  }
+  out.stages = StageTimes(model, builder.simulated(), times);
   out.hardware_flops = builder.ExecutedFlops();
+  if (options.record_schedule) out.schedule = MakeSchedule(model, builder, *timeline, times, intervals, last);
   return out;
 }
 
@@ -1104,7 +1269,54 @@ ModelStepTimes Extrapolate(const ModelStepTimes& a, const ModelStepTimes& b, dou
   return out;
 }
 
+// The schedule to show for an extrapolated step: the whole step simulated once more when it is small enough
+// (StepSchedule::kMaxScheduleOps), else that of the m2-micro-batch run `b` (null unless recording).
+std::shared_ptr<const StepSchedule> RecordedSchedule(const ValidatedModel& model, const ModelStepOptions& options,
+                                                     const ModelStepTimes& b, int64_t m2) {
+  if (!options.record_schedule) return nullptr;
+  const int64_t m = model.degrees().micro_batches;
+  const double whole_ops = static_cast<double>(b.timeline_ops) * static_cast<double>(m) / static_cast<double>(m2);
+  if (whole_ops <= static_cast<double>(StepSchedule::kMaxScheduleOps)) {
+    ModelStepOptions whole = options;
+    whole.extrapolate = false;
+    return Simulate(model, whole).schedule;
+  }
+  auto schedule = std::make_shared<StepSchedule>(*b.schedule);
+  schedule->micro_batches = m;
+  return schedule;
+}
+
 }  // namespace
+
+std::string_view StepStreamName(StepEvent::Stream stream) {
+  switch (stream) {
+    case StepEvent::Stream::kCompute:
+      return "compute";
+    case StepEvent::Stream::kCollectives0:
+      return "collectives 0";
+    case StepEvent::Stream::kCollectives1:
+      return "collectives 1";
+    case StepEvent::Stream::kSends:
+      return "sends";
+  }
+  return "?";
+}
+
+std::string_view StepEventKindName(StepEvent::Kind kind) {
+  switch (kind) {
+    case StepEvent::Kind::kCompute:
+      return "compute";
+    case StepEvent::Kind::kCommunication:
+      return "communication";
+    case StepEvent::Kind::kExposed:
+      return "exposed";
+    case StepEvent::Kind::kBubble:
+      return "bubble";
+    case StepEvent::Kind::kHostWait:
+      return "host wait";
+  }
+  return "?";
+}
 
 ModelLayerTimes PredictModelLayer(const ValidatedModel& model, const ModelStepOptions& options, bool moe) {
   if (model.mesh().topology() == nullptr) {
@@ -1137,9 +1349,12 @@ ModelStepTimes PredictModelStep(const ValidatedModel& model, const ModelStepOpti
   const int64_t m1 = m > base ? base + (m - base) % p : base, m2 = m1 + p;
   ModelStepTimes out;
   if (options.extrapolate && m > m1 + m2) {
-    const ModelStepTimes a = Simulate(model.WithMicroBatches(m1), options);
+    ModelStepOptions quiet = options;
+    quiet.record_schedule = false;
+    const ModelStepTimes a = Simulate(model.WithMicroBatches(m1), quiet);
     const ModelStepTimes b = Simulate(model.WithMicroBatches(m2), options);
     out = Extrapolate(a, b, static_cast<double>(d.micro_batches - m2) / static_cast<double>(m2 - m1));
+    out.schedule = RecordedSchedule(model, options, b, m2);
   } else {
     out = Simulate(model, options);
   }

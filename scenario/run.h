@@ -25,7 +25,7 @@ namespace spmdsim {
 struct ScenarioRunOptions {
   bool abstract = false;      // shapes and dtypes only: cost model and memory, no arithmetic, no checks
   int num_threads = 0;        // simulator worker threads (0: one per core). REQUIRES: >= 0
-  bool record_trace = false;  // keep per-device step events (WorkloadResult::trace)
+  bool record_trace = false;  // keep per-device step events (WorkloadResult::trace); a model's schedule too
   bool keep_arrays = false;   // keep global inputs and outputs (WorkloadResult::inputs/outputs); real runs only
   // Several processes (sim/multiprocess.h): the ranks that share every workload's mesh. Default none.
   std::shared_ptr<ProcessGroup> process_group = nullptr;

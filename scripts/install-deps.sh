@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages spmdsim builds with, if any is missing. Safe to run again: with everything
 # present it only checks (dpkg -s) and prints nothing.
+#   scripts/install-deps.sh                 what building and running need
+#   scripts/install-deps.sh --test-tools    also the optional test tools (./test.sh passes it): chromium, for the
+#                                           HTML report's headless-browser test, which is skipped without it
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config
@@ -10,12 +13,17 @@ packages=(
   pybind11-dev python3-dev python3-numpy python3-pytest python3-venv
   libopenmpi-dev openmpi-bin
 )
+optional=()
+[ "${1:-}" = "--test-tools" ] && optional=(chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-echo "install-deps: installing ${missing[*]}" >&2
+optional_missing=()
+for p in "${optional[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || optional_missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && [ ${#optional_missing[@]} -eq 0 ] && exit 0
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
@@ -28,4 +36,12 @@ if ! dpkg -s ca-certificates >/dev/null 2>&1 && [ -s "$bundle" ]; then
   $sudo cp "$bundle" /usr/local/share/ca-certificates/preinstalled-bundle.crt
 fi
 $sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}" >&2
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+if [ ${#optional_missing[@]} -gt 0 ]; then
+  echo "install-deps: installing the optional test tools ${optional_missing[*]}" >&2
+  $sudo apt-get install -y -qq --no-install-recommends "${optional_missing[@]}" >&2 ||
+    echo "install-deps: could not install ${optional_missing[*]}; the browser test will be reported as skipped" >&2
+fi

@@ -88,8 +88,9 @@ struct WorkloadContext {
   // Shapes and dtypes only: no arithmetic, no numeric check; cost model and memory accounting as a real run.
   bool abstract = false;
   CostOptions cost;
-  // Record trace events (WorkloadResult::trace), one per device per step. Off by default: on a 4096-device
-  // mesh they are ~devices x steps events.
+  // Record trace events (WorkloadResult::trace), one per device per step; for a model workload the simulated
+  // step's schedule instead (ModelStepTimes::schedule: every op of one device per pipeline stage). Off by
+  // default: on a 4096-device mesh they are ~devices x steps events.
   bool record_trace = false;
   // Keep the workload's global inputs and outputs in WorkloadResult::inputs/outputs (for --dump). Real runs only.
   bool keep_arrays = false;

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 
@@ -93,6 +94,26 @@ TEST(PlanCommand, MemoryHeadroomTakesAFractionOrAPercentage) {
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_THAT(bad.err, HasSubstr("--memory-headroom: '100%' is not a fraction of the device memory in [0, 1) or a "
                                  "percentage below 100%, e.g. 0.1 or 10%"));
+}
+
+// --html: every evaluated configuration is a dot of the scatter, the `top` fastest marked, and the fastest one's
+// step drawn (the page itself is loaded in a browser by html_report_browser_test.sh).
+TEST(PlanCommand, HtmlScattersEveryEvaluatedConfiguration) {
+  const std::string html = ::testing::TempDir() + "plan.html";
+  const auto r = RunSpmdsim("plan " + kLlama + " --no-placement --top 4 --json --write '' --threads 2 --html " + html);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  std::ifstream in(html);
+  const std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto count = [&](const std::string& what) {
+    int64_t n = 0;
+    for (size_t at = page.find(what); at != std::string::npos; at = page.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("<circle class=\"point\""), j["evaluated"].get<int64_t>());
+  EXPECT_EQ(count("<circle class=\"point winner"), 4);
+  EXPECT_EQ(count("<svg class=\"figure timeline"), 1);
+  EXPECT_THAT(page, HasSubstr("spmdsim plan " + kLlama));
 }
 
 TEST(PlanCommand, BadInputIsOneLine) {

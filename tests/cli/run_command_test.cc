@@ -1,8 +1,10 @@
 // Tests of `spmdsim run` (cli/run_command.cc) through the built binary: the human report, --json, --trace,
-// --dump, --abstract, and the documented exit codes (docs/scenarios.md).
+// --html, --dump, --abstract, and the documented exit codes (docs/scenarios.md).
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -104,6 +106,33 @@ TEST(RunCommand, WritesAChromeTraceWithOneTrackPerDeviceOnBothClocks) {
   EXPECT_GT(complete, 0);
   EXPECT_EQ(sim_tracks.size(), 8u);
   EXPECT_EQ(wall_tracks.size(), 8u);
+}
+
+// A model workload's trace holds its simulated step, one process per pipeline stage; --html writes its page.
+TEST(RunCommand, TracesAModelsStepPerStageAndWritesItsHtmlPage) {
+  const std::string trace = ::testing::TempDir() + "run_model_trace.json";
+  const std::string html = ::testing::TempDir() + "run_model.html";
+  auto r = RunSpmdsim("run --abstract --quiet --trace " + trace + " --html " + html + " " +
+                      Scenario("llama-gqa-dgx-h100-32.yaml"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = ReadJson(trace);
+  std::set<std::string> stages;
+  std::map<std::string, int64_t> cats;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name" && e["pid"].get<int>() >= 3) stages.insert(e["args"]["name"]);
+    if (e["ph"] == "X" && e["pid"].get<int>() >= 3) ++cats[e["cat"]];
+  }
+  EXPECT_EQ(stages, (std::set<std::string>{"llama2_70b: stage 0 (device 0, mesh position 0), simulated step",
+                                           "llama2_70b: stage 1 (device 8, mesh position 8), simulated step"}));
+  for (const char* cat : {"compute", "communication", "exposed", "bubble", "task", "layer"})
+    EXPECT_GT(cats[cat], 0) << cat;
+  EXPECT_EQ(cats["task"], 2 * (2 * 32 + 1));  // per stage: 32 micro-batches forward and backward, the optimizer
+  EXPECT_EQ(cats["layer"], 2 * 2 * 32 * 40);  // per stage: 40 layers, each forward and backward per micro-batch
+  std::ifstream in(html);
+  std::stringstream page;
+  page << in.rdbuf();
+  EXPECT_THAT(page.str(), HasSubstr("<svg class=\"figure timeline"));
+  EXPECT_THAT(page.str(), HasSubstr("stage 1 (device 8)"));
 }
 
 TEST(RunCommand, DumpsGlobalInputsAndOutputsAsNpy) {

@@ -43,6 +43,42 @@ TEST(StepTimeline, HeaderExampleOverlapsTheCollectiveWithTheSecondCompute) {
   }
 }
 
+// The header example with its intervals recorded: when each op ran on its stream, and the compute stream's waits.
+TEST(StepTimeline, RecordsWhenEachOpRan) {
+  StepTimeline t(2, 0.0);
+  const int32_t g = t.AddGroup({0, 1});
+  for (int64_t p = 0; p < 2; ++p) {
+    t.SetProgram(p, {Op::Compute(kMs, 0), Op::Start(7, g, 2 * kMs, 1), Op::Compute(kMs, 0), Op::Wait(7, 1),
+                     Op::Compute(kMs, 0), Op::Send(1 - p, 3, kMs, 2), Op::Recv(1 - p, 3, 2)});
+  }
+  std::vector<std::vector<OpInterval>> intervals;
+  const std::vector<DeviceTimes> times = t.Run(&intervals);
+  ASSERT_EQ(intervals.size(), 2u);
+  for (const std::vector<OpInterval>& ops : intervals) {
+    ASSERT_EQ(ops.size(), 7u);
+    const std::vector<std::pair<double, double>> want = {
+        {0, 1}, {1, 3}, {1, 2}, {2, 3}, {3, 4}, {4, 5}, {4, 5}};  // ms: compute, collective, compute, exposed
+                                                                   // wait, compute, send, receive wait
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_NEAR(ops[i].start, want[i].first * kMs, 1e-15) << "op " << i;
+      EXPECT_NEAR(ops[i].end, want[i].second * kMs, 1e-15) << "op " << i;
+    }
+  }
+  // The same times as without recording.
+  StepTimeline u(2, 0.0);
+  const int32_t h = u.AddGroup({0, 1});
+  for (int64_t p = 0; p < 2; ++p) {
+    u.SetProgram(p, {Op::Compute(kMs, 0), Op::Start(7, h, 2 * kMs, 1), Op::Compute(kMs, 0), Op::Wait(7, 1),
+                     Op::Compute(kMs, 0), Op::Send(1 - p, 3, kMs, 2), Op::Recv(1 - p, 3, 2)});
+  }
+  const std::vector<DeviceTimes> plain = u.Run();
+  for (size_t p = 0; p < 2; ++p) {
+    EXPECT_EQ(times[p].end, plain[p].end);
+    EXPECT_EQ(times[p].pipeline_wait, plain[p].pipeline_wait);
+    EXPECT_DOUBLE_EQ(times[p].pipeline_wait, kMs);
+  }
+}
+
 TEST(StepTimeline, ACollectiveStartsAtTheLatestMemberAndWhenEveryStreamIsFree) {
   StepTimeline t(2, 0.0);
   const int32_t g = t.AddGroup({0, 1});

@@ -601,5 +601,148 @@ TEST(ModelValidation, TheUnseenChecksAreDocumented) {
   EXPECT_THAT(text.str(), ::testing::HasSubstr(ModelValidationSummary(rows)));
 }
 
+// --- the recorded schedule (ModelStepOptions::record_schedule) ---
+
+// The schedule's events of one device summed per (stream kind, category).
+std::map<std::pair<StepEvent::Kind, std::string>, double> SumsOf(const StepDeviceSchedule& d) {
+  std::map<std::pair<StepEvent::Kind, std::string>, double> sums;
+  for (const StepEvent& e : d.events) sums[{e.kind, std::string(e.category)}] += e.end - e.start;
+  return sums;
+}
+
+// The schedule's events add up to the prediction's breakdown for the device that finishes last, every stream
+// runs one thing at a time, and recording changes no time.
+void ExpectScheduleMatches(const ModelStepTimes& t, const ModelStepTimes& plain, const std::string& what) {
+  ASSERT_NE(t.schedule, nullptr) << what;
+  EXPECT_EQ(plain.schedule, nullptr) << what;
+  EXPECT_EQ(t.step_seconds, plain.step_seconds) << what;
+  const StepSchedule& s = *t.schedule;
+  const StepDeviceSchedule& last = s.devices.at(static_cast<size_t>(s.last_device));
+  const auto sums = SumsOf(last);
+  auto sum = [&](StepEvent::Kind kind, const std::string& category) {
+    auto it = sums.find({kind, category});
+    return it == sums.end() ? 0.0 : it->second;
+  };
+  const double tol = 1e-9 * t.step_seconds;
+  EXPECT_NEAR(last.end_seconds, t.step_seconds, tol) << what;
+  for (const auto& [phase, seconds] : t.compute_by_phase)
+    EXPECT_NEAR(sum(StepEvent::Kind::kCompute, phase), seconds, tol) << what << " " << phase;
+  for (const auto& [kind, seconds] : t.comm_by_kind) {
+    EXPECT_NEAR(sum(StepEvent::Kind::kCommunication, kind), seconds, tol) << what << " " << kind;
+    EXPECT_NEAR(sum(StepEvent::Kind::kExposed, kind), t.exposed_by_kind.at(kind), tol) << what << " " << kind;
+  }
+  EXPECT_NEAR(sum(StepEvent::Kind::kBubble, "pipeline"), t.bubble_seconds, tol) << what;
+  EXPECT_NEAR(sum(StepEvent::Kind::kHostWait, "host"), t.host_wait_seconds, tol) << what;
+  EXPECT_NEAR(last.host_wait_seconds, t.host_wait_seconds, tol) << what;
+  for (const StepDeviceSchedule& d : s.devices) {
+    std::map<StepEvent::Stream, double> free;
+    for (const StepEvent& e : d.events) {
+      EXPECT_GT(e.end, e.start) << what;
+      if (e.stream == StepEvent::Stream::kCompute) {  // in program order, one after another
+        EXPECT_GE(e.start, free[e.stream] - 1e-15) << what << " " << e.op;
+        free[e.stream] = e.end;
+      }
+    }
+  }
+}
+
+TEST(ModelStepSchedule, AddsUpToTheBreakdownOnEveryParallelism) {
+  for (const Layout& l : Layouts()) {
+    const Mesh mesh = MeshOn("dgx-h100:8", l.axes);
+    const ValidatedModel model = ValidateModel(l.config, mesh);
+    const ModelStepTimes plain = PredictModelStep(model);
+    const ModelStepTimes recorded = PredictModelStep(model, {.record_schedule = true});
+    ExpectScheduleMatches(recorded, plain, l.name);
+    EXPECT_EQ(static_cast<int64_t>(recorded.schedule->devices.size()), recorded.simulated_devices) << l.name;
+    EXPECT_EQ(recorded.schedule->micro_batches_shown, model.degrees().micro_batches) << l.name;
+  }
+}
+
+TEST(ModelStepSchedule, NamesEveryOpByLayerPhaseAndMicroBatch) {
+  const Layout l = Layouts()[1];  // pp 4 interleaved 2, selective recompute without flash attention
+  const Mesh mesh = MeshOn("dgx-h100:8", l.axes);
+  const ValidatedModel model = ValidateModel(l.config, mesh);
+  const ModelStepTimes t = PredictModelStep(model, {.record_schedule = true});
+  ASSERT_EQ(t.schedule->devices.size(), 4u);  // one per stage
+  const int64_t m = model.degrees().micro_batches;
+  for (const StepDeviceSchedule& d : t.schedule->devices) {
+    // Layers of stage s with 2 chunks of 1 layer: s and 4 + s; each forward, backward and recompute once per
+    // micro-batch.
+    std::map<std::tuple<std::string, int32_t>, std::set<int32_t>> seen;  // (phase, layer) -> micro-batches
+    for (const StepEvent& e : d.events) {
+      if (e.kind != StepEvent::Kind::kCompute || e.layer < 0) continue;
+      EXPECT_FALSE(e.op.empty());
+      seen[{std::string(e.phase), e.layer}].insert(e.micro_batch);
+      EXPECT_EQ(e.layer % 4, d.stage) << e.op;
+      EXPECT_EQ(e.chunk, e.layer / 4) << e.op;
+    }
+    for (const std::string phase : {"forward", "backward", "recompute"})
+      for (int32_t layer : {static_cast<int32_t>(d.stage), static_cast<int32_t>(4 + d.stage)})
+        EXPECT_EQ(seen[std::make_tuple(phase, layer)].size(), static_cast<size_t>(m)) << phase << " L" << layer;
+    bool optimizer = false, bubble = false;
+    for (const StepEvent& e : d.events) {
+      optimizer = optimizer || (e.kind == StepEvent::Kind::kCompute && e.phase == "optimizer" && e.op == "adamw");
+      bubble = bubble || e.kind == StepEvent::Kind::kBubble;
+    }
+    EXPECT_TRUE(optimizer);
+    EXPECT_TRUE(bubble) << "stage " << d.stage;  // a pipeline waits for its neighbours
+  }
+}
+
+// The mechanisms of the step as the schedule shows them: an eager stack's waits for the host to launch its
+// kernels (each before the op it launches, on the compute stream), Transformer Engine's fp8 casts, and the wave
+// effect (a GEMM overlapped by a collective runs longer than alone).
+TEST(ModelStepSchedule, ShowsHostLaunchWaitsFp8CastsAndTheWaveEffect) {
+  ModelConfig c = LlamaModel(256, 4, 4, 4, 512, 128);
+  c.global_batch = 1;
+  c.stack = SoftwareStack::kPytorchFsdp;
+  const Mesh one = MeshOn("gpu:1x1", {{"data", 1}});
+  const ModelStepTimes eager = PredictModelStep(ValidateModel(c, one), {.record_schedule = true});
+  ExpectScheduleMatches(eager, PredictModelStep(ValidateModel(c, one)), "eager");
+  ASSERT_GT(eager.host_wait_seconds, 0);
+  const std::vector<StepEvent>& events = eager.schedule->devices.at(0).events;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    if (events[i].kind != StepEvent::Kind::kHostWait) continue;
+    EXPECT_EQ(events[i].stream, StepEvent::Stream::kCompute);
+    EXPECT_FALSE(events[i].op.empty());
+    EXPECT_EQ(events[i + 1].op, events[i].op);  // the op it launched follows it
+    EXPECT_NEAR(events[i + 1].start, events[i].end, 1e-15);
+  }
+
+  ModelConfig f = testing_model::SmallModel();
+  f.dtype = DType::kF8E4M3FN;
+  f.parallel = {.data_axes = {"data"}, .zero_stage = 1, .tensor_axes = {"tensor"}, .sequence_parallel = true};
+  const Mesh mesh = MeshOn("dgx-h100:2", {{"data", 2}, {"tensor", 8}});
+  const ModelStepTimes fp8 = PredictModelStep(ValidateModel(f, mesh), {.record_schedule = true});
+  ExpectScheduleMatches(fp8, PredictModelStep(ValidateModel(f, mesh)), "fp8");
+  std::map<std::string, double> longest, shortest;  // op -> its longest / shortest run
+  int casts = 0;
+  for (const StepEvent& e : fp8.schedule->devices.at(0).events) {
+    if (e.kind != StepEvent::Kind::kCompute) continue;
+    casts += e.op == "fp8 cast-transpose" ? 1 : 0;
+    const std::string op(e.op);
+    longest[op] = std::max(longest[op], e.end - e.start);
+    shortest[op] = shortest.count(op) ? std::min(shortest[op], e.end - e.start) : e.end - e.start;
+  }
+  EXPECT_GT(casts, 0);
+  // Some op runs with communication kernels holding SMs in one place and alone in another: the wave effect.
+  bool slowed = false;
+  for (const auto& [op, seconds] : longest) slowed = slowed || seconds > shortest.at(op) * (1 + 1e-6);
+  EXPECT_TRUE(slowed);
+}
+
+TEST(ModelStepSchedule, AnExtrapolatedStepIsShownWhole) {
+  ModelConfig c = Layouts()[0].config;
+  c.global_batch = 256;  // 128 micro-batches on 4 stages: the prediction extrapolates
+  const Mesh mesh = MeshOn("dgx-h100:8", Layouts()[0].axes);
+  const ValidatedModel model = ValidateModel(c, mesh);
+  const ModelStepTimes plain = PredictModelStep(model);
+  const ModelStepTimes recorded = PredictModelStep(model, {.record_schedule = true});
+  EXPECT_LT(plain.timeline_ops, PredictModelStep(model, {.extrapolate = false}).timeline_ops);  // extrapolated
+  ExpectScheduleMatches(recorded, plain, "extrapolated");
+  EXPECT_EQ(recorded.schedule->micro_batches_shown, 128);
+  EXPECT_EQ(recorded.schedule->micro_batches, 128);
+}
+
 }  // namespace
 }  // namespace spmdsim

@@ -40,7 +40,8 @@ void FillPrediction(const WorkloadContext& context, const ValidatedModel& model,
                                          ModelStepOptions{.roofline = context.cost.roofline,
                                                           .speed_factors = context.cost.speed_factors,
                                                           .collectives = context.cost.collectives,
-                                                          .calibration = context.cost.model_calibration});
+                                                          .calibration = context.cost.model_calibration,
+                                                          .record_schedule = context.record_trace});
   r->totals.predicted_seconds = step.step_seconds;
   r->totals.compute_seconds = step.compute_seconds;
   for (const auto& [kind, seconds] : step.comm_by_kind) {

@@ -1,0 +1,149 @@
+// The HTML reports of `spmdsim run --html` and `spmdsim plan --html` (cli/html_report.h) and their SVG figures
+// (cli/svg.h), in-process: self-contained pages whose figures show what the results hold. The page is loaded in
+// a real browser by html_report_browser_test.sh.
+#include "cli/html_report.h"
+
+#include <regex>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "cli/svg.h"
+#include "mesh/topology.h"
+#include "model/plan.h"
+#include "scenario/run.h"
+#include "scenario/scenario.h"
+
+namespace spmdsim::cli {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+const std::string kScenario = R"y(name: html <report> & co
+topology: {preset: "dgx-h100:2"}
+mesh: {axes: {data: 2, pipe: 2, tensor: 4}}
+workloads:
+  - kind: mlp
+    name: warmup
+    batch: 4
+    seq: 8
+    d_model: 16
+    d_ff: 32
+    sharding: {batch_axes: [data], tensor_axes: [tensor]}
+  - kind: model
+    name: small
+    vocab: 32000
+    d_model: 1024
+    layers: 4
+    heads: 8
+    d_ff: 4096
+    seq: 1024
+    global_batch: 16
+    micro_batch: 1
+    dtype: bfloat16
+    parallel: {data_axes: [data], zero_stage: 1, tensor_axes: [tensor], sequence_parallel: true,
+               pipeline_axes: [pipe]}
+)y";
+
+int64_t Count(const std::string& text, const std::string& what) {
+  int64_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+// Nothing is fetched: no URL but the SVG namespace, no external script, style sheet or image.
+void ExpectSelfContained(const std::string& page) {
+  std::string rest = page;
+  rest = std::regex_replace(rest, std::regex("http://www\\.w3\\.org/2000/svg"), "");
+  EXPECT_THAT(rest, Not(HasSubstr("http:")));
+  EXPECT_THAT(rest, Not(HasSubstr("https:")));
+  EXPECT_THAT(rest, Not(HasSubstr("<link")));
+  EXPECT_THAT(rest, Not(HasSubstr(" src=")));
+  EXPECT_THAT(rest, Not(HasSubstr("@import")));
+}
+
+std::string RunPage() {
+  const Scenario s = ParseScenario(kScenario, "html.yaml");
+  const std::vector<WorkloadResult> results = RunScenario(s, {.abstract = true, .record_trace = true});
+  return RunHtmlReport(s, results, "spmdsim run html.yaml --html out.html");
+}
+
+TEST(RunHtmlReport, IsOneSelfContainedPageWithEveryFigure) {
+  const std::string page = RunPage();
+  EXPECT_EQ(page.rfind("<!DOCTYPE html>", 0), 0u);
+  ExpectSelfContained(page);
+  EXPECT_THAT(page, HasSubstr("<h1>html &lt;report&gt; &amp; co</h1>"));  // escaped
+  // Per workload: timeline, memory, communication.
+  EXPECT_EQ(Count(page, "<svg class=\"figure "), 6);
+  EXPECT_EQ(Count(page, "<svg class=\"figure timeline"), 2);
+  EXPECT_EQ(Count(page, "<svg class=\"figure bars memory"), 2);
+  EXPECT_EQ(Count(page, "<svg class=\"figure bars communication"), 2);
+  EXPECT_THAT(page, HasSubstr("'report-ready'"));  // the marker the script adds
+}
+
+TEST(RunHtmlReport, TheModelTimelineShowsEveryStageStreamPhaseExposureAndBubble) {
+  const std::string page = RunPage();
+  EXPECT_THAT(page, HasSubstr("stage 0 (device 0)"));
+  EXPECT_THAT(page, HasSubstr("stage 1 (device"));
+  for (const char* series : {"s-forward", "s-backward", "s-head", "s-optimizer", "s-bubble", "s-tensor", "s-data",
+                             "s-pipeline"})
+    EXPECT_THAT(page, HasSubstr("class=\"block " + std::string(series))) << series;
+  for (const char* lane : {">compute<", ">collectives 0<", ">collectives 1<", ">sends<"})
+    EXPECT_THAT(page, HasSubstr(lane)) << lane;
+  // Memory by category against the H100's 80 GB (74.5 GiB) and communication split hidden / exposed.
+  for (const char* category : {"s-parameters", "s-gradients", "s-optimizer", "s-activations"})
+    EXPECT_THAT(page, HasSubstr("class=\"seg " + std::string(category))) << category;
+  EXPECT_THAT(page, HasSubstr("capacity 74.5"));
+  EXPECT_THAT(page, HasSubstr("class=\"seg s-hidden-under-compute"));
+}
+
+TEST(PlanHtmlReport, ScattersEveryEvaluatedConfigurationAndMarksTheWinners) {
+  const Scenario s = ParseScenario(kScenario, "html.yaml");
+  const ValidatedModel& model = std::get<ValidatedModel>(s.workloads[1].config);
+  PlanOptions options;
+  options.top = 3;
+  options.search_placement = false;
+  options.threads = 2;
+  const PlanResult plan =
+      PlanModel(model.config(), std::make_shared<const Topology>(Topology::Parse("dgx-h100:1")), options);
+  ASSERT_GE(plan.best.size(), 3u);
+  EXPECT_EQ(static_cast<int64_t>(plan.points.size()), plan.evaluated);
+  const ValidatedModel best = ValidateModel(plan.best.front().config, plan.best.front().mesh);
+  const PlanWinner winner{AccountModel(best), PredictModelStep(best, {.record_schedule = true})};
+  EXPECT_DOUBLE_EQ(winner.step.step_seconds, plan.best.front().step.step_seconds);
+  const std::string page = PlanHtmlReport(plan, "small", "dgx-h100:1", "spmdsim plan x.yaml --html y", &winner);
+  ExpectSelfContained(page);
+  EXPECT_EQ(Count(page, "<circle class=\"point\""), plan.evaluated);
+  EXPECT_EQ(Count(page, "<circle class=\"point winner"), 3);
+  EXPECT_EQ(Count(page, "<circle class=\"point winner best\""), 1);
+  EXPECT_EQ(Count(page, "<svg class=\"figure "), 4);  // scatter, and the winner's timeline, memory, communication
+  EXPECT_THAT(page, HasSubstr(plan.best.front().Describe()));
+  // The line is the memory a configuration may use: the capacity less the default 10% headroom.
+  EXPECT_THAT(page, HasSubstr("limit 67.06 GiB (10% kept free)"));
+  EXPECT_THAT(page, HasSubstr("at most 67.06GiB of the 74.51GiB per device (10% kept free)"));
+  const std::string none = PlanHtmlReport(PlanResult{}, "small", "dgx-h100:1", "spmdsim plan", nullptr);
+  EXPECT_EQ(Count(none, "<svg class=\"figure scatter"), 1);
+}
+
+TEST(Svg, EscapesMarkupAndRoundsAxisSteps) {
+  EXPECT_EQ(svg::Escape("a<b & \"c\" 'd'>"), "a&lt;b &amp; &quot;c&quot; &#39;d&#39;&gt;");
+  EXPECT_DOUBLE_EQ(svg::NiceStep(10, 5), 2);
+  EXPECT_DOUBLE_EQ(svg::NiceStep(0.07, 8), 0.01);
+  EXPECT_DOUBLE_EQ(svg::NiceStep(74.5, 8), 10);
+  EXPECT_DOUBLE_EQ(svg::NiceStep(0, 8), 1);
+}
+
+TEST(Svg, StackedBarsDrawTheLimitAndOneRectPerNonZeroSegment) {
+  const std::string bars = svg::StackedBars({{"stage 0", {{"a", 1}, {"b", 0}, {"c", 2}}}, {"stage 1", {{"a", 4}}}},
+                                            {{"a", "#111"}, {"b", "#222"}, {"c", "#333"}},
+                                            {.unit = "GiB", .limit = 5, .limit_label = "capacity 5 GiB"});
+  EXPECT_EQ(Count(bars, "<rect class=\"seg"), 3);
+  EXPECT_EQ(Count(bars, "class=\"limit\""), 1);
+  EXPECT_THAT(bars, HasSubstr("capacity 5 GiB"));
+  EXPECT_THAT(bars, HasSubstr("<title>stage 0: c 2 GiB</title>"));
+}
+
+}  // namespace
+}  // namespace spmdsim::cli
