@@ -744,6 +744,11 @@ class ShardMap:
     """
 
     def __init__(self, program, mesh, in_specs, out_specs, check_vma=True, *, name="shard_map"):
+        if not isinstance(program, Program):
+            # JAX's shard_map takes a Python function and traces it; the simulator runs a Program instead.
+            raise TypeError(f"ShardMap takes a spmdsim.Program as its body (p = spmdsim.Program(); x = p.input('x'); "
+                            f"...; p.returns(y)), not {type(program).__name__}: a Python function is not traced "
+                            f"(docs/python.md, 'shard_map bodies are Programs')")
         if not program.outputs:
             raise ValueError("the program returns nothing: call program.returns(value, ...) first")
         self.program = program

@@ -189,6 +189,9 @@ def test_shard_map_errors_are_jax_s():
         spmdsim.Program().exp(3)
     with pytest.raises(TypeError, match="expected 1 arguments"):
         spmdsim.ShardMap(p, mesh, (P("i"),), P("i"))()
+    # Before: AttributeError "'function' object has no attribute 'outputs'". After: a TypeError saying what it takes.
+    with pytest.raises(TypeError, match=r"ShardMap takes a spmdsim.Program as its body .*not function"):
+        spmdsim.ShardMap(lambda x: x, mesh, (P("i"),), P("i"))
 
 
 def test_every_program_op_matches_numpy():
