@@ -2,9 +2,12 @@
 
 Use it as a plugin (in your conftest.py: ``pytest_plugins = ["spmdsim.testing"]``) to get the fixtures:
 
-  topology   a Topology; preset from ``@pytest.mark.topology("tpu-v4:2x2x4")`` (default "cpu:8")
+  topology   a Topology; preset from ``@pytest.mark.topology("tpu-v4:2x2x4")`` or, over slices,
+             ``@pytest.mark.topology("tpu-v4:2x2x2", 2)`` (default "cpu:8")
   mesh       a Mesh on that topology, from ``@pytest.mark.mesh(data=2, model=4)`` (JAX's mesh_utils order;
-             default: one axis 'x' over every device); entering `with mesh:` is done for you
+             default: one axis 'x' over every device); entering `with mesh:` is done for you. The marker also
+             takes ``allow_split_physical_axes=True`` and ``dcn={"data": 2}`` (create_hybrid_device_mesh over
+             the topology's slices), as mesh_from_preset does
 
 and the assertions, which work with or without pytest:
 
@@ -25,13 +28,26 @@ except ImportError:  # the assertions work without pytest
 __all__ = ["assert_sharded_as", "assert_no_correction", "assert_allclose_to_unsharded", "mesh_from_preset"]
 
 
-def mesh_from_preset(preset="cpu:8", **axes):
+def mesh_from_preset(preset="cpu:8", *, dcn=None, allow_split_physical_axes=False, **axes):
     """A Mesh on Topology(preset) with named axes (in order) laid out as JAX's create_device_mesh lays them;
-    without axes, one axis 'x' over every device."""
+    without axes, one axis 'x' over every device. `allow_split_physical_axes` is JAX's flag (a torus axis may
+    serve several mesh axes). `dcn` ({axis: size}) lays the mesh over slices (or hosts) as JAX's
+    create_hybrid_device_mesh does: `axes` give the sizes inside one, `dcn` across them (absent: 1), and each mesh
+    axis is their product. ("dcn" and "allow_split_physical_axes" are not axis names here.)"""
     topology = spmdsim.Topology(preset) if isinstance(preset, str) else preset
+    dcn = dict(dcn or {})
     if not axes:
-        axes = {"x": topology.num_devices}
-    devices = spmdsim.create_device_mesh(tuple(axes.values()), topology.devices)
+        axes = {"x": topology.num_devices // int(np.prod(list(dcn.values()), dtype=np.int64))}
+    unknown = [a for a in dcn if a not in axes]
+    if unknown:
+        raise ValueError(f"dcn names {unknown}, which are not mesh axes; the axes: {list(axes)}")
+    if dcn:
+        devices = spmdsim.create_hybrid_device_mesh(tuple(axes.values()), tuple(dcn.get(a, 1) for a in axes),
+                                                    topology.devices,
+                                                    allow_split_physical_axes=allow_split_physical_axes)
+    else:
+        devices = spmdsim.create_device_mesh(tuple(axes.values()), topology.devices,
+                                             allow_split_physical_axes=allow_split_physical_axes)
     return spmdsim.Mesh(devices, tuple(axes.keys()))
 
 
@@ -120,13 +136,14 @@ if pytest is not None:
 
     def pytest_configure(config):
         config.addinivalue_line("markers", "topology(preset): the Topology of the `topology` / `mesh` fixtures")
-        config.addinivalue_line("markers", "mesh(**axes): the axes of the `mesh` fixture, e.g. mesh(data=2, model=4)")
+        config.addinivalue_line("markers", "mesh(**axes, dcn=None, allow_split_physical_axes=False): the axes of the "
+                                "`mesh` fixture, e.g. mesh(data=2, model=4)")
 
     @pytest.fixture
     def topology(request):
-        """Topology from @pytest.mark.topology("preset") (default "cpu:8")."""
+        """Topology from @pytest.mark.topology("preset") or ("preset", num_slices) (default "cpu:8")."""
         marker = request.node.get_closest_marker("topology")
-        return spmdsim.Topology(marker.args[0] if marker else "cpu:8")
+        return spmdsim.Topology(*marker.args, **marker.kwargs) if marker else spmdsim.Topology("cpu:8")
 
     @pytest.fixture
     def mesh(request, topology):
