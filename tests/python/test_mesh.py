@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import spmdsim
+import spmdsim.testing
 from spmdsim import Mesh, Topology
 from spmdsim.testing import mesh_from_preset
 
@@ -254,3 +255,23 @@ def test_mesh_marker_options_are_checked():
 def test_mesh_fixture_reads_the_markers(mesh):
     assert str(mesh) == "Mesh('data': 4, 'model': 4, axis_types=(Auto, Auto))"
     assert mesh.topology.device_kind == "TPU v4"
+
+
+# Before: the marker took axis sizes only, so a layout that needs a torus axis split between mesh axes, or a mesh
+# over slices, could not be a fixture. After: allow_split_physical_axes and dcn, as mesh_utils takes them.
+@pytest.mark.topology("tpu-v4:2x2x4")
+@pytest.mark.mesh(data=2, fsdp=2, model=4, allow_split_physical_axes=True)
+def test_mesh_fixture_splits_physical_axes(mesh):
+    assert mesh.axis_names == ("data", "fsdp", "model") and mesh.devices.shape == (2, 2, 4)
+    with pytest.raises(NotImplementedError, match="allow_split_physical_axes"):  # JAX's default refuses it
+        spmdsim.testing.mesh_from_preset("tpu-v4:2x2x4", data=2, fsdp=2, model=4)
+
+
+@pytest.mark.topology("tpu-v4:2x2x2", 2)
+@pytest.mark.mesh(data=1, model=8, dcn={"data": 2})
+def test_mesh_fixture_lays_dcn_axes_over_slices(mesh):
+    assert mesh.devices.shape == (2, 8)
+    slices = [{d.slice_index for d in row} for row in mesh.devices]
+    assert slices == [{0}, {1}]  # the data axis crosses the slices; each model row stays in one
+    with pytest.raises(ValueError, match="dcn axis 'dta' is not a mesh axis"):
+        spmdsim.testing.mesh_from_preset(mesh.topology, data=1, model=8, dcn={"dta": 2})
