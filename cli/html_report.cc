@@ -133,16 +133,8 @@ std::string SummaryTable(const std::vector<std::pair<std::string, std::string>>&
 // The legend series of an event: its phase for compute, its kind for communication, else exposed / bubble / host
 // wait.
 std::string SeriesOf(const StepEvent& e) {
-  switch (e.kind) {
-    case StepEvent::Kind::kExposed:
-      return "exposed";
-    case StepEvent::Kind::kBubble:
-      return "bubble";
-    case StepEvent::Kind::kHostWait:
-      return "host wait";
-    default:
-      return std::string(e.category);
-  }
+  const bool by_category = e.kind == StepEvent::Kind::kCompute || e.kind == StepEvent::Kind::kCommunication;
+  return std::string(by_category ? e.category : StepEventKindName(e.kind));
 }
 
 // A lane drawn at a resolution of `pixel` seconds: each column of the lane takes the series that was busy

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -286,6 +287,18 @@ void AddLlama3(std::vector<ModelValidationRow>* rows) {
   rows->push_back(BreakdownRowOf(Llama3Case(), kLlamaNote, /*enforced=*/true));
 }
 
+// A row of the checks on runs the model was not built around: shown beside the validation table, not enforced.
+ModelValidationRow UnseenRowOf(std::string name, std::string source, double reference, const ModelStepTimes& t) {
+  ModelValidationRow row;
+  row.name = std::move(name);
+  row.reference = reference;
+  row.source = std::move(source);
+  row.predicted = t.step_seconds;
+  row.note = StepNote(t);
+  row.enforced = false;
+  return row;
+}
+
 // MosaicML llm-foundry, scripts/train/benchmarking/README.md, "H100 80GB BF16" (MPT on the MosaicML platform,
 // 2023): GPT-style MPT models (MHA, GeLU MLP of 4h, LayerNorm, learned positions as the table's NumParams count
 // them, tied embeddings, vocab 50368), Triton flash attention, amp_bf16 under Composer's FSDP (FULL_SHARD; its
@@ -318,15 +331,10 @@ ModelValidationRow FoundryRow(const FoundryRun& p) {
   c.parallel = {.data_axes = {"data"}, .zero_stage = 3};
   const ModelStepTimes t =
       PredictModelStep(ValidateModel(c, MeshOn(fmt::format("dgx-h100:{}", p.gpus / 8), {{"data", p.gpus}})));
-  ModelValidationRow row;
-  row.name = fmt::format("MPT {} on {} H100 (FSDP, seq {}, micro-batch {}{})", p.size, p.gpus, p.seq, p.micro_batch,
-                         p.checkpointing ? ", activation checkpointing" : "");
-  row.reference = static_cast<double>(p.global_batch * p.seq) / p.tokens_per_second;
-  row.source = "MosaicML llm-foundry, scripts/train/benchmarking/README.md";
-  row.predicted = t.step_seconds;
-  row.note = StepNote(t);
-  row.enforced = false;
-  return row;
+  return UnseenRowOf(fmt::format("MPT {} on {} H100 (FSDP, seq {}, micro-batch {}{})", p.size, p.gpus, p.seq,
+                                 p.micro_batch, p.checkpointing ? ", activation checkpointing" : ""),
+                     "MosaicML llm-foundry, scripts/train/benchmarking/README.md",
+                     static_cast<double>(p.global_batch * p.seq) / p.tokens_per_second, t);
 }
 
 // NVIDIA dgxc-benchmarking (llama3.1/README_8b.md, README_70b.md: NeMo 24.09 on DGX H100): Llama 3.1 8B with
@@ -367,16 +375,10 @@ ModelValidationRow NemoLlamaRow(const NemoLlamaRun& p) {
   }
   const ModelStepTimes t =
       PredictModelStep(ValidateModel(c, MeshOn(fmt::format("dgx-h100:{}", p.gpus / 8), axes)));
-  ModelValidationRow row;
-  row.name = fmt::format("Llama 3.1 {} on {} H100 ({}CP 2, DP {}), {}", p.size, p.gpus,
-                         big ? "TP 4, PP 4 x 5 virtual, " : "", p.gpus / (big ? 32 : 2),
-                         p.dtype == DType::kBF16 ? "bf16" : "fp8");
-  row.reference = p.seconds;
-  row.source = fmt::format("NVIDIA dgxc-benchmarking, llama3.1/README_{}.md", big ? "70b" : "8b");
-  row.predicted = t.step_seconds;
-  row.note = StepNote(t);
-  row.enforced = false;
-  return row;
+  return UnseenRowOf(fmt::format("Llama 3.1 {} on {} H100 ({}CP 2, DP {}), {}", p.size, p.gpus,
+                                 big ? "TP 4, PP 4 x 5 virtual, " : "", p.gpus / (big ? 32 : 2),
+                                 p.dtype == DType::kBF16 ? "bf16" : "fp8"),
+                     fmt::format("NVIDIA dgxc-benchmarking, llama3.1/README_{}.md", big ? "70b" : "8b"), p.seconds, t);
 }
 
 // MaxText's published TPU configs, MaxText's default decoder (llama2 block: SwiGLU, RMSNorm, rotary, MHA with
@@ -460,16 +462,12 @@ ModelValidationRow MaxTextRow(const MaxTextRun& p) {
   const double maxtext_flops = 6 * AccountModel(model).params.total * tokens +
                                12.0 * p.heads * p.layers * 128 * static_cast<double>(c.seq) * tokens / 2;
   const ModelStepTimes t = PredictModelStep(model);
-  ModelValidationRow row;
-  row.name = fmt::format("MaxText {} on {} x {} (FSDP {}{}{}, batch {} per chip)", p.size, p.slices, p.accelerator,
-                         p.chips / p.tensor, p.tensor > 1 ? fmt::format(", TP {}", p.tensor) : "",
-                         p.slices > 1 ? fmt::format(", data {} over DCN", p.slices) : "", p.per_device_batch);
-  row.reference = maxtext_flops / (p.tflops_per_chip * 1e12);
-  row.source = fmt::format("MaxText/configs/{}/README.md", std::string_view(p.accelerator).substr(0, 3));
-  row.predicted = t.step_seconds;
-  row.note = StepNote(t);
-  row.enforced = false;
-  return row;
+  return UnseenRowOf(fmt::format("MaxText {} on {} x {} (FSDP {}{}{}, batch {} per chip)", p.size, p.slices,
+                                 p.accelerator, p.chips / p.tensor,
+                                 p.tensor > 1 ? fmt::format(", TP {}", p.tensor) : "",
+                                 p.slices > 1 ? fmt::format(", data {} over DCN", p.slices) : "", p.per_device_batch),
+                     fmt::format("MaxText/configs/{}/README.md", std::string_view(p.accelerator).substr(0, 3)),
+                     maxtext_flops / (p.tflops_per_chip * 1e12), t);
 }
 
 // The validation cases by family, for the mechanism ablation.
