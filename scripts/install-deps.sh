@@ -2,8 +2,10 @@
 # Installs the Debian packages spmdsim builds with, if any is missing. Safe to run again: with everything
 # present it only checks (dpkg -s) and prints nothing.
 #   scripts/install-deps.sh                 what building and running need
-#   scripts/install-deps.sh --test-tools    also the optional test tools (./test.sh passes it): chromium, for the
-#                                           HTML report's headless-browser test, which is skipped without it
+#   scripts/install-deps.sh --test-tools    also the optional test and measurement tools (./test.sh passes it):
+#                                           chromium, for the HTML report's headless-browser test (skipped without
+#                                           it); valgrind, for the instruction counts (docs/testing.md);
+#                                           universal-ctags, for scripts/long-functions.py
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config
@@ -14,7 +16,7 @@ packages=(
   libopenmpi-dev openmpi-bin
 )
 optional=()
-[ "${1:-}" = "--test-tools" ] && optional=(chromium)
+[ "${1:-}" = "--test-tools" ] && optional=(chromium valgrind universal-ctags)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -40,8 +42,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "install-deps: installing ${missing[*]}" >&2
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
-if [ ${#optional_missing[@]} -gt 0 ]; then
-  echo "install-deps: installing the optional test tools ${optional_missing[*]}" >&2
-  $sudo apt-get install -y -qq --no-install-recommends "${optional_missing[@]}" >&2 ||
-    echo "install-deps: could not install ${optional_missing[*]}; the browser test will be reported as skipped" >&2
-fi
+for p in "${optional_missing[@]}"; do  # one at a time: a tool the mirror lacks does not keep the others out
+  echo "install-deps: installing the optional tool $p" >&2
+  $sudo apt-get install -y -qq --no-install-recommends "$p" >&2 ||
+    echo "install-deps: could not install $p; what needs it is skipped (see the usage above)" >&2
+done
