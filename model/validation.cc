@@ -122,16 +122,22 @@ ValidationCase NvidiaCase(const NvidiaRun& p) {
   return out;
 }
 
+// One row: a measurement, the predicted step and its note; every row builder below fills it through this.
+ModelValidationRow RowFrom(std::string name, std::string source, double reference, const ModelStepTimes& t,
+                           std::string note, bool enforced) {
+  ModelValidationRow row;
+  row.name = std::move(name);
+  row.reference = reference;
+  row.source = std::move(source);
+  row.predicted = t.step_seconds;
+  row.note = std::move(note);
+  row.enforced = enforced;
+  return row;
+}
+
 ModelValidationRow RowOf(const ValidationCase& v) {
   const ModelStepTimes t = PredictModelStep(v.model, v.options);
-  ModelValidationRow row;
-  row.name = v.name;
-  row.reference = v.reference;
-  row.source = v.source;
-  row.predicted = t.step_seconds;
-  row.tolerance = kModelValidationTolerance;
-  row.note = StepNote(t);
-  return row;
+  return RowFrom(v.name, v.source, v.reference, t, StepNote(t), /*enforced=*/true);
 }
 
 void AddKorthikanti(std::vector<ModelValidationRow>* rows) {
@@ -233,15 +239,7 @@ ValidationCase DeepSeekV3Case(const DeepSeekRun& p) {
 // not enforced says there what the model lacks.
 ModelValidationRow BreakdownRowOf(const ValidationCase& v, const char* note, bool enforced) {
   const ModelStepTimes t = PredictModelStep(v.model, v.options);
-  ModelValidationRow row;
-  row.name = v.name;
-  row.reference = v.reference;
-  row.source = v.source;
-  row.predicted = t.step_seconds;
-  row.tolerance = kModelValidationTolerance;
-  row.note = BreakdownNote(t) + "; " + note;
-  row.enforced = enforced;
-  return row;
+  return RowFrom(v.name, v.source, v.reference, t, BreakdownNote(t) + "; " + note, enforced);
 }
 
 void AddDeepSeekV3(std::vector<ModelValidationRow>* rows) {
@@ -289,14 +287,7 @@ void AddLlama3(std::vector<ModelValidationRow>* rows) {
 
 // A row of the checks on runs the model was not built around: shown beside the validation table, not enforced.
 ModelValidationRow UnseenRowOf(std::string name, std::string source, double reference, const ModelStepTimes& t) {
-  ModelValidationRow row;
-  row.name = std::move(name);
-  row.reference = reference;
-  row.source = std::move(source);
-  row.predicted = t.step_seconds;
-  row.note = StepNote(t);
-  row.enforced = false;
-  return row;
+  return RowFrom(std::move(name), std::move(source), reference, t, StepNote(t), /*enforced=*/false);
 }
 
 // MosaicML llm-foundry, scripts/train/benchmarking/README.md, "H100 80GB BF16" (MPT on the MosaicML platform,
