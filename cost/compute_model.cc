@@ -145,11 +145,15 @@ ComputeModel::ComputeModel(const Topology& topology, RooflineOptions options, Co
   }
 }
 
+double ComputeModel::BurstFraction(DType dtype) const {
+  const bool fp8_units = IsFp8(dtype) && spec_->fp8_flops > 0;
+  return fp8_units && spec_->fp8_matmul_fraction > 0 ? spec_->fp8_matmul_fraction : spec_->matmul_fraction;
+}
+
 double ComputeModel::MatmulFraction(DType dtype) const {
   if (spec_ == nullptr) return 1.0;
   const bool fp8_units = IsFp8(dtype) && spec_->fp8_flops > 0;
-  const double burst =
-      fp8_units && spec_->fp8_matmul_fraction > 0 ? spec_->fp8_matmul_fraction : spec_->matmul_fraction;
+  const double burst = BurstFraction(dtype);
   if (compute_.clock == ClockRegime::kBurst) return burst;
   if (fp8_units && spec_->sustained_fp8_matmul_fraction > 0) return spec_->sustained_fp8_matmul_fraction;
   if (spec_->sustained_matmul_fraction <= 0) return burst;
@@ -159,19 +163,13 @@ double ComputeModel::MatmulFraction(DType dtype) const {
 }
 
 double ComputeModel::WaveOverhead(DType dtype) const {
-  const bool fp8_units = IsFp8(dtype) && spec_->fp8_flops > 0;
-  const double burst_fraction =
-      fp8_units && spec_->fp8_matmul_fraction > 0 ? spec_->fp8_matmul_fraction : spec_->matmul_fraction;
-  return spec_->wave_overhead_seconds * burst_fraction / (MatmulFraction(dtype) * pace_);
+  return spec_->wave_overhead_seconds * BurstFraction(dtype) / (MatmulFraction(dtype) * pace_);
 }
 
 std::vector<double> ComputeModel::TileRates(DType dtype) const {
-  const bool fp8_units = IsFp8(dtype) && spec_->fp8_flops > 0;
-  const double burst_fraction =
-      fp8_units && spec_->fp8_matmul_fraction > 0 ? spec_->fp8_matmul_fraction : spec_->matmul_fraction;
   // A tile's L2 feed relative to its need does not depend on the clock (L2 moves bytes per clock as the tensor
   // cores do FLOPs per clock): feeds are computed at the burst rate, then every tile runs at the regime's rate.
-  const double burst_rate = MatrixPeak(dtype) * burst_fraction;
+  const double burst_rate = MatrixPeak(dtype) * BurstFraction(dtype);
   const double rate = MatrixPeak(dtype) * MatmulFraction(dtype) * pace_;  // the best tile, whole device
   const double size = static_cast<double>(DTypeSize(dtype));
   double best_feed = 0;

@@ -200,6 +200,8 @@ class ComputeModel {
   // Per-unit FLOP/s of each of spec_->tiles in `dtype` (rate / units x relative feed).
   std::vector<double> TileRates(DType dtype) const;
   double WaveOverhead(DType dtype) const;  // seconds per wave in `dtype` under the regime
+  // The best measured matmul fraction of `dtype` at the burst clock (fp8's own where measured). REQUIRES: spec_.
+  double BurstFraction(DType dtype) const;
   LocalOpCost Combine(double compute, double memory, double speed_factor) const;
   // The fraction of the compute units left when communication kernels hold `units_taken` of them.
   double UnitShare(int units_taken) const;
