@@ -1,4 +1,4 @@
-// spmdsim calibrate RUNS.yaml [--figures N] [--write PROFILE] [--json]
+// spmdsim calibrate RUNS.yaml [--figures N | --fit NAME,...] [--write PROFILE] [--json]
 //
 // Fits at most a few machine / stack figures (model/calibration.h) to the user's measured steps listed in a runs
 // file (scenario/calibration_file.h), prints every run's measured, uncalibrated and calibrated step (the runs
@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -24,6 +25,7 @@ namespace {
 struct CalibrateFlags {
   std::string file;
   int figures = 3;
+  std::vector<std::string> fit;
   std::string write;
   bool json = false;
 };
@@ -83,7 +85,7 @@ nlohmann::json Json(const CalibrationProfile& profile, const std::vector<RunResu
 
 ExitCode Calibrate(const CalibrateFlags& flags) {
   const CalibrationRunsFile runs = LoadCalibrationRuns(flags.file);
-  const CalibrationProfile profile = FitCalibration(runs.fit, {.max_figures = flags.figures});
+  const CalibrationProfile profile = FitCalibration(runs.fit, {.max_figures = flags.figures, .figures = flags.fit});
   std::vector<RunResult> results;
   for (bool holdout : {false, true}) {
     for (const CalibrationRun& run : holdout ? runs.holdout : runs.fit) {
@@ -115,10 +117,15 @@ void AddCalibrateCommand(CLI::App& app, ExitCode& exit_code) {
       "calibrate", "Fit a few machine / stack figures to measured steps of your own runs and report the held-out "
                    "error (docs/model.md, \"Calibration\")");
   cmd->add_option("file", flags->file, "runs file: scenarios with their measured step seconds")->required();
-  cmd->add_option("--figures", flags->figures,
+  CLI::Option* figures = cmd->add_option("--figures", flags->figures,
                   "fit at most this many figures: compute_scale, then comm_scale, then host_launch_scale (default "
                   "3; never more than the fitted runs)")
       ->check(IntIn(1, 3));
+  cmd->add_option("--fit", flags->fit,
+                  "fit exactly these figures (comma-separated: compute_scale, comm_scale, host_launch_scale), e.g. "
+                  "--fit comm_scale to ask whether communication alone explains the runs")
+      ->delimiter(',')
+      ->excludes(figures);
   cmd->add_option("--write", flags->write, "write the profile here (YAML; topology.calibration: names it)");
   cmd->add_flag("--json", flags->json, "print JSON instead of the table");
   cmd->callback([flags, &exit_code] { exit_code = Calibrate(*flags); });

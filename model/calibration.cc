@@ -1,8 +1,13 @@
 // FitCalibration and ApplyCalibration (model/calibration.h).
 #include "model/calibration.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
+#include <iterator>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/error.h"
 
@@ -54,7 +59,38 @@ double GoldenSection(const std::function<double(double)>& objective) {
   return std::exp((a + b) / 2);
 }
 
+// The figures to fit: `options.figures` by name (validated), else the first max_figures (at most one per run).
+std::vector<size_t> FiguresToFit(const CalibrationOptions& options, size_t runs) {
+  std::vector<size_t> out;
+  if (options.figures.empty()) {
+    const size_t n = std::min(runs, static_cast<size_t>(std::max(0, options.max_figures)));
+    for (size_t i = 0; i < std::min(n, std::size(kFigures)); ++i) out.push_back(i);
+    return out;
+  }
+  for (const std::string& name : options.figures) {
+    const auto* it = std::find_if(std::begin(kFigures), std::end(kFigures),
+                                  [&](const auto& f) { return name == f.name; });
+    if (it == std::end(kFigures))
+      Throw(ErrorCode::kInvalidArgument, "calibrate: unknown figure '{}'; the figures are {}", name,
+            fmt::join(CalibrationFigureNames(), ", "));
+    const auto index = static_cast<size_t>(it - std::begin(kFigures));
+    if (std::find(out.begin(), out.end(), index) != out.end())
+      Throw(ErrorCode::kInvalidArgument, "calibrate: figure '{}' named twice", name);
+    out.push_back(index);
+  }
+  if (out.size() > runs)
+    Throw(ErrorCode::kInvalidArgument, "calibrate: fitting {} figures needs at least {} fitted runs, got {}",
+          out.size(), out.size(), runs);
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::string> CalibrationFigureNames() {
+  std::vector<std::string> names;
+  for (const auto& f : kFigures) names.emplace_back(f.name);
+  return names;
+}
 
 SoftwareStack ModelStack(const ValidatedModel& model) {
   SPMDSIM_CHECK(model.mesh().topology() != nullptr, "a calibrated model needs a topology");
@@ -83,15 +119,14 @@ CalibrationProfile FitCalibration(const std::vector<CalibrationRun>& runs, const
     }
     profile.runs.push_back(run.name);
   }
-  const int n = static_cast<int>(std::min<size_t>(runs.size(), static_cast<size_t>(std::max(0, options.max_figures))));
-  const int count = std::min(n, static_cast<int>(std::size(kFigures)));
+  const std::vector<size_t> fit = FiguresToFit(options, runs.size());
   profile.rms_log_error_before = std::sqrt(SquaredLogError(runs, {}) / static_cast<double>(runs.size()));
   StepCalibration figures;
-  for (int i = 0; i < count; ++i) profile.fitted.push_back(kFigures[i].name);
+  for (size_t i : fit) profile.fitted.push_back(kFigures[i].name);
   // Cyclic coordinate descent: one figure alone converges in one sweep; several in a few.
-  const int sweeps = count <= 1 ? 1 : 4;
+  const int sweeps = fit.size() <= 1 ? 1 : 4;
   for (int sweep = 0; sweep < sweeps; ++sweep) {
-    for (int i = 0; i < count; ++i) {
+    for (size_t i : fit) {
       const Figure field = kFigures[i].field;
       figures.*field = GoldenSection([&](double x) {
         StepCalibration trial = figures;

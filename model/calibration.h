@@ -44,10 +44,18 @@ struct CalibrationProfile {
 
 struct CalibrationOptions {
   int max_figures = 3;  // fit at most this many figures (and at most one per run)
+  // The figures to fit, by name ("compute_scale", "comm_scale", "host_launch_scale"), instead of the first
+  // `max_figures` in order: to ask which one figure explains a family's runs (docs/model-validation.md fits
+  // each alone on the DeepSeek-V3 rows). Empty: the first `max_figures`.
+  std::vector<std::string> figures = {};
 };
 
-// Fits the profile. Throws Error(kInvalidArgument) when `runs` is empty, a measured time is not > 0, or the runs
-// mix device kinds or stacks (a profile describes one machine and one stack).
+// The figures FitCalibration can fit, in its default order.
+std::vector<std::string> CalibrationFigureNames();
+
+// Fits the profile. Throws Error(kInvalidArgument) when `runs` is empty, a measured time is not > 0, the runs
+// mix device kinds or stacks (a profile describes one machine and one stack), or `options.figures` names an
+// unknown figure, names one twice, or names more figures than there are runs.
 CalibrationProfile FitCalibration(const std::vector<CalibrationRun>& runs, const CalibrationOptions& options = {});
 
 // `options` with the profile's figures, for `model`. Throws Error(kFailedPrecondition) naming both when the

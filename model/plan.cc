@@ -3,14 +3,15 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <exception>
+#include <functional>
 #include <mutex>
 #include <numeric>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
-#include <tbb/parallel_for.h>
-#include <tbb/task_arena.h>
 
 #include "common/error.h"
 #include "mesh/mesh_utils.h"
@@ -226,13 +227,42 @@ struct PlacedMesh {
 // create_device_mesh allows (GPU and CPU meshes are reshaped device lists: the flag changes nothing there).
 using MeshCache = std::map<std::vector<std::pair<std::string, int64_t>>, PlacedMesh>;
 
-MeshCache BuildMeshes(const std::shared_ptr<const Topology>& topology, const std::vector<Candidate>& candidates) {
+// Runs fn(i) for every i in [0, n) on at most `threads` threads (the caller's among them), each pulling the next
+// index from one counter; rethrows the first exception any call threw once all have stopped. Plain std::threads,
+// not oneTBB: their creation and join order every hand-over (the candidates in, the outcomes out) where
+// ThreadSanitizer sees it, and Debian's libtbb is not instrumented (docs/plan.md, "Threads").
+void ParallelFor(size_t n, int threads, const std::function<void(size_t)>& fn) {
+  std::atomic<size_t> next{0};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto work = [&] {
+    for (size_t i = next++; i < n; i = next++) {
+      try {
+        fn(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+        next = n;  // the others stop at their next index
+      }
+    }
+  };
+  {
+    std::vector<std::jthread> helpers;
+    const size_t extra = std::min(n, static_cast<size_t>(std::max(1, threads))) - (n > 0 ? 1 : 0);
+    for (size_t t = 0; t < extra; ++t) helpers.emplace_back(work);
+    work();
+  }  // joins the helpers
+  if (error) std::rethrow_exception(error);
+}
+
+MeshCache BuildMeshes(const std::shared_ptr<const Topology>& topology, const std::vector<Candidate>& candidates,
+                      int threads) {
   MeshCache meshes;
   for (const Candidate& c : candidates) meshes.emplace(c.axes, PlacedMesh{});
   std::vector<MeshCache::iterator> slots;
   for (auto it = meshes.begin(); it != meshes.end(); ++it) slots.push_back(it);
   const bool tpu = topology->platform() == Platform::kTpu;
-  tbb::parallel_for(size_t{0}, slots.size(), [&](size_t i) {
+  ParallelFor(slots.size(), threads, [&](size_t i) {
     for (const bool split : {false, true}) {
       if (split && !tpu) break;
       try {
@@ -332,17 +362,14 @@ PlanResult PlanModel(const ModelConfig& model, std::shared_ptr<const Topology> t
   std::atomic<int64_t> done{0};
   std::mutex progress_mutex;
   const int threads = options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
-  tbb::task_arena arena(threads);
-  arena.execute([&] {
-    const MeshCache meshes = BuildMeshes(topology, candidates);
-    tbb::parallel_for(size_t{0}, candidates.size(), [&](size_t i) {
-      outcomes[i] = Evaluate(base, meshes.at(candidates[i].axes), candidates[i], options);
-      const int64_t n = ++done;
-      if (options.progress) {
-        std::lock_guard<std::mutex> lock(progress_mutex);
-        options.progress(n, result.enumerated);
-      }
-    });
+  const MeshCache meshes = BuildMeshes(topology, candidates, threads);
+  ParallelFor(candidates.size(), threads, [&](size_t i) {
+    outcomes[i] = Evaluate(base, meshes.at(candidates[i].axes), candidates[i], options);
+    const int64_t n = ++done;
+    if (options.progress) {
+      std::lock_guard<std::mutex> lock(progress_mutex);
+      options.progress(n, result.enumerated);
+    }
   });
   std::vector<size_t> order;
   for (size_t i = 0; i < outcomes.size(); ++i) {

@@ -149,11 +149,12 @@ void AddNvidiaH100(std::vector<ModelValidationRow>* rows) {
   for (const NvidiaRun& p : kNvidiaH100) rows->push_back(RowOf(NvidiaCase(p)));
 }
 
-// Calibration held out: fit on the first case, predict the rest.
+// Calibration held out: fit `figure` alone on the first case, predict the rest.
 void AddHoldout(const std::string& family, const std::vector<ValidationCase>& cases,
-                std::vector<CalibrationHoldoutRow>* rows) {
+                std::vector<CalibrationHoldoutRow>* rows, const std::string& figure = "compute_scale") {
   const CalibrationProfile profile =
-      FitCalibration({{cases.front().name, cases.front().model, cases.front().options, cases.front().reference}});
+      FitCalibration({{cases.front().name, cases.front().model, cases.front().options, cases.front().reference}},
+                     {.figures = {figure}});
   for (size_t i = 1; i < cases.size(); ++i) {
     const ValidationCase& v = cases[i];
     CalibrationHoldoutRow row;
@@ -163,7 +164,11 @@ void AddHoldout(const std::string& family, const std::vector<ValidationCase>& ca
     row.reference = v.reference;
     row.uncalibrated = PredictModelStep(v.model, v.options).step_seconds;
     row.calibrated = PredictModelStep(v.model, ApplyCalibration(v.options, profile, v.model)).step_seconds;
-    row.compute_scale = profile.figures.compute_scale;
+    row.figure = figure;
+    const StepCalibration& f = profile.figures;
+    row.scale = figure == "comm_scale"          ? f.comm_scale
+                : figure == "host_launch_scale" ? f.host_launch_scale
+                                                : f.compute_scale;
     rows->push_back(std::move(row));
   }
 }
@@ -559,15 +564,19 @@ std::vector<CalibrationHoldoutRow> ComputeCalibrationHoldoutRows() {
   std::vector<ValidationCase> nvidia;
   for (const NvidiaRun& p : kNvidiaH100) nvidia.push_back(NvidiaCase(p));  // fitted on: 128 GPUs, bf16
   AddHoldout("NVIDIA NeMo GPT-3 175B (H100)", nvidia, &rows);
+  std::vector<ValidationCase> deepseek;
+  for (const DeepSeekRun& p : kDeepSeekV3) deepseek.push_back(DeepSeekV3Case(p));  // fitted on: 512 GPUs
+  for (const char* figure : {"compute_scale", "comm_scale"})
+    AddHoldout("DeepSeek-V3 671B (H100)", deepseek, &rows, figure);
   return rows;
 }
 
 std::string FormatCalibrationHoldoutTable(const std::vector<CalibrationHoldoutRow>& rows) {
-  std::string out = "| family | fitted on (compute_scale) | held-out row | measured | uncalibrated | gap | calibrated | "
-                    "gap |\n|---|---|---|---|---|---|---|---|\n";
+  std::string out = "| family | fitted on | figure | held-out row | measured | uncalibrated | gap | calibrated | "
+                    "gap |\n|---|---|---|---|---|---|---|---|---|\n";
   for (const CalibrationHoldoutRow& r : rows) {
-    out += fmt::format("| {} | {} ({:.3f}) | {} | {:.4g} s | {:.4g} s | {:+.1f}% | {:.4g} s | {:+.1f}% |\n", r.family,
-                       r.fitted_on, r.compute_scale, r.name, r.reference, r.uncalibrated,
+    out += fmt::format("| {} | {} | {} {:.3f} | {} | {:.4g} s | {:.4g} s | {:+.1f}% | {:.4g} s | {:+.1f}% |\n",
+                       r.family, r.fitted_on, r.figure, r.scale, r.name, r.reference, r.uncalibrated,
                        100 * (r.uncalibrated / r.reference - 1), r.calibrated, 100 * (r.calibrated / r.reference - 1));
   }
   return out;

@@ -44,6 +44,23 @@ TEST(CalibrateCommand, JsonAndBadInput) {
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["fitted"].size(), 1u);
   EXPECT_EQ(j["runs"].size(), 2u);
+  const auto comm = RunSpmdsim("calibrate " + kRuns + " --fit comm_scale");
+  ASSERT_EQ(comm.exit_code, 0) << comm.err;
+  EXPECT_THAT(comm.out, HasSubstr("fitted comm_scale\n  compute_scale 1.0000,"));
+  // The shipped DeepSeek-V3 runs file: each figure alone, fitted on 512 GPUs, predicts the 1024-GPU run.
+  const std::string deepseek = std::string(SPMDSIM_SOURCE_DIR) + "/scenarios/calibration/deepseek-v3-runs.yaml";
+  for (const char* figure : {"compute_scale", "comm_scale"}) {
+    const auto ds = RunSpmdsim("calibrate " + deepseek + " --fit " + figure);
+    ASSERT_EQ(ds.exit_code, 0) << ds.err;
+    EXPECT_THAT(ds.out, HasSubstr(std::string("fitted ") + figure));
+    EXPECT_THAT(ds.out, HasSubstr("| deepseek-v3-1024 | held out | 52.04 s |"));
+  }
+  const auto unknown = RunSpmdsim("calibrate " + kRuns + " --fit bandwidth");
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_THAT(unknown.err, HasSubstr("unknown figure 'bandwidth'; the figures are compute_scale, comm_scale"));
+  const auto both = RunSpmdsim("calibrate " + kRuns + " --fit comm_scale --figures 1");
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_THAT(both.err, HasSubstr("excludes"));
   const auto missing = RunSpmdsim("calibrate /nonexistent/runs.yaml");
   EXPECT_NE(missing.exit_code, 0);
   EXPECT_THAT(missing.err, HasSubstr("/nonexistent/runs.yaml"));

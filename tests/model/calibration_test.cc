@@ -57,6 +57,44 @@ TEST(Calibration, SeveralRunsFitSeveralFiguresAtMostOnePerRun) {
   EXPECT_EQ(one.fitted.size(), 1u);
 }
 
+// Named figures: the one asked for is fitted and the others stay at 1; a run slowed on communication alone is
+// fitted back by comm_scale and not by compute_scale (which cannot carry it to a configuration with less
+// communication).
+TEST(Calibration, FitsExactlyTheFiguresNamed) {
+  const ValidatedModel fit = Small("dgx-h100:2", 16, 1), held = Small("dgx-h100:2", 2, 8);
+  StepCalibration slow_comm;
+  slow_comm.comm_scale = 2;
+  const double measured_fit = PredictModelStep(fit, {.calibration = slow_comm}).step_seconds;
+  const double measured_held = PredictModelStep(held, {.calibration = slow_comm}).step_seconds;
+  const CalibrationProfile comm = FitCalibration({{"fit", fit, {}, measured_fit}}, {.figures = {"comm_scale"}});
+  EXPECT_EQ(comm.fitted, std::vector<std::string>{"comm_scale"});
+  EXPECT_EQ(comm.figures.compute_scale, 1);
+  EXPECT_NEAR(comm.figures.comm_scale, 2, 0.05);
+  EXPECT_NEAR(PredictModelStep(held, ApplyCalibration({}, comm, held)).step_seconds / measured_held, 1, 5e-3);
+  const CalibrationProfile compute = FitCalibration({{"fit", fit, {}, measured_fit}});
+  EXPECT_EQ(compute.fitted, std::vector<std::string>{"compute_scale"});
+  EXPECT_EQ(CalibrationFigureNames(), (std::vector<std::string>{"compute_scale", "comm_scale", "host_launch_scale"}));
+}
+
+TEST(Calibration, RefusesFiguresItDoesNotKnowOrCannotFit) {
+  const ValidatedModel h100 = Small("dgx-h100:2", 2, 8);
+  auto message = [&](const std::vector<std::string>& figures) {
+    try {
+      FitCalibration({{"h", h100, {}, 1.0}}, {.figures = figures});
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      return e.message();
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(message({"comm"}), ::testing::HasSubstr(
+                                     "unknown figure 'comm'; the figures are compute_scale, comm_scale, "
+                                     "host_launch_scale"));
+  EXPECT_THAT(message({"comm_scale", "comm_scale"}), ::testing::HasSubstr("'comm_scale' named twice"));
+  EXPECT_THAT(message({"comm_scale", "compute_scale"}),
+              ::testing::HasSubstr("fitting 2 figures needs at least 2 fitted runs, got 1"));
+}
+
 TEST(Calibration, RefusesWhatItCannotFitOrApply) {
   const ValidatedModel h100 = Small("dgx-h100:2", 2, 8), a100 = Small("dgx-a100:2", 2, 8);
   EXPECT_THROW(FitCalibration({}), Error);
