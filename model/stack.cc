@@ -44,82 +44,77 @@ constexpr KernelPasses kEagerSwigluBackward{9, 0, 3};
 // the sum [3]: 10 passes, 5 kernels; the backward likewise.
 constexpr KernelPasses kEagerRope{10, 0, 5};
 
-const StackSpec kMegatronSpec{
-    .stack = SoftwareStack::kMegatron,
-    .host_launch_seconds = kEagerLaunchSeconds,
-    .norm_forward = kFusedNormForward,
-    .norm_backward = kFusedNormBackward,
-    .swiglu_forward = kFusedSwigluForward,
-    .swiglu_backward = kFusedSwigluBackward,
-    .gelu_forward = kGeluForward,
-    .gelu_backward = kGeluBackward,
-    .rope_forward = kFusedRope,
-    .rope_backward = kFusedRope,
-    .residual_forward = kResidualAdd,
-    .residual_backward = kResidualAdd,
-    .cross_entropy_forward = kCrossEntropyForward,
-    .cross_entropy_backward = kCrossEntropyBackward,
-    .attention = AttentionKernel::kCudnn,
-    .grad_reduce_bytes = 2,  // Megatron-Core DistributedDataParallelConfig.grad_reduce_in_fp32 = False
-    .weight_gather_bytes = 0,
-    .fp8_casts = true,
-    .optimizer_extra_bytes = 4,  // zero_grad_buffer: the fp32 main-gradient buffer zeroed every step
-    .lowp_copy = true,           // _copy_main_params_to_model_params
-    .source = "Megatron-Core / NeMo with Transformer Engine: fused layernorm-linear, bias-activation and "
-              "bias-dropout-add kernels, fused rotary embedding, cuDNN fused attention (NVTE_FUSED_ATTN), "
-              "gradients reduced in bf16 (megatron/core/distributed/distributed_data_parallel_config.py), "
-              "Transformer Engine's fp8 casts; eager PyTorch launches (dgxc-benchmarking cpu_overhead)",
-};
+// The memory-bound kernels a fused stack runs (Transformer Engine / Megatron's fused kernels, XLA's fusions): one
+// pass in and one out per op, the cross-entropy as Megatron's; each stack below starts from these.
+StackSpec FusedKernels(SoftwareStack stack) {
+  StackSpec s;
+  s.stack = stack;
+  s.norm_forward = kFusedNormForward;
+  s.norm_backward = kFusedNormBackward;
+  s.swiglu_forward = kFusedSwigluForward;
+  s.swiglu_backward = kFusedSwigluBackward;
+  s.gelu_forward = kGeluForward;
+  s.gelu_backward = kGeluBackward;
+  s.rope_forward = kFusedRope;
+  s.rope_backward = kFusedRope;
+  s.residual_forward = kResidualAdd;
+  s.residual_backward = kResidualAdd;
+  s.cross_entropy_forward = kCrossEntropyForward;
+  s.cross_entropy_backward = kCrossEntropyBackward;
+  return s;
+}
 
-const StackSpec kPytorchFsdpSpec{
-    .stack = SoftwareStack::kPytorchFsdp,
-    .host_launch_seconds = kEagerLaunchSeconds,
-    .norm_forward = kEagerRmsNormForward,
-    .norm_backward = kEagerRmsNormBackward,
-    .swiglu_forward = kEagerSwigluForward,
-    .swiglu_backward = kEagerSwigluBackward,
-    .gelu_forward = kGeluForward,
-    .gelu_backward = kGeluBackward,
-    .rope_forward = kEagerRope,
-    .rope_backward = kEagerRope,
-    .residual_forward = kResidualAdd,
-    .residual_backward = kResidualAdd,
-    .cross_entropy_forward = kCrossEntropyForward,
-    .cross_entropy_backward = kCrossEntropyBackward,
-    .attention = AttentionKernel::kFlashAttention2,
-    .grad_reduce_bytes = 4,  // torchtitan's mixed_precision_reduce = "float32"
-    .weight_gather_bytes = 0,  // MixedPrecision param_dtype bf16: the shards are cast before the all-gather
-    .fp8_casts = false,
-    .source = "PyTorch FSDP in eager mode: Hugging Face / torchtitan modules (composite RMSNorm, SwiGLU and "
-              "rotary embedding, one kernel per op), SDPA's FlashAttention-2 backend, fp32 gradient "
-              "reduce-scatter (torchtitan mixed_precision_reduce), bf16 weight all-gathers; eager launches "
-              "(dgxc-benchmarking cpu_overhead)",
-};
+StackSpec MegatronSpec() {
+  StackSpec s = FusedKernels(SoftwareStack::kMegatron);
+  s.host_launch_seconds = kEagerLaunchSeconds;
+  s.attention = AttentionKernel::kCudnn;
+  s.grad_reduce_bytes = 2;  // Megatron-Core DistributedDataParallelConfig.grad_reduce_in_fp32 = False
+  s.weight_gather_bytes = 0;
+  s.fp8_casts = true;
+  s.optimizer_extra_bytes = 4;  // zero_grad_buffer: the fp32 main-gradient buffer zeroed every step
+  s.lowp_copy = true;           // _copy_main_params_to_model_params
+  s.source = "Megatron-Core / NeMo with Transformer Engine: fused layernorm-linear, bias-activation and "
+             "bias-dropout-add kernels, fused rotary embedding, cuDNN fused attention (NVTE_FUSED_ATTN), "
+             "gradients reduced in bf16 (megatron/core/distributed/distributed_data_parallel_config.py), "
+             "Transformer Engine's fp8 casts; eager PyTorch launches (dgxc-benchmarking cpu_overhead)";
+  return s;
+}
 
-const StackSpec kMaxTextSpec{
-    .stack = SoftwareStack::kMaxText,
-    .host_launch_seconds = 0,
-    .norm_forward = kFusedNormForward,
-    .norm_backward = kFusedNormBackward,
-    .swiglu_forward = kFusedSwigluForward,
-    .swiglu_backward = kFusedSwigluBackward,
-    .gelu_forward = kGeluForward,
-    .gelu_backward = kGeluBackward,
-    .rope_forward = kFusedRope,
-    .rope_backward = kFusedRope,
-    .residual_forward = kResidualAdd,
-    .residual_backward = kResidualAdd,
-    .cross_entropy_forward = kCrossEntropyForward,
-    .cross_entropy_backward = kCrossEntropyBackward,
-    .attention = AttentionKernel::kCompiled,
-    .grad_reduce_bytes = 4,    // MaxText base.yml weight_dtype: float32 (the gradients are fp32)
-    .weight_gather_bytes = 0,  // Flax casts the fp32 shard to the bf16 dtype before GSPMD's all-gather
-    .fp8_casts = false,
-    .source = "JAX / XLA as MaxText runs it (MaxText/configs/base.yml: weight_dtype float32, scan_layers True): "
-              "one compiled program (no host launches), XLA's elementwise fusions; GSPMD reduces each scanned "
-              "layer's gradient inside the loop body (reduce-scatter over the shard axes, all-reduce over the "
-              "replicas), overlapped with the next layer's backward",
-};
+StackSpec PytorchFsdpSpec() {
+  // Unfused where Hugging Face's and torchtitan's modules are composite; GELU, the residual add and the
+  // cross-entropy as the fused stacks run them.
+  StackSpec s = FusedKernels(SoftwareStack::kPytorchFsdp);
+  s.host_launch_seconds = kEagerLaunchSeconds;
+  s.norm_forward = kEagerRmsNormForward;
+  s.norm_backward = kEagerRmsNormBackward;
+  s.swiglu_forward = kEagerSwigluForward;
+  s.swiglu_backward = kEagerSwigluBackward;
+  s.rope_forward = kEagerRope;
+  s.rope_backward = kEagerRope;
+  s.attention = AttentionKernel::kFlashAttention2;
+  s.grad_reduce_bytes = 4;    // torchtitan's mixed_precision_reduce = "float32"
+  s.weight_gather_bytes = 0;  // MixedPrecision param_dtype bf16: the shards are cast before the all-gather
+  s.fp8_casts = false;
+  s.source = "PyTorch FSDP in eager mode: Hugging Face / torchtitan modules (composite RMSNorm, SwiGLU and "
+             "rotary embedding, one kernel per op), SDPA's FlashAttention-2 backend, fp32 gradient "
+             "reduce-scatter (torchtitan mixed_precision_reduce), bf16 weight all-gathers; eager launches "
+             "(dgxc-benchmarking cpu_overhead)";
+  return s;
+}
+
+StackSpec MaxTextSpec() {
+  StackSpec s = FusedKernels(SoftwareStack::kMaxText);
+  s.host_launch_seconds = 0;
+  s.attention = AttentionKernel::kCompiled;
+  s.grad_reduce_bytes = 4;    // MaxText base.yml weight_dtype: float32 (the gradients are fp32)
+  s.weight_gather_bytes = 0;  // Flax casts the fp32 shard to the bf16 dtype before GSPMD's all-gather
+  s.fp8_casts = false;
+  s.source = "JAX / XLA as MaxText runs it (MaxText/configs/base.yml: weight_dtype float32, scan_layers True): "
+             "one compiled program (no host launches), XLA's elementwise fusions; GSPMD reduces each scanned "
+             "layer's gradient inside the loop body (reduce-scatter over the shard axes, all-reduce over the "
+             "replicas), overlapped with the next layer's backward";
+  return s;
+}
 
 }  // namespace
 
@@ -151,14 +146,16 @@ SoftwareStack ResolveStack(SoftwareStack stack, const Topology& topology) {
 }
 
 const StackSpec& StackSpecFor(SoftwareStack stack) {
+  // Built on first use (thread-safe local statics), so no other file's static initialisation can see them unset.
+  static const StackSpec megatron = MegatronSpec(), pytorch_fsdp = PytorchFsdpSpec(), maxtext = MaxTextSpec();
   switch (stack) {
-    case SoftwareStack::kMegatron: return kMegatronSpec;
-    case SoftwareStack::kPytorchFsdp: return kPytorchFsdpSpec;
-    case SoftwareStack::kMaxText: return kMaxTextSpec;
+    case SoftwareStack::kMegatron: return megatron;
+    case SoftwareStack::kPytorchFsdp: return pytorch_fsdp;
+    case SoftwareStack::kMaxText: return maxtext;
     case SoftwareStack::kAuto: break;
   }
   SPMDSIM_CHECK(false, "StackSpecFor needs a resolved stack");
-  return kMegatronSpec;
+  return megatron;
 }
 
 }  // namespace spmdsim
