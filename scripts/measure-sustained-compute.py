@@ -12,6 +12,18 @@ and power sampled through NVML when pynvml is installed):
   stream     a triad-like elementwise kernel (a = b + s * c) over 1 GiB arrays: the memory-bound rate
   layer      one GPT-3-shaped layer (h 4096, 32 heads, seq 2048, micro-batch 4, bf16) forward + backward in eager
              PyTorch; the same layer in JAX (jit) when jax[cuda] is installed
+  moe        the pieces of DeepSeek-V3's MoE layer that docs/model-validation.md suspects of the ~fifth of the step
+             the model misses, at one rank's shapes in the 512-GPU row (one micro-batch: 2048 tokens after SP, 4
+             local experts of 4096 padded rows each, MLA attention over 64 heads and 4096 keys), each forward +
+             backward in eager PyTorch, beside the model's price of the same ops (from `spmdsim run --abstract
+             --trace` of scenarios/deepseek-v3-dgx-h100-512.yaml, per layer and micro-batch):
+               router      fp32 [2048, 7168] x [7168, 256], sigmoid, group-limited top-8   model 0.080 ms
+               permute     drop-and-pad to capacity 64 per expert: argsort + index_select of
+                           [16384, 7168] and its backward, twice (dispatch and combine)   model 0.36 ms
+               experts     4 experts, [4096, 7168] x [7168, 4096] then [4096, 2048] x
+                           [2048, 7168], SwiGLU between (a batched GEMM as TE's grouped
+                           GEMM runs them)                                             model 6.9 ms
+               attention   causal, q/k head dim 192, v 128, 64 heads, seq 4096          model 3.53 ms
 
 Run:   python3 scripts/measure-sustained-compute.py --out results.json [--seconds 60]
 Then:  compare with the model's figures: build/dev/bench/model/model_validation prints the one-device layer
@@ -198,12 +210,75 @@ def layer_jax(seconds):
             "seconds_forward_backward": (time.monotonic() - t0) / calls}
 
 
+def moe(torch, seconds, nvml, handle):
+    import torch.nn.functional as F
+
+    tokens, hidden, experts, top_k, groups, top_groups, ff, local, rows = 2048, 7168, 256, 8, 8, 4, 2048, 4, 4096
+    capacity = tokens * top_k // experts
+    out = {}
+    x = torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    w_router = torch.randn(hidden, experts, device="cuda", dtype=torch.float32, requires_grad=True)
+
+    def route():
+        # DeepSeek-V3's router as Megatron-Core runs it with moe_router_dtype fp32: sigmoid scores, the top-2 sum
+        # of each of 8 groups, the best 4 groups, the top 8 experts in them, weights normalised.
+        scores = torch.sigmoid(x.float() @ w_router)
+        group_scores = scores.view(tokens, groups, -1).topk(2, dim=-1).values.sum(-1)
+        keep = torch.zeros_like(group_scores).scatter_(1, group_scores.topk(top_groups, dim=-1).indices, 1.0)
+        masked = scores.masked_fill(keep.repeat_interleave(experts // groups, dim=1) == 0, 0.0)
+        weights, index = masked.topk(top_k, dim=-1)
+        return weights / weights.sum(-1, keepdim=True), index
+
+    def router_step():
+        weights, _ = route()
+        weights.sum().backward()
+
+    out["router_ms"] = 1e3 * _timed_loop(torch, router_step, seconds, nvml, handle)[-1]["seconds_per_call"]
+    _, index = route()
+    routing_map = torch.zeros(tokens, experts, device="cuda", dtype=torch.bool).scatter_(1, index, True)
+    h = torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+
+    def permute_step():
+        # Megatron-Core's permute with drop_and_pad: each expert's first `capacity` tokens, gathered; the backward
+        # scatters the gradient back (index_add). Twice: the dispatch's permute and the combine's unpermute.
+        for _ in range(2):
+            sorted_indices = routing_map.t().int().argsort(dim=-1, descending=True, stable=True)[:, :capacity]
+            permuted = h.index_select(0, sorted_indices.reshape(-1))
+            permuted.sum().backward()
+
+    out["permute_ms"] = 1e3 * _timed_loop(torch, permute_step, seconds, nvml, handle)[-1]["seconds_per_call"]
+    a = torch.randn(local, rows, hidden, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    w1 = torch.randn(local, hidden, 2 * ff, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    w2 = torch.randn(local, ff, hidden, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+
+    def experts_step():
+        gate, up = torch.bmm(a, w1).chunk(2, dim=-1)
+        torch.bmm(F.silu(gate) * up, w2).sum().backward()
+
+    w = _timed_loop(torch, experts_step, seconds, nvml, handle)
+    out["experts_ms"] = 1e3 * w[-1]["seconds_per_call"]
+    out["experts_tflops"] = 3 * 2.0 * local * rows * hidden * 3 * ff / w[-1]["seconds_per_call"] / 1e12
+    q = torch.randn(1, 64, 4096, 192, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    k = torch.randn(1, 64, 4096, 192, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    v = torch.randn(1, 64, 4096, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+
+    def attention_step():
+        F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
+
+    try:
+        out["attention_ms"] = 1e3 * _timed_loop(torch, attention_step, seconds, nvml, handle)[-1]["seconds_per_call"]
+    except RuntimeError as e:  # no SDPA backend for unequal head dims in this PyTorch
+        out["attention_error"] = str(e)
+    out["model_ms"] = {"router": 0.080, "permute": 0.36, "experts": 6.9, "attention": 3.53}
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="results JSON file")
     parser.add_argument("--seconds", type=float, default=60.0, help="seconds of back-to-back work per measurement")
-    parser.add_argument("--only", nargs="*", default=["gemm", "attention", "stream", "layer"],
-                        help="subset of: gemm attention stream layer")
+    parser.add_argument("--only", nargs="*", default=["gemm", "attention", "stream", "layer", "moe"],
+                        help="subset of: gemm attention stream layer moe")
     args = parser.parse_args()
     import torch
 
@@ -222,6 +297,8 @@ def main():
     if "layer" in args.only:
         results["layer_torch"] = layer_torch(torch, args.seconds, nvml, handle)
         results["layer_jax"] = layer_jax(min(args.seconds, 30.0))
+    if "moe" in args.only:
+        results["moe"] = moe(torch, min(args.seconds, 20.0), nvml, handle)
     with open(args.out, "w") as f:
         json.dump(results, f, indent=2)
     for g in results.get("gemm", []):
