@@ -59,6 +59,16 @@ double GoldenSection(const std::function<double(double)>& objective) {
   return std::exp((a + b) / 2);
 }
 
+// kFigures' index of the figure named `name`; throws naming the figures for any other name.
+size_t FigureIndex(std::string_view name) {
+  const auto* it =
+      std::find_if(std::begin(kFigures), std::end(kFigures), [&](const auto& f) { return name == f.name; });
+  if (it == std::end(kFigures))
+    Throw(ErrorCode::kInvalidArgument, "calibrate: unknown figure '{}'; the figures are {}", name,
+          fmt::join(CalibrationFigureNames(), ", "));
+  return static_cast<size_t>(it - std::begin(kFigures));
+}
+
 // The figures to fit: `options.figures` by name (validated), else the first max_figures (at most one per run).
 std::vector<size_t> FiguresToFit(const CalibrationOptions& options, size_t runs) {
   std::vector<size_t> out;
@@ -68,12 +78,7 @@ std::vector<size_t> FiguresToFit(const CalibrationOptions& options, size_t runs)
     return out;
   }
   for (const std::string& name : options.figures) {
-    const auto* it = std::find_if(std::begin(kFigures), std::end(kFigures),
-                                  [&](const auto& f) { return name == f.name; });
-    if (it == std::end(kFigures))
-      Throw(ErrorCode::kInvalidArgument, "calibrate: unknown figure '{}'; the figures are {}", name,
-            fmt::join(CalibrationFigureNames(), ", "));
-    const auto index = static_cast<size_t>(it - std::begin(kFigures));
+    const size_t index = FigureIndex(name);
     if (std::find(out.begin(), out.end(), index) != out.end())
       Throw(ErrorCode::kInvalidArgument, "calibrate: figure '{}' named twice", name);
     out.push_back(index);
@@ -90,6 +95,10 @@ std::vector<std::string> CalibrationFigureNames() {
   std::vector<std::string> names;
   for (const auto& f : kFigures) names.emplace_back(f.name);
   return names;
+}
+
+double CalibrationFigureValue(const StepCalibration& figures, std::string_view name) {
+  return figures.*kFigures[FigureIndex(name)].field;
 }
 
 SoftwareStack ModelStack(const ValidatedModel& model) {

@@ -16,6 +16,7 @@
 #define SPMDSIM_MODEL_CALIBRATION_H_
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/config.h"
@@ -52,6 +53,9 @@ struct CalibrationOptions {
 
 // The figures FitCalibration can fit, in its default order.
 std::vector<std::string> CalibrationFigureNames();
+// The value of the figure named `name` (one of CalibrationFigureNames()) in `figures`. Throws
+// Error(kInvalidArgument) naming the figures for any other name.
+double CalibrationFigureValue(const StepCalibration& figures, std::string_view name);
 
 // Fits the profile. Throws Error(kInvalidArgument) when `runs` is empty, a measured time is not > 0, the runs
 // mix device kinds or stacks (a profile describes one machine and one stack), or `options.figures` names an

@@ -165,10 +165,7 @@ void AddHoldout(const std::string& family, const std::vector<ValidationCase>& ca
     row.uncalibrated = PredictModelStep(v.model, v.options).step_seconds;
     row.calibrated = PredictModelStep(v.model, ApplyCalibration(v.options, profile, v.model)).step_seconds;
     row.figure = figure;
-    const StepCalibration& f = profile.figures;
-    row.scale = figure == "comm_scale"          ? f.comm_scale
-                : figure == "host_launch_scale" ? f.host_launch_scale
-                                                : f.compute_scale;
+    row.scale = CalibrationFigureValue(profile.figures, figure);
     rows->push_back(std::move(row));
   }
 }

@@ -83,50 +83,44 @@ TEST(ShardCommand, HumanOutputShowsEveryPart) {
   EXPECT_THAT(out, HasSubstr("host 0: 4 device(s), 4 distinct block(s)"));
 }
 
+// The error RunShard throws for these arguments, or "no error".
+std::string ShardError(std::vector<std::string> args) {
+  try {
+    RunShard(std::move(args));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
 TEST(ShardCommand, BadInputNamesTheOffendingToken) {
-  auto message = [](std::vector<std::string> args) {
-    try {
-      RunShard(std::move(args));
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  EXPECT_THAT(message({"--mesh", "x=4", "--shape", "6", "--spec", "P('x')"}),
+  EXPECT_THAT(ShardError({"--mesh", "x=4", "--shape", "6", "--spec", "P('x')"}),
               HasSubstr("IndivisibleError: Sharding NamedSharding(mesh=Mesh('x': 4, axis_types=(Auto,)), spec=P('x',), memory_kind=device) implies"));
-  EXPECT_THAT(message({"--mesh", "x=4", "--shape", "8", "--spec", "P('x' 'y')"}), HasSubstr("column 7"));
-  EXPECT_THAT(message({"--mesh", "x=4", "--shape", "8", "--spec", "P('x')", "--dtype", "f33"}), HasSubstr("'f33'"));
-  EXPECT_THAT(message({"--mesh", "x=4", "--shape", "8,a", "--spec", "P('x')"}), HasSubstr("'a'"));
-  EXPECT_THAT(message({"--mesh", "x=4", "--shape", "8", "--spec", "P('x')", "--correct", "best"}),
+  EXPECT_THAT(ShardError({"--mesh", "x=4", "--shape", "8", "--spec", "P('x' 'y')"}), HasSubstr("column 7"));
+  EXPECT_THAT(ShardError({"--mesh", "x=4", "--shape", "8", "--spec", "P('x')", "--dtype", "f33"}), HasSubstr("'f33'"));
+  EXPECT_THAT(ShardError({"--mesh", "x=4", "--shape", "8,a", "--spec", "P('x')"}), HasSubstr("'a'"));
+  EXPECT_THAT(ShardError({"--mesh", "x=4", "--shape", "8", "--spec", "P('x')", "--correct", "best"}),
               HasSubstr("'best'"));
-  EXPECT_THAT(message({"--mesh", "x=64", "--topology", "cpu:8", "--shape", "8", "--spec", "P('x')"}),
+  EXPECT_THAT(ShardError({"--mesh", "x=64", "--topology", "cpu:8", "--shape", "8", "--spec", "P('x')"}),
               HasSubstr("64"));
-  EXPECT_THAT(message({"--mesh", "x=2", "--dcn", "x=2", "--shape", "8", "--spec", "P('x')"}),
+  EXPECT_THAT(ShardError({"--mesh", "x=2", "--dcn", "x=2", "--shape", "8", "--spec", "P('x')"}),
               HasSubstr("--dcn and --slices need --topology"));
-  EXPECT_THAT(message({"--mesh", "x=2", "--shape", "8,8", "--spec", "P('x', 'x')", "--correct", "eformer"}),
+  EXPECT_THAT(ShardError({"--mesh", "x=2", "--shape", "8,8", "--spec", "P('x', 'x')", "--correct", "eformer"}),
               HasSubstr("DuplicateSpecError"));
 }
 
 // Before: JAX's message alone ("Resource axis: modle of P('modle', None) is not found in mesh: ('data', 'model').")
 // and "unknown topology preset 'tpu-v5'". After: each with a did-you-mean; JAX's text is kept in front.
 TEST(ShardCommand, UnknownAxesAndPresetsGetADidYouMean) {
-  auto message = [](std::vector<std::string> args) {
-    try {
-      RunShard(std::move(args));
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  EXPECT_THAT(message({"--mesh", "data=2,model=4", "--shape", "8,8", "--spec", "P('modle', None)"}),
+  EXPECT_THAT(ShardError({"--mesh", "data=2,model=4", "--shape", "8,8", "--spec", "P('modle', None)"}),
               HasSubstr("ValueError: Resource axis: modle of P('modle', None) is not found in mesh: ('data', "
                         "'model'). (did you mean 'model' for 'modle'?)"));
-  EXPECT_EQ(message({"--mesh", "data=2,model=4", "--shape", "8,8", "--spec", "P('modle', None)", "--correct",
+  EXPECT_EQ(ShardError({"--mesh", "data=2,model=4", "--shape", "8,8", "--spec", "P('modle', None)", "--correct",
                      "keep-most"}),
             "no error");  // corrected: the axis is dropped, as eformer does (and reported)
-  EXPECT_THAT(message({"--mesh", "x=64", "--topology", "tpu-v5:4x4x4", "--shape", "64", "--spec", "P('x')"}),
+  EXPECT_THAT(ShardError({"--mesh", "x=64", "--topology", "tpu-v5:4x4x4", "--shape", "64", "--spec", "P('x')"}),
               HasSubstr("(did you mean 'tpu-v5e' or 'tpu-v5p'?)"));
-  EXPECT_THAT(message({"--mesh", "x=64", "--topology", "tpu-v5p:4x4x", "--shape", "64", "--spec", "P('x')"}),
+  EXPECT_THAT(ShardError({"--mesh", "x=64", "--topology", "tpu-v5p:4x4x", "--shape", "64", "--spec", "P('x')"}),
               HasSubstr("dimension 3 of '4x4x' is empty; tpu-v5p takes XxYxZ chips, e.g. tpu-v5p:4x4x4"));
 }
 

@@ -74,6 +74,9 @@ TEST(Calibration, FitsExactlyTheFiguresNamed) {
   const CalibrationProfile compute = FitCalibration({{"fit", fit, {}, measured_fit}});
   EXPECT_EQ(compute.fitted, std::vector<std::string>{"compute_scale"});
   EXPECT_EQ(CalibrationFigureNames(), (std::vector<std::string>{"compute_scale", "comm_scale", "host_launch_scale"}));
+  EXPECT_EQ(CalibrationFigureValue(comm.figures, "comm_scale"), comm.figures.comm_scale);
+  EXPECT_EQ(CalibrationFigureValue(comm.figures, "compute_scale"), 1);
+  EXPECT_THROW(CalibrationFigureValue(comm.figures, "comm"), Error);
 }
 
 TEST(Calibration, RefusesFiguresItDoesNotKnowOrCannotFit) {
