@@ -389,7 +389,7 @@ std::string ScopeOfName(std::string_view name) {
     first = false;
   }
   std::string scope(name.substr(0, open));
-  for (std::string_view c : common) scope += "/" + std::string(c);
+  for (std::string_view c : common) scope.append(1, '/').append(c);
   return scope;
 }
 
