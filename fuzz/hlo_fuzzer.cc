@@ -20,22 +20,23 @@
 #include "hlo/memory.h"
 #include "hlo/parser.h"
 #include "hlo/predict.h"
+#include "hlo/support.h"
 #include "mesh/mesh.h"
 
 namespace {
 
 void ParseOne(std::string_view bytes) {
   try {
-    std::unique_ptr<spmdsim::hlo::Module> m = spmdsim::hlo::ParseModule(bytes, "fuzz.txt");
-    spmdsim::hlo::EstimateMemory(*m);
-    const int64_t n = m->replica_count() * m->num_partitions();
+    const spmdsim::hlo::SupportedModule m = spmdsim::hlo::SupportedModule::Check(
+        spmdsim::hlo::ParseModule(bytes, "fuzz.txt"), spmdsim::hlo::SupportedModule::Use::kAbstract);
+    const int64_t n = m.device_count();
     if (n <= 64) {
       auto topology = std::make_shared<const spmdsim::Topology>(spmdsim::Topology::Parse("cpu:64"));
       std::vector<int> ids(static_cast<size_t>(n));
       for (int i = 0; i < n; ++i) ids[i] = i;
       spmdsim::hlo::PredictOptions options;
       options.record_events = false;
-      spmdsim::hlo::Predict(*m, spmdsim::Mesh(spmdsim::DeviceArray({n}, ids), {"devices"}, topology), options);
+      spmdsim::hlo::Predict(m, spmdsim::Mesh(spmdsim::DeviceArray({n}, ids), {"devices"}, topology), options);
     }
   } catch (const spmdsim::Error&) {
     // Expected: bad input is reported as an Error.

@@ -8,7 +8,6 @@
 
 #include "common/error.h"
 #include "hlo/groups.h"
-#include "hlo/support.h"
 #include "sim/group_exchange.h"
 
 namespace spmdsim::hlo {
@@ -60,15 +59,16 @@ class ExchangePeer : public CollectivePeer {
 
 }  // namespace
 
-std::vector<DeviceRun> Execute(const Module& module, const Mesh& mesh,
+std::vector<DeviceRun> Execute(const SupportedModule& supported, const Mesh& mesh,
                                const std::function<std::vector<Value>(int64_t position)>& arguments,
                                const ExecuteOptions& options) {
-  const int64_t n = module.replica_count() * module.num_partitions();
-  if (mesh.size() != n) {
-    Throw(ErrorCode::kInvalidArgument, "module {} runs on {} devices ({} replicas x {} partitions); the mesh has {}",
-          module.name(), n, module.replica_count(), module.num_partitions(), mesh.size());
+  if (!supported.with_data()) {
+    Throw(ErrorCode::kFailedPrecondition, "module {} was checked for abstract use only; running it with data needs "
+          "SupportedModule::Use::kWithData", supported.module().name());
   }
-  CheckSupported(module, /*with_data=*/true);
+  supported.CheckDeviceCount(mesh.size(), "the mesh");
+  const Module& module = supported.module();
+  const int64_t n = supported.device_count();
   const std::shared_ptr<const InterpreterPlan> plan = InterpreterPlan::Build(module);
   const CollectivePlan collectives = PlanCollectives(module);
   RuntimeOptions runtime_options = options.runtime;

@@ -7,12 +7,12 @@
 // assignment) is the mesh's business: its device ids and topology.
 //
 // Example (a module compiled for 8 partitions on an 8-device mesh):
-//   auto m = ParseModule(text);
-//   std::vector<DeviceRun> runs = Execute(*m, mesh, [&](int64_t position) { return ArgumentsOf(position); });
+//   const SupportedModule m = SupportedModule::Check(ParseModule(text), SupportedModule::Use::kWithData);
+//   std::vector<DeviceRun> runs = Execute(m, mesh, [&](int64_t position) { return ArgumentsOf(position); });
 //   runs[3].output   // device 3's result (a tuple for a tuple root)
 //
-// Errors: what CheckSupported (hlo/support.h) refuses, before anything runs; Error(kInvalidArgument) for a mesh of
-// the wrong size; a device's failure as Runtime::Run reports it (DeviceError with the device's id).
+// Errors: Error(kFailedPrecondition) for a module checked for abstract use only; Error(kInvalidArgument) for a
+// mesh of the wrong size; a device's failure as Runtime::Run reports it (DeviceError with the device's id).
 //
 // Thread safety: Execute may be called from any thread; it runs its own Runtime.
 #ifndef SPMDSIM_HLO_EXECUTOR_H_
@@ -24,6 +24,7 @@
 
 #include "hlo/interpreter.h"
 #include "hlo/ir.h"
+#include "hlo/support.h"
 #include "hlo/value.h"
 #include "mesh/mesh.h"
 #include "sim/memory.h"
@@ -45,7 +46,7 @@ struct DeviceRun {
 
 // `arguments(position)` makes the entry's arguments of that device; it is called on the device (its arrays are
 // charged to it).
-std::vector<DeviceRun> Execute(const Module& module, const Mesh& mesh,
+std::vector<DeviceRun> Execute(const SupportedModule& module, const Mesh& mesh,
                                const std::function<std::vector<Value>(int64_t position)>& arguments,
                                const ExecuteOptions& options = {});
 

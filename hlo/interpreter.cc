@@ -82,6 +82,21 @@ class SoloPeer : public CollectivePeer {
   const Module& module_;
 };
 
+// The interpreter as the kernels see it (hlo/internal/kernels.h).
+class Kernels final : public internal::KernelContext {
+ public:
+  explicit Kernels(Interpreter& interpreter) : interpreter_(interpreter) {}
+  Value Call(const Computation& c, std::span<const Value> args) override { return interpreter_.Call(c, args); }
+  const internal::ScalarProgram* ScalarProgramOf(const Computation& c) const override {
+    return interpreter_.plan().ScalarProgramOf(c);
+  }
+  CollectivePeer& peer() override { return *interpreter_.peer(); }
+  DeviceIds ids() const override { return interpreter_.ids(); }
+
+ private:
+  Interpreter& interpreter_;
+};
+
 [[noreturn]] void Unsupported(const Instruction& ins, const std::string& what) {
   throw Error(ErrorCode::kUnimplemented, fmt::format("{}: %{} ({}): {}", ins.Where(), ins.name(),
                                                      OpcodeName(ins.opcode()), what));
@@ -139,12 +154,14 @@ Value Interpreter::Evaluate(const Instruction& ins, std::span<const Value> value
   bool handled = false;
   Value out = EvaluateControl(ins, v, &handled);
   if (handled) return out;
-  for (auto kernel : {+[](const Instruction& i, Operands o, Interpreter&) { return internal::EvalElementwise(i, o); },
-                      +[](const Instruction& i, Operands o, Interpreter&) { return internal::EvalShape(i, o); },
-                      +[](const Instruction& i, Operands o, Interpreter&) { return internal::EvalDot(i, o); },
+  using internal::KernelContext;
+  Kernels context(*this);
+  for (auto kernel : {+[](const Instruction& i, Operands o, KernelContext&) { return internal::EvalElementwise(i, o); },
+                      +[](const Instruction& i, Operands o, KernelContext&) { return internal::EvalShape(i, o); },
+                      +[](const Instruction& i, Operands o, KernelContext&) { return internal::EvalDot(i, o); },
                       &internal::EvalReduce, &internal::EvalGather, &internal::EvalSort,
                       &internal::EvalCollective}) {
-    out = kernel(ins, v, *this);
+    out = kernel(ins, v, context);
     if (out.valid()) return out;
   }
   Unsupported(ins, "is not supported by the interpreter");

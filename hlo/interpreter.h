@@ -30,9 +30,9 @@
 #include <span>
 #include <vector>
 
+#include "hlo/collective_peer.h"
 #include "hlo/ir.h"
 #include "hlo/value.h"
-#include "sim/array.h"
 
 namespace spmdsim::hlo {
 
@@ -56,24 +56,6 @@ class InterpreterPlan {
  private:
   struct PerComputation;
   std::map<const Computation*, std::unique_ptr<PerComputation>> computations_;
-};
-
-// A device's part in the module: logical device id = replica * num_partitions + partition.
-struct DeviceIds {
-  int64_t replica = 0;
-  int64_t partition = 0;
-};
-
-// How a device meets the others at a collective. Every device of a group calls the same method for the same
-// instruction (SPMD: every device runs every collective in the same order).
-class CollectivePeer {
- public:
-  virtual ~CollectivePeer() = default;
-  // The group of this device for `collective`: every member's `mine`, in group order; `*rank` is this device's
-  // index in it.
-  virtual std::vector<Array> Exchange(const Instruction& collective, const Array& mine, int64_t* rank) = 0;
-  // collective-permute: what the device that sends to this one sent, or an invalid Array when nobody does.
-  virtual Array Permute(const Instruction& collective, const Array& mine) = 0;
 };
 
 struct InterpreterOptions {

@@ -172,7 +172,6 @@ class Predictor {
     Walk(*module_.entry());
     out_.step_seconds = streams_.end();
     out_.comm_slowdown = Slowdown();
-    out_.memory = EstimateMemory(module_);
     if (!narrowed_.empty()) {
       out_.notes.push_back(fmt::format(
           "{} instructions use values XLA CPU widened from {} to f32; they are priced in {}, as a TPU or GPU "
@@ -479,16 +478,12 @@ class Predictor {
 
 }  // namespace
 
-Prediction Predict(const Module& module, const Mesh& mesh, const PredictOptions& options) {
+Prediction Predict(const SupportedModule& module, const Mesh& mesh, const PredictOptions& options) {
   if (mesh.topology() == nullptr) Throw(ErrorCode::kFailedPrecondition, "predicting an HLO module needs a mesh with a topology");
-  const int64_t n = module.replica_count() * module.num_partitions();
-  if (mesh.size() != n) {
-    Throw(ErrorCode::kInvalidArgument, "module {} runs on {} devices ({} replicas x {} partitions); the mesh has {}",
-          module.name(), n, module.replica_count(), module.num_partitions(), mesh.size());
-  }
-  CheckSupported(module, /*with_data=*/false);
-  Predictor p(module, mesh, options);
+  module.CheckDeviceCount(mesh.size(), "the mesh");
+  Predictor p(module.module(), mesh, options);
   Prediction out = p.Run();
+  out.memory = module.memory();
   p.NameScopeOps(&out);
   return out;
 }

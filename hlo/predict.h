@@ -39,6 +39,7 @@
 #include "cost/roofline.h"
 #include "hlo/ir.h"
 #include "hlo/memory.h"
+#include "hlo/support.h"
 #include "mesh/mesh.h"
 
 namespace spmdsim::hlo {
@@ -98,10 +99,10 @@ struct Prediction {
   std::vector<std::string> notes;     // assumptions made (unknown trip counts, ...)
 };
 
-// REQUIRES: a verified module; mesh.size() == replica_count x num_partitions, with a topology. Throws
-// Error(kFailedPrecondition) for a mesh without a topology, Error(kInvalidArgument) for a mesh of another size,
-// and what hlo/support.h refuses (abstract: opcodes and custom-call targets only).
-Prediction Predict(const Module& module, const Mesh& mesh, const PredictOptions& options = {});
+// REQUIRES: mesh.size() == the module's devices, with a topology. Throws Error(kFailedPrecondition) for a mesh
+// without a topology, Error(kInvalidArgument) for a mesh of another size. The memory is the module's own estimate
+// (SupportedModule::memory).
+Prediction Predict(const SupportedModule& module, const Mesh& mesh, const PredictOptions& options = {});
 
 // The trip count of a while loop from the module alone (known_trip_count, else the `i < constant` pattern);
 // -1 when unknown.

@@ -7,7 +7,6 @@
 
 #include "common/error.h"
 #include "common/shape.h"
-#include "hlo/internal/kernels.h"
 
 namespace spmdsim::hlo {
 
@@ -86,8 +85,8 @@ Value ShardOf(const Value& global, const Sharding& sharding, int64_t device, con
   }
   ValueBuilder out(global.dtype(), local, /*zeroed=*/true);
   if (NumElements(extent) > 0) {
-    StridedCopy(global.raw(), OffsetOf(b.begin, internal::Strides(global.dims())), internal::Strides(global.dims()),
-                out.raw(), 0, internal::Strides(local), extent, DTypeSize(global.dtype()));
+    StridedCopy(global.raw(), OffsetOf(b.begin, RowMajorStrides(global.dims())), RowMajorStrides(global.dims()),
+                out.raw(), 0, RowMajorStrides(local), extent, DTypeSize(global.dtype()));
   }
   return std::move(out).Finish();
 }
@@ -96,7 +95,7 @@ Value Assemble(const std::vector<const Value*>& per_device, const Sharding& shar
                const std::vector<int64_t>& global_dims) {
   const DType dtype = per_device[0]->dtype();
   ValueBuilder out(dtype, global_dims, /*zeroed=*/true);
-  const std::vector<int64_t> gs = internal::Strides(global_dims);
+  const std::vector<int64_t> gs = RowMajorStrides(global_dims);
   std::vector<std::vector<int64_t>> done;
   for (size_t d = 0; d < per_device.size(); ++d) {
     const Block b = BlockOf(sharding, global_dims, static_cast<int64_t>(d));
@@ -104,7 +103,7 @@ Value Assemble(const std::vector<const Value*>& per_device, const Sharding& shar
     done.push_back(b.begin);
     const std::vector<int64_t> extent = Extent(b);
     if (NumElements(extent) == 0) continue;
-    StridedCopy(per_device[d]->raw(), 0, internal::Strides(per_device[d]->dims()), out.raw(),
+    StridedCopy(per_device[d]->raw(), 0, RowMajorStrides(per_device[d]->dims()), out.raw(),
                 OffsetOf(b.begin, gs), gs, extent, DTypeSize(dtype));
   }
   return std::move(out).Finish();

@@ -79,6 +79,8 @@ bool IsSupported(const Instruction& ins, std::string* why) {
   return true;
 }
 
+namespace {
+
 void CheckSupported(const Module& module, bool with_data) {
   std::string why;
   // Opcodes first (what cannot run at all), then what running with data needs.
@@ -104,6 +106,22 @@ void CheckSupported(const Module& module, bool with_data) {
       }
     }
   }
+}
+
+}  // namespace
+
+SupportedModule SupportedModule::Check(std::shared_ptr<const Module> module, Use use) {
+  if (module == nullptr) Throw(ErrorCode::kInvalidArgument, "no HLO module");
+  CheckSupported(*module, use == Use::kWithData);
+  MemoryEstimate memory = EstimateMemory(*module);
+  return SupportedModule(std::move(module), use, std::move(memory));
+}
+
+void SupportedModule::CheckDeviceCount(int64_t count, std::string_view what, std::string_view hint) const {
+  if (count == device_count()) return;
+  Throw(ErrorCode::kInvalidArgument, "module {} runs on {} devices ({} replicas x {} partitions); {} has {}{}{}{}",
+        module_->name(), device_count(), module_->replica_count(), module_->num_partitions(), what, count,
+        hint.empty() ? "" : " (", hint, hint.empty() ? "" : ")");
 }
 
 }  // namespace spmdsim::hlo

@@ -16,17 +16,60 @@
 // Example: "model.txt:812:3: %fft.3 (fft) cannot run: fft is not supported (spmdsim runs the opcodes XLA CPU
 // compiles JAX training and inference programs to; docs/hlo.md lists them)".
 //
-// Thread safety: pure.
+// SupportedModule is the module checked once, at the edge (the scenario reader, Python, a test), with its
+// per-device memory estimate; Execute (hlo/executor.h) and Predict (hlo/predict.h) take it and trust it.
+//
+// Example:
+//   const SupportedModule m = SupportedModule::Check(LoadModule("jit_f.txt"), SupportedModule::Use::kAbstract);
+//   m.CheckDeviceCount(mesh.size(), "the mesh");     // "module jit_f runs on 8 devices (...); the mesh has 4"
+//   Prediction p = Predict(m, mesh);
+//
+// Thread safety: immutable after Check; share it freely.
 #ifndef SPMDSIM_HLO_SUPPORT_H_
 #define SPMDSIM_HLO_SUPPORT_H_
 
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
 #include "hlo/ir.h"
+#include "hlo/memory.h"
 
 namespace spmdsim::hlo {
 
-// Throws Error(kUnimplemented) for the first instruction (in text order) that cannot run; `with_data`: the
-// interpreter's needs too (element types with arithmetic, constants printed in full).
-void CheckSupported(const Module& module, bool with_data);
+class SupportedModule {
+ public:
+  enum class Use {
+    kAbstract,  // shapes and the cost model only: opcodes and custom-call targets are checked
+    kWithData,  // run by the interpreter: also element types with arithmetic and constants printed in full
+  };
+
+  // Throws Error(kUnimplemented) for the first instruction (in text order) that cannot be used so, naming it and
+  // its file:line:col. REQUIRES: a verified module (ParseModule verifies).
+  static SupportedModule Check(std::shared_ptr<const Module> module, Use use);
+
+  const Module& module() const { return *module_; }
+  const std::shared_ptr<const Module>& shared_module() const { return module_; }
+  Use use() const { return use_; }
+  bool with_data() const { return use_ == Use::kWithData; }
+  // replica_count x num_partitions: the logical devices the module runs on.
+  int64_t device_count() const { return module_->replica_count() * module_->num_partitions(); }
+  // Per-device memory from buffer liveness (hlo/memory.h), estimated once here.
+  const MemoryEstimate& memory() const { return memory_; }
+
+  // Throws Error(kInvalidArgument) unless `count` == device_count(): "module m runs on 8 devices (1 replicas x 8
+  // partitions); <what> has 4 (<hint>)". `what` names what was counted ("the mesh", "device_assignment"); `hint`,
+  // when given, what would be valid.
+  void CheckDeviceCount(int64_t count, std::string_view what, std::string_view hint = "") const;
+
+ private:
+  SupportedModule(std::shared_ptr<const Module> module, Use use, MemoryEstimate memory)
+      : module_(std::move(module)), use_(use), memory_(std::move(memory)) {}
+  std::shared_ptr<const Module> module_;
+  Use use_;
+  MemoryEstimate memory_;
+};
 
 // Whether one instruction can run (its opcode / custom-call target); false with the reason in *why.
 bool IsSupported(const Instruction& ins, std::string* why);

@@ -14,7 +14,6 @@
 #include "cost/link_model.h"
 #include "hlo/cost.h"
 #include "hlo/executor.h"
-#include "hlo/memory.h"
 #include "hlo/predict.h"
 #include "hlo/sharding.h"
 #include "hlo/support.h"
@@ -27,20 +26,13 @@ namespace {
 using hlo::Module;
 using hlo::Value;
 
-int64_t DevicesOf(const Module& m) { return m.replica_count() * m.num_partitions(); }
-
 // The mesh the module runs on: position i is logical device i, its id the device assignment's.
-Mesh ModuleMesh(const WorkloadContext& context, const HloConfig& config, const Module& m) {
-  const int64_t n = DevicesOf(m);
+Mesh ModuleMesh(const WorkloadContext& context, const HloConfig& config, const hlo::SupportedModule& m) {
+  const int64_t n = m.device_count();
   std::vector<int> ids = config.device_assignment;
   if (ids.empty()) ids = context.mesh.devices().ids();
-  if (static_cast<int64_t>(ids.size()) != n) {
-    Throw(ErrorCode::kInvalidArgument,
-          "module {} runs on {} devices ({} replicas x {} partitions); the {} has {} (give a mesh of {} devices or "
-          "device_assignment with {} ids)",
-          m.name(), n, m.replica_count(), m.num_partitions(),
-          config.device_assignment.empty() ? "mesh" : "device_assignment", ids.size(), n, n);
-  }
+  m.CheckDeviceCount(static_cast<int64_t>(ids.size()), config.device_assignment.empty() ? "the mesh" : "device_assignment",
+                     fmt::format("give a mesh of {} devices or a device_assignment of {} ids", n, n));
   return Mesh(DeviceArray({n}, ids), {"devices"}, context.mesh.shared_topology());
 }
 
@@ -103,14 +95,12 @@ struct Arguments {
   }
 };
 
-Arguments MakeArguments(const HloConfig& config, const Module& m) {
+Arguments MakeArguments(const HloConfig& config, const hlo::SupportedModule& supported) {
   Arguments a;
+  const Module& m = supported.module();
   const hlo::Computation& entry = *m.entry();
   if (!config.device_arguments.empty()) {
-    if (static_cast<int64_t>(config.device_arguments.size()) != DevicesOf(m)) {
-      Throw(ErrorCode::kInvalidArgument, "arguments for {} devices; module {} runs on {}", config.device_arguments.size(),
-            m.name(), DevicesOf(m));
-    }
+    supported.CheckDeviceCount(static_cast<int64_t>(config.device_arguments.size()), "the list of per-device arguments");
     a.given = &config.device_arguments;
     return a;
   }
@@ -237,14 +227,16 @@ void CheckOutputs(const HloConfig& config, const std::vector<Value>& outputs, Wo
 }
 
 // Every device's peak together, the global inputs and outputs: refused before anything is allocated.
-void CheckHostMemory(const HloConfig& config, const Module& m, const hlo::MemoryEstimate& e) {
-  int64_t bytes = e.peak_bytes() * DevicesOf(m);
-  for (int64_t i = 0; i < m.entry()->parameter_count(); ++i) {
-    const hlo::Instruction& p = *m.entry()->parameter(i);
-    bytes += p.shape().ByteSize() * (p.attrs().sharding.has_value() ? 1 : DevicesOf(m));
+void CheckHostMemory(const HloConfig& config, const hlo::SupportedModule& m) {
+  const int64_t n = m.device_count();
+  const int64_t peak = m.memory().peak_bytes();
+  int64_t bytes = peak * n;
+  for (int64_t i = 0; i < m.module().entry()->parameter_count(); ++i) {
+    const hlo::Instruction& p = *m.module().entry()->parameter(i);
+    bytes += p.shape().ByteSize() * (p.attrs().sharding.has_value() ? 1 : n);
   }
   CheckFitsHostMemory(fmt::format("hlo workload '{}' ({} devices of {} at the peak, with the global inputs)",
-                                  config.name, DevicesOf(m), HumanBytes(e.peak_bytes())),
+                                  config.name, n, HumanBytes(peak)),
                       bytes);
 }
 
@@ -253,10 +245,11 @@ void CheckHostMemory(const HloConfig& config, const Module& m, const hlo::Memory
 WorkloadResult RunHlo(const WorkloadContext& context, const HloConfig& config, std::vector<hlo::Value>* device_outputs) {
   if (config.module == nullptr) Throw(ErrorCode::kInvalidArgument, "hlo workload '{}' has no module", config.name);
   if (context.mesh.topology() == nullptr) Throw(ErrorCode::kFailedPrecondition, "the hlo workload needs a mesh with a topology");
-  const Module& m = *config.module;
   const auto t0 = std::chrono::steady_clock::now();
-  const Mesh mesh = ModuleMesh(context, config, m);
-  hlo::CheckSupported(m, !context.abstract);
+  const hlo::SupportedModule supported = hlo::SupportedModule::Check(
+      config.module, context.abstract ? hlo::SupportedModule::Use::kAbstract : hlo::SupportedModule::Use::kWithData);
+  const Module& m = supported.module();
+  const Mesh mesh = ModuleMesh(context, config, supported);
   hlo::PredictOptions options;
   options.roofline = context.cost.roofline;
   options.collectives = context.cost.collectives;
@@ -270,18 +263,17 @@ WorkloadResult RunHlo(const WorkloadContext& context, const HloConfig& config, s
   r.abstract = context.abstract;
   r.hlo = HloSummary{};
   r.hlo->module = m.name();
-  r.hlo->devices = DevicesOf(m);
+  r.hlo->devices = supported.device_count();
   if (!context.abstract) {
-    const hlo::MemoryEstimate estimate = hlo::EstimateMemory(m);
-    CheckHostMemory(config, m, estimate);
-    const Arguments args = MakeArguments(config, m);
+    CheckHostMemory(config, supported);
+    const Arguments args = MakeArguments(config, supported);
     hlo::ExecuteOptions exec;
     exec.runtime = context.runtime;
     exec.runtime.observer = nullptr;
     exec.runtime.op_cost_sink = nullptr;
     // The memory verdict is the estimate's; the interpreter's own copies must not fail a run that fits.
     exec.runtime.device_memory_bytes = std::max<int64_t>(mesh.topology()->memory_bytes(), HostPhysicalMemoryBytes());
-    std::vector<hlo::DeviceRun> runs = hlo::Execute(m, mesh, [&](int64_t p) { return args.Of(m, p); }, exec);
+    std::vector<hlo::DeviceRun> runs = hlo::Execute(supported, mesh, [&](int64_t p) { return args.Of(m, p); }, exec);
     for (const hlo::DeviceRun& run : runs) r.hlo->measured_peak_bytes.push_back(run.memory.peak_bytes);
     const std::vector<Value> outputs = GlobalOutputs(m, runs);
     CheckOutputs(config, outputs, &r);
@@ -294,7 +286,7 @@ WorkloadResult RunHlo(const WorkloadContext& context, const HloConfig& config, s
   } else {
     r.check.compared = "not performed (abstract)";
   }
-  FillPrediction(hlo::Predict(m, mesh, options), mesh, context, &r);
+  FillPrediction(hlo::Predict(supported, mesh, options), mesh, context, &r);
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

@@ -12,6 +12,7 @@
 #include "hlo/memory.h"
 #include "hlo/parser.h"
 #include "hlo/predict.h"
+#include "hlo/support.h"
 #include "mesh/mesh_utils.h"
 #include "mesh/topology.h"
 #include "workloads/hlo_workload.h"
@@ -37,13 +38,14 @@ void BM_ParsePodModule(benchmark::State& state) {
 BENCHMARK(BM_ParsePodModule)->Unit(benchmark::kMillisecond);
 
 void BM_PredictPodModuleOnTpuV4Pod(benchmark::State& state) {
-  const auto module = hlo::LoadModule(kTestdata + "pod4096_transformer_train_step.txt");
+  const hlo::SupportedModule module = hlo::SupportedModule::Check(
+      hlo::LoadModule(kTestdata + "pod4096_transformer_train_step.txt"), hlo::SupportedModule::Use::kAbstract);
   auto topo = std::make_shared<const Topology>(Topology::Parse("tpu-v4:16x16x16"));
   const Mesh mesh = MakeDeviceMesh(topo, {{"data", 256}, {"model", 16}});
   hlo::PredictOptions options;
   options.overlap_collectives = state.range(0) != 0;
   double step = 0;
-  for (auto _ : state) step = hlo::Predict(*module, mesh, options).step_seconds;
+  for (auto _ : state) step = hlo::Predict(module, mesh, options).step_seconds;
   state.counters["devices"] = 4096;
   state.counters["predicted_ms"] = step * 1e3;
 }

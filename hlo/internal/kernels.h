@@ -10,14 +10,27 @@
 #include <span>
 #include <vector>
 
-#include "hlo/interpreter.h"
-#include "hlo/ir.h"
+#include "hlo/collective_peer.h"
 #include "hlo/internal/scalar_program.h"
+#include "hlo/ir.h"
 #include "hlo/value.h"
 
 namespace spmdsim::hlo::internal {
 
 using Operands = std::span<const Value* const>;
+
+// What a kernel may ask of the device program that runs it; the interpreter implements it (interpreter.cc), so
+// that the kernels sit below the interpreter.
+class KernelContext {
+ public:
+  virtual ~KernelContext() = default;
+  // Runs computation `c` on `args` (to_apply computations that are not scalar programs).
+  virtual Value Call(const Computation& c, std::span<const Value> args) = 0;
+  // nullptr when `c` is not a scalar computation (hlo/internal/scalar_program.h).
+  virtual const ScalarProgram* ScalarProgramOf(const Computation& c) const = 0;
+  virtual CollectivePeer& peer() = 0;
+  virtual DeviceIds ids() const = 0;
+};
 
 // Unary and binary elementwise ops, compare, select, clamp, convert, bitcast-convert, iota, constant.
 Value EvalElementwise(const Instruction& ins, Operands operands);
@@ -25,22 +38,20 @@ Value EvalElementwise(const Instruction& ins, Operands operands);
 // concatenate, pad.
 Value EvalShape(const Instruction& ins, Operands operands);
 // reduce, reduce-window, select-and-scatter, map.
-Value EvalReduce(const Instruction& ins, Operands operands, Interpreter& interp);
+Value EvalReduce(const Instruction& ins, Operands operands, KernelContext& context);
 // dot, convolution.
 Value EvalDot(const Instruction& ins, Operands operands);
 // gather, scatter.
-Value EvalGather(const Instruction& ins, Operands operands, Interpreter& interp);
+Value EvalGather(const Instruction& ins, Operands operands, KernelContext& context);
 // sort, topk, custom-call TopK.
-Value EvalSort(const Instruction& ins, Operands operands, Interpreter& interp);
+Value EvalSort(const Instruction& ins, Operands operands, KernelContext& context);
 // Collectives (synchronous and -start forms), partition-id, replica-id.
-Value EvalCollective(const Instruction& ins, Operands operands, Interpreter& interp);
+Value EvalCollective(const Instruction& ins, Operands operands, KernelContext& context);
 
-// Helpers shared by the kernels (kernels_util.cc).
+// Helpers shared by the kernels (kernels.cc).
 // A zero-filled or uninitialised array value of `shape` (an array shape).
 Value NewArray(const Shape& shape, bool zeroed = false);
 Value NewArray(DType dtype, const std::vector<int64_t>& dims, bool zeroed = false);
-// Row-major strides (elements) of `dims`.
-std::vector<int64_t> Strides(const std::vector<int64_t>& dims);
 // The scalar at `value` (rank 0) as int64 (indices of dynamic-slice & co.).
 int64_t ScalarAsInt64(const Value& value);
 // Every element of `x` converted to double (tests, checks).
@@ -56,7 +67,7 @@ inline uint64_t ElementBits(const Value& v, int64_t i) {
 // A to_apply computation applied to scalars: through its ScalarProgram when it has one, else by evaluating it.
 class ScalarFunction {
  public:
-  ScalarFunction(const Computation& c, Interpreter& interp);
+  ScalarFunction(const Computation& c, KernelContext& context);
   int64_t num_results() const { return num_results_; }
   // params: bits of each parameter's scalar (hlo/internal/scalar_program.h); results: bits of each result.
   void operator()(std::span<const uint64_t> params, std::span<uint64_t> results);
@@ -65,7 +76,7 @@ class ScalarFunction {
 
  private:
   const Computation& c_;
-  Interpreter& interp_;
+  KernelContext& context_;
   const ScalarProgram* program_;
   std::vector<uint64_t> registers_;
   int64_t num_results_ = 1;

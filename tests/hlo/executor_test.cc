@@ -43,11 +43,14 @@ ENTRY %e (x: f32[4]) -> (f32[4], f32[16], f32[1], f32[4], f32[4], f32[4]) {
 }
 )";
 
+SupportedModule WithData(std::shared_ptr<const Module> m) {
+  return SupportedModule::Check(std::move(m), SupportedModule::Use::kWithData);
+}
+
 std::vector<DeviceRun> RunCollectives(int threads) {
-  auto m = ParseModule(kCollectives, "coll.txt");
   ExecuteOptions options;
   options.runtime.num_threads = threads;
-  return Execute(*m, Mesh::Iota({8}, {"devices"}), [](int64_t p) {
+  return Execute(WithData(ParseModule(kCollectives, "coll.txt")), Mesh::Iota({8}, {"devices"}), [](int64_t p) {
     ValueBuilder b(DType::kF32, {4});
     for (int i = 0; i < 4; ++i) b.data<float>()[i] = static_cast<float>(4 * p + i);
     return std::vector<Value>{std::move(b).Finish()};
@@ -75,22 +78,32 @@ TEST_P(ExecuteTest, RunsEveryCollectiveOverItsReplicaGroups) {
 INSTANTIATE_TEST_SUITE_P(Workers, ExecuteTest, ::testing::Values(1, 2, 3));
 
 TEST(Execute, RefusesAMeshOfTheWrongSizeAndUnsupportedOpsBeforeRunning) {
-  auto m = ParseModule(kCollectives, "coll.txt");
+  const SupportedModule m = WithData(ParseModule(kCollectives, "coll.txt"));
   auto no_args = [](int64_t) { return std::vector<Value>{}; };
   try {
-    Execute(*m, Mesh::Iota({4}, {"devices"}), no_args);
+    Execute(m, Mesh::Iota({4}, {"devices"}), no_args);
     FAIL();
   } catch (const Error& e) {
     EXPECT_THAT(e.message(), HasSubstr("runs on 8 devices (1 replicas x 8 partitions); the mesh has 4"));
   }
-  auto fft = ParseModule("HloModule f\nENTRY %e (x: c64[4]) -> c64[4] {\n  %x = c64[4] parameter(0)\n"
-                         "  ROOT %f = c64[4] fft(%x), fft_type=FFT, fft_length={4}\n}\n", "fft.txt");
   try {
-    Execute(*fft, Mesh::Iota({1}, {"devices"}), no_args);
+    WithData(ParseModule("HloModule f\nENTRY %e (x: c64[4]) -> c64[4] {\n  %x = c64[4] parameter(0)\n"
+                         "  ROOT %f = c64[4] fft(%x), fft_type=FFT, fft_length={4}\n}\n", "fft.txt"));
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kUnimplemented);
     EXPECT_THAT(e.message(), HasSubstr("fft.txt:4:3: %f (fft) cannot run: fft is not supported"));
+  }
+}
+
+TEST(Execute, RefusesAModuleCheckedForAbstractUseOnly) {
+  const SupportedModule m = SupportedModule::Check(ParseModule(kCollectives, "coll.txt"), SupportedModule::Use::kAbstract);
+  try {
+    Execute(m, Mesh::Iota({8}, {"devices"}), [](int64_t) { return std::vector<Value>{}; });
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kFailedPrecondition);
+    EXPECT_THAT(e.message(), HasSubstr("checked for abstract use only"));
   }
 }
 

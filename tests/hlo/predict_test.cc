@@ -26,11 +26,15 @@ Mesh DevicesOf(const std::string& topology, int64_t n) {
   return Mesh(DeviceArray({n}, ids), {"devices"}, t);
 }
 
+SupportedModule Abstract(std::shared_ptr<const Module> m) {
+  return SupportedModule::Check(std::move(m), SupportedModule::Use::kAbstract);
+}
+
 constexpr char kSum[] = "%add (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n"
                         "  ROOT %c = f32[] add(%a, %b)\n}\n";
 
 TEST(Cost, CountsADotsFlopsBytesAndDimensions) {
-  auto m = ParseModule("HloModule m\nENTRY %e (a: f32[8,64], b: f32[64,32]) -> f32[8,32] {\n"
+  std::shared_ptr<const Module> m = ParseModule("HloModule m\nENTRY %e (a: f32[8,64], b: f32[64,32]) -> f32[8,32] {\n"
                        "  %a = f32[8,64] parameter(0)\n  %b = f32[64,32] parameter(1)\n"
                        "  ROOT %d = f32[8,32] dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
                        "metadata={op_name=\"jit(f)/layer_0/dot_general\"}\n}\n");
@@ -55,7 +59,7 @@ TEST(Cost, CountsADotsFlopsBytesAndDimensions) {
 // narrow types they are priced in bf16: the dot at bf16's peak on bf16 bytes, the update in place. A dot of f32
 // data stays f32.
 TEST(Cost, NarrowTypesPriceWhatXlaCpuWidenedInItsNarrowType) {
-  auto m = ParseModule(
+  std::shared_ptr<const Module> m = ParseModule(
       "HloModule m\n"
       "%widen (p: bf16[8,64]) -> f32[8,64] {\n  %p = bf16[8,64] parameter(0)\n"
       "  ROOT %c = f32[8,64] convert(%p)\n}\n"
@@ -93,7 +97,7 @@ TEST(Cost, NarrowTypesPriceWhatXlaCpuWidenedInItsNarrowType) {
 }
 
 TEST(Predict, PricesLocalOpsWithTheComputeModelAndCollectivesWithTheCollectiveModel) {
-  auto m = ParseModule(std::string("HloModule m, num_partitions=8\n") +
+  std::shared_ptr<const Module> m = ParseModule(std::string("HloModule m, num_partitions=8\n") +
                        "%add (a: bf16[], b: bf16[]) -> bf16[] {\n  %a = bf16[] parameter(0)\n  %b = bf16[] parameter(1)\n"
                        "  ROOT %c = bf16[] add(%a, %b)\n}\n"
                        "ENTRY %e (a: bf16[1024,1024], b: bf16[1024,1024]) -> bf16[1024,1024] {\n"
@@ -102,7 +106,7 @@ TEST(Predict, PricesLocalOpsWithTheComputeModelAndCollectivesWithTheCollectiveMo
                        "  ROOT %r = bf16[1024,1024] all-reduce(%d), channel_id=1, replica_groups={{0,1,2,3,4,5,6,7}}, "
                        "use_global_device_ids=true, to_apply=%add\n}\n");
   const Mesh mesh = DevicesOf("dgx-h100:1", 8);
-  const Prediction p = Predict(*m, mesh);
+  const Prediction p = Predict(Abstract(m), mesh);
   const ComputeModel compute(*mesh.topology());
   const double dot = compute.Cost(2.0 * 1024 * 1024 * 1024, 3 * 1024 * 1024 * 2.0, {1, 1024, 1024, 1024}, DType::kBF16).seconds;
   CollectiveModel collectives(mesh);
@@ -117,7 +121,7 @@ TEST(Predict, PricesLocalOpsWithTheComputeModelAndCollectivesWithTheCollectiveMo
 }
 
 TEST(Predict, AnAsyncCollectiveOverlapsTheComputeScheduledBeforeItsDone) {
-  auto m = ParseModule(std::string("HloModule m, num_partitions=8\n") + kSum +
+  std::shared_ptr<const Module> m = ParseModule(std::string("HloModule m, num_partitions=8\n") + kSum +
                        "ENTRY %e (a: f32[4096,4096], g: f32[4096]) -> (f32[4096,4096], f32[4096]) {\n"
                        "  %a = f32[4096,4096] parameter(0)\n  %g = f32[4096] parameter(1)\n"
                        "  %s = f32[4096] all-reduce-start(%g), channel_id=1, replica_groups={}, "
@@ -125,14 +129,14 @@ TEST(Predict, AnAsyncCollectiveOverlapsTheComputeScheduledBeforeItsDone) {
                        "  %t = f32[4096,4096] tanh(%a)\n"
                        "  %d = f32[4096] all-reduce-done(%s)\n"
                        "  ROOT %o = (f32[4096,4096], f32[4096]) tuple(%t, %d)\n}\n");
-  const Prediction p = Predict(*m, DevicesOf("tpu-v4:2x2x2", 8));
+  const Prediction p = Predict(Abstract(m), DevicesOf("tpu-v4:2x2x2", 8));
   ASSERT_GT(p.compute_seconds, p.comm_seconds);  // the tanh is longer than the small all-reduce
   EXPECT_EQ(p.exposed_comm_seconds, 0);
   EXPECT_THAT(p.step_seconds, DoubleNear(p.compute_seconds, 1e-15));
 }
 
 TEST(Predict, RunsWhileBodiesTheirTripCount) {
-  auto m = ParseModule(
+  std::shared_ptr<const Module> m = ParseModule(
       "HloModule m\n"
       "%cond (s: (s32[], f32[256])) -> pred[] {\n  %s = (s32[], f32[256]) parameter(0)\n"
       "  %i = s32[] get-tuple-element(%s), index=0\n  %n = s32[] constant(5)\n"
@@ -145,17 +149,17 @@ TEST(Predict, RunsWhileBodiesTheirTripCount) {
       "  %init = (s32[], f32[256]) tuple(%z, %x)\n"
       "  ROOT %w = (s32[], f32[256]) while(%init), condition=%cond, body=%body\n}\n");
   EXPECT_EQ(StaticTripCount(*m->entry()->root()), 3);
-  const Prediction p = Predict(*m, DevicesOf("cpu:1", 1));
+  const Prediction p = Predict(Abstract(m), DevicesOf("cpu:1", 1));
   int64_t exps = 0;
   for (const OpEvent& e : p.events) exps += e.instruction->opcode() == Opcode::kExp;
   EXPECT_EQ(exps, 3);
   PredictOptions measured;
   measured.trip_counts[m->entry()->root()] = 7;
-  EXPECT_EQ(Predict(*m, DevicesOf("cpu:1", 1), measured).by_class.front().count, 7 * 2 + 8);
+  EXPECT_EQ(Predict(Abstract(m), DevicesOf("cpu:1", 1), measured).by_class.front().count, 7 * 2 + 8);
 }
 
 TEST(Memory, FollowsBufferLivenessAlongTheSchedule) {
-  auto m = ParseModule("HloModule m\nENTRY %e (x: f32[1024]) -> f32[1024] {\n  %x = f32[1024] parameter(0)\n"
+  std::shared_ptr<const Module> m = ParseModule("HloModule m\nENTRY %e (x: f32[1024]) -> f32[1024] {\n  %x = f32[1024] parameter(0)\n"
                        "  %a = f32[1024] exponential(%x)\n  %b = f32[1024] exponential(%a)\n"
                        "  ROOT %c = f32[1024] add(%a, %b)\n}\n");
   const MemoryEstimate e = EstimateMemory(*m);
@@ -174,9 +178,9 @@ TEST(Memory, FollowsBufferLivenessAlongTheSchedule) {
 }
 
 TEST(Predict, RefusesAMeshOfTheWrongSize) {
-  auto m = ParseModule("HloModule m, num_partitions=4\nENTRY %e (x: f32[2]) -> f32[2] {\n  ROOT %x = f32[2] parameter(0)\n}\n");
+  std::shared_ptr<const Module> m = ParseModule("HloModule m, num_partitions=4\nENTRY %e (x: f32[2]) -> f32[2] {\n  ROOT %x = f32[2] parameter(0)\n}\n");
   try {
-    Predict(*m, DevicesOf("cpu:8", 8));
+    Predict(Abstract(m), DevicesOf("cpu:8", 8));
     FAIL();
   } catch (const Error& e) {
     EXPECT_THAT(e.message(), HasSubstr("runs on 4 devices"));

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/shape.h"
 #include "hlo/internal/element_ops.h"
 #include "hlo/internal/kernels.h"
 #include "hlo/internal/types.h"
@@ -31,7 +32,7 @@ class OutputWalker {
         out_dims.push_back(in_dims[d]);
       }
     }
-    const std::vector<int64_t> os = Strides(out_dims);
+    const std::vector<int64_t> os = RowMajorStrides(out_dims);
     for (size_t k = 0; k < keep.size(); ++k) stride_[keep[k]] = os[k];
   }
   int64_t offset() const { return at_; }
@@ -65,9 +66,9 @@ Value ReduceSimple(const Instruction& ins, const Value& x, const Value& init, Op
   return std::move(out).Finish();
 }
 
-Value Reduce(const Instruction& ins, Operands v, Interpreter& interp) {
+Value Reduce(const Instruction& ins, Operands v, KernelContext& context) {
   const int64_t n = static_cast<int64_t>(v.size()) / 2;
-  ScalarFunction f(*ins.to_apply(), interp);
+  ScalarFunction f(*ins.to_apply(), context);
   if (n == 1 && f.simple_binary().has_value()) return ReduceSimple(ins, *v[0], *v[1], *f.simple_binary());
   const std::vector<int64_t>& out_dims = ins.shape().IsTuple() ? ins.shape().tuple[0].dims : ins.shape().dims;
   int64_t out_size = 1;
@@ -131,11 +132,11 @@ bool Next(std::vector<int64_t>& idx, const std::vector<int64_t>& dims) {
   return false;
 }
 
-Value ReduceWindow(const Instruction& ins, Operands v, Interpreter& interp) {
+Value ReduceWindow(const Instruction& ins, Operands v, KernelContext& context) {
   const int64_t n = static_cast<int64_t>(v.size()) / 2;
   const std::vector<int64_t>& out_dims = ins.shape().IsTuple() ? ins.shape().tuple[0].dims : ins.shape().dims;
-  const std::vector<int64_t> in_strides = Strides(v[0]->dims());
-  ScalarFunction f(*ins.to_apply(), interp);
+  const std::vector<int64_t> in_strides = RowMajorStrides(v[0]->dims());
+  ScalarFunction f(*ins.to_apply(), context);
   std::vector<ValueBuilder> outs;
   for (int64_t k = 0; k < n; ++k) outs.emplace_back(v[n + k]->dtype(), out_dims);
   std::vector<uint64_t> params(static_cast<size_t>(2 * n)), result(n);
@@ -158,14 +159,14 @@ Value ReduceWindow(const Instruction& ins, Operands v, Interpreter& interp) {
   return n == 1 ? values[0] : Value::Tuple(std::move(values));
 }
 
-Value SelectAndScatter(const Instruction& ins, Operands v, Interpreter& interp) {
+Value SelectAndScatter(const Instruction& ins, Operands v, KernelContext& context) {
   const Value& x = *v[0];
   const Value& source = *v[1];
   const DType t = x.dtype();
-  ScalarFunction select(*ins.select(), interp);
-  ScalarFunction scatter(*ins.to_apply(), interp);
+  ScalarFunction select(*ins.select(), context);
+  ScalarFunction scatter(*ins.to_apply(), context);
   std::vector<uint64_t> out(static_cast<size_t>(x.size()), ElementBits(*v[2], 0));
-  const std::vector<int64_t> in_strides = Strides(x.dims());
+  const std::vector<int64_t> in_strides = RowMajorStrides(x.dims());
   std::vector<int64_t> idx(source.dims().size(), 0);
   std::vector<uint64_t> p(2), r(1);
   int64_t s = 0;
@@ -196,8 +197,8 @@ Value SelectAndScatter(const Instruction& ins, Operands v, Interpreter& interp) 
   return std::move(b).Finish();
 }
 
-Value Map(const Instruction& ins, Operands v, Interpreter& interp) {
-  ScalarFunction f(*ins.to_apply(), interp);
+Value Map(const Instruction& ins, Operands v, KernelContext& context) {
+  ScalarFunction f(*ins.to_apply(), context);
   const DType t = ins.shape().dtype;
   ValueBuilder b(t, ins.shape().dims);
   std::vector<uint64_t> params(v.size()), r(1);
@@ -211,12 +212,12 @@ Value Map(const Instruction& ins, Operands v, Interpreter& interp) {
 
 }  // namespace
 
-Value EvalReduce(const Instruction& ins, Operands v, Interpreter& interp) {
+Value EvalReduce(const Instruction& ins, Operands v, KernelContext& context) {
   switch (ins.opcode()) {
-    case Opcode::kReduce: return Reduce(ins, v, interp);
-    case Opcode::kReduceWindow: return ReduceWindow(ins, v, interp);
-    case Opcode::kSelectAndScatter: return SelectAndScatter(ins, v, interp);
-    case Opcode::kMap: return Map(ins, v, interp);
+    case Opcode::kReduce: return Reduce(ins, v, context);
+    case Opcode::kReduceWindow: return ReduceWindow(ins, v, context);
+    case Opcode::kSelectAndScatter: return SelectAndScatter(ins, v, context);
+    case Opcode::kMap: return Map(ins, v, context);
     default: return Value();
   }
 }

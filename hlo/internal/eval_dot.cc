@@ -24,7 +24,7 @@ namespace {
 template <typename C>
 std::vector<C> Gathered(const Value& v, const std::vector<int64_t>& order) {
   std::vector<int64_t> dims, strides;
-  const std::vector<int64_t> vs = Strides(v.dims());
+  const std::vector<int64_t> vs = RowMajorStrides(v.dims());
   for (int64_t d : order) {
     dims.push_back(v.dims()[d]);
     strides.push_back(vs[d]);
@@ -171,7 +171,7 @@ Value ConvolutionAs(const Instruction& ins, const Value& xv, const Value& kv) {
   std::iota(all.begin(), all.end(), 0);
   const std::vector<C> x = Gathered<C>(xv, all), k = Gathered<C>(kv, all);
   const std::vector<int64_t>& out_dims = ins.shape().dims;
-  ConvGeometry g{Strides(xv.dims()), Strides(kv.dims()), Strides(out_dims)};
+  ConvGeometry g{RowMajorStrides(xv.dims()), RowMajorStrides(kv.dims()), RowMajorStrides(out_dims)};
   g.groups_in = kv.dims()[c.kernel_input_feature];
   const int64_t kout = kv.dims()[c.kernel_output_feature];
   g.out_per_fgroup = kout / ins.attrs().feature_group_count;

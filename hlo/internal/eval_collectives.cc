@@ -37,10 +37,10 @@ bool Identity(Opcode op, T* out) {
 
 // Folds `parts` (arrays of `dtype` and `dims`, in rank order) with the instruction's reduction.
 Value Fold(const Instruction& ins, DType dtype, const std::vector<int64_t>& dims, const std::vector<const void*>& parts,
-           Interpreter& interp) {
+           KernelContext& context) {
   ValueBuilder out(dtype, dims);
   const int64_t n = out.size();
-  ScalarFunction f(*ins.to_apply(), interp);
+  ScalarFunction f(*ins.to_apply(), context);
   const std::optional<Opcode> op = f.simple_binary();
   bool done = false;
   if (op.has_value()) {
@@ -82,9 +82,9 @@ Value Block(const Array& x, DType dtype, int64_t d, int64_t index, int64_t count
   std::vector<int64_t> dims = x.shape();
   dims[d] /= count;
   ValueBuilder out(dtype, dims);
-  const std::vector<int64_t> xs = Strides(x.shape());
+  const std::vector<int64_t> xs = RowMajorStrides(x.shape());
   if (out.size() > 0) {
-    StridedCopy(x.raw_data(), index * dims[d] * xs[d], xs, out.raw(), 0, Strides(dims), dims, DTypeSize(dtype));
+    StridedCopy(x.raw_data(), index * dims[d] * xs[d], xs, out.raw(), 0, RowMajorStrides(dims), dims, DTypeSize(dtype));
   }
   return std::move(out).Finish();
 }
@@ -94,36 +94,36 @@ Value Concatenate(const std::vector<Array>& members, DType dtype, int64_t d) {
   std::vector<int64_t> dims = members[0].shape();
   dims[d] *= static_cast<int64_t>(members.size());
   ValueBuilder out(dtype, dims);
-  const std::vector<int64_t> os = Strides(dims);
+  const std::vector<int64_t> os = RowMajorStrides(dims);
   for (size_t j = 0; j < members.size(); ++j) {
     const Array& m = members[j];
     if (m.size() == 0) continue;
-    StridedCopy(m.raw_data(), 0, Strides(m.shape()), out.raw(), static_cast<int64_t>(j) * m.shape()[d] * os[d], os,
+    StridedCopy(m.raw_data(), 0, RowMajorStrides(m.shape()), out.raw(), static_cast<int64_t>(j) * m.shape()[d] * os[d], os,
                 m.shape(), DTypeSize(dtype));
   }
   return std::move(out).Finish();
 }
 
-CollectivePeer& PeerOf(Interpreter& interp) { return *interp.peer(); }
+CollectivePeer& PeerOf(KernelContext& context) { return context.peer(); }
 
-Value AllReduce(const Instruction& ins, Operands v, Interpreter& interp) {
+Value AllReduce(const Instruction& ins, Operands v, KernelContext& context) {
   std::vector<Value> outs;
   for (const Value* x : v) {
     int64_t rank = 0;
-    const std::vector<Array> members = PeerOf(interp).Exchange(ins, x->storage(), &rank);
+    const std::vector<Array> members = PeerOf(context).Exchange(ins, x->storage(), &rank);
     std::vector<const void*> parts;
     for (const Array& m : members) parts.push_back(m.raw_data());
-    outs.push_back(Fold(ins, x->dtype(), x->dims(), parts, interp));
+    outs.push_back(Fold(ins, x->dtype(), x->dims(), parts, context));
   }
   return outs.size() == 1 ? outs[0] : Value::Tuple(std::move(outs));
 }
 
-Value ReduceScatter(const Instruction& ins, Operands v, Interpreter& interp) {
+Value ReduceScatter(const Instruction& ins, Operands v, KernelContext& context) {
   std::vector<Value> outs;
   const int64_t d = ins.attrs().dimensions[0];
   for (const Value* x : v) {
     int64_t rank = 0;
-    const std::vector<Array> members = PeerOf(interp).Exchange(ins, x->storage(), &rank);
+    const std::vector<Array> members = PeerOf(context).Exchange(ins, x->storage(), &rank);
     const int64_t n = static_cast<int64_t>(members.size());
     std::vector<Value> blocks;
     std::vector<const void*> parts;
@@ -131,16 +131,16 @@ Value ReduceScatter(const Instruction& ins, Operands v, Interpreter& interp) {
       blocks.push_back(Block(m, x->dtype(), d, rank, n));
       parts.push_back(blocks.back().raw());
     }
-    outs.push_back(Fold(ins, x->dtype(), blocks[0].dims(), parts, interp));
+    outs.push_back(Fold(ins, x->dtype(), blocks[0].dims(), parts, context));
   }
   return outs.size() == 1 ? outs[0] : Value::Tuple(std::move(outs));
 }
 
-Value AllGather(const Instruction& ins, Operands v, Interpreter& interp) {
+Value AllGather(const Instruction& ins, Operands v, KernelContext& context) {
   std::vector<Value> outs;
   for (const Value* x : v) {
     int64_t rank = 0;
-    const std::vector<Array> members = PeerOf(interp).Exchange(ins, x->storage(), &rank);
+    const std::vector<Array> members = PeerOf(context).Exchange(ins, x->storage(), &rank);
     outs.push_back(Concatenate(members, x->dtype(), ins.attrs().dimensions[0]));
   }
   Value result = outs.size() == 1 ? outs[0] : Value::Tuple(std::move(outs));
@@ -150,12 +150,12 @@ Value AllGather(const Instruction& ins, Operands v, Interpreter& interp) {
   return Value::Tuple({operands.size() == 1 ? operands[0] : Value::Tuple(operands), result});
 }
 
-Value AllToAll(const Instruction& ins, Operands v, Interpreter& interp) {
+Value AllToAll(const Instruction& ins, Operands v, KernelContext& context) {
   int64_t rank = 0;
   if (!ins.attrs().dimensions.empty()) {
     const Value& x = *v[0];
     const int64_t d = ins.attrs().dimensions[0];
-    const std::vector<Array> members = PeerOf(interp).Exchange(ins, x.storage(), &rank);
+    const std::vector<Array> members = PeerOf(context).Exchange(ins, x.storage(), &rank);
     const int64_t n = static_cast<int64_t>(members.size());
     std::vector<Array> blocks;
     for (const Array& m : members) blocks.push_back(Block(m, x.dtype(), d, rank, n).storage());
@@ -163,15 +163,15 @@ Value AllToAll(const Instruction& ins, Operands v, Interpreter& interp) {
   }
   // Tuple form: operand i goes to member i; output j is what member j sent to this device.
   std::vector<std::vector<Array>> exchanged;
-  for (const Value* x : v) exchanged.push_back(PeerOf(interp).Exchange(ins, x->storage(), &rank));
+  for (const Value* x : v) exchanged.push_back(PeerOf(context).Exchange(ins, x->storage(), &rank));
   std::vector<Value> outs;
   for (size_t j = 0; j < v.size(); ++j) outs.push_back(Value::FromArray(v[0]->dtype(), exchanged[rank][j]));
   return Value::Tuple(std::move(outs));
 }
 
 // collective-permute(-start): the received value, zeros when nobody sends here.
-Value Permute(const Instruction& ins, const Value& x, Interpreter& interp) {
-  Array got = PeerOf(interp).Permute(ins, x.storage());
+Value Permute(const Instruction& ins, const Value& x, KernelContext& context) {
+  Array got = PeerOf(context).Permute(ins, x.storage());
   Value received = got.valid() ? Value::FromArray(x.dtype(), got) : NewArray(x.dtype(), x.dims(), true);
   if (ins.opcode() == Opcode::kCollectivePermute) return received;
   std::vector<Value> parts{x, received};
@@ -187,18 +187,18 @@ Value ScalarU32(int64_t v) {
 
 }  // namespace
 
-Value EvalCollective(const Instruction& ins, Operands v, Interpreter& interp) {
+Value EvalCollective(const Instruction& ins, Operands v, KernelContext& context) {
   switch (ins.opcode()) {
-    case Opcode::kPartitionId: return ScalarU32(interp.ids().partition);
-    case Opcode::kReplicaId: return ScalarU32(interp.ids().replica);
-    case Opcode::kAllReduce: case Opcode::kAllReduceStart: return AllReduce(ins, v, interp);
-    case Opcode::kReduceScatter: return ReduceScatter(ins, v, interp);
-    case Opcode::kAllGather: case Opcode::kAllGatherStart: return AllGather(ins, v, interp);
-    case Opcode::kAllToAll: return AllToAll(ins, v, interp);
-    case Opcode::kCollectivePermute: case Opcode::kCollectivePermuteStart: return Permute(ins, *v[0], interp);
+    case Opcode::kPartitionId: return ScalarU32(context.ids().partition);
+    case Opcode::kReplicaId: return ScalarU32(context.ids().replica);
+    case Opcode::kAllReduce: case Opcode::kAllReduceStart: return AllReduce(ins, v, context);
+    case Opcode::kReduceScatter: return ReduceScatter(ins, v, context);
+    case Opcode::kAllGather: case Opcode::kAllGatherStart: return AllGather(ins, v, context);
+    case Opcode::kAllToAll: return AllToAll(ins, v, context);
+    case Opcode::kCollectivePermute: case Opcode::kCollectivePermuteStart: return Permute(ins, *v[0], context);
     case Opcode::kCollectiveBroadcast: {
       int64_t rank = 0;
-      return Value::FromArray(v[0]->dtype(), PeerOf(interp).Exchange(ins, v[0]->storage(), &rank)[0]);
+      return Value::FromArray(v[0]->dtype(), PeerOf(context).Exchange(ins, v[0]->storage(), &rank)[0]);
     }
     default: return Value();
   }

@@ -14,23 +14,23 @@ int64_t ElementBytes(const Value& v) { return DTypeSize(v.dtype()); }
 Value Broadcast(const Instruction& ins, const Value& x) {
   const Shape& s = ins.shape();
   ValueBuilder out(s.dtype, s.dims);
-  const std::vector<int64_t> xs = Strides(x.dims());
+  const std::vector<int64_t> xs = RowMajorStrides(x.dims());
   std::vector<int64_t> src(s.dims.size(), 0);
   for (size_t i = 0; i < ins.attrs().dimensions.size(); ++i) src[ins.attrs().dimensions[i]] = xs[i];
-  if (out.size() > 0) StridedCopy(x.raw(), 0, src, out.raw(), 0, Strides(s.dims), s.dims, ElementBytes(x));
+  if (out.size() > 0) StridedCopy(x.raw(), 0, src, out.raw(), 0, RowMajorStrides(s.dims), s.dims, ElementBytes(x));
   return std::move(out).Finish();
 }
 
 // x (row-major over `dims`) permuted: result dimension i is x's dimension perm[i].
 Value Permute(const Value& x, const std::vector<int64_t>& perm) {
   std::vector<int64_t> dims, src;
-  const std::vector<int64_t> xs = Strides(x.dims());
+  const std::vector<int64_t> xs = RowMajorStrides(x.dims());
   for (int64_t p : perm) {
     dims.push_back(x.dims()[p]);
     src.push_back(xs[p]);
   }
   ValueBuilder out(x.dtype(), dims);
-  if (out.size() > 0) StridedCopy(x.raw(), 0, src, out.raw(), 0, Strides(dims), dims, ElementBytes(x));
+  if (out.size() > 0) StridedCopy(x.raw(), 0, src, out.raw(), 0, RowMajorStrides(dims), dims, ElementBytes(x));
   return std::move(out).Finish();
 }
 
@@ -68,28 +68,28 @@ Value Bitcast(const Instruction& ins, const Value& x) {
 
 Value Reverse(const Instruction& ins, const Value& x) {
   ValueBuilder out(x.dtype(), x.dims());
-  std::vector<int64_t> src = Strides(x.dims());
+  std::vector<int64_t> src = RowMajorStrides(x.dims());
   int64_t offset = 0;
   for (int64_t d : ins.attrs().dimensions) {
     if (x.dims()[d] == 0) continue;
     offset += (x.dims()[d] - 1) * src[d];
     src[d] = -src[d];
   }
-  if (x.size() > 0) StridedCopy(x.raw(), offset, src, out.raw(), 0, Strides(x.dims()), x.dims(), ElementBytes(x));
+  if (x.size() > 0) StridedCopy(x.raw(), offset, src, out.raw(), 0, RowMajorStrides(x.dims()), x.dims(), ElementBytes(x));
   return std::move(out).Finish();
 }
 
 Value Slice(const Instruction& ins, const Value& x) {
   const Shape& s = ins.shape();
   ValueBuilder out(s.dtype, s.dims);
-  const std::vector<int64_t> xs = Strides(x.dims());
+  const std::vector<int64_t> xs = RowMajorStrides(x.dims());
   std::vector<int64_t> src(xs.size());
   int64_t offset = 0;
   for (size_t d = 0; d < xs.size(); ++d) {
     offset += ins.attrs().slice[d].start * xs[d];
     src[d] = ins.attrs().slice[d].stride * xs[d];
   }
-  if (out.size() > 0) StridedCopy(x.raw(), offset, src, out.raw(), 0, Strides(s.dims), s.dims, ElementBytes(x));
+  if (out.size() > 0) StridedCopy(x.raw(), offset, src, out.raw(), 0, RowMajorStrides(s.dims), s.dims, ElementBytes(x));
   return std::move(out).Finish();
 }
 
@@ -113,9 +113,9 @@ Value DynamicSlice(const Instruction& ins, Operands v) {
   const Value& x = *v[0];
   const Shape& s = ins.shape();
   ValueBuilder out(s.dtype, s.dims);
-  const std::vector<int64_t> xs = Strides(x.dims());
+  const std::vector<int64_t> xs = RowMajorStrides(x.dims());
   const int64_t offset = Offset(ClampedStarts(v, 1, x.dims(), s.dims), xs);
-  if (out.size() > 0) StridedCopy(x.raw(), offset, xs, out.raw(), 0, Strides(s.dims), s.dims, ElementBytes(x));
+  if (out.size() > 0) StridedCopy(x.raw(), offset, xs, out.raw(), 0, RowMajorStrides(s.dims), s.dims, ElementBytes(x));
   return std::move(out).Finish();
 }
 
@@ -124,9 +124,9 @@ Value DynamicUpdateSlice(const Instruction& ins, Operands v) {
   const Value& u = *v[1];
   ValueBuilder out(x.dtype(), x.dims());
   std::memcpy(out.raw(), x.raw(), static_cast<size_t>(x.nbytes()));
-  const std::vector<int64_t> xs = Strides(x.dims());
+  const std::vector<int64_t> xs = RowMajorStrides(x.dims());
   const int64_t offset = Offset(ClampedStarts(v, 2, x.dims(), u.dims()), xs);
-  if (u.size() > 0) StridedCopy(u.raw(), 0, Strides(u.dims()), out.raw(), offset, xs, u.dims(), ElementBytes(x));
+  if (u.size() > 0) StridedCopy(u.raw(), 0, RowMajorStrides(u.dims()), out.raw(), offset, xs, u.dims(), ElementBytes(x));
   return std::move(out).Finish();
 }
 
@@ -134,10 +134,10 @@ Value Concatenate(const Instruction& ins, Operands v) {
   const Shape& s = ins.shape();
   ValueBuilder out(s.dtype, s.dims);
   const int64_t d = ins.attrs().dimensions[0];
-  const std::vector<int64_t> os = Strides(s.dims);
+  const std::vector<int64_t> os = RowMajorStrides(s.dims);
   int64_t at = 0;
   for (const Value* x : v) {
-    if (x->size() > 0) StridedCopy(x->raw(), 0, Strides(x->dims()), out.raw(), at * os[d], os, x->dims(), ElementBytes(*x));
+    if (x->size() > 0) StridedCopy(x->raw(), 0, RowMajorStrides(x->dims()), out.raw(), at * os[d], os, x->dims(), ElementBytes(*x));
     at += x->dims()[d];
   }
   return std::move(out).Finish();
@@ -150,7 +150,7 @@ Value Pad(const Instruction& ins, const Value& x, const Value& pad) {
   char* o = static_cast<char*>(out.raw());
   for (int64_t i = 0; i < out.size(); ++i) std::memcpy(o + i * size, pad.raw(), static_cast<size_t>(size));
   // Operand element i of dimension d lands at low + i * (interior + 1); copy the ones that land inside.
-  const std::vector<int64_t> xs = Strides(x.dims()), os = Strides(s.dims);
+  const std::vector<int64_t> xs = RowMajorStrides(x.dims()), os = RowMajorStrides(s.dims);
   std::vector<int64_t> box, src(xs.size()), dst(xs.size());
   int64_t src_offset = 0, dst_offset = 0;
   for (size_t d = 0; d < xs.size(); ++d) {

@@ -1,8 +1,9 @@
 // Helpers shared by the interpreter's kernels (hlo/internal/kernels.h).
+#include "hlo/internal/kernels.h"
+
 #include <cstring>
 
 #include "hlo/internal/element_ops.h"
-#include "hlo/internal/kernels.h"
 #include "hlo/internal/types.h"
 
 namespace spmdsim::hlo::internal {
@@ -12,12 +13,6 @@ Value NewArray(DType dtype, const std::vector<int64_t>& dims, bool zeroed) {
 }
 
 Value NewArray(const Shape& shape, bool zeroed) { return NewArray(shape.dtype, shape.dims, zeroed); }
-
-std::vector<int64_t> Strides(const std::vector<int64_t>& dims) {
-  std::vector<int64_t> s(dims.size(), 1);
-  for (size_t i = dims.size(); i-- > 1;) s[i - 1] = s[i] * dims[i];
-  return s;
-}
 
 int64_t ScalarAsInt64(const Value& value) {
   return VisitType(value.dtype(), [&](auto t) -> int64_t {
@@ -40,8 +35,8 @@ std::vector<double> ToDoubles(const Value& x) {
   return out;
 }
 
-ScalarFunction::ScalarFunction(const Computation& c, Interpreter& interp)
-    : c_(c), interp_(interp), program_(interp.plan().ScalarProgramOf(c)) {
+ScalarFunction::ScalarFunction(const Computation& c, KernelContext& context)
+    : c_(c), context_(context), program_(context.ScalarProgramOf(c)) {
   if (program_ != nullptr) {
     registers_.resize(static_cast<size_t>(program_->num_registers()));
     num_results_ = program_->num_results();
@@ -66,7 +61,7 @@ void ScalarFunction::operator()(std::span<const uint64_t> params, std::span<uint
     std::memcpy(b.raw(), &params[i], static_cast<size_t>(DTypeSize(t)));
     args.push_back(std::move(b).Finish());
   }
-  Value out = interp_.Call(c_, args);
+  Value out = context_.Call(c_, args);
   if (out.is_tuple()) {
     for (size_t i = 0; i < out.elements().size(); ++i) results[i] = ElementBits(out.element(i), 0);
   } else {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "common/shape.h"
 #include "hlo/internal/element_ops.h"
 #include "hlo/internal/kernels.h"
 #include "hlo/internal/types.h"
@@ -11,15 +12,15 @@
 namespace spmdsim::hlo::internal {
 namespace {
 
-Value Sort(const Instruction& ins, Operands v, Interpreter& interp) {
+Value Sort(const Instruction& ins, Operands v, KernelContext& context) {
   const int64_t n = static_cast<int64_t>(v.size());
   const std::vector<int64_t>& dims = v[0]->dims();
   const int64_t d = ins.attrs().dimensions[0];
-  const std::vector<int64_t> strides = Strides(dims);
+  const std::vector<int64_t> strides = RowMajorStrides(dims);
   const int64_t len = dims[d], step = strides[d];
   std::vector<ValueBuilder> outs;
   for (int64_t k = 0; k < n; ++k) outs.emplace_back(v[k]->dtype(), dims);
-  ScalarFunction less(*ins.to_apply(), interp);
+  ScalarFunction less(*ins.to_apply(), context);
   std::vector<uint64_t> params(static_cast<size_t>(2 * n)), result(1);
   std::vector<int64_t> order(static_cast<size_t>(len));
   const int64_t total = v[0]->size();
@@ -82,8 +83,8 @@ Value TopK(const Instruction& ins, const Value& x) {
 
 }  // namespace
 
-Value EvalSort(const Instruction& ins, Operands v, Interpreter& interp) {
-  if (ins.opcode() == Opcode::kSort) return Sort(ins, v, interp);
+Value EvalSort(const Instruction& ins, Operands v, KernelContext& context) {
+  if (ins.opcode() == Opcode::kSort) return Sort(ins, v, context);
   if (ins.opcode() == Opcode::kTopK) return TopK(ins, *v[0]);
   if (ins.opcode() == Opcode::kCustomCall && ins.attrs().custom_call_target == "TopK") return TopK(ins, *v[0]);
   return Value();

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/shape.h"
 #include "hlo/internal/kernels.h"
 #include "hlo/internal/types.h"
 
@@ -28,7 +29,7 @@ void StartIndex(const Value& indices, int64_t ivd, const std::vector<int64_t>& b
                 const std::vector<int64_t>& index_map, const std::vector<int64_t>& operand_batching,
                 const std::vector<int64_t>& indices_batching, std::vector<int64_t>* start) {
   std::fill(start->begin(), start->end(), 0);
-  const std::vector<int64_t> is = Strides(indices.dims());
+  const std::vector<int64_t> is = RowMajorStrides(indices.dims());
   int64_t base = 0;
   for (size_t d = 0, b = 0; d < indices.dims().size(); ++d) {
     if (static_cast<int64_t>(d) == ivd) continue;
@@ -57,7 +58,7 @@ Value Gather(const Instruction& ins, const Value& x, const Value& indices) {
   const Shape& s = ins.shape();
   ValueBuilder out(s.dtype, s.dims);
   const int64_t size = DTypeSize(x.dtype());
-  const std::vector<int64_t> xs = Strides(x.dims());
+  const std::vector<int64_t> xs = RowMajorStrides(x.dims());
   std::vector<int64_t> collapsed = g.collapsed_slice_dims;
   collapsed.insert(collapsed.end(), g.operand_batching_dims.begin(), g.operand_batching_dims.end());
   std::vector<int64_t> window_dims;  // operand dimensions the offset dimensions walk, in order
@@ -112,7 +113,7 @@ ScatterGeometry Geometry(const ScatterDims& s, const Value& x, const Value& upd)
   return geo;
 }
 
-Value Scatter(const Instruction& ins, Operands v, Interpreter& interp) {
+Value Scatter(const Instruction& ins, Operands v, KernelContext& context) {
   const int64_t n = (static_cast<int64_t>(v.size()) - 1) / 2;
   const Value& indices = *v[n];
   const ScatterDims& s = ins.attrs().scatter;
@@ -123,8 +124,8 @@ Value Scatter(const Instruction& ins, Operands v, Interpreter& interp) {
     outs.emplace_back(v[k]->dtype(), v[k]->dims());
     std::memcpy(outs[k].raw(), v[k]->raw(), static_cast<size_t>(v[k]->nbytes()));
   }
-  ScalarFunction f(*ins.to_apply(), interp);
-  const std::vector<int64_t> xs = Strides(x.dims()), us = Strides(v[n + 1]->dims());
+  ScalarFunction f(*ins.to_apply(), context);
+  const std::vector<int64_t> xs = RowMajorStrides(x.dims()), us = RowMajorStrides(v[n + 1]->dims());
   std::vector<int64_t> batch(geo.batch_sizes.size(), 0), start(x.dims().size());
   std::vector<uint64_t> params(static_cast<size_t>(2 * n)), result(n);
   const bool any_update = NumElements(v[n + 1]->dims()) > 0;
@@ -168,9 +169,9 @@ Value Scatter(const Instruction& ins, Operands v, Interpreter& interp) {
 
 }  // namespace
 
-Value EvalGather(const Instruction& ins, Operands v, Interpreter& interp) {
+Value EvalGather(const Instruction& ins, Operands v, KernelContext& context) {
   if (ins.opcode() == Opcode::kGather) return Gather(ins, *v[0], *v[1]);
-  if (ins.opcode() == Opcode::kScatter) return Scatter(ins, v, interp);
+  if (ins.opcode() == Opcode::kScatter) return Scatter(ins, v, context);
   return Value();
 }
 

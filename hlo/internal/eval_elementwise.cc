@@ -1,6 +1,7 @@
 // Elementwise kernels: unary and binary ops, compare, select, clamp, convert, bitcast-convert, iota, constant.
 #include <cstring>
 
+#include "common/shape.h"
 #include "hlo/internal/element_ops.h"
 #include "hlo/internal/kernels.h"
 #include "hlo/internal/types.h"
@@ -110,7 +111,7 @@ Value BitcastConvert(const Instruction& ins, const Value& x) {
 Value Iota(const Instruction& ins) {
   const Shape& s = ins.shape();
   ValueBuilder out(s.dtype, s.dims);
-  const std::vector<int64_t> strides = Strides(s.dims);
+  const std::vector<int64_t> strides = RowMajorStrides(s.dims);
   const int64_t d = ins.attrs().iota_dimension;
   VisitType(s.dtype, [&](auto t) {
     using T = decltype(t);
