@@ -1,7 +1,11 @@
 #include "hlo/memory.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
+#include <set>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace spmdsim::hlo {
@@ -41,7 +45,9 @@ bool SameShape(const Shape* a, const Shape* b) {
          a->MinorToMajor() == b->MinorToMajor();
 }
 
-enum class BufferKind : uint8_t { kTemp, kArgument, kConstant, kCaller };
+// kAliased: an entry output XLA writes into a donated argument's buffer (input_output_alias): neither a
+// temporary nor an output allocation of its own.
+enum class BufferKind : uint8_t { kTemp, kArgument, kConstant, kCaller, kAliased };
 
 // An HloBuffer: the values that must share memory (an instruction's array and its views).
 struct Buffer {
@@ -66,10 +72,59 @@ bool IsView(Opcode op) {
          op == Opcode::kCopyDone;
 }
 
-// In-place ops: a dynamic-update-slice (or a fusion whose root is one) writes into its first operand's buffer.
-bool IsInPlace(const Instruction& ins) {
-  return ins.opcode() == Opcode::kDynamicUpdateSlice ||
-         (ins.opcode() == Opcode::kFusion && ins.called()[0]->root()->opcode() == Opcode::kDynamicUpdateSlice);
+// The operand whose buffer output leaf `leaf` of `ins` must be written into (XLA's in-place ops, its
+// HloDataflowAnalysis::GetInPlaceInputOutputPairs): a dynamic-update-slice's operand 0, a scatter's inputs, and a
+// fusion whose root (through bitcasts; each element of a tuple root) is one of those over a fused parameter. -1 when
+// none.
+int64_t InPlaceOperand(const Instruction& ins, size_t leaf) {
+  const Opcode op = ins.opcode();
+  if (op == Opcode::kDynamicUpdateSlice) return leaf == 0 ? 0 : -1;
+  if (op == Opcode::kScatter) return static_cast<int64_t>(leaf) < (ins.operand_count() - 1) / 2 ? static_cast<int64_t>(leaf) : -1;
+  if (op != Opcode::kFusion) return -1;
+  const Instruction* root = ins.called()[0]->root();
+  if (root->opcode() == Opcode::kTuple) {
+    if (leaf >= static_cast<size_t>(root->operand_count())) return -1;
+    root = root->operand(static_cast<int64_t>(leaf));
+    leaf = 0;
+  }
+  for (int i = 0; i < 4 && root->opcode() == Opcode::kBitcast; ++i) root = root->operand(0);
+  const Opcode r = root->opcode();
+  const bool dus = r == Opcode::kDynamicUpdateSlice && leaf == 0;
+  const bool scatter = r == Opcode::kScatter && static_cast<int64_t>(leaf) < (root->operand_count() - 1) / 2;
+  if (!dus && !scatter) return -1;
+  const Instruction* target = root->operand(dus ? 0 : static_cast<int64_t>(leaf));
+  for (int i = 0; i < 4 && target->opcode() == Opcode::kBitcast; ++i) target = target->operand(0);
+  return target->opcode() == Opcode::kParameter ? target->attrs().parameter_number : -1;
+}
+
+// The entry's outputs written into donated arguments: `input_output_alias={ {0}: (0, {}, may-alias), ... }` as
+// output leaf index (the first element of the output index; {} for a non-tuple result) -> parameter number.
+std::vector<std::pair<int64_t, int64_t>> EntryAliases(const Module& m) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const auto& [key, value] : m.header_attributes()) {
+    if (key != "input_output_alias") continue;
+    // Each entry: "{i...}: (p, {...}, kind)"; the output's first index and the parameter number are what count.
+    size_t at = 0;
+    while ((at = value.find('{', at)) != std::string::npos) {
+      const size_t close = value.find('}', at);
+      const size_t colon = value.find(':', close == std::string::npos ? at : close);
+      const size_t paren = value.find('(', colon == std::string::npos ? at : colon);
+      if (close == std::string::npos || colon == std::string::npos || paren == std::string::npos) break;
+      const std::string_view index(value.data() + at + 1, close - at - 1);
+      int64_t leaf = 0, param = 0;
+      for (char ch : index) {
+        if (ch == ',') break;
+        if (std::isdigit(static_cast<unsigned char>(ch))) leaf = leaf * 10 + (ch - '0');
+      }
+      size_t k = paren + 1;
+      while (k < value.size() && std::isdigit(static_cast<unsigned char>(value[k]))) param = param * 10 + (value[k++] - '0');
+      out.emplace_back(leaf, param);
+      const size_t end = value.find(')', paren);
+      if (end == std::string::npos) break;
+      at = end;
+    }
+  }
+  return out;
 }
 
 bool IsElementwise(const Instruction& ins) {
@@ -79,22 +134,19 @@ bool IsElementwise(const Instruction& ins) {
 }
 
 // Whether every use of `value` inside its computation, and of what those uses compute, is elementwise (or a
-// tuple): XLA's AreTransitiveUsesElementwiseOrTuple.
+// tuple): XLA's AreTransitiveUsesElementwiseOrTuple. Follows users(), so each value is visited once.
 bool UsesAreElementwise(const Instruction& value) {
-  const Computation& c = *value.parent();
   std::vector<const Instruction*> todo{&value};
-  std::vector<bool> seen(static_cast<size_t>(c.instruction_count()), false);
+  std::vector<const Instruction*> seen{&value};
   while (!todo.empty()) {
     const Instruction* v = todo.back();
     todo.pop_back();
-    for (int64_t i = v->index() + 1; i < c.instruction_count(); ++i) {
-      const Instruction& u = *c.instruction(i);
-      if (std::find(u.operands().begin(), u.operands().end(), v) == u.operands().end()) continue;
-      if (u.opcode() == Opcode::kTuple) continue;
-      if (!IsElementwise(u)) return false;
-      if (!seen[i]) {
-        seen[i] = true;
-        todo.push_back(&u);
+    for (const Instruction* u : v->users()) {
+      if (u->opcode() == Opcode::kTuple) continue;
+      if (!IsElementwise(*u)) return false;
+      if (std::find(seen.begin(), seen.end(), u) == seen.end()) {
+        seen.push_back(u);
+        todo.push_back(u);
       }
     }
   }
@@ -127,6 +179,8 @@ bool HasOwnTable(const Instruction& ins) {
 // Buffer liveness over one computation.
 class Liveness {
  public:
+  explicit Liveness(const std::unordered_map<const Computation*, int64_t>* callee_peaks) : callee_peaks_(callee_peaks) {}
+
   // The peak of `c`'s temporaries, the computation's own parameters and root excluded (its caller holds
   // them); for the entry, parameters are arguments and the root's buffers are outputs.
   int64_t Peak(const Computation& c, bool entry, MemoryEstimate* estimate) {
@@ -141,6 +195,7 @@ class Liveness {
     last_use_[c.root()->index()] = n;
     for (int64_t i = 0; i < n; ++i) Define(*c.instruction(i), entry);
     for (int b : leaves_[c.root()->index()]) buffers_[b].output = true;
+    if (entry) MarkAliased(c, estimate);
     for (int64_t i = 0; i < n; ++i) FindSharing(*c.instruction(i));
     if (entry) PlaceInOutputs(c);
     if (estimate != nullptr) Totals(c, estimate);
@@ -184,12 +239,56 @@ class Liveness {
     } else if (op == Opcode::kAllGatherStart || op == Opcode::kCollectivePermuteStart || op == Opcode::kAsyncStart) {
       out = OperandLeaves(ins);  // (operands' buffers, result, contexts)
       for (size_t k = out.size(); k < shapes.size(); ++k) out.push_back(NewBuffer(ins, shapes[k], BufferKind::kTemp));
-    } else if (IsInPlace(ins) && shapes.size() == 1 && buffers_[leaves_[ins.operand(0)->index()][0]].kind == BufferKind::kTemp) {
-      out.push_back(leaves_[ins.operand(0)->index()][0]);
     } else {
-      for (const Shape* b : shapes) out.push_back(NewBuffer(ins, b, BufferKind::kTemp));
+      for (size_t k = 0; k < shapes.size(); ++k) {
+        const int reused = ReusedOperandBuffer(ins, k, shapes[k]);
+        out.push_back(reused >= 0 ? reused : NewBuffer(ins, shapes[k], BufferKind::kTemp));
+      }
     }
     for (int b : out) buffers_[b].end = std::max(buffers_[b].end, last_use_[ins.index()]);
+  }
+
+  // The operand buffer output leaf `k` of `ins` is written into, or -1: an in-place op's (a dynamic-update-slice,
+  // a scatter, such fusions: XLA's copy insertion leaves them a temporary of their own to update), or a sort's
+  // operand k when that operand has no other user (XLA's CanShareOperandBufferWithUser for sort).
+  int ReusedOperandBuffer(const Instruction& ins, size_t k, const Shape* shape) const {
+    int64_t operand = InPlaceOperand(ins, k);
+    const bool sort = operand < 0 && ins.opcode() == Opcode::kSort && static_cast<int64_t>(k) < ins.operand_count() &&
+                      ins.operand(static_cast<int64_t>(k))->users().size() == 1;
+    if (sort) operand = static_cast<int64_t>(k);
+    if (operand < 0 || operand >= ins.operand_count()) return -1;
+    const std::vector<int>& src = leaves_[ins.operand(operand)->index()];
+    if (src.size() != 1) return -1;
+    const Buffer& b = buffers_[src[0]];
+    if (b.kind != BufferKind::kTemp || !SameShape(b.shape, shape)) return -1;
+    if (sort && b.end > ins.index()) return -1;
+    return src[0];
+  }
+
+  // CanShareOperand, once per (user, operand).
+  bool CanShare(const Instruction& user, const Instruction& operand) const {
+    const auto key = std::make_pair(&user, &operand);
+    auto it = can_share_.find(key);
+    if (it == can_share_.end()) it = can_share_.emplace(key, CanShareOperand(user, operand)).first;
+    return it->second;
+  }
+
+  // Outputs written into donated arguments (input_output_alias) live in the argument's allocation: not
+  // temporaries, not output allocations; their bytes are the estimate's alias_bytes.
+  void MarkAliased(const Computation& entry, MemoryEstimate* estimate) {
+    const std::vector<int>& out = leaves_[entry.root()->index()];
+    for (const auto& [leaf, param] : EntryAliases(*entry.module())) {
+      if (leaf < 0 || leaf >= static_cast<int64_t>(out.size()) || param < 0 || param >= entry.parameter_count()) continue;
+      const int output = out[static_cast<size_t>(leaf)];
+      Buffer& b = buffers_[output];
+      if (estimate != nullptr) estimate->alias_bytes += b.bytes;
+      if (b.kind != BufferKind::kTemp) continue;
+      b.kind = BufferKind::kAliased;
+      const std::vector<int>& argument = leaves_[entry.parameter(param)->index()];
+      if (argument.size() != 1) continue;
+      buffers_[argument[0]].start = 0;  // an argument is live from the start
+      aliased_.emplace_back(argument[0], output);
+    }
   }
 
   // A new single-array buffer of an elementwise op may take the heap slot of an operand buffer of the same size
@@ -199,7 +298,7 @@ class Liveness {
     if (out.size() != 1 || buffers_[out[0]].maker != &ins) return;
     for (const Instruction* o : ins.operands()) {
       const std::vector<int>& src = leaves_[o->index()];
-      if (src.size() != 1 || src[0] == out[0] || !CanShareOperand(ins, *o)) continue;
+      if (src.size() != 1 || src[0] == out[0] || !CanShare(ins, *o)) continue;
       const Buffer& b = buffers_[src[0]];
       if (b.kind == BufferKind::kTemp && !b.output && SameShape(b.shape, buffers_[out[0]].shape) && b.end == ins.index()) {
         buffers_[out[0]].shares = src[0];
@@ -234,6 +333,12 @@ class Liveness {
     };
     std::vector<Allocation> allocations;
     std::vector<int> allocation_of(buffers_.size(), -1);
+    // A donated argument's allocation holds the argument until its last use and the output written into it from
+    // where that output is made; temporaries may use it in between (as an output's allocation).
+    for (const auto& [argument, output] : aliased_) {
+      allocation_of[argument] = allocation_of[output] = static_cast<int>(allocations.size());
+      allocations.push_back(Allocation{buffers_[output].bytes, {argument, output}});
+    }
     std::vector<int> order;  // outputs and temporaries, largest first, outputs first among equals
     for (size_t b = 0; b < buffers_.size(); ++b) {
       if (buffers_[b].kind == BufferKind::kTemp) order.push_back(static_cast<int>(b));
@@ -264,21 +369,20 @@ class Liveness {
       }
       return true;
     };
+    auto try_place = [&](int t, int k) {
+      if (allocation_of[t] >= 0 || !fits(t, allocations[k])) return;
+      allocations[k].buffers.push_back(t);
+      allocation_of[t] = k;
+    };
     for (int t : order) {
       Buffer& buffer = buffers_[t];
-      std::vector<int> candidates;
+      // Its operands' allocations first, then the newest first (XLA's order of candidates).
       for (const Instruction* o : buffer.maker->operands()) {
         for (int ob : leaves_[o->index()]) {
-          if (allocation_of[ob] >= 0) candidates.push_back(allocation_of[ob]);
+          if (allocation_of[ob] >= 0) try_place(t, allocation_of[ob]);
         }
       }
-      for (int k = static_cast<int>(allocations.size()) - 1; k >= 0; --k) candidates.push_back(k);
-      for (int k : candidates) {
-        if (!fits(t, allocations[k])) continue;
-        allocations[k].buffers.push_back(t);
-        allocation_of[t] = k;
-        break;
-      }
+      for (int k = static_cast<int>(allocations.size()) - 1; k >= 0 && allocation_of[t] < 0; --k) try_place(t, k);
       if (allocation_of[t] < 0 && buffer.output) {  // an output gets an allocation of its own
         allocation_of[t] = static_cast<int>(allocations.size());
         allocations.push_back(Allocation{buffer.bytes, {t}});
@@ -320,7 +424,7 @@ class Liveness {
     if (later.maker == nullptr || !SameShape(later.shape, buffers_[earlier].shape)) return false;
     for (const Instruction* o : later.maker->operands()) {
       const std::vector<int>& src = leaves_[o->index()];
-      if (src.size() == 1 && src[0] == earlier && CanShareOperand(*later.maker, *o)) return true;
+      if (src.size() == 1 && src[0] == earlier && CanShare(*later.maker, *o)) return true;
     }
     return false;
   }
@@ -337,8 +441,10 @@ class Liveness {
 
   bool InHeap(const Buffer& b) const { return b.kind == BufferKind::kTemp && !b.output && !b.in_output; }
 
-  // The heap slot of each buffer (a buffer that takes over a dying operand's slot shares it) and each slot's end.
-  void Slots(std::vector<int>* slot, std::vector<int64_t>* slot_end, std::vector<int64_t>* slot_bytes) const {
+  // The heap slot of each buffer (a buffer that takes over a dying operand's slot shares it), each slot's end, its
+  // aligned size and its size.
+  void Slots(std::vector<int>* slot, std::vector<int64_t>* slot_end, std::vector<int64_t>* slot_bytes,
+             std::vector<int64_t>* slot_raw) const {
     slot->assign(buffers_.size(), -1);
     for (size_t b = 0; b < buffers_.size(); ++b) {
       if (!InHeap(buffers_[b])) continue;
@@ -348,6 +454,7 @@ class Liveness {
       if (!take_over) {
         slot_end->push_back(buffers_[b].end);
         slot_bytes->push_back(Aligned(buffers_[b].bytes));
+        slot_raw->push_back(buffers_[b].bytes);
       }
       (*slot_end)[(*slot)[b]] = std::max((*slot_end)[(*slot)[b]], buffers_[b].end);
     }
@@ -369,56 +476,74 @@ class Liveness {
 
   // The heap's live bytes along the schedule (tuple tables included), with each called computation's own peak
   // added where it runs.
+  // The heap's size along the schedule (tuple tables included), with each called computation's own peak added where
+  // it runs. Slots are 64-byte aligned; the heap ends at the top slot's last byte, not at its aligned end: XLA's
+  // decreasing-size heap puts the smallest live slot on top, so its alignment padding is not counted.
   int64_t Walk(const Computation& c, MemoryEstimate* estimate) {
     std::vector<int> slot;
-    std::vector<int64_t> slot_end, slot_bytes;
-    Slots(&slot, &slot_end, &slot_bytes);
+    std::vector<int64_t> slot_end, slot_bytes, slot_raw;
+    Slots(&slot, &slot_end, &slot_bytes, &slot_raw);
     const int64_t n = c.instruction_count();
     std::vector<std::vector<int>> dying(static_cast<size_t>(n) + 1);
     for (size_t s = 0; s < slot_end.size(); ++s) dying[std::clamp<int64_t>(slot_end[s], 0, n)].push_back(static_cast<int>(s));
-    std::vector<int64_t> table_ends(static_cast<size_t>(n) + 1, 0);
+    std::vector<std::vector<int64_t>> tables_dying(static_cast<size_t>(n) + 1);
     std::vector<bool> live(slot_end.size(), false);
-    int64_t now = 0, peak = 0;
+    std::multiset<std::pair<int64_t, int64_t>> live_sizes;  // (raw bytes, alignment padding) of live slots and tables
+    int64_t now = 0, peak = 0, peak_index = -1;
     for (int64_t i = 0; i < n; ++i) {
       const Instruction& ins = *c.instruction(i);
       for (int b : leaves_[i]) {
         if (slot[b] >= 0 && !live[slot[b]]) {
           live[slot[b]] = true;
           now += slot_bytes[slot[b]];
+          live_sizes.emplace(slot_raw[slot[b]], slot_bytes[slot[b]] - slot_raw[slot[b]]);
         }
       }
-      const int64_t table = HasOwnTable(ins) && &ins != c.root() ? Aligned(8 * static_cast<int64_t>(ins.shape().tuple.size())) : 0;
-      now += table;
-      table_ends[std::min<int64_t>(last_use_[i], n)] += table;
-      const int64_t here = now + CalleePeak(ins);
-      if (here > peak) {
-        peak = here;
-        if (estimate != nullptr) {
-          estimate->peak_at = "%" + ins.name();
-          estimate->live_at_peak = Largest(slot, live);
-        }
+      if (HasOwnTable(ins) && &ins != c.root()) {
+        const int64_t table = 8 * static_cast<int64_t>(ins.shape().tuple.size());
+        now += Aligned(table);
+        live_sizes.emplace(table, Aligned(table) - table);
+        tables_dying[std::min<int64_t>(last_use_[i], n)].push_back(table);
       }
+      const int64_t callee = CalleePeak(ins);
+      const int64_t top_padding = live_sizes.empty() ? 0 : live_sizes.begin()->second;
+      const int64_t here = callee > 0 ? now + callee : now - top_padding;
+      if (here > peak) peak = here, peak_index = i;
       for (int s : dying[i]) {
-        if (live[s]) now -= slot_bytes[s];
+        if (!live[s]) continue;
+        now -= slot_bytes[s];
         live[s] = false;
+        live_sizes.erase(live_sizes.find({slot_raw[s], slot_bytes[s] - slot_raw[s]}));
       }
-      now -= table_ends[i];
+      for (int64_t table : tables_dying[i]) {
+        now -= Aligned(table);
+        live_sizes.erase(live_sizes.find({table, Aligned(table) - table}));
+      }
     }
+    if (estimate != nullptr && peak_index >= 0) Describe(c, slot, slot_end, peak_index, estimate);
     return peak;
   }
 
-  int64_t CalleePeak(const Instruction& ins) {
+  // Where the temporaries peak and the largest of them live there.
+  void Describe(const Computation& c, const std::vector<int>& slot, const std::vector<int64_t>& slot_end,
+                int64_t at, MemoryEstimate* estimate) const {
+    std::vector<bool> live(slot_end.size(), false);
+    for (int64_t i = 0; i <= at; ++i) {
+      for (int b : leaves_[i]) {
+        if (slot[b] >= 0 && slot_end[slot[b]] >= at) live[slot[b]] = true;
+      }
+    }
+    estimate->peak_at = "%" + c.instruction(at)->name();
+    estimate->live_at_peak = Largest(slot, live);
+  }
+
+  int64_t CalleePeak(const Instruction& ins) const {
     const Opcode op = ins.opcode();
     if (op != Opcode::kWhile && op != Opcode::kCall && op != Opcode::kConditional) return 0;
     int64_t most = 0;
     for (const Computation* callee : ins.called()) {
-      auto it = cache_.find(callee);
-      if (it == cache_.end()) {
-        Liveness inner;
-        inner.cache_ = cache_;
-        it = cache_.emplace(callee, inner.Peak(*callee, false, nullptr)).first;
-      }
-      most = std::max(most, it->second);  // a loop's condition and body, or the branches, never coexist
+      const auto it = callee_peaks_->find(callee);
+      if (it != callee_peaks_->end()) most = std::max(most, it->second);  // never coexist: condition and body, branches
     }
     return most;
   }
@@ -426,15 +551,49 @@ class Liveness {
   std::vector<std::vector<int>> leaves_;
   std::vector<Buffer> buffers_;
   std::vector<int64_t> last_use_;  // per instruction: the last use of its value
-  std::map<const Computation*, int64_t> cache_;
+  // The peaks of the computations this one calls, computed before it (EstimateMemory).
+  const std::unordered_map<const Computation*, int64_t>* callee_peaks_;
+  std::vector<std::pair<int, int>> aliased_;  // (donated argument's buffer, the output written into it)
+  mutable std::map<std::pair<const Instruction*, const Instruction*>, bool> can_share_;
 };
 
+// The computations that while loops, calls and conditionals reach from the entry, callees before their callers
+// (an explicit stack: a call chain of any depth is walked without recursion).
+std::vector<const Computation*> CalleesFirst(const Computation& entry) {
+  std::vector<const Computation*> order;
+  std::unordered_map<const Computation*, bool> done;  // false: on the stack
+  std::vector<std::pair<const Computation*, int64_t>> stack{{&entry, 0}};
+  done[&entry] = false;
+  while (!stack.empty()) {
+    auto& [c, next] = stack.back();
+    if (next < c->instruction_count()) {
+      const Instruction& ins = *c->instruction(next++);
+      const Opcode op = ins.opcode();
+      if (op != Opcode::kWhile && op != Opcode::kCall && op != Opcode::kConditional) continue;
+      for (const Computation* callee : ins.called()) {
+        if (done.emplace(callee, false).second) stack.emplace_back(callee, 0);
+      }
+      continue;
+    }
+    done[c] = true;
+    order.push_back(c);
+    stack.pop_back();
+  }
+  return order;
+}
 }  // namespace
 
 MemoryEstimate EstimateMemory(const Module& module) {
+  std::unordered_map<const Computation*, int64_t> peaks;
   MemoryEstimate e;
-  Liveness liveness;
-  e.temp_bytes = liveness.Peak(*module.entry(), true, &e);
+  for (const Computation* c : CalleesFirst(*module.entry())) {
+    Liveness liveness(&peaks);
+    if (c == module.entry()) {
+      e.temp_bytes = liveness.Peak(*c, true, &e);
+    } else {
+      peaks[c] = liveness.Peak(*c, false, nullptr);
+    }
+  }
   return e;
 }
 

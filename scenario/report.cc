@@ -339,9 +339,10 @@ std::string HloReport(const WorkloadResult& r) {
                      "executed; communication exposed {}, hidden under compute {}\n",
                      h.module, h.devices, h.simulated_devices, h.executed_ops, FormatSeconds(h.exposed_comm_seconds),
                      FormatSeconds(h.hidden_comm_seconds));
-  out += fmt::format("memory per device (buffer liveness): arguments {}, outputs {}, temporaries {} (peak at {})\n",
-                     HumanBytes(h.argument_bytes), HumanBytes(h.output_bytes), HumanBytes(h.temp_bytes),
-                     h.peak_at.empty() ? "-" : h.peak_at);
+  out += fmt::format("memory per device (buffer liveness): arguments {}, outputs {}{}, temporaries {} (peak at {})\n",
+                     HumanBytes(h.argument_bytes), HumanBytes(h.output_bytes),
+                     h.alias_bytes > 0 ? fmt::format(" ({} written into donated arguments)", HumanBytes(h.alias_bytes)) : "",
+                     HumanBytes(h.temp_bytes), h.peak_at.empty() ? "-" : h.peak_at);
   if (!h.measured_peak_bytes.empty()) {
     out += fmt::format("host memory the simulator held per device: max {}\n",
                        HumanBytes(*std::max_element(h.measured_peak_bytes.begin(), h.measured_peak_bytes.end())));
@@ -357,7 +358,8 @@ nlohmann::json HloJson(const HloSummary& h) {
           {"executed_ops", h.executed_ops}, {"exposed_comm_seconds", h.exposed_comm_seconds},
           {"hidden_comm_seconds", h.hidden_comm_seconds}, {"by_class", by_class},
           {"argument_bytes", h.argument_bytes}, {"output_bytes", h.output_bytes}, {"temp_bytes", h.temp_bytes},
-          {"peak_bytes", h.argument_bytes + h.output_bytes + h.temp_bytes}, {"peak_at", h.peak_at},
+          {"alias_bytes", h.alias_bytes},
+          {"peak_bytes", h.argument_bytes + h.output_bytes + h.temp_bytes - h.alias_bytes}, {"peak_at", h.peak_at},
           {"measured_peak_bytes", h.measured_peak_bytes}, {"notes", h.notes}};
 }
 

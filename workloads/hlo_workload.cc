@@ -178,6 +178,7 @@ void FillPrediction(const hlo::Prediction& p, const Mesh& mesh, const WorkloadCo
   h.argument_bytes = p.memory.argument_bytes;
   h.output_bytes = p.memory.output_bytes;
   h.temp_bytes = p.memory.temp_bytes;
+  h.alias_bytes = p.memory.alias_bytes;
   h.peak_at = p.memory.peak_at;
   h.notes = p.notes;
   MemoryResult& m = r->memory;

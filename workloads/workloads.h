@@ -229,7 +229,9 @@ struct HloSummary {
   double exposed_comm_seconds = 0;     // seconds the compute stream waited for collectives
   double hidden_comm_seconds = 0;      // collectives' time overlapped by compute
   std::vector<StepResult> by_class;    // one row per instruction class ("dot", "fusion", "collective all-reduce", ...)
-  int64_t argument_bytes = 0, output_bytes = 0, temp_bytes = 0;  // bytes per device (XLA's memory_analysis terms)
+  // Bytes per device in XLA's memory_analysis terms; the peak is arguments + outputs + temporaries - aliased (the
+  // outputs written into donated arguments).
+  int64_t argument_bytes = 0, output_bytes = 0, temp_bytes = 0, alias_bytes = 0;
   std::string peak_at;                 // the instruction where the temporaries peak
   std::vector<int64_t> measured_peak_bytes;  // runs with data: each logical device's peak in the simulator
   std::vector<std::string> notes;      // assumptions (unknown trip counts, extrapolated loops)
