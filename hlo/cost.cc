@@ -1,6 +1,7 @@
 #include "hlo/cost.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string_view>
 #include <vector>
 
@@ -61,12 +62,73 @@ ContractionDims DotDimsOf(const Instruction& dot) {
   return c;
 }
 
+// The (output, kernel) position pairs of one spatial dimension that read an input element (not padding, not a
+// hole of the input's dilation): XLA's HloCostAnalysis counts only those. A TPU matmul with batch dimensions is a
+// convolution whose spatial dimension carries the batch through padding and dilation; counting every window
+// position would multiply its FLOPs by the window.
+double ValidPositions(const WindowDim& w, int64_t input, int64_t kernel, int64_t output) {
+  if (w.lhs_dilation == 1) {  // per kernel index, the output indices o with 0 <= o*stride - pad_low + k*rhs_dilation < input
+    double count = 0;
+    for (int64_t k = 0; k < kernel; ++k) {
+      const int64_t offset = k * w.rhs_dilation - w.pad_low;  // input index = o * stride + offset
+      const int64_t first = offset >= 0 ? 0 : (-offset + w.stride - 1) / w.stride;
+      const int64_t last = input - 1 - offset < 0 ? -1 : (input - 1 - offset) / w.stride;  // largest valid o
+      count += static_cast<double>(std::max<int64_t>(0, std::min(last, output - 1) - first + 1));
+    }
+    return count;
+  }
+  double count = 0;
+  for (int64_t k = 0; k < kernel; ++k) {
+    for (int64_t o = 0; o < output; ++o) {
+      const int64_t undilated = o * w.stride - w.pad_low + k * w.rhs_dilation;
+      if (undilated < 0 || undilated % w.lhs_dilation != 0) continue;
+      count += undilated / w.lhs_dilation < input;
+    }
+  }
+  return count;
+}
+
+// A convolution as the contraction the matmul model prices: batch = output positions, m = input batch (per batch
+// group), n = output features, k = input features per group x the valid kernel positions per output position.
+// A TPU matmul (dim_labels=bf_io->bf, no spatial dimensions) is {1, b, o, i}. FLOPs = 2 batch m n k.
+ContractionDims ConvolutionDims(const Instruction& conv, double positions) {
+  const ConvDims& c = conv.attrs().conv;
+  const Shape& in = conv.operand(0)->shape();
+  const Shape& out = conv.shape();
+  double outputs = 1;
+  for (int64_t d : c.output_spatial) outputs *= static_cast<double>(out.dims[d]);
+  ContractionDims dims;
+  dims.batch = std::max<int64_t>(1, static_cast<int64_t>(outputs));
+  dims.m = std::max<int64_t>(1, in.dims[c.input_batch] / conv.attrs().batch_group_count);
+  dims.n = std::max<int64_t>(1, out.dims[c.output_feature]);
+  const double features = static_cast<double>(in.dims[c.input_feature] / conv.attrs().feature_group_count);
+  dims.k = std::max<int64_t>(1, static_cast<int64_t>(std::llround(features * positions / std::max(1.0, outputs))));
+  return dims;
+}
+
+// 2 x (input features per group) x output features x (batch per batch group) x valid positions of every spatial
+// dimension (XLA's HloCostAnalysis::GetConvolutionFlops).
+double ConvolutionPositions(const Instruction& conv) {
+  const ConvDims& c = conv.attrs().conv;
+  const Shape& in = conv.operand(0)->shape();
+  const Shape& k = conv.operand(1)->shape();
+  const Shape& out = conv.shape();
+  double positions = 1;
+  for (size_t d = 0; d < c.kernel_spatial.size(); ++d) {
+    const WindowDim w = d < conv.attrs().window.size() ? conv.attrs().window[d] : WindowDim{};
+    positions *= ValidPositions(w, in.dims[c.input_spatial[d]], k.dims[c.kernel_spatial[d]], out.dims[c.output_spatial[d]]);
+  }
+  return positions;
+}
+
 double ConvolutionFlops(const Instruction& conv) {
   const ConvDims& c = conv.attrs().conv;
-  const Shape& k = conv.operand(1)->shape();
-  double window = 1;
-  for (int64_t d : c.kernel_spatial) window *= static_cast<double>(k.dims[d]);
-  return 2.0 * Elements(conv.shape()) * window * static_cast<double>(k.dims[c.kernel_input_feature]);
+  const Shape& in = conv.operand(0)->shape();
+  const Shape& out = conv.shape();
+  const double positions = ConvolutionPositions(conv);
+  const double features = static_cast<double>(in.dims[c.input_feature]) / static_cast<double>(conv.attrs().feature_group_count);
+  const double batch = static_cast<double>(in.dims[c.input_batch]) / static_cast<double>(conv.attrs().batch_group_count);
+  return 2.0 * features * static_cast<double>(out.dims[c.output_feature]) * batch * positions;
 }
 
 bool IsNarrowFloat(DType t) {
@@ -192,6 +254,7 @@ void AddArithmetic(const Instruction& ins, bool narrow, InstructionCost* cost, c
     cost->dtype = ContractionType(ins, caller, narrow);
   } else if (op == Opcode::kConvolution) {
     cost->flops += ConvolutionFlops(ins);
+    cost->dims = ConvolutionDims(ins, ConvolutionPositions(ins));
     cost->dtype = ContractionType(ins, caller, narrow);
   } else if (op == Opcode::kReduce || op == Opcode::kReduceWindow) {
     double window = 1;
@@ -334,10 +397,13 @@ InstructionCost CostOf(const Instruction& ins, bool narrow_types) {
   if (!cost.dims.valid()) cost.dims = ContractionDims{};
   if (ins.opcode() == Opcode::kFusion && CallsContraction(*ins.called()[0])) {
     // A fusion around one dot is priced as that contraction (its epilogue rides along).
-    int dots = 0;
+    int contractions = 0;
     const Computation& c = *ins.called()[0];
-    for (int64_t i = 0; i < c.instruction_count(); ++i) dots += c.instruction(i)->opcode() == Opcode::kDot;
-    if (dots != 1) cost.dims = ContractionDims{};
+    for (int64_t i = 0; i < c.instruction_count(); ++i) {
+      const Opcode o = c.instruction(i)->opcode();
+      contractions += o == Opcode::kDot || o == Opcode::kConvolution;
+    }
+    if (contractions != 1) cost.dims = ContractionDims{};
   }
   return cost;
 }

@@ -33,6 +33,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cost/collective_model.h"
@@ -60,12 +61,19 @@ struct PredictOptions {
   std::optional<bool> narrow_types{};
 };
 
+// Where an event ran: the compute stream or one of the asynchronous queues (hlo/internal/streams.h).
+enum class Stream : uint8_t { kCompute, kCollectives, kNetwork, kCopies };
+std::string_view StreamName(Stream stream);  // "compute", "collectives", "network", "copies"
+
 // One executed instruction on the simulated device (times in seconds on its clocks).
 struct OpEvent {
   const Instruction* instruction = nullptr;
-  double start = 0, end = 0;   // compute stream (local ops, waits at -done) or communication stream (collectives)
-  bool collective = false;
-  double exposed = 0;          // collectives: how long the compute stream waited for it
+  double start = 0, end = 0;
+  bool collective = false;     // a collective (Stream::kCollectives)
+  Stream stream = Stream::kCompute;
+  double exposed = 0;          // asynchronous work: how long the compute stream waited for it
+  double bytes = 0;            // local ops: HBM bytes read + written; collectives: S; transfers: bytes moved
+  std::string axes;            // collectives: the mesh axes its groups vary over ("data,model"), else ""
 };
 
 // Totals of the instructions of one class or one op_name scope.
@@ -82,6 +90,7 @@ struct OpGroup {
   double message_bytes = 0;     // collectives: sum of S
   int64_t group_size = 1;       // collectives: the largest group
   std::string algorithm;        // collectives: the last one's algorithm
+  std::string axes;             // collectives: the mesh axes their groups vary over ("data", "data,model"), else ""
 };
 
 struct Prediction {
@@ -89,9 +98,15 @@ struct Prediction {
   double compute_seconds = 0;         // compute stream busy
   double comm_seconds = 0;            // communication stream busy
   double exposed_comm_seconds = 0;    // compute stream waiting for collectives
+  double copy_seconds = 0;            // copies and offloaded work (prefetches, async slices) on their queue
+  double network_seconds = 0;         // host and DCN transfers (send / recv) on their queue
+  double exposed_transfer_seconds = 0;  // compute stream waiting for copies and transfers
+  // Collectives' time by the mesh axes of the prediction's mesh their groups vary over (the stage split of the
+  // collective model: "data": 1.2e-3); empty on a one-axis mesh named "devices".
+  std::map<std::string, double> comm_seconds_by_axis;
   double flops = 0;                   // per device
   double comm_slowdown = 0;
-  int64_t executed_ops = 0;           // instructions executed (loop iterations unrolled)
+  int64_t executed_ops = 0;           // instructions executed (loop iterations counted; saturates at INT64_MAX)
   std::vector<OpEvent> events;        // when PredictOptions::record_events
   std::vector<OpGroup> by_class;      // sorted by time, longest first
   std::vector<OpGroup> by_scope;      // in order of first execution
