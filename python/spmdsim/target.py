@@ -513,3 +513,28 @@ def compile_for(fn, *args, target, slices=None, mesh=None, dcn_axes=None, xla_fl
         versions=result["versions"], compiler_topology=t.compiler_topology, cache_path=entry if cache else None,
         cache_hit=hit, module_partitions=module_partitions, notes=tuple(notes), topology=t.topology)
 
+
+def from_jax_on_target(fn, args, kwargs, *, target, topology=None, xla_flags=None, libtpu_init_args=None,
+                       device_assignment=None, threads=0, trace=False, overlap_collectives=False, narrow_types=None):
+    """spmdsim.from_jax(fn, *args, target=...): compile_for, then run_hlo abstractly on `topology` (default: the
+    target), with the compiler's memory analysis, the target and the flags in report["hlo"]."""
+    from spmdsim.hlo import HloResult, run_hlo
+    module = compile_for(fn, *args, target=target, xla_flags=xla_flags, libtpu_init_args=libtpu_init_args,
+                         **kwargs)
+    try:
+        assignment = device_assignment or module.device_assignment[:module.module_partitions]
+        _, report = run_hlo(module.text, topology=topology if topology is not None else module.topology,
+                            device_assignment=list(assignment), abstract=True,
+                            threads=threads, trace=trace, overlap_collectives=overlap_collectives,
+                            narrow_types=narrow_types)
+    except Exception as e:
+        e.add_note(f"the module {module.target}'s compiler made is {module.cache_path or '(not cached)'}"
+                   f"/module.txt; its memory analysis: {module.memory_analysis}")
+        raise
+    report["hlo"]["compiler_memory"] = dict(module.memory_analysis)
+    report["hlo"]["target"] = {
+        "target": module.target, "platform": module.platform, "mesh": module.mesh, "flags": module.flags,
+        "compile_seconds": module.compile_seconds, "lower_seconds": module.lower_seconds,
+        "cache_hit": module.cache_hit, "cache_path": module.cache_path, "versions": module.versions,
+        "device_assignment": list(module.device_assignment), "notes": list(module.notes)}
+    return HloResult(None, report)
