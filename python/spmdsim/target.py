@@ -354,7 +354,7 @@ def _accelerator_type(target):
 
 
 def _run_worker(python, request, workdir, env, timeout):
-    """Runs the worker; returns its result dict, or raises CompileError."""
+    """Runs the worker in workdir; returns when it wrote its result there, or raises CompileError."""
     request_path = os.path.join(workdir, "request.json")
     with open(request_path, "w") as f:
         json.dump(request, f, indent=1)
@@ -391,8 +391,6 @@ def _run_worker(python, request, workdir, env, timeout):
         raise CompileError(f"compile_for: the {request['platform']} compiler process crashed ({how}): "
                            f"{_last_error_line(log_text)}; log: {log_path}", kind="crash", log_path=log_path,
                            returncode=returncode)
-    with open(os.path.join(workdir, "result.json")) as f:
-        return json.load(f)
 
 
 def _check_installed(python, platform, versions):
@@ -450,56 +448,24 @@ def compile_for(fn, *args, target, slices=None, mesh=None, dcn_axes=None, xla_fl
     t = resolve_target(target, slices)
     python = compiler_python or os.environ.get("SPMDSIM_COMPILER_PYTHON") or sys.executable
     text, am, lower_seconds = _lower(fn, args, kwargs, t.platform, mesh)
-    num_partitions = _module_attribute(text, "num_partitions", 1)
-    num_replicas = _module_attribute(text, "num_replicas", 1)
-    names = tuple(am.axis_names) if am is not None else ()
-    sizes = tuple(am.axis_sizes) if am is not None else ()
-    n = num_partitions * num_replicas
-    if n != 1 and n != t.num_devices:
-        raise ValueError(f"compile_for: the program runs on {n} devices (mesh {dict(zip(names, sizes))}) but "
-                         f"{t.name} has {t.num_devices}; make its mesh with spmdsim.target_mesh({t.name!r}, ...)")
-    if n == 1:
-        names, sizes = (), ()
+    n, num_replicas, names, sizes = _program_devices(t, text, am)
     dcn = _dcn_mesh_shape(t, names, sizes, dcn_axes) if n > 1 else None
-    flags = {"XLA_FLAGS": _flags("XLA_FLAGS", xla_flags), "LIBTPU_INIT_ARGS": _flags("LIBTPU_INIT_ARGS",
-                                                                                         libtpu_init_args)}
+    flags = {"XLA_FLAGS": _flags("XLA_FLAGS", xla_flags),
+             "LIBTPU_INIT_ARGS": _flags("LIBTPU_INIT_ARGS", libtpu_init_args)}
     versions = _compiler_versions(python, t.platform)
     _check_installed(python, t.platform, versions)
     config_file = os.path.join(_GPU_TARGETS, t.gpu_config) if t.gpu_config else None
     key_fields = {
-        "format": _CACHE_FORMAT, "stablehlo_sha256": hashlib.sha256(text.encode()).hexdigest(),
-        "platform": t.platform, "topology": t.compiler_topology, "mesh": [list(names), list(sizes)], "dcn": dcn,
-        "num_partitions": num_partitions, "num_replicas": num_replicas, "flags": flags, "versions": versions,
-        "target_config_sha256": (hashlib.sha256(open(config_file, "rb").read()).hexdigest()
-                                 if config_file else None),
+        "format": _CACHE_FORMAT, "stablehlo_sha256": _sha256(text.encode()), "platform": t.platform,
+        "topology": t.compiler_topology, "mesh": [list(names), list(sizes)], "dcn": dcn,
+        "num_partitions": n // num_replicas, "num_replicas": num_replicas, "flags": flags, "versions": versions,
+        "target_config_sha256": _file_sha256(config_file) if config_file else None,
     }
-    key = hashlib.sha256(json.dumps(key_fields, sort_keys=True).encode()).hexdigest()
-    root = cache_dir()
-    entry = os.path.join(root, key[:2], key)
-    hit = cache and os.path.exists(os.path.join(entry, "result.json"))
-    if hit:
-        result, module_text = _load_entry(entry)
-    else:
-        os.makedirs(os.path.join(root, "tmp"), exist_ok=True)
-        workdir = tempfile.mkdtemp(prefix="compile-", dir=os.path.join(root, "tmp"))
-        with open(os.path.join(workdir, "module.mlir"), "w") as f:
-            f.write(text)
-        request = {"platform": t.platform, "topology": t.compiler_topology, "target_config_file": config_file,
-                   "mesh_shape": list(sizes) or [1], "dcn_mesh_shape": dcn, "num_partitions": num_partitions,
-                   "num_replicas": num_replicas, "module_file": os.path.join(workdir, "module.mlir"),
-                   "target": t.name, "key": key_fields}
-        result = _run_worker(python, request, workdir, _worker_env(t, flags), timeout)
-        result, module_text = _load_entry(workdir)
-        if cache:
-            os.makedirs(os.path.dirname(entry), exist_ok=True)
-            try:
-                os.rename(workdir, entry)
-            except OSError:  # another process stored the same entry first: keep theirs
-                shutil.rmtree(workdir, ignore_errors=True)
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
-    module_partitions = int(re.search(r"num_partitions=(\d+)", module_text[:65536]).group(1)) \
-        if "num_partitions=" in module_text[:65536] else 1
+    request = {"platform": t.platform, "topology": t.compiler_topology, "target_config_file": config_file,
+               "mesh_shape": list(sizes) or [1], "dcn_mesh_shape": dcn, "num_partitions": n // num_replicas,
+               "num_replicas": num_replicas, "target": t.name, "key": key_fields}
+    result, module_text, entry, hit = _cached_or_compiled(python, t, text, request, flags, timeout, cache)
+    module_partitions = _module_attribute_in_text(module_text, "num_partitions")
     notes = []
     if module_partitions != n:
         notes.append(f"the module is one slice's program ({module_partitions} of {n} devices, libtpu's MegaScale "
@@ -510,8 +476,63 @@ def compile_for(fn, *args, target, slices=None, mesh=None, dcn_axes=None, xla_fl
         target=t.name, platform=t.platform, num_devices=n, mesh=dict(zip(names, sizes)),
         device_assignment=_device_assignment(t, result["devices"]), compiler_devices=tuple(result["devices"]),
         flags=result["flags"], compile_seconds=result["compile_seconds"], lower_seconds=lower_seconds,
-        versions=result["versions"], compiler_topology=t.compiler_topology, cache_path=entry if cache else None,
-        cache_hit=hit, module_partitions=module_partitions, notes=tuple(notes), topology=t.topology)
+        versions=result["versions"], compiler_topology=t.compiler_topology, cache_path=entry, cache_hit=hit,
+        module_partitions=module_partitions, notes=tuple(notes), topology=t.topology)
+
+
+def _sha256(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def _file_sha256(path):
+    with open(path, "rb") as f:
+        return _sha256(f.read())
+
+
+def _module_attribute_in_text(text, name):
+    m = re.search(rf"\b{name}=(\d+)", text[:65536])  # the HloModule line
+    return int(m.group(1)) if m else 1
+
+
+def _program_devices(target, text, am):
+    """(devices, num_replicas, mesh axis names, sizes) of the lowered program, which must use every device of the
+    target or one (a program without a mesh)."""
+    num_partitions = _module_attribute(text, "num_partitions", 1)
+    num_replicas = _module_attribute(text, "num_replicas", 1)
+    n = num_partitions * num_replicas
+    names = tuple(am.axis_names) if am is not None else ()
+    sizes = tuple(am.axis_sizes) if am is not None else ()
+    if n != 1 and n != target.num_devices:
+        raise ValueError(f"compile_for: the program runs on {n} devices (mesh {dict(zip(names, sizes))}) but "
+                         f"{target.name} has {target.num_devices}; make its mesh with "
+                         f"spmdsim.target_mesh({target.name!r}, ...)")
+    return (n, num_replicas, names, sizes) if n > 1 else (1, num_replicas, (), ())
+
+
+def _cached_or_compiled(python, target, text, request, flags, timeout, cache):
+    """(result, module text, cache entry or None, hit): the cache's entry for the request's key, else the
+    worker's compile in a fresh folder of <cache>/tmp, renamed into place (or removed with cache=False)."""
+    root = cache_dir()
+    key = _sha256(json.dumps(request["key"], sort_keys=True).encode())
+    entry = os.path.join(root, key[:2], key)
+    if cache and os.path.exists(os.path.join(entry, "result.json")):
+        return (*_load_entry(entry), entry, True)
+    os.makedirs(os.path.join(root, "tmp"), exist_ok=True)
+    workdir = tempfile.mkdtemp(prefix="compile-", dir=os.path.join(root, "tmp"))
+    request = dict(request, module_file=os.path.join(workdir, "module.mlir"))
+    with open(request["module_file"], "w") as f:
+        f.write(text)
+    _run_worker(python, request, workdir, _worker_env(target, flags), timeout)
+    result, module_text = _load_entry(workdir)
+    if not cache:
+        shutil.rmtree(workdir, ignore_errors=True)
+        return result, module_text, None, False
+    os.makedirs(os.path.dirname(entry), exist_ok=True)
+    try:
+        os.rename(workdir, entry)
+    except OSError:  # another process stored the same entry first: keep theirs
+        shutil.rmtree(workdir, ignore_errors=True)
+    return result, module_text, entry, False
 
 
 def from_jax_on_target(fn, args, kwargs, *, target, topology=None, xla_flags=None, libtpu_init_args=None,
