@@ -19,7 +19,7 @@ fi
 log="$venv.log"
 mkdir -p "$(dirname "$venv")"
 rm -rf "$venv"
-echo "python-env: making $venv with the pinned peers of python/requirements-test.txt and the target compilers of python/requirements-target.txt (about 2.5 GB; log: $log)" >&2
+echo "python-env: making $venv with the pinned packages of python/requirements-test.txt and requirements-target.txt (about 2.5 GB; log: $log)" >&2
 if ! /usr/bin/python3 -m venv "$venv" >"$log" 2>&1; then
   echo "python-env: /usr/bin/python3 -m venv failed (install python3-venv: scripts/install-deps.sh); log: $log" >&2
   exit 1
