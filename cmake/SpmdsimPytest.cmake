@@ -8,7 +8,10 @@
 #
 # spmdsim_add_pytest(NAME FILE [TIMEOUT seconds] [LABELS ...] [ENVIRONMENT VAR=value ...])
 #   adds the ctest NAME running `SPMDSIM_TEST_PYTHON -m pytest -q FILE` in FILE's folder, with the build tree's
-#   `spmdsim` package first on PYTHONPATH (when the module is built) and SPMDSIM_CLI / SPMDSIM_SOURCE_DIR set.
+#   `spmdsim` package first on PYTHONPATH (when the module is built), SPMDSIM_CLI / SPMDSIM_SOURCE_DIR set and
+#   JAX_PLATFORMS=cpu: the environment holds libtpu and the CUDA plugin (python/requirements-target.txt) to compile
+#   for TPUs and GPUs in a subprocess (docs/targets.md); JAX in the test itself runs on the CPU only, as it did
+#   before they were installed, instead of trying (and logging) a TPU and a CUDA runtime this machine lacks.
 #   Example (another folder's CMakeLists.txt):
 #     spmdsim_add_pytest(hlo.import_jax ${CMAKE_CURRENT_SOURCE_DIR}/test_import_jax.py TIMEOUT 600 LABELS hlo)
 #   pytest exits 5 when it collects nothing, which ctest counts as a failure: a file whose tests vanish fails.
@@ -34,7 +37,7 @@ function(spmdsim_add_pytest name file)
     set(ARG_TIMEOUT 300)
   endif()
   get_filename_component(dir ${file} DIRECTORY)
-  set(env "PYTHONDONTWRITEBYTECODE=1" "SPMDSIM_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+  set(env "PYTHONDONTWRITEBYTECODE=1" "SPMDSIM_SOURCE_DIR=${PROJECT_SOURCE_DIR}" "JAX_PLATFORMS=cpu")
   if(TARGET spmdsim_python)
     list(APPEND env "PYTHONPATH=${PROJECT_BINARY_DIR}/python")
   endif()

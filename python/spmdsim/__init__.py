@@ -1048,3 +1048,7 @@ def _wrap_bound_callables():
 
 _wrap_bound_callables()
 from spmdsim.hlo import HloResult, from_jax, hlo_text, run_hlo  # noqa: E402,F401  (re-exported; docs/hlo.md)
+from spmdsim.target import (  # noqa: E402,F401  (re-exported; docs/targets.md)
+    CompileError, Target, TargetModule, abstract_mesh, compile_for, resolve_target, target_mesh)
+__all__ += ["CompileError", "Target", "TargetModule", "abstract_mesh", "compile_for", "resolve_target",
+            "target_mesh"]

@@ -87,15 +87,29 @@ def _outputs(compiled, per_device, logical):
     return jax.tree_util.tree_unflatten(compiled.out_tree, results)
 
 
-def from_jax(fn, *args, topology, device_assignment=None, abstract=False, threads=0, trace=False,
-             overlap_collectives=False, narrow_types=None, **kwargs):
+def from_jax(fn, *args, topology=None, target=None, xla_flags=None, libtpu_init_args=None, device_assignment=None,
+             abstract=False, threads=0, trace=False, overlap_collectives=False, narrow_types=None, **kwargs):
     """JAX: a jitted function (or a plain one, jitted here) and its arguments, run on spmdsim's devices.
 
     Lowers and compiles `fn` for `args` with JAX (on this host's CPU devices), runs the SPMD-partitioned module on
     the virtual devices of `topology` (logical device i on topology device device_assignment[i], default i) and
     returns HloResult(outputs, report): the outputs as the program's pytree of numpy arrays, computed by spmdsim
     (None with abstract=True), and the predicted step time and memory on `topology` (overlap_collectives and
-    narrow_types as in run_hlo). Keyword arguments other than these are the program's."""
+    narrow_types as in run_hlo). Keyword arguments other than these are the program's.
+
+    target: compile with the target's own compiler instead (spmdsim.compile_for, docs/targets.md: a TPU or GPU
+    topology preset; xla_flags and libtpu_init_args go to that compiler) and predict that module abstractly on
+    `topology` (default: the target), each logical device on the chip the compiler put it on. The report's `hlo`
+    then holds `compiler_memory` (the compiler's memory analysis, beside spmdsim's estimate) and `target` (the
+    target, flags, compile time, versions, cache entry); outputs are None."""
+    if target is not None:
+        from spmdsim import target as _target
+        return _target.from_jax_on_target(
+            fn, args, kwargs, target=target, topology=topology, xla_flags=xla_flags,
+            libtpu_init_args=libtpu_init_args, device_assignment=device_assignment, threads=threads, trace=trace,
+            overlap_collectives=overlap_collectives, narrow_types=narrow_types)
+    if topology is None:
+        raise TypeError("from_jax() needs topology= (where to run and predict) or target= (compile for it)")
     import jax
     jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
     compiled = jitted.lower(*args, **kwargs).compile()
