@@ -199,6 +199,19 @@ bool IsHostCallback(const Instruction& ins) {
          t == "xla_python_gpu_callback" || t == "xla_ffi_python_gpu_callback";
 }
 
+// "data,model" with the axes of `more` not in it appended ("data" + "model,data" -> "data,model").
+std::string UnionOfAxes(const std::string& axes, const std::string& more) {
+  std::string out = axes;
+  for (size_t at = 0; !more.empty() && at != std::string::npos;) {
+    const size_t comma = more.find(',', at);
+    const std::string axis = more.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    at = comma == std::string::npos ? comma : comma + 1;
+    const std::string padded = "," + out + ",";
+    if (padded.find("," + axis + ",") == std::string::npos) out += (out.empty() ? "" : ",") + axis;
+  }
+  return out;
+}
+
 // What an iteration (or a whole loop) adds: the clocks, the totals and every group's sums.
 struct Snapshot {
   double compute_clock = 0;
@@ -431,6 +444,7 @@ class Predictor {
     s.totals.exposed_transfer_seconds = out_.exposed_transfer_seconds;
     s.totals.comm_seconds_by_axis = out_.comm_seconds_by_axis;
     s.totals.flops = out_.flops;
+    s.totals.contraction_flops = out_.contraction_flops;
     s.totals.executed_ops = out_.executed_ops;
     s.totals.by_class = out_.by_class;
     s.totals.by_scope = out_.by_scope;
@@ -453,6 +467,7 @@ class Predictor {
       d.totals.comm_seconds_by_axis[axes] = seconds - (it == a.totals.comm_seconds_by_axis.end() ? 0 : it->second);
     }
     d.totals.flops = b.totals.flops - a.totals.flops;
+    d.totals.contraction_flops = b.totals.contraction_flops - a.totals.contraction_flops;
     d.totals.executed_ops = b.totals.executed_ops - a.totals.executed_ops;
     d.totals.by_class = GroupDifference(a.totals.by_class, b.totals.by_class);
     d.totals.by_scope = GroupDifference(a.totals.by_scope, b.totals.by_scope);
@@ -469,6 +484,10 @@ class Predictor {
       d[i].flops -= a[i].flops;
       d[i].bytes -= a[i].bytes;
       d[i].message_bytes -= a[i].message_bytes;
+      for (auto& [axis, seconds] : d[i].comm_seconds_by_axis) {
+        const auto it = a[i].comm_seconds_by_axis.find(axis);
+        if (it != a[i].comm_seconds_by_axis.end()) seconds -= it->second;
+      }
       for (auto& [link, bytes] : d[i].bytes_sent) {
         const auto it = a[i].bytes_sent.find(link);
         if (it != a[i].bytes_sent.end()) bytes -= it->second;
@@ -487,6 +506,7 @@ class Predictor {
     out_.exposed_transfer_seconds += times * d.totals.exposed_transfer_seconds;
     for (const auto& [axes, seconds] : d.totals.comm_seconds_by_axis) out_.comm_seconds_by_axis[axes] += times * seconds;
     out_.flops += times * d.totals.flops;
+    out_.contraction_flops += times * d.totals.contraction_flops;
     const double ops = std::min(times * static_cast<double>(d.totals.executed_ops), 9.2e18);
     out_.executed_ops = SaturatingAdd(out_.executed_ops, static_cast<int64_t>(ops));
     AddGroups(out_.by_class, d.totals.by_class, times);
@@ -501,6 +521,7 @@ class Predictor {
       into[i].flops += k * d[i].flops;
       into[i].bytes += k * d[i].bytes;
       into[i].message_bytes += k * d[i].message_bytes;
+      for (const auto& [axis, seconds] : d[i].comm_seconds_by_axis) into[i].comm_seconds_by_axis[axis] += k * seconds;
       for (const auto& [link, bytes] : d[i].bytes_sent) into[i].bytes_sent[link] += k * bytes;
     }
   }
@@ -670,6 +691,12 @@ class Predictor {
     }
     out_.compute_seconds += end - start;
     out_.flops += cost.flops;
+    if (cost.dims.valid()) {
+      out_.contraction_flops += cost.flops;
+      double& by_type = contraction_by_type_[cost.dtype];
+      by_type += cost.flops;
+      if (by_type >= contraction_by_type_[out_.contraction_dtype]) out_.contraction_dtype = cost.dtype;
+    }
     scope_time_[scope.name][cls.name] += end - start;
     Record(ins, start, end, Stream::kCompute, cost.bytes());
   }
@@ -747,12 +774,16 @@ class Predictor {
       g->message_bytes += cost.bytes;
       g->group_size = std::max<int64_t>(g->group_size, cost.group_size);
       g->algorithm = cost.algorithm;
-      if (!axes.empty()) g->axes = axes;
+      g->axes = UnionOfAxes(g->axes, axes);
       for (const auto& [link, b] : cost.bytes_sent) g->bytes_sent[link] += b;
     }
     out_.comm_seconds += end - start;
     const double scale = cost.seconds > 0 ? (end - start) / cost.seconds : 0;
-    for (const auto& [axis, seconds] : cost.seconds_by_axis) out_.comm_seconds_by_axis[axis] += scale * seconds;
+    for (const auto& [axis, seconds] : cost.seconds_by_axis) {
+      out_.comm_seconds_by_axis[axis] += scale * seconds;
+      cls.comm_seconds_by_axis[axis] += scale * seconds;
+      scope.comm_seconds_by_axis[axis] += scale * seconds;
+    }
     Record(c, start, end, Stream::kCollectives, cost.bytes);
     if (options_.record_events) out_.events.back().axes = axes;
     pending_[&handle] = {by_class_[cls.name], by_scope_[scope.name], options_.record_events ? out_.events.size() - 1 : SIZE_MAX,
@@ -876,6 +907,7 @@ class Predictor {
   std::set<const Instruction*> unknown_trips_, cached_loops_, host_callbacks_;
   std::map<const Instruction*, int64_t> extended_loops_;
   std::map<DType, DType> substituted_;
+  std::map<DType, double> contraction_by_type_;
   const bool narrow_;
   std::set<const Instruction*> narrowed_;  // instructions priced on narrower values than the module's
   DType narrowed_type_ = DType::kBF16;

@@ -91,6 +91,7 @@ struct OpGroup {
   int64_t group_size = 1;       // collectives: the largest group
   std::string algorithm;        // collectives: the last one's algorithm
   std::string axes;             // collectives: the mesh axes their groups vary over ("data", "data,model"), else ""
+  std::map<std::string, double> comm_seconds_by_axis;  // collectives: their time split over the mesh axes
 };
 
 struct Prediction {
@@ -105,6 +106,9 @@ struct Prediction {
   // collective model: "data": 1.2e-3); empty on a one-axis mesh named "devices".
   std::map<std::string, double> comm_seconds_by_axis;
   double flops = 0;                   // per device
+  // Of which dots and convolutions (the matrix units' work), and the element type that did most of it.
+  double contraction_flops = 0;
+  DType contraction_dtype = DType::kBF16;
   double comm_slowdown = 0;
   int64_t executed_ops = 0;           // instructions executed (loop iterations counted; saturates at INT64_MAX)
   std::vector<OpEvent> events;        // when PredictOptions::record_events

@@ -115,9 +115,27 @@ std::vector<std::vector<hlo::Value>> DeviceArguments(py::handle args, const hlo:
   return out;
 }
 
+// The context mesh: the module's logical devices on the topology's first devices, laid out as `mesh_axes` when
+// they are given and their sizes multiply to the module's devices (so that collectives are attributed to the axes),
+// else one axis "devices".
+Mesh ContextMesh(int64_t module_devices, const std::shared_ptr<const Topology>& topo,
+                 const std::vector<std::pair<std::string, int64_t>>& mesh_axes) {
+  std::vector<int> ids(static_cast<size_t>(std::min<int64_t>(module_devices, topo->num_devices())));
+  for (size_t k = 0; k < ids.size(); ++k) ids[k] = static_cast<int>(k);
+  std::vector<int64_t> shape;
+  std::vector<std::string> names;
+  for (const auto& [name, size] : mesh_axes) names.push_back(name), shape.push_back(size);
+  if (!names.empty() && NumElements(shape) == static_cast<int64_t>(ids.size())) {
+    return Mesh(DeviceArray(shape, ids), names, topo);
+  }
+  return Mesh(DeviceArray({static_cast<int64_t>(ids.size())}, ids), {"devices"}, topo);
+}
+
 py::tuple RunHloModule(const std::string& text, const std::string& file, py::handle topology,
                        std::vector<int> device_assignment, py::object args, bool abstract, int threads, bool trace,
-                       bool overlap_collectives, py::object narrow_types) {
+                       bool overlap_collectives, py::object narrow_types,
+                       std::vector<std::pair<std::string, int64_t>> mesh_axes, double model_flops_per_step,
+                       double tokens_per_step) {
   if (threads < 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("threads must be >= 0 (0: one per core), got {}", threads), ErrorKind::kValueError);
   HloConfig config;
   config.name = file;
@@ -128,10 +146,11 @@ py::tuple RunHloModule(const std::string& text, const std::string& file, py::han
   if (!args.is_none() && !abstract) config.device_arguments = DeviceArguments(args, *config.module->entry());
   const std::shared_ptr<const Topology> topo = TopologyOf(topology);
   const int64_t n = config.module->replica_count() * config.module->num_partitions();
+  config.model_flops_per_step = model_flops_per_step;
+  config.tokens_per_step = tokens_per_step;
+  if (!config.device_assignment.empty()) config.mesh_axes = mesh_axes;
   WorkloadContext context;
-  std::vector<int> ids(static_cast<size_t>(std::min<int64_t>(n, topo->num_devices())));
-  for (size_t k = 0; k < ids.size(); ++k) ids[k] = static_cast<int>(k);
-  context.mesh = Mesh(DeviceArray({static_cast<int64_t>(ids.size())}, ids), {"devices"}, topo);
+  context.mesh = ContextMesh(n, topo, mesh_axes);
   context.abstract = abstract;
   context.record_trace = trace;
   context.runtime.num_threads = threads;
@@ -141,6 +160,12 @@ py::tuple RunHloModule(const std::string& text, const std::string& file, py::han
   {
     py::gil_scoped_release release;
     WorkloadResult result = RunHlo(context, config, &outputs);
+    if (topo->num_devices() > n && result.hlo.has_value()) {
+      result.hlo->notes.push_back(fmt::format(
+          "module {} runs on {} devices; {} has {}: it is priced on {} of them ({}), not on the whole topology",
+          config.module->name(), n, topo->ToString(), topo->num_devices(), n,
+          config.device_assignment.empty() ? fmt::format("devices 0-{}", n - 1) : "its device_assignment"));
+    }
     json = WorkloadJson(result);
   }
   py::list per_device;
@@ -157,7 +182,8 @@ py::tuple RunHloModule(const std::string& text, const std::string& file, py::han
 void BindHlo(py::module_& m) {
   m.def("_run_hlo", &RunHloModule, py::arg("text"), py::arg("file"), py::arg("topology"),
         py::arg("device_assignment"), py::arg("args"), py::arg("abstract"), py::arg("threads"), py::arg("trace"),
-        py::arg("overlap_collectives"), py::arg("narrow_types"),
+        py::arg("overlap_collectives"), py::arg("narrow_types"), py::arg("mesh_axes") = std::vector<std::pair<std::string, int64_t>>{},
+        py::arg("model_flops_per_step") = 0.0, py::arg("tokens_per_step") = 0.0,
         "Runs an HLO module on the devices of a topology; returns (per-device outputs, report dict).");
 }
 

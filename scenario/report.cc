@@ -343,6 +343,13 @@ std::string HloReport(const WorkloadResult& r) {
                      HumanBytes(h.argument_bytes), HumanBytes(h.output_bytes),
                      h.alias_bytes > 0 ? fmt::format(" ({} written into donated arguments)", HumanBytes(h.alias_bytes)) : "",
                      HumanBytes(h.temp_bytes), h.peak_at.empty() ? "-" : h.peak_at);
+  if (h.hfu > 0) {
+    std::string line = fmt::format("utilization: HFU {:.1f}% (dots and convolutions, {:.3g} FLOP per device at {:.4g} "
+                                   "TFLOP/s)", 100 * h.hfu, h.contraction_flops, h.contraction_peak_flops / 1e12);
+    if (h.mfu > 0) line += fmt::format(", MFU {:.1f}%", 100 * h.mfu);
+    if (h.tokens_per_second > 0) line += fmt::format(", {:.4g} tokens/s", h.tokens_per_second);
+    out += line + "\n";
+  }
   if (!h.measured_peak_bytes.empty()) {
     out += fmt::format("host memory the simulator held per device: max {}\n",
                        HumanBytes(*std::max_element(h.measured_peak_bytes.begin(), h.measured_peak_bytes.end())));
@@ -360,7 +367,9 @@ nlohmann::json HloJson(const HloSummary& h) {
           {"argument_bytes", h.argument_bytes}, {"output_bytes", h.output_bytes}, {"temp_bytes", h.temp_bytes},
           {"alias_bytes", h.alias_bytes},
           {"peak_bytes", h.argument_bytes + h.output_bytes + h.temp_bytes - h.alias_bytes}, {"peak_at", h.peak_at},
-          {"measured_peak_bytes", h.measured_peak_bytes}, {"notes", h.notes}};
+          {"measured_peak_bytes", h.measured_peak_bytes}, {"contraction_flops", h.contraction_flops},
+          {"contraction_peak_flops", h.contraction_peak_flops}, {"hfu", h.hfu}, {"mfu", h.mfu},
+          {"tokens_per_second", h.tokens_per_second}, {"notes", h.notes}};
 }
 
 std::string CheckLine(const NumericCheck& c, bool abstract) {

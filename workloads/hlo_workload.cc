@@ -26,13 +26,23 @@ namespace {
 using hlo::Module;
 using hlo::Value;
 
-// The mesh the module runs on: position i is logical device i, its id the device assignment's.
+// The mesh the module runs on: position i is logical device i, its id the device assignment's. Without a device
+// assignment it is the context mesh itself (JAX assigns a program jitted over a mesh its devices in row-major
+// order), so that collectives are attributed to its axes; with one, the mesh given as `mesh_shape`/`mesh_axes`
+// over the assigned ids when they are set, else one axis "devices".
 Mesh ModuleMesh(const WorkloadContext& context, const HloConfig& config, const hlo::SupportedModule& m) {
   const int64_t n = m.device_count();
   std::vector<int> ids = config.device_assignment;
   if (ids.empty()) ids = context.mesh.devices().ids();
   m.CheckDeviceCount(static_cast<int64_t>(ids.size()), config.device_assignment.empty() ? "the mesh" : "device_assignment",
                      fmt::format("give a mesh of {} devices or a device_assignment of {} ids", n, n));
+  if (config.device_assignment.empty()) return context.mesh;
+  if (!config.mesh_axes.empty()) {
+    std::vector<int64_t> shape;
+    std::vector<std::string> names;
+    for (const auto& [name, size] : config.mesh_axes) names.push_back(name), shape.push_back(size);
+    if (NumElements(shape) == n) return Mesh(DeviceArray(shape, ids), names, context.mesh.shared_topology());
+  }
   return Mesh(DeviceArray({n}, ids), {"devices"}, context.mesh.shared_topology());
 }
 
@@ -158,7 +168,28 @@ StepResult ToStep(const hlo::OpGroup& g) {
   s.group_size = g.group_size;
   s.algorithm = g.algorithm;
   for (const auto& [link, bytes] : g.bytes_sent) s.bytes_by_link[std::string(LinkClassName(link))] += bytes;
+  s.communication_seconds_by_axis = g.comm_seconds_by_axis;
+  for (size_t at = 0; !g.axes.empty() && at != std::string::npos;) {
+    const size_t comma = g.axes.find(',', at);
+    s.axes.push_back(g.axes.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    at = comma == std::string::npos ? comma : comma + 1;
+  }
   return s;
+}
+
+// HFU, MFU and tokens per second of the predicted step (HloSummary's fields).
+void FillUtilization(const hlo::Prediction& p, const HloConfig& config, const Mesh& mesh, HloSummary* h) {
+  h->contraction_flops = p.contraction_flops;
+  const auto& peaks = mesh.topology()->peak_flops();
+  auto peak = peaks.find(p.contraction_dtype);
+  if (peak == peaks.end()) peak = peaks.find(DType::kBF16);
+  if (peak == peaks.end() || p.step_seconds <= 0) return;
+  h->contraction_peak_flops = peak->second;
+  h->hfu = p.contraction_flops / (p.step_seconds * peak->second);
+  if (config.model_flops_per_step > 0) {
+    h->mfu = config.model_flops_per_step / static_cast<double>(mesh.size()) / (p.step_seconds * peak->second);
+  }
+  if (config.tokens_per_step > 0) h->tokens_per_second = config.tokens_per_step / p.step_seconds;
 }
 
 void FillPrediction(const hlo::Prediction& p, const Mesh& mesh, const WorkloadContext& context, WorkloadResult* r) {
@@ -167,6 +198,7 @@ void FillPrediction(const hlo::Prediction& p, const Mesh& mesh, const WorkloadCo
   r->totals.compute_seconds = p.compute_seconds;
   r->totals.communication_seconds = p.comm_seconds;
   r->totals.flops = p.flops;
+  r->totals.communication_seconds_by_axis = p.comm_seconds_by_axis;
   for (const StepResult& s : r->steps) {
     for (const auto& [link, bytes] : s.bytes_by_link) r->totals.bytes_by_link[link] += bytes;
   }
@@ -287,7 +319,9 @@ WorkloadResult RunHlo(const WorkloadContext& context, const HloConfig& config, s
   } else {
     r.check.compared = "not performed (abstract)";
   }
-  FillPrediction(hlo::Predict(supported, mesh, options), mesh, context, &r);
+  const hlo::Prediction prediction = hlo::Predict(supported, mesh, options);
+  FillPrediction(prediction, mesh, context, &r);
+  FillUtilization(prediction, config, mesh, &*r.hlo);
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

@@ -27,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hlo/ir.h"
@@ -64,6 +65,9 @@ struct HloConfig {
   std::vector<std::vector<hlo::Value>> device_arguments;
   // Logical device -> device id of the topology; empty: the context mesh's devices in row-major order.
   std::vector<int> device_assignment;
+  // With a device_assignment: the mesh the program was jitted over (name, size), its sizes' product the module's
+  // devices, so that collectives are attributed to its axes (from_jax passes the program's mesh); empty: none.
+  std::vector<std::pair<std::string, int64_t>> mesh_axes;
   std::vector<HloExpected> expected;
   double rtol = 1e-5, atol = 1e-6;
   // Price synchronous collectives as asynchronous ones, overlapping the compute up to their first use
@@ -72,6 +76,10 @@ struct HloConfig {
   // Price the values XLA CPU widened from bf16 / f16 to f32 in their narrow type (PredictOptions::narrow_types);
   // unset: on TPUs and GPUs, not on CPUs.
   std::optional<bool> narrow_types;
+  // What one step of the program is, for MFU and throughput (0: not given): the model's FLOPs of one step over
+  // all devices (e.g. 6 x parameters x tokens for a dense decoder's training step) and the tokens it processes.
+  double model_flops_per_step = 0;
+  double tokens_per_step = 0;
 };
 
 // `device_outputs` (optional) receives each logical device's result (data runs).

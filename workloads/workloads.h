@@ -234,6 +234,12 @@ struct HloSummary {
   int64_t argument_bytes = 0, output_bytes = 0, temp_bytes = 0, alias_bytes = 0;
   std::string peak_at;                 // the instruction where the temporaries peak
   std::vector<int64_t> measured_peak_bytes;  // runs with data: each logical device's peak in the simulator
+  // Utilization. HFU: the dots' and convolutions' FLOPs per device over the step at the device's peak for their
+  // element type (contraction_peak_flops); MFU (when HloConfig::model_flops_per_step is given): the model's FLOPs
+  // per device over the step at that peak; tokens per second (when tokens_per_step is given). 0: not known.
+  double contraction_flops = 0;
+  double contraction_peak_flops = 0;
+  double hfu = 0, mfu = 0, tokens_per_second = 0;
   std::vector<std::string> notes;      // assumptions (unknown trip counts, extrapolated loops)
 };
 

@@ -27,7 +27,8 @@ class HloResult(_typing.NamedTuple):
 
 
 def run_hlo(text, *, topology, args=None, device_assignment=None, abstract=False, threads=0, trace=False,
-            name="hlo", overlap_collectives=False, narrow_types=None):
+            name="hlo", overlap_collectives=False, narrow_types=None, mesh=None, model_flops_per_step=0,
+            tokens_per_step=0):
     """Runs an HLO module's text (what compiled.as_text() or an --xla_dump_to file holds).
 
     topology: a spmdsim.Topology or its preset text ("tpu-v4:2x2x2", "dgx-h100:1"), with at least as many devices
@@ -37,11 +38,35 @@ def run_hlo(text, *, topology, args=None, device_assignment=None, abstract=False
     (default 0, 1, 2, ...). abstract: shapes only, the prediction without data (any number of devices).
     overlap_collectives: price the module's synchronous collectives as the asynchronous ones XLA schedules on TPUs
     and GPUs (a module compiled for CPU has only synchronous ones). narrow_types: price the bf16 / f16 values that
-    XLA CPU widened to f32 in their narrow type, as a TPU or GPU compile keeps them (None: on TPUs and GPUs)."""
+    XLA CPU widened to f32 in their narrow type, as a TPU or GPU compile keeps them (None: on TPUs and GPUs).
+    mesh: the mesh the program was jitted over ({"data": 2, "model": 4}, a jax Mesh or AbstractMesh), logical device
+    i at its position i in row-major order, so that the report attributes collectives to its axes.
+    model_flops_per_step, tokens_per_step: the model's FLOPs of one step over all devices and the tokens it
+    processes, for the report's MFU and tokens per second (HFU needs neither)."""
     per_device, report = _spmdsim._run_hlo(text, name, topology, list(device_assignment or []),
                                            None if args is None else [list(a) for a in args], abstract, threads,
-                                           trace, overlap_collectives, narrow_types)
+                                           trace, overlap_collectives, narrow_types, _mesh_axes(mesh),
+                                           float(model_flops_per_step), float(tokens_per_step))
     return HloResult(None if abstract else per_device, report)
+
+
+def _mesh_axes(mesh):
+    """[(name, size), ...] of a dict, a jax Mesh / AbstractMesh (its shape) or None."""
+    if mesh is None:
+        return []
+    shape = mesh if isinstance(mesh, dict) else getattr(mesh, "shape", None)
+    if shape is None:
+        raise TypeError(f"mesh must be a dict of axis sizes or a jax Mesh, not {type(mesh).__name__}")
+    return [(str(name), int(size)) for name, size in dict(shape).items()]
+
+
+def _program_mesh(compiled):
+    """The mesh the compiled program's NamedSharding arguments are over, or None."""
+    import jax
+    for s in jax.tree_util.tree_leaves(compiled.input_shardings):
+        if hasattr(s, "mesh") and hasattr(s.mesh, "shape"):
+            return s.mesh
+    return None
 
 
 def hlo_text(compiled):
@@ -88,14 +113,17 @@ def _outputs(compiled, per_device, logical):
 
 
 def from_jax(fn, *args, topology=None, target=None, xla_flags=None, libtpu_init_args=None, device_assignment=None,
-             abstract=False, threads=0, trace=False, overlap_collectives=False, narrow_types=None, **kwargs):
+             abstract=False, threads=0, trace=False, overlap_collectives=False, narrow_types=None,
+             model_flops_per_step=0, tokens_per_step=0, **kwargs):
     """JAX: a jitted function (or a plain one, jitted here) and its arguments, run on spmdsim's devices.
 
     Lowers and compiles `fn` for `args` with JAX (on this host's CPU devices), runs the SPMD-partitioned module on
     the virtual devices of `topology` (logical device i on topology device device_assignment[i], default i) and
     returns HloResult(outputs, report): the outputs as the program's pytree of numpy arrays, computed by spmdsim
     (None with abstract=True), and the predicted step time and memory on `topology` (overlap_collectives and
-    narrow_types as in run_hlo). Keyword arguments other than these are the program's.
+    narrow_types as in run_hlo; model_flops_per_step and tokens_per_step for the report's MFU and tokens per
+    second). Collectives are attributed to the axes of the mesh the program's arguments are sharded over. Keyword
+    arguments other than these are the program's.
 
     target: compile with the target's own compiler instead (spmdsim.compile_for, docs/targets.md: a TPU or GPU
     topology preset; xla_flags and libtpu_init_args go to that compiler) and predict that module abstractly on
@@ -107,7 +135,8 @@ def from_jax(fn, *args, topology=None, target=None, xla_flags=None, libtpu_init_
         return _target.from_jax_on_target(
             fn, args, kwargs, target=target, topology=topology, xla_flags=xla_flags,
             libtpu_init_args=libtpu_init_args, device_assignment=device_assignment, threads=threads, trace=trace,
-            overlap_collectives=overlap_collectives, narrow_types=narrow_types)
+            overlap_collectives=overlap_collectives, narrow_types=narrow_types,
+            model_flops_per_step=model_flops_per_step, tokens_per_step=tokens_per_step)
     if topology is None:
         raise TypeError("from_jax() needs topology= (where to run and predict) or target= (compile for it)")
     import jax
@@ -118,8 +147,13 @@ def from_jax(fn, *args, topology=None, target=None, xla_flags=None, libtpu_init_
     logical = {d.id: i for i, d in enumerate(devices)}
     name = getattr(fn, "__name__", None) or getattr(getattr(fn, "__wrapped__", None), "__name__", "jax_program")
     per_device_args = None if abstract else _arguments(compiled, args, kwargs, logical)
-    per_device, report = _spmdsim._run_hlo(text, name, topology, list(device_assignment or []), per_device_args,
-                                           abstract, threads, trace, overlap_collectives, narrow_types)
+    mesh = _program_mesh(compiled)
+    if mesh is not None and mesh.size != len(devices):
+        mesh = None
+    per_device, report = _spmdsim._run_hlo(text, f"{name}.hlo.txt", topology, list(device_assignment or []),
+                                           per_device_args, abstract, threads, trace, overlap_collectives,
+                                           narrow_types, _mesh_axes(mesh), float(model_flops_per_step),
+                                           float(tokens_per_step))
     if abstract:
         return HloResult(None, report)
     return HloResult(_outputs(compiled, per_device, logical), report)

@@ -183,6 +183,8 @@ class TargetModule:
         of this module on its target (docs/hlo.md); on several TPU slices, of one slice's program on slice 0."""
         from spmdsim.hlo import run_hlo
         options.setdefault("abstract", True)
+        if self.module_partitions == self.num_devices:
+            options.setdefault("mesh", self.mesh)
         return run_hlo(self.text, topology=self.topology,
                        device_assignment=list(self.device_assignment[:self.module_partitions]), **options)
 
@@ -536,7 +538,8 @@ def _cached_or_compiled(python, target, text, request, flags, timeout, cache):
 
 
 def from_jax_on_target(fn, args, kwargs, *, target, topology=None, xla_flags=None, libtpu_init_args=None,
-                       device_assignment=None, threads=0, trace=False, overlap_collectives=False, narrow_types=None):
+                       device_assignment=None, threads=0, trace=False, overlap_collectives=False, narrow_types=None,
+                       model_flops_per_step=0, tokens_per_step=0):
     """spmdsim.from_jax(fn, *args, target=...): compile_for, then run_hlo abstractly on `topology` (default: the
     target), with the compiler's memory analysis, the target and the flags in report["hlo"]."""
     from spmdsim.hlo import HloResult, run_hlo
@@ -547,7 +550,8 @@ def from_jax_on_target(fn, args, kwargs, *, target, topology=None, xla_flags=Non
         _, report = run_hlo(module.text, topology=topology if topology is not None else module.topology,
                             device_assignment=list(assignment), abstract=True,
                             threads=threads, trace=trace, overlap_collectives=overlap_collectives,
-                            narrow_types=narrow_types)
+                            narrow_types=narrow_types, mesh=module.mesh if len(assignment) == module.num_devices
+                            else None, model_flops_per_step=model_flops_per_step, tokens_per_step=tokens_per_step)
     except Exception as e:
         e.add_note(f"the module {module.target}'s compiler made is {module.cache_path or '(not cached)'}"
                    f"/module.txt; its memory analysis: {module.memory_analysis}")

@@ -140,6 +140,10 @@ HloConfig ParseHloWorkload(const YamlContext& ctx, const YamlMap& m, const Scena
   if (m.Has("narrow_types")) c.narrow_types = m.Bool("narrow_types", true);
   if (m.Has("rtol")) c.rtol = ctx.NumberIn(m.Get("rtol"), m.Key("rtol"), 0, 1e30);
   if (m.Has("atol")) c.atol = ctx.NumberIn(m.Get("atol"), m.Key("atol"), 0, 1e30);
+  if (m.Has("model_flops_per_step")) {
+    c.model_flops_per_step = ctx.NumberIn(m.Get("model_flops_per_step"), m.Key("model_flops_per_step"), 0, 1e30);
+  }
+  if (m.Has("tokens_per_step")) c.tokens_per_step = ctx.NumberIn(m.Get("tokens_per_step"), m.Key("tokens_per_step"), 0, 1e30);
   return c;
 }
 

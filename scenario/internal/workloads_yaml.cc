@@ -658,7 +658,7 @@ const std::vector<std::string>& KeysOfKind(const std::string& kind) {
                              "rtol", "atol", "check"}},
       {"model", ModelKeys()},
       {"hlo", {"file", "inputs", "device_assignment", "expected", "rtol", "atol", "overlap_collectives",
-               "narrow_types"}},
+               "narrow_types", "model_flops_per_step", "tokens_per_step"}},
       {"partition", {"params", "include_arrays", "correction"}},
   };
   return keys.at(kind);
