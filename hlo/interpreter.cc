@@ -3,6 +3,8 @@
 // wrappers, after-all / add-dependency, custom-calls that are identities.
 #include "hlo/interpreter.h"
 
+#include <chrono>
+
 #include <fmt/format.h>
 
 #include "common/error.h"
@@ -211,13 +213,23 @@ Value Interpreter::EvaluateControl(const Instruction& ins, Operands v, bool* han
 Value Interpreter::RunWhile(const Instruction& ins, const Value& init) {
   const Computation& condition = *ins.called()[0];
   const Computation& body = *ins.called()[1];
+  const auto start = std::chrono::steady_clock::now();
   Value state = init;
   for (int64_t i = 0;; ++i) {
     Value go = Call(condition, std::span<const Value>(&state, 1));
     if (!go.data<bool>()[0]) return state;
     if (i >= options_.max_while_iterations) {
-      Throw(ErrorCode::kInvalidArgument, "{}: while loop %{} ran {} iterations without ending (the limit)",
-            ins.Where(), ins.name(), options_.max_while_iterations);
+      Throw(ErrorCode::kDeadlineExceeded, "{}: while loop %{} ran {} iterations without ending (the limit: "
+            "max_while_iterations, a scenario key and a run_hlo argument, raises it)", ins.Where(), ins.name(),
+            options_.max_while_iterations);
+    }
+    if (i % 1024 == 1023) {
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (seconds > options_.max_while_seconds) {
+        Throw(ErrorCode::kDeadlineExceeded, "{}: while loop %{} ran {} iterations in {:.1f} s without ending (the "
+              "limit: max_while_seconds = {}, a scenario key and a run_hlo argument, raises it)", ins.Where(),
+              ins.name(), i + 1, seconds, options_.max_while_seconds);
+      }
     }
     state = Call(body, std::span<const Value>(&state, 1));
   }

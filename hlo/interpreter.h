@@ -59,8 +59,11 @@ class InterpreterPlan {
 };
 
 struct InterpreterOptions {
-  // A while loop that has not ended after this many iterations fails the run (a hostile module must not hang).
+  // A while loop that has not ended after this many iterations, or after this many seconds of wall time, fails the
+  // run (a loop that never ends must not hang it): Error(kDeadlineExceeded) naming the loop, the limit and how to
+  // raise it (scenario keys max_while_iterations / max_while_seconds; run_hlo's arguments of the same names).
   int64_t max_while_iterations = 100'000'000;
+  double max_while_seconds = 300;
 };
 
 class Interpreter {

@@ -135,7 +135,12 @@ py::tuple RunHloModule(const std::string& text, const std::string& file, py::han
                        std::vector<int> device_assignment, py::object args, bool abstract, int threads, bool trace,
                        bool overlap_collectives, py::object narrow_types,
                        std::vector<std::pair<std::string, int64_t>> mesh_axes, double model_flops_per_step,
-                       double tokens_per_step) {
+                       double tokens_per_step, int64_t max_while_iterations, double max_while_seconds) {
+  if (max_while_iterations < 1 || !(max_while_seconds > 0)) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("max_while_iterations must be >= 1 and max_while_seconds > 0, "
+                                                         "got {} and {}", max_while_iterations, max_while_seconds),
+                ErrorKind::kValueError);
+  }
   if (threads < 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("threads must be >= 0 (0: one per core), got {}", threads), ErrorKind::kValueError);
   HloConfig config;
   config.name = file;
@@ -147,6 +152,8 @@ py::tuple RunHloModule(const std::string& text, const std::string& file, py::han
   const std::shared_ptr<const Topology> topo = TopologyOf(topology);
   const int64_t n = config.module->replica_count() * config.module->num_partitions();
   config.model_flops_per_step = model_flops_per_step;
+  config.max_while_iterations = max_while_iterations;
+  config.max_while_seconds = max_while_seconds;
   config.tokens_per_step = tokens_per_step;
   if (!config.device_assignment.empty()) config.mesh_axes = mesh_axes;
   WorkloadContext context;
@@ -184,6 +191,7 @@ void BindHlo(py::module_& m) {
         py::arg("device_assignment"), py::arg("args"), py::arg("abstract"), py::arg("threads"), py::arg("trace"),
         py::arg("overlap_collectives"), py::arg("narrow_types"), py::arg("mesh_axes") = std::vector<std::pair<std::string, int64_t>>{},
         py::arg("model_flops_per_step") = 0.0, py::arg("tokens_per_step") = 0.0,
+        py::arg("max_while_iterations") = int64_t{100'000'000}, py::arg("max_while_seconds") = 300.0,
         "Runs an HLO module on the devices of a topology; returns (per-device outputs, report dict).");
 }
 

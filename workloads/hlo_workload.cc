@@ -231,7 +231,7 @@ void FillPrediction(const hlo::Prediction& p, const Mesh& mesh, const WorkloadCo
   }
 }
 
-void CheckOutputs(const HloConfig& config, const std::vector<Value>& outputs, WorkloadResult* r) {
+void CheckOutputs(const HloConfig& config, const Module& m, const std::vector<Value>& outputs, WorkloadResult* r) {
   NumericCheck& c = r->check;
   c.rtol = config.rtol;
   c.atol = config.atol;
@@ -244,6 +244,14 @@ void CheckOutputs(const HloConfig& config, const std::vector<Value>& outputs, Wo
   for (const HloExpected& e : config.expected) {
     if (e.output < 0 || e.output >= static_cast<int64_t>(outputs.size())) {
       Throw(ErrorCode::kInvalidArgument, "expected output {}: the module has {} outputs", e.output, outputs.size());
+    }
+    if (outputs[e.output].dims() != e.shape) {
+      const bool sharded = m.entry()->root()->attrs().sharding.has_value();
+      Throw(ErrorCode::kInvalidArgument,
+            "expected output {} is [{}]; the module's output {} is [{}]{}", e.output, fmt::join(e.shape, ","),
+            e.output, fmt::join(outputs[e.output].dims(), ","),
+            sharded ? "" : " (its ROOT carries no sharding, as in modules XLA compiled: the output is taken as "
+                           "replicated, device 0's block; give that block as the expected value)");
     }
     hlo::ValueBuilder want(e.dtype, e.shape);
     std::memcpy(want.raw(), e.bytes.data(), std::min<size_t>(e.bytes.size(), static_cast<size_t>(want.size() * DTypeSize(e.dtype))));
@@ -301,6 +309,8 @@ WorkloadResult RunHlo(const WorkloadContext& context, const HloConfig& config, s
     CheckHostMemory(config, supported);
     const Arguments args = MakeArguments(config, supported);
     hlo::ExecuteOptions exec;
+    exec.interpreter.max_while_iterations = config.max_while_iterations;
+    exec.interpreter.max_while_seconds = config.max_while_seconds;
     exec.runtime = context.runtime;
     exec.runtime.observer = nullptr;
     exec.runtime.op_cost_sink = nullptr;
@@ -309,7 +319,7 @@ WorkloadResult RunHlo(const WorkloadContext& context, const HloConfig& config, s
     std::vector<hlo::DeviceRun> runs = hlo::Execute(supported, mesh, [&](int64_t p) { return args.Of(m, p); }, exec);
     for (const hlo::DeviceRun& run : runs) r.hlo->measured_peak_bytes.push_back(run.memory.peak_bytes);
     const std::vector<Value> outputs = GlobalOutputs(m, runs);
-    CheckOutputs(config, outputs, &r);
+    CheckOutputs(config, m, outputs, &r);
     if (context.keep_arrays) {
       for (size_t k = 0; k < outputs.size(); ++k) r.outputs.emplace_back(fmt::format("output_{}", k), AsArray(outputs[k]));
     }

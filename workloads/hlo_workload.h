@@ -80,6 +80,10 @@ struct HloConfig {
   // all devices (e.g. 6 x parameters x tokens for a dense decoder's training step) and the tokens it processes.
   double model_flops_per_step = 0;
   double tokens_per_step = 0;
+  // Runs with data: a while loop that has not ended after this many iterations or seconds fails the run
+  // (hlo/interpreter.h, InterpreterOptions).
+  int64_t max_while_iterations = 100'000'000;
+  double max_while_seconds = 300;
 };
 
 // `device_outputs` (optional) receives each logical device's result (data runs).

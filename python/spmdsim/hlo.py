@@ -28,7 +28,7 @@ class HloResult(_typing.NamedTuple):
 
 def run_hlo(text, *, topology, args=None, device_assignment=None, abstract=False, threads=0, trace=False,
             name="hlo", overlap_collectives=False, narrow_types=None, mesh=None, model_flops_per_step=0,
-            tokens_per_step=0):
+            tokens_per_step=0, max_while_iterations=100_000_000, max_while_seconds=300.0):
     """Runs an HLO module's text (what compiled.as_text() or an --xla_dump_to file holds).
 
     topology: a spmdsim.Topology or its preset text ("tpu-v4:2x2x2", "dgx-h100:1"), with at least as many devices
@@ -42,11 +42,13 @@ def run_hlo(text, *, topology, args=None, device_assignment=None, abstract=False
     mesh: the mesh the program was jitted over ({"data": 2, "model": 4}, a jax Mesh or AbstractMesh), logical device
     i at its position i in row-major order, so that the report attributes collectives to its axes.
     model_flops_per_step, tokens_per_step: the model's FLOPs of one step over all devices and the tokens it
-    processes, for the report's MFU and tokens per second (HFU needs neither)."""
+    processes, for the report's MFU and tokens per second (HFU needs neither). max_while_iterations,
+    max_while_seconds: with data, a while loop that runs longer fails the run, naming it."""
     per_device, report = _spmdsim._run_hlo(text, name, topology, list(device_assignment or []),
                                            None if args is None else [list(a) for a in args], abstract, threads,
                                            trace, overlap_collectives, narrow_types, _mesh_axes(mesh),
-                                           float(model_flops_per_step), float(tokens_per_step))
+                                           float(model_flops_per_step), float(tokens_per_step),
+                                           int(max_while_iterations), float(max_while_seconds))
     return HloResult(None if abstract else per_device, report)
 
 

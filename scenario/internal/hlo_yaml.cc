@@ -144,6 +144,13 @@ HloConfig ParseHloWorkload(const YamlContext& ctx, const YamlMap& m, const Scena
     c.model_flops_per_step = ctx.NumberIn(m.Get("model_flops_per_step"), m.Key("model_flops_per_step"), 0, 1e30);
   }
   if (m.Has("tokens_per_step")) c.tokens_per_step = ctx.NumberIn(m.Get("tokens_per_step"), m.Key("tokens_per_step"), 0, 1e30);
+  c.max_while_iterations = m.Int("max_while_iterations", c.max_while_iterations);
+  if (c.max_while_iterations < 1) {
+    ctx.Fail(m.Get("max_while_iterations"), m.Key("max_while_iterations"), "must be a positive number of iterations");
+  }
+  if (m.Has("max_while_seconds")) {
+    c.max_while_seconds = ctx.NumberIn(m.Get("max_while_seconds"), m.Key("max_while_seconds"), 1e-3, 1e9);
+  }
   return c;
 }
 

@@ -658,7 +658,8 @@ const std::vector<std::string>& KeysOfKind(const std::string& kind) {
                              "rtol", "atol", "check"}},
       {"model", ModelKeys()},
       {"hlo", {"file", "inputs", "device_assignment", "expected", "rtol", "atol", "overlap_collectives",
-               "narrow_types", "model_flops_per_step", "tokens_per_step"}},
+               "narrow_types", "model_flops_per_step", "tokens_per_step", "max_while_iterations",
+               "max_while_seconds"}},
       {"partition", {"params", "include_arrays", "correction"}},
   };
   return keys.at(kind);

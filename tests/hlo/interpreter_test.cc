@@ -308,5 +308,34 @@ ENTRY %e (x: f32[2]) -> (f32[2], u32[]) {
   EXPECT_THAT(Elements<uint32_t>(out.element(1)), ElementsAre(0u));
 }
 
+TEST(Interpreter, AWhileLoopThatNeverEndsFailsAtItsTimeLimitNamingIt) {
+  auto m = ParseModule(
+      "HloModule m\n"
+      "%cond (s: s32[]) -> pred[] {\n  %s = s32[] parameter(0)\n  ROOT %t = pred[] constant(true)\n}\n"
+      "%body (s: s32[]) -> s32[] {\n  %s = s32[] parameter(0)\n  %one = s32[] constant(1)\n"
+      "  ROOT %n = s32[] add(%s, %one)\n}\n"
+      "ENTRY %e (x: s32[]) -> s32[] {\n  %x = s32[] parameter(0)\n"
+      "  ROOT %w = s32[] while(%x), condition=%cond, body=%body\n}\n", "forever.txt");
+  InterpreterOptions options;
+  options.max_while_seconds = 0.2;
+  Interpreter interp(*m, InterpreterPlan::Build(*m), {}, nullptr, options);
+  ValueBuilder x(DType::kI32, {});
+  x.data<int32_t>()[0] = 0;
+  try {
+    interp.Run({std::move(x).Finish()});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kDeadlineExceeded);
+    EXPECT_THAT(e.message(), HasSubstr("forever.txt:13:3: while loop %w ran"));
+    EXPECT_THAT(e.message(), HasSubstr("max_while_seconds = 0.2"));
+  }
+  options.max_while_iterations = 1000;
+  options.max_while_seconds = 300;
+  Interpreter counted(*m, InterpreterPlan::Build(*m), {}, nullptr, options);
+  ValueBuilder y(DType::kI32, {});
+  y.data<int32_t>()[0] = 0;
+  EXPECT_THROW(counted.Run({std::move(y).Finish()}), Error);
+}
+
 }  // namespace
 }  // namespace spmdsim::hlo
