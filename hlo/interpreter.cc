@@ -4,6 +4,7 @@
 #include "hlo/interpreter.h"
 
 #include <chrono>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -19,12 +20,45 @@ using internal::Operands;
 struct InterpreterPlan::PerComputation {
   std::vector<std::vector<int32_t>> released_after;
   std::unique_ptr<internal::ScalarProgram> scalar;
+  std::vector<int32_t> contraction;  // empty: none in this computation
 };
 
 InterpreterPlan::~InterpreterPlan() = default;
 
+namespace {
+
+// The computations fusions call (where XLA CPU's emitter lets LLVM contract multiply-adds).
+std::set<const Computation*> FusedComputations(const Module& module) {
+  std::set<const Computation*> fused;
+  for (int64_t c = 0; c < module.computation_count(); ++c) {
+    const Computation& comp = *module.computation(c);
+    for (int64_t i = 0; i < comp.instruction_count(); ++i) {
+      if (comp.instruction(i)->opcode() == Opcode::kFusion) fused.insert(comp.instruction(i)->called()[0]);
+    }
+  }
+  return fused;
+}
+
+// The multiply an f32 / f64 add or subtract contracts: its operand 0 when that is a multiply used only there, else
+// its operand 1 (the order of LLVM's DAG combiner); -1 when none.
+int32_t ContractedOperand(const Instruction& ins) {
+  const Opcode op = ins.opcode();
+  if ((op != Opcode::kAdd && op != Opcode::kSubtract) || !ins.shape().IsArray() ||
+      (ins.shape().dtype != DType::kF32 && ins.shape().dtype != DType::kF64)) {
+    return -1;
+  }
+  for (int64_t k = 0; k < 2; ++k) {
+    const Instruction* m = ins.operand(k);
+    if (m->opcode() == Opcode::kMultiply && m->users().size() == 1 && !m->is_root()) return m->index();
+  }
+  return -1;
+}
+
+}  // namespace
+
 std::shared_ptr<const InterpreterPlan> InterpreterPlan::Build(const Module& module) {
   auto plan = std::make_shared<InterpreterPlan>();
+  const std::set<const Computation*> fused = FusedComputations(module);
   for (int64_t c = 0; c < module.computation_count(); ++c) {
     const Computation& comp = *module.computation(c);
     auto per = std::make_unique<PerComputation>();
@@ -33,6 +67,17 @@ std::shared_ptr<const InterpreterPlan> InterpreterPlan::Build(const Module& modu
     for (int64_t i = 0; i < n; ++i) last_use[i] = i;  // unused values die right after they are made
     for (int64_t i = 0; i < n; ++i) {
       for (const Instruction* o : comp.instruction(i)->operands()) last_use[o->index()] = std::max(last_use[o->index()], i);
+    }
+    if (fused.count(&comp) > 0) {
+      for (int64_t i = 0; i < n; ++i) {
+        const int32_t m = ContractedOperand(*comp.instruction(i));
+        if (m < 0) continue;
+        if (per->contraction.empty()) per->contraction.assign(static_cast<size_t>(n), -1);
+        per->contraction[i] = m;
+        per->contraction[m] = kContracted;
+        // The multiply's operands are read by the fused multiply-add instead.
+        for (const Instruction* o : comp.instruction(m)->operands()) last_use[o->index()] = std::max(last_use[o->index()], i);
+      }
     }
     per->released_after.resize(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) {
@@ -46,6 +91,11 @@ std::shared_ptr<const InterpreterPlan> InterpreterPlan::Build(const Module& modu
 
 const std::vector<int32_t>& InterpreterPlan::ReleasedAfter(const Computation& c, int64_t i) const {
   return computations_.at(&c)->released_after[i];
+}
+
+int32_t InterpreterPlan::Contraction(const Computation& c, int64_t i) const {
+  const std::vector<int32_t>& contraction = computations_.at(&c)->contraction;
+  return contraction.empty() ? -1 : contraction[i];
 }
 
 const internal::ScalarProgram* InterpreterPlan::ScalarProgramOf(const Computation& c) const {
@@ -140,7 +190,16 @@ Value Interpreter::Call(const Computation& c, std::span<const Value> args) {
   }
   std::vector<Value> values(static_cast<size_t>(c.instruction_count()));
   for (int64_t i = 0; i < c.instruction_count(); ++i) {
-    values[i] = Evaluate(*c.instruction(i), values, args);
+    const int32_t contraction = plan_->Contraction(c, i);
+    if (contraction >= 0) {
+      const Instruction& ins = *c.instruction(i);
+      const Instruction& m = *c.instruction(contraction);
+      const bool product_first = ins.operand(0) == &m;
+      values[i] = internal::EvalMultiplyAdd(ins, values[m.operand(0)->index()], values[m.operand(1)->index()],
+                                            values[ins.operand(product_first ? 1 : 0)->index()], product_first);
+    } else if (contraction != InterpreterPlan::kContracted) {
+      values[i] = Evaluate(*c.instruction(i), values, args);
+    }
     for (int32_t dead : plan_->ReleasedAfter(c, i)) values[dead] = Value();
   }
   --depth_;

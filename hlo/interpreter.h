@@ -52,6 +52,12 @@ class InterpreterPlan {
   const std::vector<int32_t>& ReleasedAfter(const Computation& c, int64_t i) const;
   // nullptr when `c` is not a scalar computation (hlo/internal/scalar_program.h).
   const internal::ScalarProgram* ScalarProgramOf(const Computation& c) const;
+  // XLA CPU contracts a multiply and the add or subtract that is its only use, inside a fused computation, into
+  // one fused multiply-add (LLVM's contraction: one rounding instead of two). For instruction `i` of `c`: the index
+  // of the f32 / f64 multiply it contracts (an add or subtract), kContracted for that multiply (not computed on its
+  // own), else -1.
+  static constexpr int32_t kContracted = -2;
+  int32_t Contraction(const Computation& c, int64_t i) const;
 
  private:
   struct PerComputation;

@@ -1,4 +1,5 @@
 // Elementwise kernels: unary and binary ops, compare, select, clamp, convert, bitcast-convert, iota, constant.
+#include <cmath>
 #include <cstring>
 
 #include "common/shape.h"
@@ -50,6 +51,17 @@ Value Binary(const Instruction& ins, const Value& x, const Value& y) {
     });
   });
   return std::move(out).Finish();
+}
+
+template <typename T>
+void MultiplyAdd(const T* a, const T* b, const T* c, T* out, int64_t n, bool subtract, bool product_first) {
+  if (!subtract) {
+    for (int64_t i = 0; i < n; ++i) out[i] = std::fma(a[i], b[i], c[i]);
+  } else if (product_first) {
+    for (int64_t i = 0; i < n; ++i) out[i] = std::fma(a[i], b[i], -c[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = std::fma(-a[i], b[i], c[i]);
+  }
 }
 
 Value Select(const Instruction& ins, const Value& p, const Value& t, const Value& f) {
@@ -155,6 +167,17 @@ Value EvalElementwise(const Instruction& ins, Operands v) {
     case Opcode::kConstant: return Constant(ins);
     default: return Value();
   }
+}
+
+Value EvalMultiplyAdd(const Instruction& ins, const Value& a, const Value& b, const Value& c, bool product_first) {
+  ValueBuilder out(ins.shape().dtype, ins.shape().dims);
+  const bool subtract = ins.opcode() == Opcode::kSubtract;
+  if (ins.shape().dtype == DType::kF64) {
+    MultiplyAdd(a.data<double>(), b.data<double>(), c.data<double>(), out.data<double>(), c.size(), subtract, product_first);
+  } else {
+    MultiplyAdd(a.data<float>(), b.data<float>(), c.data<float>(), out.data<float>(), c.size(), subtract, product_first);
+  }
+  return std::move(out).Finish();
 }
 
 }  // namespace spmdsim::hlo::internal

@@ -34,6 +34,9 @@ class KernelContext {
 
 // Unary and binary elementwise ops, compare, select, clamp, convert, bitcast-convert, iota, constant.
 Value EvalElementwise(const Instruction& ins, Operands operands);
+// add or subtract `ins` (f32 / f64) of the product a x b, contracted into one fused multiply-add: product + c or
+// c + product (add), product - c or c - product (subtract; `product_first` says which operand the product is).
+Value EvalMultiplyAdd(const Instruction& ins, const Value& a, const Value& b, const Value& c, bool product_first);
 // broadcast, reshape, bitcast, copy, transpose, reverse, slice, dynamic-slice, dynamic-update-slice,
 // concatenate, pad.
 Value EvalShape(const Instruction& ins, Operands operands);
