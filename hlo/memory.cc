@@ -13,7 +13,14 @@ namespace {
 
 // XLA:CPU places every temporary at a 64-byte boundary inside its temp allocation (xla/backends/cpu/alignment.h).
 constexpr int64_t kAlignment = 64;
-int64_t Aligned(int64_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+int64_t Aligned(int64_t bytes) {
+  return bytes > INT64_MAX - kAlignment ? INT64_MAX : (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t out = 0;
+  return __builtin_add_overflow(a, b, &out) ? INT64_MAX : out;
+}
 
 // Bytes of the index tables of a tuple shape: 8 per element of every tuple node (XLA's tuple buffers).
 int64_t TupleTableBytes(const Shape& s) {
@@ -281,7 +288,7 @@ class Liveness {
       if (leaf < 0 || leaf >= static_cast<int64_t>(out.size()) || param < 0 || param >= entry.parameter_count()) continue;
       const int output = out[static_cast<size_t>(leaf)];
       Buffer& b = buffers_[output];
-      if (estimate != nullptr) estimate->alias_bytes += b.bytes;
+      if (estimate != nullptr) estimate->alias_bytes = SaturatingAdd(estimate->alias_bytes, b.bytes);
       if (b.kind != BufferKind::kTemp) continue;
       b.kind = BufferKind::kAliased;
       const std::vector<int>& argument = leaves_[entry.parameter(param)->index()];
@@ -329,15 +336,22 @@ class Liveness {
   void PlaceInOutputs(const Computation& c) {
     struct Allocation {
       int64_t bytes = 0;
-      std::vector<int> buffers;  // placed in it
+      // The buffers placed in it by (start, buffer): their live ranges never overlap (they may touch), so a new
+      // range is checked against its neighbours only.
+      std::map<std::pair<int64_t, int>, int64_t> ranges;  // -> end
     };
     std::vector<Allocation> allocations;
     std::vector<int> allocation_of(buffers_.size(), -1);
+    std::vector<int64_t> ends(buffers_.size());
+    for (size_t b = 0; b < buffers_.size(); ++b) ends[b] = buffers_[b].output ? c.instruction_count() : buffers_[b].end;
+    auto occupy = [&](Allocation& a, int b) { a.ranges.emplace(std::make_pair(buffers_[b].start, b), ends[b]); };
     // A donated argument's allocation holds the argument until its last use and the output written into it from
     // where that output is made; temporaries may use it in between (as an output's allocation).
     for (const auto& [argument, output] : aliased_) {
       allocation_of[argument] = allocation_of[output] = static_cast<int>(allocations.size());
-      allocations.push_back(Allocation{buffers_[output].bytes, {argument, output}});
+      allocations.push_back(Allocation{buffers_[output].bytes, {}});
+      occupy(allocations.back(), argument);
+      occupy(allocations.back(), output);
     }
     std::vector<int> order;  // outputs and temporaries, largest first, outputs first among equals
     for (size_t b = 0; b < buffers_.size(); ++b) {
@@ -349,8 +363,6 @@ class Liveness {
       if (buffers_[x].output != buffers_[y].output) return buffers_[x].output;
       return post[buffers_[x].maker->index()] < post[buffers_[y].maker->index()];
     });
-    std::vector<int64_t> ends(buffers_.size());
-    for (size_t b = 0; b < buffers_.size(); ++b) ends[b] = buffers_[b].output ? c.instruction_count() : buffers_[b].end;
     // Two buffers may share an allocation when their live ranges are disjoint, or when one ends where the other
     // starts and the later one's instruction can write over it (XLA's LiveRangeInterferes).
     auto disjoint = [&](int x, int y) {
@@ -361,17 +373,22 @@ class Liveness {
       if (ends[y] == a.start) return TakesOver(a, y);
       return false;
     };
+    // The ranges that can meet [start, end] are those starting at or before `end`, walked back until one ends
+    // before `start` (ranges in an allocation are disjoint: the earlier ones end earlier).
     auto fits = [&](int t, const Allocation& a) {
       const Buffer& buffer = buffers_[t];
       if (buffer.bytes > a.bytes || (buffer.output && buffer.bytes != a.bytes)) return false;
-      for (int other : a.buffers) {
-        if (!disjoint(t, other)) return false;
+      auto it = a.ranges.upper_bound(std::make_pair(ends[t], INT32_MAX));
+      while (it != a.ranges.begin()) {
+        --it;
+        if (it->second < buffer.start) break;
+        if (!disjoint(t, it->first.second)) return false;
       }
       return true;
     };
     auto try_place = [&](int t, int k) {
       if (allocation_of[t] >= 0 || !fits(t, allocations[k])) return;
-      allocations[k].buffers.push_back(t);
+      occupy(allocations[k], t);
       allocation_of[t] = k;
     };
     for (int t : order) {
@@ -385,7 +402,8 @@ class Liveness {
       for (int k = static_cast<int>(allocations.size()) - 1; k >= 0 && allocation_of[t] < 0; --k) try_place(t, k);
       if (allocation_of[t] < 0 && buffer.output) {  // an output gets an allocation of its own
         allocation_of[t] = static_cast<int>(allocations.size());
-        allocations.push_back(Allocation{buffer.bytes, {t}});
+        allocations.push_back(Allocation{buffer.bytes, {}});
+        occupy(allocations.back(), t);
       }
       buffer.in_output = allocation_of[t] >= 0 && !buffer.output;
     }
@@ -431,12 +449,12 @@ class Liveness {
 
   void Totals(const Computation& c, MemoryEstimate* e) const {
     for (const Buffer& b : buffers_) {
-      if (b.kind == BufferKind::kArgument) e->argument_bytes += b.bytes;
+      if (b.kind == BufferKind::kArgument) e->argument_bytes = SaturatingAdd(e->argument_bytes, b.bytes);
     }
     std::vector<int64_t> out;
     ArrayLeaves(c.root()->shape(), &out);
-    for (int64_t b : out) e->output_bytes += b;
-    e->output_bytes += TupleTableBytes(c.root()->shape());
+    for (int64_t b : out) e->output_bytes = SaturatingAdd(e->output_bytes, b);
+    e->output_bytes = SaturatingAdd(e->output_bytes, TupleTableBytes(c.root()->shape()));
   }
 
   bool InHeap(const Buffer& b) const { return b.kind == BufferKind::kTemp && !b.output && !b.in_output; }
@@ -489,7 +507,8 @@ class Liveness {
     std::vector<std::vector<int64_t>> tables_dying(static_cast<size_t>(n) + 1);
     std::vector<bool> live(slot_end.size(), false);
     std::multiset<std::pair<int64_t, int64_t>> live_sizes;  // (raw bytes, alignment padding) of live slots and tables
-    int64_t now = 0, peak = 0, peak_index = -1;
+    long double now = 0, peak = 0;  // exact to 2^64 on x86-64: a module may declare arrays of 2^62 bytes
+    int64_t peak_index = -1;
     for (int64_t i = 0; i < n; ++i) {
       const Instruction& ins = *c.instruction(i);
       for (int b : leaves_[i]) {
@@ -507,7 +526,7 @@ class Liveness {
       }
       const int64_t callee = CalleePeak(ins);
       const int64_t top_padding = live_sizes.empty() ? 0 : live_sizes.begin()->second;
-      const int64_t here = callee > 0 ? now + callee : now - top_padding;
+      const long double here = callee > 0 ? now + callee : now - top_padding;
       if (here > peak) peak = here, peak_index = i;
       for (int s : dying[i]) {
         if (!live[s]) continue;
@@ -521,7 +540,7 @@ class Liveness {
       }
     }
     if (estimate != nullptr && peak_index >= 0) Describe(c, slot, slot_end, peak_index, estimate);
-    return peak;
+    return peak >= static_cast<long double>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(peak);
   }
 
   // Where the temporaries peak and the largest of them live there.

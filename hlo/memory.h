@@ -46,8 +46,12 @@ struct MemoryEstimate {
   // The largest temporaries live at that peak (up to 8): the instruction that made each, and its bytes.
   std::vector<std::pair<std::string, int64_t>> live_at_peak;
   // What one device needs at the peak: arguments + outputs + temporaries - aliased outputs (XLA's
-  // argument_size + output_size + temp_size - alias_size).
-  int64_t peak_bytes() const { return argument_bytes + output_bytes + temp_bytes - alias_bytes; }
+  // argument_size + output_size + temp_size - alias_size). Every figure saturates at INT64_MAX (8 EiB) instead of
+  // wrapping (a module may declare arrays of 2^62 bytes).
+  int64_t peak_bytes() const {
+    const long double sum = static_cast<long double>(argument_bytes) + output_bytes + temp_bytes - alias_bytes;
+    return sum >= static_cast<long double>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(sum);
+  }
 };
 
 MemoryEstimate EstimateMemory(const Module& module);

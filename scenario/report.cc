@@ -337,7 +337,9 @@ std::string HloReport(const WorkloadResult& r) {
   std::string out = fmt::format("by instruction class:\n{}", StepsTable(by_class));
   out += fmt::format("module {} on {} devices ({} simulated: every device runs the same program), {} instructions "
                      "executed; communication exposed {}, hidden under compute {}\n",
-                     h.module, h.devices, h.simulated_devices, h.executed_ops, FormatSeconds(h.exposed_comm_seconds),
+                     h.module, h.devices, h.simulated_devices,
+                     h.executed_ops == INT64_MAX ? std::string("more than 9.2e18") : std::to_string(h.executed_ops),
+                     FormatSeconds(h.exposed_comm_seconds),
                      FormatSeconds(h.hidden_comm_seconds));
   out += fmt::format("memory per device (buffer liveness): arguments {}, outputs {}{}, temporaries {} (peak at {})\n",
                      HumanBytes(h.argument_bytes), HumanBytes(h.output_bytes),

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <memory>
 #include <string>
 
@@ -17,6 +19,7 @@ namespace spmdsim::hlo {
 namespace {
 
 using ::testing::DoubleNear;
+using ::testing::Contains;
 using ::testing::HasSubstr;
 
 Mesh DevicesOf(const std::string& topology, int64_t n) {
@@ -175,6 +178,77 @@ TEST(Memory, FollowsBufferLivenessAlongTheSchedule) {
                            "  %a = f32[1024] exponential(%x)\n  %b = f32[1024] exponential(%a)\n"
                            "  %c = f32[1024] exponential(%b)\n  ROOT %d = f32[1024] negate(%c)\n}\n");
   EXPECT_EQ(EstimateMemory(*chain).temp_bytes, 0);
+}
+
+// Hostile but legal modules: a call chain 100,000 deep (no recursion in the walk or the memory estimate), twenty
+// nested loops of 1,000 trips each (priced once per distinct state, not 2^20 walks; counts saturate), arrays of 2^62
+// bytes (no wrap-around), and 200,000 instructions (the memory estimate is linear: under a second).
+TEST(Predict, ADeepCallChainIsWalkedWithoutRecursion) {
+  constexpr int kDepth = 100'000;
+  std::string text = "HloModule deep\n%c0 (x: f32[4]) -> f32[4] {\n  %x = f32[4] parameter(0)\n"
+                     "  ROOT %y = f32[4] exponential(%x)\n}\n";
+  for (int i = 1; i < kDepth; ++i) {
+    text += fmt::format("%c{} (x: f32[4]) -> f32[4] {{\n  %x = f32[4] parameter(0)\n  ROOT %y = f32[4] call(%x), "
+                        "to_apply=%c{}\n}}\n", i, i - 1);
+  }
+  text += fmt::format("ENTRY %e (x: f32[4]) -> f32[4] {{\n  %x = f32[4] parameter(0)\n  ROOT %y = f32[4] call(%x), "
+                      "to_apply=%c{}\n}}\n", kDepth - 1);
+  const Prediction p = Predict(Abstract(ParseModule(text)), DevicesOf("cpu:1", 1));
+  EXPECT_EQ(p.by_class.front().count, 1);
+  EXPECT_EQ(p.memory.argument_bytes, 16);
+}
+
+TEST(Predict, NestedLoopsArePricedOncePerStateAndTheirCountsSaturate) {
+  constexpr int kDepth = 20;
+  std::string text = "HloModule nested\n"
+      "%cond (s: (s32[], f32[64])) -> pred[] {\n  %s = (s32[], f32[64]) parameter(0)\n"
+      "  %i = s32[] get-tuple-element(%s), index=0\n  %n = s32[] constant(1000)\n"
+      "  ROOT %lt = pred[] compare(%i, %n), direction=LT\n}\n"
+      "%body0 (s: (s32[], f32[64])) -> (s32[], f32[64]) {\n  %s = (s32[], f32[64]) parameter(0)\n"
+      "  %i = s32[] get-tuple-element(%s), index=0\n  %x = f32[64] get-tuple-element(%s), index=1\n"
+      "  %one = s32[] constant(1)\n  %j = s32[] add(%i, %one)\n  %y = f32[64] exponential(%x)\n"
+      "  ROOT %t = (s32[], f32[64]) tuple(%j, %y)\n}\n";
+  auto loop = [](int body) {
+    return fmt::format("  %zero = s32[] constant(0)\n  %init = (s32[], f32[64]) tuple(%zero, %x)\n"
+                       "  %w = (s32[], f32[64]) while(%init), condition=%cond, body=%body{}, "
+                       "backend_config={{\"known_trip_count\":{{\"n\":\"1000\"}}}}\n", body);
+  };
+  for (int k = 1; k < kDepth; ++k) {
+    text += fmt::format("%body{} (s: (s32[], f32[64])) -> (s32[], f32[64]) {{\n  %s = (s32[], f32[64]) parameter(0)\n"
+                        "  %i = s32[] get-tuple-element(%s), index=0\n  %x = f32[64] get-tuple-element(%s), index=1\n"
+                        "{}  %y = f32[64] get-tuple-element(%w), index=1\n  %one = s32[] constant(1)\n"
+                        "  %j = s32[] add(%i, %one)\n  ROOT %t = (s32[], f32[64]) tuple(%j, %y)\n}}\n", k, loop(k - 1));
+  }
+  text += fmt::format("ENTRY %e (x: f32[64]) -> f32[64] {{\n  %x = f32[64] parameter(0)\n{}"
+                      "  ROOT %y = f32[64] get-tuple-element(%w), index=1\n}}\n", loop(kDepth - 1));
+  const Prediction p = Predict(Abstract(ParseModule(text)), DevicesOf("cpu:1", 1));
+  EXPECT_EQ(p.executed_ops, INT64_MAX);
+  EXPECT_GT(p.step_seconds, 1e40);  // 1000^20 exponentials
+  EXPECT_THAT(p.notes, Contains(HasSubstr("ran again from a state they had run from")));
+}
+
+TEST(Memory, ArraysOfTwoToTheSixtyTwoBytesSaturateInsteadOfWrapping) {
+  const MemoryEstimate e = EstimateMemory(*ParseModule(
+      "HloModule huge\nENTRY %e (a: f32[1073741824,1073741824], b: f32[1073741824,1073741824]) -> "
+      "f32[1073741824,1073741824] {\n  %a = f32[1073741824,1073741824] parameter(0)\n"
+      "  %b = f32[1073741824,1073741824] parameter(1)\n  ROOT %d = f32[1073741824,1073741824] dot(%a, %b), "
+      "lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n"));
+  EXPECT_EQ(e.argument_bytes, INT64_MAX);
+  EXPECT_EQ(e.peak_bytes(), INT64_MAX);
+}
+
+TEST(Memory, TheEstimateIsLinearInTheModulesSize) {
+  std::string text = "HloModule wide\nENTRY %e (x: f32[256]) -> f32[256] {\n  %v0 = f32[256] parameter(0)\n";
+  constexpr int kInstructions = 200'000;
+  for (int i = 1; i < kInstructions; ++i) {
+    text += fmt::format("  %v{} = f32[256] {}(%v{})\n", i, i % 2 ? "exponential" : "negate", i - 1);
+  }
+  text += fmt::format("  ROOT %r = f32[256] add(%v{}, %v{})\n}}\n", kInstructions - 1, kInstructions / 2);
+  const auto m = ParseModule(text);
+  const MemoryEstimate e = EstimateMemory(*m);  // 33 s before the interval sets; ~0.3 s now (not timed here)
+  // %v100000, held to the end, lives in the output's allocation (the root adds it in place); the chain before and
+  // after it reuses one heap slot each, never live together: one 1 KiB slot at a time.
+  EXPECT_EQ(e.temp_bytes, 1024);
 }
 
 TEST(Predict, RefusesAMeshOfTheWrongSize) {
