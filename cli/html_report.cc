@@ -412,7 +412,7 @@ std::string PlanScatterFigure(const PlanResult& plan) {
                                   p.peak_bytes / kGiB)});
   for (size_t k = 0; k < plan.best.size(); ++k) {
     const PlanEntry& e = plan.best[k];
-    points.push_back({e.peak_bytes, e.step.step_seconds,
+    points.push_back({e.peak_bytes(), e.step.step_seconds,
                       fmt::format("#{} {}: {}, MFU {:.1f}%", k + 1, e.Describe(), FormatSeconds(e.step.step_seconds),
                                   100 * e.step.mfu),
                       static_cast<int>(k)});
@@ -429,7 +429,7 @@ std::string RankedTable(const PlanResult& plan) {
     const PlanEntry& e = plan.best[k];
     out += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}%</td><td>{}</td></tr>", k + 1,
                        Escape(e.Describe()), FormatSeconds(e.step.step_seconds), 100 * e.step.mfu,
-                       HumanBytes(static_cast<int64_t>(e.peak_bytes)));
+                       HumanBytes(static_cast<int64_t>(e.peak_bytes())));
   }
   return out + "</table>";
 }
@@ -447,8 +447,10 @@ std::string RunHtmlReport(const Scenario& s, const std::vector<WorkloadResult>& 
   return Page("spmdsim run: " + s.name, body);
 }
 
-std::string PlanHtmlReport(const PlanResult& plan, const std::string& model_name, const std::string& topology,
-                           const std::string& command, const PlanWinner* winner) {
+std::string PlanHtmlReport(const ScenarioPlan& scenario_plan, const std::string& command) {
+  const PlanResult& plan = scenario_plan.result;
+  const std::string& model_name = scenario_plan.model.name;
+  const std::string topology = scenario_plan.topology ? scenario_plan.topology->ToString() : "";
   std::string body = fmt::format("<h1>plan: {} on {}</h1>", Escape(model_name), Escape(topology));
   body += SummaryTable({{"command", command},
                         {"devices", plan.topology.empty() ? fmt::format("{}", plan.devices) : plan.topology},
@@ -464,9 +466,9 @@ std::string PlanHtmlReport(const PlanResult& plan, const std::string& model_name
   body += R"(<p class="note">Each dot is a configuration that fits within the memory limit and was predicted; )"
           R"(the fastest are marked and numbered (1 in red). Hover a dot for its configuration.</p>)";
   body += "<h2>The fastest configurations</h2>" + RankedTable(plan);
-  if (winner != nullptr) {
+  if (scenario_plan.best_schedule != nullptr && !plan.best.empty()) {
     body += fmt::format("<h2>#1: {}</h2>", Escape(plan.best.front().Describe()));
-    body += ModelSection("best", winner->accounting, winner->step, plan.devices);
+    body += ModelSection("best", plan.best.front().accounting, *scenario_plan.best_schedule, plan.devices);
   }
   return Page("spmdsim plan: " + model_name, body);
 }

@@ -25,9 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "model/accounting.h"
-#include "model/plan.h"
-#include "model/step.h"
+#include "scenario/plan.h"
 #include "scenario/scenario.h"
 #include "workloads/workloads.h"
 
@@ -37,15 +35,10 @@ namespace spmdsim::cli {
 std::string RunHtmlReport(const Scenario& scenario, const std::vector<WorkloadResult>& results,
                           const std::string& command);
 
-// The fastest configuration of a plan, simulated again with its schedule recorded.
-struct PlanWinner {
-  ModelAccounting accounting;
-  ModelStepTimes step;  // with schedule
-};
-
-// The page of `spmdsim plan` on `topology`; `winner` may be null (no configuration fits).
-std::string PlanHtmlReport(const PlanResult& plan, const std::string& model_name, const std::string& topology,
-                           const std::string& command, const PlanWinner* winner);
+// The page of `spmdsim plan`; `command` is shown as given. The fastest configuration's section needs its step
+// with the schedule (ScenarioPlan::best_schedule, PlanScenarioOptions::record_best_schedule): without it, or when
+// nothing fits, the page has the scatter and the table only.
+std::string PlanHtmlReport(const ScenarioPlan& plan, const std::string& command);
 
 }  // namespace spmdsim::cli
 

@@ -7,31 +7,27 @@
 // prints the fastest N and writes the fastest as a ready-to-run scenario (--write; default
 // <model>-<topology>-gb<global batch>.plan.yaml in the working directory, named after what it describes; "" to
 // skip), whose first lines hold the command that reproduces it, and, with --html, a page with the step time vs
-// memory of every evaluated configuration and the fastest one's step (cli/html_report.h).
+// memory of every evaluated configuration and the fastest one's step (cli/html_report.h). The search, its
+// calibration and what is printed are PlanScenario's (scenario/plan.h), which Python's spmdsim.plan() calls too.
 #include <unistd.h>
 
-#include <cctype>
 #include <cstdio>
 #include <exception>
 #include <fstream>
 #include <limits>
-#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "cli/cli_util.h"
-#include "cli/html_report.h"
 #include "cli/commands.h"
+#include "cli/html_report.h"
 #include "common/error.h"
 #include "common/strings.h"
 #include "common/user_text.h"
-#include "mesh/topology.h"
-#include "scenario/report.h"
+#include "scenario/plan.h"
 #include "scenario/scenario.h"
-#include "model/plan.h"
-#include "scenario/calibration_file.h"
 
 namespace spmdsim::cli {
 namespace {
@@ -73,19 +69,6 @@ double ParseHeadroom(const std::string& text) {
   return value;
 }
 
-// The file a plan is written to, named after what it describes: the model, the machine and the global batch
-// ("llama3_8b-dgx-h100-2-gb64.plan.yaml", "llama3_8b-v5p-128-gb64.plan.yaml").
-std::string PlanFileName(const ModelConfig& model, const Topology& topology) {
-  const std::string machine = topology.accelerator_type().empty() ? topology.ToString() : topology.accelerator_type();
-  std::string name = fmt::format("{}-{}-gb{}", model.name, machine, model.global_batch);
-  std::string out;
-  for (char c : name) {
-    if (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') out += c;
-    else if (c == ':' || c == ' ') out += (out.empty() || out.back() == '-') ? "" : "-";
-  }
-  return out + ".plan.yaml";
-}
-
 // The command that reproduces the plan, every option that decides the result spelled out (the topology is the
 // scenario's unless --topology was given), without its output options.
 std::string PlanCommandOptions(const PlanFlags& flags, int64_t global_batch, double headroom) {
@@ -99,100 +82,53 @@ std::string PlanCommandOptions(const PlanFlags& flags, int64_t global_batch, dou
   return out;
 }
 
-void WriteScenario(const std::string& path, const std::string& command, const Topology& topology,
-                   const PlanResult& result) {
-  const PlanEntry& best = result.best.front();
-  std::string comment = fmt::format(
-      "Written by `{}`.\nThe fastest configuration of {} on {}, {}: predicted {} per step, MFU {:.1f}%, peak memory "
-      "{} of {} per device ({:g}% kept free).",
-      command, best.config.name, topology.ToString(), topology.ChipCountText(), FormatSeconds(best.step.step_seconds),
-      100 * best.step.mfu, HumanBytes(static_cast<int64_t>(best.peak_bytes)), HumanBytes(topology.memory_bytes()),
-      100 * result.memory_headroom);
-  for (const std::string& w : best.step.warnings) comment += "\nWARNING: " + w;
-  const std::string name = PlanFileName(best.config, topology);  // what the file describes
-  const std::string text = ModelScenarioYaml(
-      name.substr(0, name.size() - std::string(".plan.yaml").size()) + "-plan", fmt::format("fastest configuration found by spmdsim plan: {}", best.Describe()),
-      topology.ToString(), best.mesh_axes, best.config, comment, best.split_physical_axes);
+// Writes `text` to `path`; `flag` names the option in messages.
+void WriteFile(const std::string& path, const std::string& text, const char* flag) {
   std::ofstream out(path, std::ios::trunc);
-  if (!out) Throw(ErrorCode::kInvalidArgument, "--write: cannot write '{}'", path);
+  if (!out) Throw(ErrorCode::kInvalidArgument, "{}: cannot write '{}'", flag, path);
   out << text;
-  if (!out) Throw(ErrorCode::kInvalidArgument, "--write: failed writing '{}'", path);
+  if (!out) Throw(ErrorCode::kInvalidArgument, "{}: failed writing '{}'", flag, path);
 }
 
-// The calibration every configuration is predicted with: --calibration's profile (fitted on the topology's
-// devices and the model's stack), else the scenario's topology.calibration when its topology is planned on.
-StepCalibration PlanCalibration(const PlanFlags& flags, const Scenario& s, const ModelConfig& model,
-                                const Topology& topology) {
-  if (flags.calibration.empty())
-    return s.topology.calibration && flags.topology.empty() ? s.topology.calibration->figures : StepCalibration{};
-  const CalibrationProfile profile = LoadCalibrationProfile(flags.calibration);
-  if (profile.device_kind != topology.device_kind())
-    Throw(ErrorCode::kInvalidArgument, "--calibration: {} was fitted on {}, the topology's devices are {}",
-          flags.calibration, profile.device_kind, topology.device_kind());
-  if (profile.stack != ResolveStack(model.stack, topology))
-    Throw(ErrorCode::kInvalidArgument, "--calibration: {} was fitted on stack {}, the model runs on {}",
-          flags.calibration, StackName(profile.stack), StackName(ResolveStack(model.stack, topology)));
-  return profile.figures;
-}
-
-// The fastest configuration simulated again with its schedule (and the plan's calibration), and the page.
-void WriteHtml(const PlanFlags& flags, const PlanResult& result, const ModelConfig& model, const Topology& topology,
-               const PlanOptions& options) {
-  std::optional<PlanWinner> winner;
-  if (!result.best.empty()) {
-    const ValidatedModel valid = ValidateModel(result.best.front().config, result.best.front().mesh);
-    winner = PlanWinner{AccountModel(valid),
-                        PredictModelStep(valid, {.calibration = options.calibration, .record_schedule = true})};
-  }
-  const std::string command =
-      PlanCommandOptions(flags, model.global_batch, options.memory_headroom) + " --html " + flags.html;
-  const std::string page =
-      PlanHtmlReport(result, model.name, topology.ToString(), command, winner ? &*winner : nullptr);
-  std::ofstream out(flags.html, std::ios::trunc);
-  if (!out) Throw(ErrorCode::kInvalidArgument, "--html: cannot write '{}'", flags.html);
-  out << page;
-  if (!out) Throw(ErrorCode::kInvalidArgument, "--html: failed writing '{}'", flags.html);
-}
-
-ExitCode Plan(const PlanFlags& flags) {
-  const Scenario s = LoadScenario(flags.file);
-  ModelConfig model = FirstModelWorkload(s);
-  if (!flags.stack.empty()) model.stack = ParseStack(flags.stack);
-  // The scenario's own topology object (its link, network and slice settings kept), or --topology's preset.
-  const std::shared_ptr<const Topology> topology =
-      flags.topology.empty() ? s.topology.topology : std::make_shared<const Topology>(Topology::Parse(flags.topology));
-  PlanOptions options;
-  options.calibration = PlanCalibration(flags, s, model, *topology);
+PlanScenarioOptions OptionsOf(const PlanFlags& flags) {
+  PlanScenarioOptions options;
+  options.topology = flags.topology;
   options.global_batch = flags.global_batch;
   options.top = flags.top;
   options.threads = flags.threads;
   options.max_context = flags.max_context;
   options.search_placement = !flags.no_placement;
   options.memory_headroom = ParseHeadroom(flags.memory_headroom);
-  const bool bar = !flags.json && isatty(STDERR_FILENO);
-  if (bar) {
+  options.stack = flags.stack;
+  options.calibration = flags.calibration;
+  options.record_best_schedule = !flags.html.empty();
+  if (!flags.json && isatty(STDERR_FILENO)) {
     options.progress = [](int64_t done, int64_t total) {
       if (done % 16 != 0 && done != total) return;
       fmt::print(stderr, "\r\033[Kplan: {}/{} configurations", done, total);
       std::fflush(stderr);
     };
   }
-  const PlanResult result = PlanModel(model, topology, options);
-  if (bar) fmt::print(stderr, "\r\033[K");
-  if (options.global_batch > 0) model.global_batch = options.global_batch;
+  return options;
+}
+
+ExitCode Plan(const PlanFlags& flags) {
+  const PlanScenarioOptions options = OptionsOf(flags);
+  const ScenarioPlan plan = PlanScenario(LoadScenario(flags.file), options);
+  if (options.progress) fmt::print(stderr, "\r\033[K");
+  const std::string command = PlanCommandOptions(flags, plan.model.global_batch, options.memory_headroom);
   if (flags.json) {
-    fmt::print("{}\n", PlanJson(result).dump(2));
+    fmt::print("{}\n", PlanJson(plan.result).dump(2));
   } else {
-    fmt::print("{}", PlanReport(result, model));
+    fmt::print("{}", PlanReport(plan));
   }
   if (!flags.html.empty()) {
-    WriteHtml(flags, result, model, *topology, options);
+    WriteFile(flags.html, PlanHtmlReport(plan, command + " --html " + flags.html), "--html");
     if (!flags.json) fmt::print("wrote the report to {}\n", flags.html);
   }
-  const std::string path = flags.write == "\x01" ? PlanFileName(model, *topology) : flags.write;
-  if (!path.empty() && !result.best.empty()) {
-    WriteScenario(path, PlanCommandOptions(flags, model.global_batch, options.memory_headroom) + " --write " + path,
-                  *topology, result);
+  const std::string path = flags.write == "\x01" ? PlanFileName(plan) : flags.write;
+  if (!path.empty() && !plan.result.best.empty()) {
+    WriteFile(path, PlanScenarioYaml(plan, command + " --write " + path), "--write");
     if (!flags.json) fmt::print("wrote the fastest configuration to {} (spmdsim run --abstract {})\n", path, path);
   }
   return ExitCode::kOk;

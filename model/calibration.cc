@@ -149,16 +149,18 @@ CalibrationProfile FitCalibration(const std::vector<CalibrationRun>& runs, const
   return profile;
 }
 
+void CheckCalibrationFits(const CalibrationProfile& profile, std::string_view name, std::string_view device_kind,
+                          SoftwareStack stack) {
+  if (device_kind == profile.device_kind && stack == profile.stack) return;
+  Throw(ErrorCode::kFailedPrecondition, "{} was fitted on {} with stack {}; the model runs on {} with stack {}", name,
+        profile.device_kind, StackName(profile.stack), device_kind, StackName(stack));
+}
+
 ModelStepOptions ApplyCalibration(const ModelStepOptions& options, const CalibrationProfile& profile,
                                   const ValidatedModel& model) {
   SPMDSIM_CHECK(model.mesh().topology() != nullptr, "a calibrated model needs a topology");
-  const std::string kind(model.mesh().topology()->device_kind());
-  const SoftwareStack stack = ModelStack(model);
-  if (kind != profile.device_kind || stack != profile.stack) {
-    Throw(ErrorCode::kFailedPrecondition,
-          "calibration profile fitted on {} with stack {} does not apply to model '{}' on {} with stack {}",
-          profile.device_kind, StackName(profile.stack), model.config().name, kind, StackName(stack));
-  }
+  CheckCalibrationFits(profile, fmt::format("the calibration profile of model '{}'", model.config().name),
+                       model.mesh().topology()->device_kind(), ModelStack(model));
   ModelStepOptions out = options;
   out.calibration = profile.figures;
   return out;

@@ -62,8 +62,16 @@ double CalibrationFigureValue(const StepCalibration& figures, std::string_view n
 // unknown figure, names one twice, or names more figures than there are runs.
 CalibrationProfile FitCalibration(const std::vector<CalibrationRun>& runs, const CalibrationOptions& options = {});
 
-// `options` with the profile's figures, for `model`. Throws Error(kFailedPrecondition) naming both when the
-// profile was fitted on another device kind or stack than `model` runs on.
+// Whether a profile applies to a model that runs on `device_kind` with the resolved `stack`: throws
+// Error(kFailedPrecondition) "<name> was fitted on <kind> with stack <stack>; the model runs on <kind> with stack
+// <stack>" when either differs. `name` says which profile ("calibration profile h100.yaml").
+// Example: CheckCalibrationFits(profile, "calibration profile h100.yaml", "NVIDIA A100-SXM4-80GB",
+//                               SoftwareStack::kMegatron) throws for a profile fitted on H100s.
+void CheckCalibrationFits(const CalibrationProfile& profile, std::string_view name, std::string_view device_kind,
+                          SoftwareStack stack);
+
+// `options` with the profile's figures, for `model`. Throws what CheckCalibrationFits throws when the profile
+// was fitted on another device kind or stack than `model` runs on.
 ModelStepOptions ApplyCalibration(const ModelStepOptions& options, const CalibrationProfile& profile,
                                   const ValidatedModel& model);
 

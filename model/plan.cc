@@ -296,12 +296,13 @@ Outcome Evaluate(const ModelConfig& model, const PlacedMesh& placed, const Candi
       out.reason = ReasonOf(e.message());
       return out;
     }
-    const ModelAccounting a = AccountModel(*valid);
-    if (a.peak_bytes > a.capacity_bytes * (1 - o.memory_headroom)) continue;
+    ModelAccounting accounting = AccountModel(*valid);
+    if (accounting.peak_bytes > accounting.capacity_bytes * (1 - o.memory_headroom)) continue;
     level = recompute;
-    PlanEntry entry{valid->config(), cand.axes, PredictModelStep(*valid, {.calibration = o.calibration}),
-                    a.peak_bytes, placed.split, mesh};
-    if (!out.entry || entry.step.step_seconds < out.entry->step.step_seconds) out.entry = std::move(entry);
+    ModelStepTimes step = PredictModelStep(*valid, {.calibration = o.calibration});
+    PlanEntry entry{.model = std::move(*valid), .mesh_axes = cand.axes, .accounting = std::move(accounting),
+                    .step = std::move(step), .split_physical_axes = placed.split};
+    if (!out.entry || PlanRanksBefore(entry, *out.entry)) out.entry = std::move(entry);
   }
   if (out.entry) {
     out.kind = Outcome::Kind::kEvaluated;
@@ -315,12 +316,12 @@ Outcome Evaluate(const ModelConfig& model, const PlacedMesh& placed, const Candi
   return out;
 }
 
-}  // namespace
-
-std::string PlanEntry::Describe() const {
+// "data 8 x tensor 2 (1f1b) + sp, mb 1, recompute none, zero 1": the configuration and its mesh axes in order.
+std::string DescribeConfiguration(const ModelConfig& config, const std::vector<std::pair<std::string, int64_t>>& axes,
+                                  bool split_physical_axes) {
   const ModelParallelism& p = config.parallel;
   std::string out;
-  for (const auto& [axis, size] : mesh_axes) {
+  for (const auto& [axis, size] : axes) {
     if (!out.empty()) out += " x ";
     out += fmt::format("{} {}", axis, size);
   }
@@ -339,6 +340,15 @@ std::string PlanEntry::Describe() const {
                      p.zero_stage);
   return out;
 }
+
+}  // namespace
+
+bool PlanRanksBefore(const PlanEntry& a, const PlanEntry& b) {
+  if (a.step.step_seconds != b.step.step_seconds) return a.step.step_seconds < b.step.step_seconds;
+  return a.peak_bytes() < b.peak_bytes();
+}
+
+std::string PlanEntry::Describe() const { return DescribeConfiguration(config(), mesh_axes, split_physical_axes); }
 
 PlanResult PlanModel(const ModelConfig& model, std::shared_ptr<const Topology> topology, const PlanOptions& options) {
   const auto start = std::chrono::steady_clock::now();
@@ -386,22 +396,22 @@ PlanResult PlanModel(const ModelConfig& model, std::shared_ptr<const Topology> t
         ++result.evaluated;
         if (outcomes[i].entry->split_physical_axes) ++result.split_placements;
         order.push_back(i);
-        result.points.push_back({outcomes[i].entry->step.step_seconds, outcomes[i].entry->peak_bytes,
+        result.points.push_back({outcomes[i].entry->step.step_seconds, outcomes[i].entry->peak_bytes(),
                                  outcomes[i].entry->Describe()});
         break;
     }
   }
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return outcomes[a].entry->step.step_seconds < outcomes[b].entry->step.step_seconds;
-  });
+  // Stable: exact ties in step and memory stay in enumeration order.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return PlanRanksBefore(*outcomes[a].entry, *outcomes[b].entry); });
   // Placements that come out the same (e.g. axis orders inside one host) are listed once: the first.
   std::vector<std::string> listed;
   for (size_t k = 0; k < order.size() && static_cast<int64_t>(result.best.size()) < options.top; ++k) {
     PlanEntry& e = *outcomes[order[k]].entry;
     std::vector<std::pair<std::string, int64_t>> axes = e.mesh_axes;
     std::sort(axes.begin(), axes.end());
-    PlanEntry sorted{e.config, axes, {}, 0, e.split_physical_axes, nullptr};
-    const std::string key = fmt::format("{} {:.17g}", sorted.Describe(), e.step.step_seconds);
+    const std::string key =
+        fmt::format("{} {:.17g}", DescribeConfiguration(e.config(), axes, e.split_physical_axes), e.step.step_seconds);
     if (std::find(listed.begin(), listed.end(), key) != listed.end()) {
       ++result.equivalent_placements;
       continue;

@@ -21,6 +21,10 @@
 // Placement on TPUs: an axis order that MakeDeviceMesh cannot lay out keeping each physical torus axis whole is
 // tried again with allow_split_physical_axes (JAX's create_device_mesh flag: a physical axis may then serve several
 // mesh axes), as a user of mesh_utils would; the entry records it.
+// Ranking: by predicted step time; exact ties by peak memory per device (lower first), then in enumeration order
+// (the order above: degrees, then placement, then micro-batch and schedule), so the result is deterministic and
+// the leaner of two equally fast configurations is listed first. Among the memory options of one candidate the
+// same order picks the one kept.
 // Errors: Error(kInvalidArgument) for a global batch < 1, a non-positive top, threads < 0 or a memory headroom
 // outside [0, 1); a model that is
 // invalid on any mesh (e.g. heads = 0) throws what ValidateModel throws for the first configuration tried.
@@ -36,6 +40,7 @@
 #include <vector>
 
 #include "mesh/topology.h"
+#include "model/accounting.h"
 #include "model/config.h"
 #include "model/step.h"
 
@@ -64,14 +69,17 @@ struct PlanOptions {
 };
 
 struct PlanEntry {
-  ModelConfig config;                                   // the model with the searched fields set
+  ValidatedModel model;                                    // the model with the searched fields set, validated on
+                                                           // the mesh it was evaluated on (model.shared_mesh())
   std::vector<std::pair<std::string, int64_t>> mesh_axes;  // in mesh order (the last varies fastest)
-  ModelStepTimes step;
-  double peak_bytes = 0;                                // peak memory per device (AccountModel)
+  ModelAccounting accounting;                              // AccountModel(model): memory per device
+  ModelStepTimes step;                                     // PredictModelStep(model) with the plan's calibration
   // The mesh needed JAX's create_device_mesh(..., allow_split_physical_axes=True): a physical torus axis shared
   // by several mesh axes (TPUs; tried when no placement keeps the physical axes whole).
   bool split_physical_axes = false;
-  std::shared_ptr<const Mesh> mesh;                     // the mesh it was evaluated on (ValidateModel(config, mesh))
+
+  const ModelConfig& config() const { return model.config(); }
+  double peak_bytes() const { return accounting.peak_bytes; }  // peak memory per device
   std::string Describe() const;  // "dp 64 x pp 8 (interleaved 12) x tp 4 + sp, mb 1, recompute none, zero 1"
 };
 
@@ -93,11 +101,17 @@ struct PlanResult {
   int64_t over_memory = 0;      // valid but over the device memory
   int64_t evaluated = 0;        // predicted
   std::map<std::string, int64_t> rejected_because;  // reason (the error's first words) -> count
-  std::vector<PlanEntry> best;  // the `top` fastest, fastest first (ties: enumeration order)
+  std::vector<PlanEntry> best;  // the `top` fastest, fastest first (exact ties: lower peak memory, then
+                                // enumeration order)
   std::vector<PlanPoint> points;  // every evaluated configuration, in enumeration order
   int64_t equivalent_placements = 0;  // entries left out of `best` as the same time as a listed axis order
   double wall_seconds = 0;
 };
+
+// The ranking's order: true when `a` is faster than `b`, or exactly as fast with a lower peak memory per device.
+// Neither before the other: the ranking keeps them in enumeration order (it sorts stably).
+// Example: steps 1.08 s / 40.6 GiB, 1.08 s / 21.7 GiB and 1.07 s / 80 GiB rank 1.07 s, then 21.7 GiB, then 40.6 GiB.
+bool PlanRanksBefore(const PlanEntry& a, const PlanEntry& b);
 
 PlanResult PlanModel(const ModelConfig& model, std::shared_ptr<const Topology> topology, const PlanOptions& options);
 

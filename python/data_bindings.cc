@@ -25,12 +25,12 @@
 #include "common/exit_code.h"
 #include "common/strings.h"
 #include "partition/named_sharding.h"
+#include "scenario/plan.h"
 #include "scenario/report.h"
 #include "scenario/run.h"
 #include "scenario/scenario.h"
 #include "sim/array.h"
 #include "sim/array_builder.h"
-#include "model/plan.h"
 #include "workloads/workloads.h"
 #include "python/bindings.h"
 
@@ -316,24 +316,15 @@ py::object RunScenarioReport(const std::string& source, bool is_text, bool abstr
   return JsonToPy(report);
 }
 
-// What `spmdsim plan --json` prints, as a dict (no scenario file is written).
-py::object PlanScenarioReport(const std::string& source, bool is_text, const std::string& topology,
-                              int64_t global_batch, int64_t top, int threads, int64_t max_context, bool placement,
-                              double memory_headroom) {
+// What `spmdsim plan --json` prints, as a dict (no scenario file is written): PlanScenario with the CLI's options.
+py::object PlanScenarioReport(const std::string& source, bool is_text, const PlanScenarioOptions& options) {
+  if (options.threads < 0)
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("threads must be >= 0 (0: one per core), got {}", options.threads),
+                ErrorKind::kValueError);
   nlohmann::json report;
   {
     py::gil_scoped_release release;
-    Scenario s = ScenarioFrom(source, is_text);
-    ModelConfig model = FirstModelWorkload(s);
-    auto topo = topology.empty() ? s.topology.topology : std::make_shared<const Topology>(Topology::Parse(topology));
-    PlanOptions options;
-    options.global_batch = global_batch;
-    options.top = top;
-    options.threads = threads;
-    options.max_context = max_context;
-    options.search_placement = placement;
-    options.memory_headroom = memory_headroom;
-    report = PlanJson(PlanModel(model, topo, options));
+    report = PlanJson(PlanScenario(ScenarioFrom(source, is_text), options).result);
   }
   return JsonToPy(report);
 }
@@ -350,9 +341,19 @@ void BindData(py::module_& m) {
         "check_replicas=False.");
   m.def("_run_program", &RunProgram);
   m.def("_run_scenario", &RunScenarioReport);
-  m.def("_plan", &PlanScenarioReport, py::arg("source"), py::arg("is_text"), py::arg("topology"),
-        py::arg("global_batch"), py::arg("top"), py::arg("threads"), py::arg("max_context"), py::arg("placement"),
-        py::arg("memory_headroom") = PlanOptions{}.memory_headroom);
+  m.def("_plan",
+        [](const std::string& source, bool is_text, const std::string& topology, int64_t global_batch, int64_t top,
+           int threads, int64_t max_context, bool placement, double memory_headroom, const std::string& stack,
+           const std::string& calibration) {
+          return PlanScenarioReport(source, is_text,
+                                    {.topology = topology, .global_batch = global_batch, .top = top,
+                                     .threads = threads, .max_context = max_context, .search_placement = placement,
+                                     .memory_headroom = memory_headroom, .stack = stack, .calibration = calibration});
+        },
+        py::arg("source"), py::arg("is_text"), py::arg("topology"), py::arg("global_batch"), py::arg("top"),
+        py::arg("threads"), py::arg("max_context"), py::arg("placement"),
+        py::arg("memory_headroom") = PlanScenarioOptions{}.memory_headroom, py::arg("stack") = "",
+        py::arg("calibration") = "");
   m.def("_array_round_trip", [](py::handle x) { return ArrayToNumpy(ArrayFromNumpy(x)); },
         "numpy -> spmdsim Array -> numpy (tests the dtype mapping of programs).");
   m.def("array_dtypes", [] {

@@ -19,7 +19,6 @@
 
 #include "common/exit_code.h"
 #include "scenario/scenario.h"
-#include "model/plan.h"
 #include "workloads/workloads.h"
 
 namespace spmdsim {
@@ -39,15 +38,6 @@ std::string HumanSummary(const std::vector<WorkloadResult>& results, double wall
 nlohmann::json JsonReport(const Scenario& scenario, const std::vector<WorkloadResult>& results, bool abstract,
                           double wall_seconds, ExitCode exit_code);
 nlohmann::json WorkloadJson(const WorkloadResult& result);
-
-// `spmdsim plan`'s table (the counts, the memory limit with its headroom, the rejections by reason, the fastest
-// configurations, their warnings) and its JSON ({"devices", "topology", "enumerated", "invalid", "over_memory", "evaluated",
-// "rejected_because", "memory_headroom", "capacity_bytes", "split_placements", "wall_seconds",
-// "best": [{"configuration", "mesh_axes", "micro_batch", "recompute", "zero_stage", "schedule", "virtual_stages",
-// "sequence_parallel", "step_seconds", "tokens_per_second", "mfu", "peak_bytes", "exposed_comm_seconds",
-// "bubble_seconds", "sustained_fraction", "warnings", "split_physical_axes"}]}).
-std::string PlanReport(const PlanResult& result, const ModelConfig& model);
-nlohmann::json PlanJson(const PlanResult& result);
 
 // True unless some performed check failed.
 bool AllChecksPassed(const std::vector<WorkloadResult>& results);

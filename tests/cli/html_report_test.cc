@@ -10,8 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/svg.h"
-#include "mesh/topology.h"
-#include "model/plan.h"
+#include "scenario/plan.h"
 #include "scenario/run.h"
 #include "scenario/scenario.h"
 
@@ -101,29 +100,25 @@ TEST(RunHtmlReport, TheModelTimelineShowsEveryStageStreamPhaseExposureAndBubble)
 
 TEST(PlanHtmlReport, ScattersEveryEvaluatedConfigurationAndMarksTheWinners) {
   const Scenario s = ParseScenario(kScenario, "html.yaml");
-  const ValidatedModel& model = std::get<ValidatedModel>(s.workloads[1].config);
-  PlanOptions options;
-  options.top = 3;
-  options.search_placement = false;
-  options.threads = 2;
-  const PlanResult plan =
-      PlanModel(model.config(), std::make_shared<const Topology>(Topology::Parse("dgx-h100:1")), options);
-  ASSERT_GE(plan.best.size(), 3u);
-  EXPECT_EQ(static_cast<int64_t>(plan.points.size()), plan.evaluated);
-  const ValidatedModel best = ValidateModel(plan.best.front().config, plan.best.front().mesh);
-  const PlanWinner winner{AccountModel(best), PredictModelStep(best, {.record_schedule = true})};
-  EXPECT_DOUBLE_EQ(winner.step.step_seconds, plan.best.front().step.step_seconds);
-  const std::string page = PlanHtmlReport(plan, "small", "dgx-h100:1", "spmdsim plan x.yaml --html y", &winner);
+  const ScenarioPlan plan = PlanScenario(s, {.topology = "dgx-h100:1", .top = 3, .threads = 2,
+                                             .search_placement = false, .record_best_schedule = true});
+  ASSERT_GE(plan.result.best.size(), 3u);
+  EXPECT_EQ(static_cast<int64_t>(plan.result.points.size()), plan.result.evaluated);
+  // The winner's step with its schedule is the search's step, from the same validated model.
+  ASSERT_NE(plan.best_schedule, nullptr);
+  ASSERT_NE(plan.best_schedule->schedule, nullptr);
+  EXPECT_DOUBLE_EQ(plan.best_schedule->step_seconds, plan.result.best.front().step.step_seconds);
+  const std::string page = PlanHtmlReport(plan, "spmdsim plan x.yaml --html y");
   ExpectSelfContained(page);
-  EXPECT_EQ(Count(page, "<circle class=\"point\""), plan.evaluated);
+  EXPECT_EQ(Count(page, "<circle class=\"point\""), plan.result.evaluated);
   EXPECT_EQ(Count(page, "<circle class=\"point winner"), 3);
   EXPECT_EQ(Count(page, "<circle class=\"point winner best\""), 1);
   EXPECT_EQ(Count(page, "<svg class=\"figure "), 4);  // scatter, and the winner's timeline, memory, communication
-  EXPECT_THAT(page, HasSubstr(plan.best.front().Describe()));
+  EXPECT_THAT(page, HasSubstr(plan.result.best.front().Describe()));
   // The line is the memory a configuration may use: the capacity less the default 10% headroom.
   EXPECT_THAT(page, HasSubstr("limit 67.06 GiB (10% kept free)"));
   EXPECT_THAT(page, HasSubstr("at most 67.06GiB of the 74.51GiB per device (10% kept free)"));
-  const std::string none = PlanHtmlReport(PlanResult{}, "small", "dgx-h100:1", "spmdsim plan", nullptr);
+  const std::string none = PlanHtmlReport(ScenarioPlan{}, "spmdsim plan");
   EXPECT_EQ(Count(none, "<svg class=\"figure scatter"), 1);
 }
 

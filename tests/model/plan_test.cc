@@ -1,5 +1,10 @@
 #include "model/plan.h"
 
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -41,14 +46,14 @@ TEST(Plan, EveryProposalRunsAsAScenarioAndFits) {
   const PlanResult r = PlanModel(model, Topo("dgx-h100:2"), {.global_batch = 64, .top = 8, .threads = 2});
   ASSERT_FALSE(r.best.empty());
   for (const PlanEntry& e : r.best) {
-    const std::string text = ModelScenarioYaml("p", e.Describe(), "dgx-h100:2", e.mesh_axes, e.config);
+    const std::string text = ModelScenarioYaml("p", e.Describe(), "dgx-h100:2", e.mesh_axes, e.config());
     const Scenario s = ParseScenario(text, "plan.yaml");
     const std::vector<WorkloadResult> results = RunScenario(s, {.abstract = true});
     ASSERT_EQ(results.size(), 1u);
     ASSERT_TRUE(results[0].model_step.has_value()) << e.Describe();
     EXPECT_TRUE(results[0].memory.fits()) << e.Describe();
     EXPECT_DOUBLE_EQ(results[0].model_step->step_seconds, e.step.step_seconds) << e.Describe() << "\n" << text;
-    EXPECT_LE(e.peak_bytes, static_cast<double>(Topology::Parse("dgx-h100:2").memory_bytes()));
+    EXPECT_LE(e.peak_bytes(), static_cast<double>(Topology::Parse("dgx-h100:2").memory_bytes()));
   }
 }
 
@@ -67,12 +72,12 @@ TEST(Plan, SearchesUnevenStagesAndExpertsOverTheTensorRanks) {
                         .max_context = 1, .search_placement = false};
     const PlanResult r = PlanModel(model, Topo("dgx-h100:2"), options);
     for (const PlanEntry& e : r.best) {
-      const ModelParallelism& p = e.config.parallel;
+      const ModelParallelism& p = e.config().parallel;
       accounted += p.embedding_in_split ? 1 : 0;
       first_last += p.first_stage_layers >= 0 ? 1 : 0;
-      folded += e.config.experts_over_tensor() ? 1 : 0;
-      if (!p.embedding_in_split && p.first_stage_layers < 0 && !e.config.experts_over_tensor()) continue;
-      const std::string text = ModelScenarioYaml("p", e.Describe(), "dgx-h100:2", e.mesh_axes, e.config);
+      folded += e.config().experts_over_tensor() ? 1 : 0;
+      if (!p.embedding_in_split && p.first_stage_layers < 0 && !e.config().experts_over_tensor()) continue;
+      const std::string text = ModelScenarioYaml("p", e.Describe(), "dgx-h100:2", e.mesh_axes, e.config());
       const std::vector<WorkloadResult> results = RunScenario(ParseScenario(text, "plan.yaml"), {.abstract = true});
       ASSERT_TRUE(results[0].model_step.has_value()) << e.Describe();
       EXPECT_DOUBLE_EQ(results[0].model_step->step_seconds, e.step.step_seconds) << e.Describe() << "\n" << text;
@@ -113,11 +118,11 @@ TEST(Plan, TheHeadroomKeepsItsShareOfMemoryFree) {
   options.memory_headroom = 0;
   const PlanResult full = PlanModel(llama, Topo("dgx-h100:2"), options);
   ASSERT_FALSE(full.best.empty());
-  EXPECT_GT(full.best.front().peak_bytes, 0.9 * capacity);
+  EXPECT_GT(full.best.front().peak_bytes(), 0.9 * capacity);
   options.memory_headroom = 0.10;
   const PlanResult kept = PlanModel(llama, Topo("dgx-h100:2"), options);
   ASSERT_FALSE(kept.best.empty());
-  for (const PlanEntry& e : kept.best) EXPECT_LE(e.peak_bytes, 0.9 * capacity) << e.Describe();
+  for (const PlanEntry& e : kept.best) EXPECT_LE(e.peak_bytes(), 0.9 * capacity) << e.Describe();
   EXPECT_GE(kept.best.front().step.step_seconds, full.best.front().step.step_seconds);
   EXPECT_DOUBLE_EQ(kept.memory_headroom, 0.10);
   EXPECT_THROW(PlanModel(llama, Topo("dgx-h100:2"), {.memory_headroom = 1.0}), Error);
@@ -138,7 +143,7 @@ TEST(Plan, PlacesTpuLayoutsBySplittingPhysicalAxes) {
     ++checked;
     EXPECT_THROW(MakeDeviceMesh(v4, e.mesh_axes), Error) << e.Describe();  // JAX's default refuses it
     EXPECT_NO_THROW(MakeDeviceMesh(v4, e.mesh_axes, {}, {.allow_split_physical_axes = true}));
-    const std::string text = ModelScenarioYaml("p", e.Describe(), "tpu-v4:4x4x4", e.mesh_axes, e.config, "", true);
+    const std::string text = ModelScenarioYaml("p", e.Describe(), "tpu-v4:4x4x4", e.mesh_axes, e.config(), "", true);
     EXPECT_THAT(text, ::testing::HasSubstr("allow_split_physical_axes: true"));
     const Scenario s = ParseScenario(text, "plan.yaml");
     const std::vector<WorkloadResult> results = RunScenario(s, {.abstract = true});
@@ -146,6 +151,37 @@ TEST(Plan, PlacesTpuLayoutsBySplittingPhysicalAxes) {
     EXPECT_DOUBLE_EQ(results[0].model_step->step_seconds, e.step.step_seconds) << e.Describe();
   }
   EXPECT_EQ(checked, 2);
+}
+
+// Exact ties in step time rank the leaner configuration first, then keep enumeration order: before, they kept
+// enumeration order alone, so a configuration using twice the memory could rank above an equally fast one.
+TEST(Plan, RanksExactTiesByMemoryThenEnumerationOrder) {
+  const PlanResult r = PlanModel(Small(), Topo("dgx-h100:2"), {.top = 100000, .threads = 2});
+  ASSERT_GE(r.best.size(), 4u);
+  for (size_t i = 1; i < r.best.size(); ++i) {
+    const PlanEntry& a = r.best[i - 1];
+    const PlanEntry& b = r.best[i];
+    EXPECT_FALSE(PlanRanksBefore(b, a)) << i << ": " << b.Describe() << " ranks below " << a.Describe();
+  }
+  // Four entries (in this enumeration order) made to tie: 1.0 s at 50 GiB, 1.0 s at 20 GiB twice, 0.9 s at 80 GiB.
+  constexpr double kGiB = 1024.0 * 1024 * 1024;
+  std::vector<PlanEntry> entries;
+  const std::vector<std::pair<double, double>> step_and_peak = {{1.0, 50}, {1.0, 20}, {1.0, 20}, {0.9, 80}};
+  for (size_t i = 0; i < step_and_peak.size(); ++i) {
+    PlanEntry e = r.best[i];
+    e.step.step_seconds = step_and_peak[i].first;
+    e.accounting.peak_bytes = step_and_peak[i].second * kGiB;
+    entries.push_back(std::move(e));
+  }
+  std::vector<std::string> names;
+  for (const PlanEntry& e : entries) names.push_back(e.Describe());
+  std::stable_sort(entries.begin(), entries.end(), PlanRanksBefore);
+  EXPECT_EQ(entries[0].Describe(), names[3]);  // the fastest
+  EXPECT_EQ(entries[1].Describe(), names[1]);  // the ties: the leaner first, in enumeration order ...
+  EXPECT_EQ(entries[2].Describe(), names[2]);
+  EXPECT_EQ(entries[3].Describe(), names[0]);  // ... and the one with the most memory last
+  EXPECT_FALSE(PlanRanksBefore(entries[1], entries[2]));
+  EXPECT_FALSE(PlanRanksBefore(entries[2], entries[1]));
 }
 
 TEST(Plan, RejectsBadOptions) {

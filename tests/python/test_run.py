@@ -98,27 +98,3 @@ def test_run_releases_the_gil():
     helper.join()
     inside = [t for t in stamps if begin + 0.005 < t < end - 0.005]
     assert len(inside) >= 3, f"{len(inside)} of {len(stamps)} helper iterations ran during run() ({end - begin:.3f} s)"
-
-
-def test_plan_gives_the_cli_s_json():
-    cli_path = os.environ.get("SPMDSIM_CLI")
-    if not cli_path:
-        pytest.skip("SPMDSIM_CLI is not set (ctest sets it to the spmdsim executable)")
-    path = str(SCENARIOS / "llama-gqa-dgx-h100-32.yaml")
-    got = spmdsim.plan(path, topology="dgx-h100:2", global_batch=32, top=3, threads=2, placement=False)
-    cli = subprocess.run([cli_path, "plan", path, "--topology", "dgx-h100:2", "--global-batch", "32", "--top", "3",
-                          "--threads", "2", "--no-placement", "--json", "--write", ""],
-                         check=True, capture_output=True, text=True)
-    want = json.loads(cli.stdout)
-    want.pop("wall_seconds")
-    got.pop("wall_seconds")
-    assert got == want
-    assert len(got["best"]) == 3
-    assert got["best"][0]["step_seconds"] <= got["best"][1]["step_seconds"]
-
-
-def test_plan_rejects_a_scenario_without_a_model():
-    with pytest.raises(ValueError, match="no `kind: model` workload to plan"):
-        spmdsim.plan(SCENARIOS / "cpu8-quick.yaml")
-    with pytest.raises(ValueError, match="top must be >= 1"):
-        spmdsim.plan(SCENARIOS / "cpu8-quick.yaml", top=0)

@@ -16,6 +16,7 @@
 #include "model/accounting.h"
 #include "model/plan.h"
 #include "model/step.h"
+#include "scenario/plan.h"
 #include "scenario/report.h"
 #include "scenario/run.h"
 #include "scenario/scenario.h"
