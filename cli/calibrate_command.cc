@@ -2,21 +2,20 @@
 //
 // Fits at most a few machine / stack figures (model/calibration.h) to the user's measured steps listed in a runs
 // file (scenario/calibration_file.h), prints every run's measured, uncalibrated and calibrated step (the runs
-// marked `holdout: true` are predicted, not fitted: the profile's held-out error) and writes the profile a
-// scenario (`topology.calibration:`) or `spmdsim plan --calibration` can name (docs/model.md, "Calibration").
-#include <cmath>
+// marked `holdout: true` are predicted, not fitted: the profile's held-out error; scenario/calibrate.h computes and
+// formats them) and writes the profile a scenario (`topology.calibration:`) or `spmdsim plan --calibration` can
+// name (docs/model.md, "Calibration").
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/error.h"
-#include "model/calibration.h"
+#include "scenario/calibrate.h"
 #include "scenario/calibration_file.h"
 
 namespace spmdsim::cli {
@@ -30,79 +29,18 @@ struct CalibrateFlags {
   bool json = false;
 };
 
-struct RunResult {
-  const CalibrationRun* run;
-  bool holdout;
-  double uncalibrated, calibrated;
-};
-
-double Gap(double predicted, double measured) { return predicted / measured - 1; }
-
-std::string Table(const CalibrationProfile& profile, const std::vector<RunResult>& results) {
-  std::string out = fmt::format("calibration on {} (stack {}): fitted {}\n", profile.device_kind,
-                                StackName(profile.stack), fmt::join(profile.fitted, ", "));
-  out += fmt::format("  compute_scale {:.4f}, comm_scale {:.4f}, host_launch_scale {:.4f}\n",
-                     profile.figures.compute_scale, profile.figures.comm_scale, profile.figures.host_launch_scale);
-  out += "| run | role | measured | uncalibrated | gap | calibrated | gap |\n|---|---|---|---|---|---|---|\n";
-  double held = 0, held_before = 0;
-  int n = 0;
-  for (const RunResult& r : results) {
-    const double before = Gap(r.uncalibrated, r.run->measured_seconds);
-    const double after = Gap(r.calibrated, r.run->measured_seconds);
-    out += fmt::format("| {} | {} | {:.4g} s | {:.4g} s | {:+.1f}% | {:.4g} s | {:+.1f}% |\n", r.run->name,
-                       r.holdout ? "held out" : "fitted", r.run->measured_seconds, r.uncalibrated, 100 * before,
-                       r.calibrated, 100 * after);
-    if (r.holdout) {
-      held += std::fabs(after);
-      held_before += std::fabs(before);
-      ++n;
-    }
-  }
-  if (n > 0)
-    out += fmt::format("held-out mean |gap|: {:.1f}% calibrated, {:.1f}% uncalibrated ({} run{})\n", 100 * held / n,
-                       100 * held_before / n, n, n == 1 ? "" : "s");
-  return out;
-}
-
-nlohmann::json Json(const CalibrationProfile& profile, const std::vector<RunResult>& results) {
-  nlohmann::json j;
-  j["device_kind"] = profile.device_kind;
-  j["stack"] = std::string(StackName(profile.stack));
-  j["figures"] = {{"compute_scale", profile.figures.compute_scale},
-                  {"comm_scale", profile.figures.comm_scale},
-                  {"host_launch_scale", profile.figures.host_launch_scale}};
-  j["fitted"] = profile.fitted;
-  j["runs"] = nlohmann::json::array();
-  for (const RunResult& r : results) {
-    j["runs"].push_back({{"name", r.run->name},
-                         {"holdout", r.holdout},
-                         {"measured_seconds", r.run->measured_seconds},
-                         {"uncalibrated_seconds", r.uncalibrated},
-                         {"calibrated_seconds", r.calibrated}});
-  }
-  return j;
-}
-
-ExitCode Calibrate(const CalibrateFlags& flags) {
-  const CalibrationRunsFile runs = LoadCalibrationRuns(flags.file);
-  const CalibrationProfile profile = FitCalibration(runs.fit, {.max_figures = flags.figures, .figures = flags.fit});
-  std::vector<RunResult> results;
-  for (bool holdout : {false, true}) {
-    for (const CalibrationRun& run : holdout ? runs.holdout : runs.fit) {
-      RunResult r{&run, holdout, PredictModelStep(run.model, run.options).step_seconds, 0};
-      r.calibrated = PredictModelStep(run.model, ApplyCalibration(run.options, profile, run.model)).step_seconds;
-      results.push_back(r);
-    }
-  }
+ExitCode RunCalibrate(const CalibrateFlags& flags) {
+  const Calibration calibration =
+      Calibrate(LoadCalibrationRuns(flags.file), {.max_figures = flags.figures, .figures = flags.fit});
   if (flags.json) {
-    fmt::print("{}\n", Json(profile, results).dump(2));
+    fmt::print("{}\n", CalibrationJson(calibration).dump(2));
   } else {
-    fmt::print("{}", Table(profile, results));
+    fmt::print("{}", CalibrationTable(calibration));
   }
   if (!flags.write.empty()) {
     std::ofstream out(flags.write, std::ios::trunc);
     if (!out) Throw(ErrorCode::kInvalidArgument, "--write: cannot write '{}'", flags.write);
-    out << CalibrationProfileYaml(profile, fmt::format("Written by `spmdsim calibrate {}`.", flags.file));
+    out << CalibrationProfileYaml(calibration.profile, fmt::format("Written by `spmdsim calibrate {}`.", flags.file));
     if (!out) Throw(ErrorCode::kInvalidArgument, "--write: failed writing '{}'", flags.write);
     if (!flags.json) fmt::print("wrote the profile to {} (topology.calibration: {})\n", flags.write, flags.write);
   }
@@ -128,7 +66,7 @@ void AddCalibrateCommand(CLI::App& app, ExitCode& exit_code) {
       ->excludes(figures);
   cmd->add_option("--write", flags->write, "write the profile here (YAML; topology.calibration: names it)");
   cmd->add_flag("--json", flags->json, "print JSON instead of the table");
-  cmd->callback([flags, &exit_code] { exit_code = Calibrate(*flags); });
+  cmd->callback([flags, &exit_code] { exit_code = RunCalibrate(*flags); });
 }
 
 }  // namespace spmdsim::cli

@@ -7,7 +7,7 @@
 // prints the fastest N and writes the fastest as a ready-to-run scenario (--write; default
 // <model>-<topology>-gb<global batch>.plan.yaml in the working directory, named after what it describes; "" to
 // skip), whose first lines hold the command that reproduces it, and, with --html, a page with the step time vs
-// memory of every evaluated configuration and the fastest one's step (cli/html_report.h). The search, its
+// memory of every evaluated configuration and the fastest one's step (scenario/html_report.h). The search, its
 // calibration and what is printed are PlanScenario's (scenario/plan.h), which Python's spmdsim.plan() calls too.
 #include <unistd.h>
 
@@ -22,10 +22,10 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
-#include "cli/html_report.h"
 #include "common/error.h"
 #include "common/strings.h"
 #include "common/user_text.h"
+#include "scenario/html_report.h"
 #include "scenario/plan.h"
 #include "scenario/scenario.h"
 

@@ -2,7 +2,7 @@
 //             [--quiet]
 //
 // Loads a scenario (scenario/scenario.h), runs it (scenario/run.h) and reports (scenario/report.h; --trace:
-// scenario/trace.h; --html: cli/html_report.h).
+// scenario/trace.h; --html: scenario/html_report.h).
 // Exit codes: 0 ok, 1 bad input, 2 usage, 3 internal error, 4 a numeric check failed (docs/scenarios.md).
 #include <sys/resource.h>
 #include <unistd.h>
@@ -22,17 +22,18 @@
 #include <fmt/format.h>
 
 #include "cli/cli_util.h"
-#include "cli/html_report.h"
 #include "cli/commands.h"
 #include "common/error.h"
 #include "common/exit_code.h"
 #include "common/strings.h"
 #include "common/thread_annotations.h"
 #include "scenario/dump.h"
+#include "scenario/html_report.h"
 #include "scenario/report.h"
 #include "scenario/run.h"
 #include "scenario/scenario.h"
 #include "scenario/trace.h"
+#include "sim/multiprocess.h"
 
 namespace spmdsim::cli {
 namespace {

@@ -1,4 +1,4 @@
-// Inline SVG figures for the HTML reports (cli/html_report.h): stacked bars, a timeline of lanes and a scatter
+// Inline SVG figures for the HTML reports (scenario/html_report.h): stacked bars, a timeline of lanes and a scatter
 // plot, each returned as one <svg> element (class "figure") that needs no script, style sheet or font from the
 // network. Every mark carries a <title> (the browser's tooltip) and a class naming what it shows.
 //
@@ -6,15 +6,15 @@
 //                           {.unit = "GiB", .scale = 1.0 / (1 << 30), .limit = 80e9, .limit_label = "capacity"})
 //          -> <svg class="figure bars" ...><rect class="seg" fill="#4e79a7" ...><title>stage 0 parameters ...
 // Thread safety: free functions over values.
-#ifndef SPMDSIM_CLI_SVG_H_
-#define SPMDSIM_CLI_SVG_H_
+#ifndef SPMDSIM_SCENARIO_INTERNAL_SVG_H_
+#define SPMDSIM_SCENARIO_INTERNAL_SVG_H_
 
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
-namespace spmdsim::cli::svg {
+namespace spmdsim::svg {
 
 // Text made safe for XML content and attribute values.
 std::string Escape(std::string_view text);
@@ -75,6 +75,6 @@ struct ScatterOptions {
 };
 std::string Scatter(const std::vector<Point>& points, const ScatterOptions& options);
 
-}  // namespace spmdsim::cli::svg
+}  // namespace spmdsim::svg
 
-#endif  // SPMDSIM_CLI_SVG_H_
+#endif  // SPMDSIM_SCENARIO_INTERNAL_SVG_H_

@@ -17,10 +17,10 @@
 //
 // The script adds <div id="report-ready" data-figures="N"> once it has run (N: the <svg class="figure">
 // elements), and <div id="report-error"> with the message if a script error occurs: a headless browser's
-// --dump-dom tells whether the page loaded cleanly (tests/cli/html_report_browser_test.sh).
+// --dump-dom tells whether the page loaded cleanly (tests/scenario/html_report_browser_test.sh).
 // Thread safety: free functions over values.
-#ifndef SPMDSIM_CLI_HTML_REPORT_H_
-#define SPMDSIM_CLI_HTML_REPORT_H_
+#ifndef SPMDSIM_SCENARIO_HTML_REPORT_H_
+#define SPMDSIM_SCENARIO_HTML_REPORT_H_
 
 #include <string>
 #include <vector>
@@ -29,7 +29,7 @@
 #include "scenario/scenario.h"
 #include "workloads/workloads.h"
 
-namespace spmdsim::cli {
+namespace spmdsim {
 
 // The page of `spmdsim run`; `command` is shown as given (the command line that made it).
 std::string RunHtmlReport(const Scenario& scenario, const std::vector<WorkloadResult>& results,
@@ -40,6 +40,6 @@ std::string RunHtmlReport(const Scenario& scenario, const std::vector<WorkloadRe
 // nothing fits, the page has the scatter and the table only.
 std::string PlanHtmlReport(const ScenarioPlan& plan, const std::string& command);
 
-}  // namespace spmdsim::cli
+}  // namespace spmdsim
 
-#endif  // SPMDSIM_CLI_HTML_REPORT_H_
+#endif  // SPMDSIM_SCENARIO_HTML_REPORT_H_

@@ -1,7 +1,7 @@
-// The HTML reports of `spmdsim run --html` and `spmdsim plan --html` (cli/html_report.h) and their SVG figures
-// (cli/svg.h), in-process: self-contained pages whose figures show what the results hold. The page is loaded in
-// a real browser by html_report_browser_test.sh.
-#include "cli/html_report.h"
+// The HTML reports of `spmdsim run --html` and `spmdsim plan --html` (scenario/html_report.h), in-process:
+// self-contained pages whose figures show what the results hold. The page is loaded in a real browser by
+// html_report_browser_test.sh; the figures alone are svg_test.cc's.
+#include "scenario/html_report.h"
 
 #include <regex>
 #include <string>
@@ -9,12 +9,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "cli/svg.h"
 #include "scenario/plan.h"
 #include "scenario/run.h"
 #include "scenario/scenario.h"
 
-namespace spmdsim::cli {
+namespace spmdsim {
 namespace {
 
 using ::testing::HasSubstr;
@@ -122,23 +121,5 @@ TEST(PlanHtmlReport, ScattersEveryEvaluatedConfigurationAndMarksTheWinners) {
   EXPECT_EQ(Count(none, "<svg class=\"figure scatter"), 1);
 }
 
-TEST(Svg, EscapesMarkupAndRoundsAxisSteps) {
-  EXPECT_EQ(svg::Escape("a<b & \"c\" 'd'>"), "a&lt;b &amp; &quot;c&quot; &#39;d&#39;&gt;");
-  EXPECT_DOUBLE_EQ(svg::NiceStep(10, 5), 2);
-  EXPECT_DOUBLE_EQ(svg::NiceStep(0.07, 8), 0.01);
-  EXPECT_DOUBLE_EQ(svg::NiceStep(74.5, 8), 10);
-  EXPECT_DOUBLE_EQ(svg::NiceStep(0, 8), 1);
-}
-
-TEST(Svg, StackedBarsDrawTheLimitAndOneRectPerNonZeroSegment) {
-  const std::string bars = svg::StackedBars({{"stage 0", {{"a", 1}, {"b", 0}, {"c", 2}}}, {"stage 1", {{"a", 4}}}},
-                                            {{"a", "#111"}, {"b", "#222"}, {"c", "#333"}},
-                                            {.unit = "GiB", .limit = 5, .limit_label = "capacity 5 GiB"});
-  EXPECT_EQ(Count(bars, "<rect class=\"seg"), 3);
-  EXPECT_EQ(Count(bars, "class=\"limit\""), 1);
-  EXPECT_THAT(bars, HasSubstr("capacity 5 GiB"));
-  EXPECT_THAT(bars, HasSubstr("<title>stage 0: c 2 GiB</title>"));
-}
-
 }  // namespace
-}  // namespace spmdsim::cli
+}  // namespace spmdsim

@@ -4,7 +4,7 @@
 # data-figures="N">), every figure is in the DOM, a Ctrl + wheel step zooms the timeline, and a screenshot of each
 # page is left in OUT_DIR.
 #
-#   tests/cli/html_report_browser_test.sh SPMDSIM SOURCE_DIR OUT_DIR
+#   tests/scenario/html_report_browser_test.sh SPMDSIM SOURCE_DIR OUT_DIR
 #
 # Exit 0 pass, 1 fail, 77 skipped: no chromium (scripts/install-deps.sh installs it; ctest reports the test as
 # skipped, with this message, not as passed).

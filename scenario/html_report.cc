@@ -1,4 +1,4 @@
-#include "cli/html_report.h"
+#include "scenario/html_report.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,12 +9,12 @@
 
 #include <fmt/format.h>
 
-#include "cli/svg.h"
 #include "common/strings.h"
+#include "scenario/internal/svg.h"
 #include "scenario/report.h"
 #include "scenario/trace.h"
 
-namespace spmdsim::cli {
+namespace spmdsim {
 namespace {
 
 using svg::Escape;
@@ -473,4 +473,4 @@ std::string PlanHtmlReport(const ScenarioPlan& scenario_plan, const std::string&
   return Page("spmdsim plan: " + model_name, body);
 }
 
-}  // namespace spmdsim::cli
+}  // namespace spmdsim

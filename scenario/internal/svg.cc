@@ -1,4 +1,4 @@
-#include "cli/svg.h"
+#include "scenario/internal/svg.h"
 
 #include <algorithm>
 #include <cctype>
@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-namespace spmdsim::cli::svg {
+namespace spmdsim::svg {
 namespace {
 
 constexpr double kWidth = 1000;       // viewBox width
@@ -265,4 +265,4 @@ std::string Scatter(const std::vector<Point>& points, const ScatterOptions& o) {
   return out + marked + "</svg>";
 }
 
-}  // namespace spmdsim::cli::svg
+}  // namespace spmdsim::svg
