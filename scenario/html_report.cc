@@ -464,7 +464,8 @@ std::string PlanHtmlReport(const ScenarioPlan& scenario_plan, const std::string&
                                                        plan.invalid)}});
   body += "<h2>Step time vs memory of every evaluated configuration</h2>" + PlanScatterFigure(plan);
   body += R"(<p class="note">Each dot is a configuration that fits within the memory limit and was predicted; )"
-          R"(the fastest are marked and numbered (1 in red). Hover a dot for its configuration.</p>)";
+          R"(the fastest are marked and numbered (1 in red; a number that would cover another is left out, as )"
+          R"(where ties share one spot). Hover a dot for its configuration and rank.</p>)";
   body += "<h2>The fastest configurations</h2>" + RankedTable(plan);
   if (scenario_plan.best_schedule != nullptr && !plan.best.empty()) {
     body += fmt::format("<h2>#1: {}</h2>", Escape(plan.best.front().Describe()));

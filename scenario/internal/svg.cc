@@ -4,6 +4,9 @@
 #include <cctype>
 #include <cmath>
 #include <map>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -224,6 +227,53 @@ std::string YAxis(Range r, double left, double top, double bottom, const std::st
   return out + "</g>";
 }
 
+// A rank label's box: its text starts at (x, y), the baseline, and is kRankDigit wide per digit and kRankHeight
+// tall (the figures' 11 px bold digits, rounded up).
+constexpr double kRankDigit = 7, kRankHeight = 12;
+
+struct LabelBox {
+  double x = 0, y = 0, width = 0;
+};
+
+bool Overlap(const LabelBox& a, const LabelBox& b) {
+  return a.x < b.x + b.width && b.x < a.x + a.width && a.y - kRankHeight < b.y && b.y - kRankHeight < a.y;
+}
+
+// Where the label of a point at (px, py) goes: the first place around it (above right at three heights, above
+// left at three, then below right and below left) inside the figure whose box meets no label placed before;
+// nullopt when every place does (the label is left out: the point's tooltip and the table give its rank).
+std::optional<LabelBox> PlaceLabel(double px, double py, double width, double height,
+                                   const std::vector<LabelBox>& placed) {
+  const double right = px + 6, left = px - 6 - width;
+  const double above = py - 8, below = py + 8 + kRankHeight;  // baselines just clear of the dot
+  const std::pair<double, double> places[] = {
+      {right, above}, {right, above - kRankHeight}, {right, above - 2 * kRankHeight},
+      {left, above},  {left, above - kRankHeight},  {left, above - 2 * kRankHeight},
+      {right, below}, {left, below}};
+  for (const auto& [x, y] : places) {
+    const LabelBox box{x, y, width};
+    if (x < 0 || x + width > kWidth || y - kRankHeight < 0 || y > height) continue;
+    if (std::none_of(placed.begin(), placed.end(), [&](const LabelBox& p) { return Overlap(box, p); })) return box;
+  }
+  return std::nullopt;
+}
+
+// The rank labels of the marked points, placed in rank order so that the fastest keep the places next to them.
+std::string RankLabels(std::vector<std::pair<int, std::pair<double, double>>> marked, double height) {
+  std::sort(marked.begin(), marked.end());
+  std::vector<LabelBox> placed;
+  std::string out;
+  for (const auto& [rank, at] : marked) {
+    const std::string text = fmt::format("{}", rank + 1);
+    const std::optional<LabelBox> box =
+        PlaceLabel(at.first, at.second, kRankDigit * static_cast<double>(text.size()), height, placed);
+    if (!box) continue;
+    placed.push_back(*box);
+    out += Text(box->x, box->y, text, "start", "rank");
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string Scatter(const std::vector<Point>& points, const ScatterOptions& o) {
@@ -253,16 +303,16 @@ std::string Scatter(const std::vector<Point>& points, const ScatterOptions& o) {
     out += Text(sx(o.x_limit), kTop - 8, o.x_limit_label, "middle", "limit-label");
   }
   std::string marked;
+  std::vector<std::pair<int, std::pair<double, double>>> ranks;  // (rank, where its point is drawn)
   for (const Point& p : points) {
     const bool mark = p.rank >= 0;
     std::string& to = mark ? marked : out;
     to += fmt::format(R"(<circle class="{}" cx="{:.1f}" cy="{:.1f}" r="{}"><title>{}</title></circle>)",
                       mark ? (p.rank == 0 ? "point winner best" : "point winner") : "point", sx(p.x), sy(p.y),
                       mark ? (p.rank == 0 ? 7 : 5) : 3, Escape(p.title));
-    // Ranks staggered over three heights, so that neighbours' labels do not overlap.
-    if (mark) to += Text(sx(p.x) + 6, sy(p.y) - 8 - 11 * (p.rank % 3), fmt::format("{}", p.rank + 1), "start", "rank");
+    if (mark) ranks.push_back({p.rank, {sx(p.x), sy(p.y)}});
   }
-  return out + marked + "</svg>";
+  return out + marked + RankLabels(std::move(ranks), kBottom + 44) + "</svg>";
 }
 
 }  // namespace spmdsim::svg

@@ -73,6 +73,9 @@ struct ScatterOptions {
   double x_limit = 0;            // > 0: a dashed vertical line there (unscaled)
   std::string x_limit_label{};
 };
+// Marked points' labels never overlap: in rank order each takes the first free place around its point (above
+// right at three heights, above left, below), and one with no free place is left out (its point is still drawn,
+// its tooltip and the page's table give its rank). Ties, drawn on one spot, keep the fastest ranks' labels.
 std::string Scatter(const std::vector<Point>& points, const ScatterOptions& options);
 
 }  // namespace spmdsim::svg
