@@ -1,5 +1,5 @@
 // Topology, Device, Mesh, JAX's mesh_utils and T5X's mesh builders (mesh/). The package layer
-// (spmdsim/__init__.py) gives the JAX / T5X signatures; the functions here take the topology explicitly.
+// (spmdsim/mesh.py, spmdsim/t5x.py) gives the JAX / T5X signatures; the functions here take the topology explicitly.
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -167,7 +167,7 @@ Mesh MakePyMesh(py::handle devices, py::handle axis_names_obj, py::handle axis_t
     // Integer ids without a topology: the current one (spmdsim.devices()) when it holds them, else a CPU host
     // with enough devices.
     int max_id = *std::max_element(array.ids().begin(), array.ids().end());
-    py::object current = py::module_::import("spmdsim").attr("_current_topology")();
+    py::object current = py::module_::import("spmdsim.machine").attr("_current_topology")();
     if (!current.is_none() && TopologyFromPy(current)->num_devices() > max_id) {
       topo = TopologyFromPy(current);
     } else {
@@ -375,7 +375,7 @@ void BindMeshClass(py::module_& m) {
       });
 }
 
-// The device-array factories (mesh_utils, make_mesh, T5X's get_mesh family) under the names __init__.py wraps.
+// The device-array factories (mesh_utils, make_mesh, T5X's get_mesh family) under the names mesh.py and t5x.py wrap.
 void BindMeshFactories(py::module_& m) {
   m.def("_create_device_mesh",
         [](const std::vector<int64_t>& shape, py::object topology, py::object devices, bool contiguous, bool split) {

@@ -1,5 +1,5 @@
-// The extension module spmdsim._spmdsim. The package spmdsim (python/spmdsim/__init__.py) re-exports it with the
-// peers' Python signatures; docs/python.md describes what is bound how.
+// The extension module spmdsim._spmdsim. The package spmdsim (python/spmdsim/: one module per concept, their names
+// re-exported by __init__.py) gives it the peers' Python signatures; docs/python.md describes what is bound how.
 #include <pybind11/pybind11.h>
 
 #include "python/bindings.h"
