@@ -629,10 +629,14 @@ ValidatedModel ParseValidatedModel(const YamlContext& ctx, const YamlMap& m, con
   } catch (const Error& e) {
     ctx.Rethrow(node, key, e);
   }
-  if (s.topology.calibration && ModelStack(*model) != s.topology.calibration->stack)
-    ctx.Fail(m.Has("stack") ? m.Get("stack") : node, m.Key("stack"),
-             fmt::format("runs on stack {}, but topology.calibration was fitted on stack {}",
-                         StackName(ModelStack(*model)), StackName(s.topology.calibration->stack)));
+  if (s.topology.calibration) {
+    try {
+      CheckCalibrationFits(*s.topology.calibration, "topology.calibration", s.topology.topology->device_kind(),
+                           ModelStack(*model));
+    } catch (const Error& e) {  // at the model's `stack:`, or the workload when it has none
+      ctx.Rethrow(m.Has("stack") ? m.Get("stack") : node, m.Key("stack"), e);
+    }
+  }
   return std::move(*model);
 }
 

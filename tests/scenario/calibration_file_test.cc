@@ -104,7 +104,8 @@ TEST(CalibrationYaml, AScenarioNamesAProfileOfItsDeviceAndStack) {
   std::string fsdp = text;
   fsdp.replace(fsdp.find("global_batch: 8,"), 16, "global_batch: 8, stack: pytorch-fsdp,");
   EXPECT_THAT(ErrorOf([&] { ParseScenario(fsdp, ::testing::TempDir() + "fsdp.yaml"); }),
-              HasSubstr("was fitted on stack megatron"));
+              HasSubstr("stack: topology.calibration was fitted on NVIDIA H100 80GB HBM3 with stack megatron; the "
+                        "model runs on NVIDIA H100 80GB HBM3 with stack pytorch-fsdp"));
 }
 
 }  // namespace
