@@ -7,7 +7,6 @@
 #include <sstream>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include "common/file.h"
@@ -69,26 +68,6 @@ Scenario ParseScenarioUnchecked(std::string_view text, const std::string& path) 
 }
 
 }  // namespace
-
-std::string_view ArrayInitKindName(ArrayInit::Kind kind) {
-  switch (kind) {
-    case ArrayInit::Kind::kZeros: return "zeros";
-    case ArrayInit::Kind::kOnes: return "ones";
-    case ArrayInit::Kind::kIota: return "iota";
-    case ArrayInit::Kind::kRandom: return "random";
-    case ArrayInit::Kind::kNpy: return "npy";
-  }
-  return "?";
-}
-
-const ScenarioArray& Scenario::array(std::string_view name) const {
-  std::vector<std::string> names;
-  for (const ScenarioArray& a : arrays) {
-    if (a.name == name) return a;
-    names.push_back(a.name);
-  }
-  Throw(ErrorCode::kNotFound, "scenario has no array '{}'; its arrays are: {}", name, fmt::join(names, ", "));
-}
 
 Scenario ParseScenario(std::string_view text, const std::string& path) {
   try {

@@ -79,8 +79,6 @@ YAML::Node LoadSingleYamlDocument(std::string_view text, const std::string& file
   return documents.empty() ? YAML::Node() : documents[0];
 }
 
-std::string SourceLocation::ToString() const { return fmt::format("{}:{}:{}", file, line, column); }
-
 int64_t ParseByteSize(std::string_view text) {
   std::string_view t = Trim(text);
   size_t split = 0;

@@ -1,6 +1,7 @@
 // `topology:` and `mesh:` of a scenario file (scenario/internal/scenario_parsers.h).
 #include <algorithm>
 #include <array>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <set>
@@ -13,6 +14,7 @@
 #include "common/strings.h"
 #include "mesh/mesh_utils.h"
 #include "mesh/t5x_mesh.h"
+#include "scenario/calibration_file.h"
 #include "scenario/internal/scenario_parsers.h"
 
 namespace spmdsim {
@@ -294,6 +296,23 @@ MeshOptions ParseMeshOptions(const YamlContext& ctx, const YamlMap& m, const Top
     options.devices = devices;
   }
   return options;
+}
+
+// `topology.calibration: FILE` (relative to the scenario): a profile fitted on this topology's device kind.
+CalibrationProfile ParseCalibrationKey(const YamlContext& ctx, const YamlMap& m, const Topology& topology) {
+  const std::string file = ctx.String(m.Get("calibration"), m.Key("calibration"));
+  const std::filesystem::path base = std::filesystem::path(ctx.file()).parent_path();
+  CalibrationProfile profile;
+  try {
+    profile = LoadCalibrationProfile(std::filesystem::path(file).is_absolute() ? file : (base / file).string());
+  } catch (const Error& e) {
+    ctx.Rethrow(m.Get("calibration"), m.Key("calibration"), e);
+  }
+  if (profile.device_kind != topology.device_kind())
+    ctx.Fail(m.Get("calibration"), m.Key("calibration"),
+             fmt::format("the profile was fitted on {}, this topology's devices are {}", profile.device_kind,
+                         topology.device_kind()));
+  return profile;
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 #include "model/stack.h"
 #include "partition/named_sharding.h"
 #include "scenario/internal/model_styles.h"
-#include "scenario/scenario.h"
+#include "scenario/scenario_types.h"
 
 namespace spmdsim {
 namespace {
@@ -691,12 +691,6 @@ std::string WorkloadKindOf(const YamlContext& ctx, const YAML::Node& node, const
 }
 
 }  // namespace
-
-const std::vector<std::string>& WorkloadKinds() {
-  static const std::vector<std::string> kinds = {"collectives", "shard_map", "mlp", "transformer_block", "partition",
-                                                 "model", "hlo"};
-  return kinds;
-}
 
 ScenarioWorkload ParseWorkload(const YamlContext& ctx, const YAML::Node& node, const std::string& key,
                                const Scenario& s) {
