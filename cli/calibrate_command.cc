@@ -16,7 +16,6 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/error.h"
-#include "model/calibration.h"
 #include "scenario/calibration_file.h"
 
 namespace spmdsim::cli {
@@ -30,15 +29,9 @@ struct CalibrateFlags {
   bool json = false;
 };
 
-struct RunResult {
-  const CalibrationRun* run;
-  bool holdout;
-  double uncalibrated, calibrated;
-};
-
 double Gap(double predicted, double measured) { return predicted / measured - 1; }
 
-std::string Table(const CalibrationProfile& profile, const std::vector<RunResult>& results) {
+std::string Table(const CalibrationProfile& profile, const std::vector<CalibratedRun>& results) {
   std::string out = fmt::format("calibration on {} (stack {}): fitted {}\n", profile.device_kind,
                                 StackName(profile.stack), fmt::join(profile.fitted, ", "));
   out += fmt::format("  compute_scale {:.4f}, comm_scale {:.4f}, host_launch_scale {:.4f}\n",
@@ -46,12 +39,12 @@ std::string Table(const CalibrationProfile& profile, const std::vector<RunResult
   out += "| run | role | measured | uncalibrated | gap | calibrated | gap |\n|---|---|---|---|---|---|---|\n";
   double held = 0, held_before = 0;
   int n = 0;
-  for (const RunResult& r : results) {
-    const double before = Gap(r.uncalibrated, r.run->measured_seconds);
-    const double after = Gap(r.calibrated, r.run->measured_seconds);
-    out += fmt::format("| {} | {} | {:.4g} s | {:.4g} s | {:+.1f}% | {:.4g} s | {:+.1f}% |\n", r.run->name,
-                       r.holdout ? "held out" : "fitted", r.run->measured_seconds, r.uncalibrated, 100 * before,
-                       r.calibrated, 100 * after);
+  for (const CalibratedRun& r : results) {
+    const double before = Gap(r.uncalibrated_seconds, r.measured_seconds);
+    const double after = Gap(r.calibrated_seconds, r.measured_seconds);
+    out += fmt::format("| {} | {} | {:.4g} s | {:.4g} s | {:+.1f}% | {:.4g} s | {:+.1f}% |\n", r.name,
+                       r.holdout ? "held out" : "fitted", r.measured_seconds, r.uncalibrated_seconds, 100 * before,
+                       r.calibrated_seconds, 100 * after);
     if (r.holdout) {
       held += std::fabs(after);
       held_before += std::fabs(before);
@@ -64,7 +57,7 @@ std::string Table(const CalibrationProfile& profile, const std::vector<RunResult
   return out;
 }
 
-nlohmann::json Json(const CalibrationProfile& profile, const std::vector<RunResult>& results) {
+nlohmann::json Json(const CalibrationProfile& profile, const std::vector<CalibratedRun>& results) {
   nlohmann::json j;
   j["device_kind"] = profile.device_kind;
   j["stack"] = std::string(StackName(profile.stack));
@@ -73,31 +66,24 @@ nlohmann::json Json(const CalibrationProfile& profile, const std::vector<RunResu
                   {"host_launch_scale", profile.figures.host_launch_scale}};
   j["fitted"] = profile.fitted;
   j["runs"] = nlohmann::json::array();
-  for (const RunResult& r : results) {
-    j["runs"].push_back({{"name", r.run->name},
+  for (const CalibratedRun& r : results) {
+    j["runs"].push_back({{"name", r.name},
                          {"holdout", r.holdout},
-                         {"measured_seconds", r.run->measured_seconds},
-                         {"uncalibrated_seconds", r.uncalibrated},
-                         {"calibrated_seconds", r.calibrated}});
+                         {"measured_seconds", r.measured_seconds},
+                         {"uncalibrated_seconds", r.uncalibrated_seconds},
+                         {"calibrated_seconds", r.calibrated_seconds}});
   }
   return j;
 }
 
 ExitCode Calibrate(const CalibrateFlags& flags) {
-  const CalibrationRunsFile runs = LoadCalibrationRuns(flags.file);
-  const CalibrationProfile profile = FitCalibration(runs.fit, {.max_figures = flags.figures, .figures = flags.fit});
-  std::vector<RunResult> results;
-  for (bool holdout : {false, true}) {
-    for (const CalibrationRun& run : holdout ? runs.holdout : runs.fit) {
-      RunResult r{&run, holdout, PredictModelStep(run.model, run.options).step_seconds, 0};
-      r.calibrated = PredictModelStep(run.model, ApplyCalibration(run.options, profile, run.model)).step_seconds;
-      results.push_back(r);
-    }
-  }
+  const CalibrationOutcome outcome =
+      CalibrateRuns(LoadCalibrationRuns(flags.file), {.max_figures = flags.figures, .figures = flags.fit});
+  const CalibrationProfile& profile = outcome.profile;
   if (flags.json) {
-    fmt::print("{}\n", Json(profile, results).dump(2));
+    fmt::print("{}\n", Json(profile, outcome.runs).dump(2));
   } else {
-    fmt::print("{}", Table(profile, results));
+    fmt::print("{}", Table(profile, outcome.runs));
   }
   if (!flags.write.empty()) {
     std::ofstream out(flags.write, std::ios::trunc);

@@ -135,6 +135,19 @@ CalibrationProfile LoadCalibrationProfile(const std::string& path) {
   return ParseCalibrationProfile(ReadFileBounded(path, kMaxTextFileBytes, "calibration profile"), path);
 }
 
+CalibrationOutcome CalibrateRuns(const CalibrationRunsFile& runs, const CalibrationOptions& options) {
+  CalibrationOutcome out{FitCalibration(runs.fit, options), {}};
+  for (bool holdout : {false, true}) {
+    for (const CalibrationRun& run : holdout ? runs.holdout : runs.fit) {
+      CalibratedRun r{run.name, holdout, run.measured_seconds, PredictModelStep(run.model, run.options).step_seconds, 0};
+      r.calibrated_seconds =
+          PredictModelStep(run.model, ApplyCalibration(run.options, out.profile, run.model)).step_seconds;
+      out.runs.push_back(r);
+    }
+  }
+  return out;
+}
+
 std::string CalibrationProfileYaml(const CalibrationProfile& p, const std::string& comment) {
   YAML::Emitter out;
   out << YAML::BeginMap << YAML::Key << "calibration" << YAML::Value << YAML::BeginMap;

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "model/calibration.h"
+#include "model/step.h"
 
 namespace spmdsim {
 
@@ -41,6 +42,24 @@ CalibrationRunsFile ParseCalibrationRuns(std::string_view text, const std::strin
 // Reads a profile file.
 CalibrationProfile LoadCalibrationProfile(const std::string& path);
 CalibrationProfile ParseCalibrationProfile(std::string_view text, const std::string& path);
+
+// One run of a runs file, predicted with the documented figures and with a fitted profile.
+struct CalibratedRun {
+  std::string name;
+  bool holdout = false;             // predicted only, not fitted on
+  double measured_seconds = 0;      // as the runs file gives it
+  double uncalibrated_seconds = 0;  // PredictModelStep with the documented figures
+  double calibrated_seconds = 0;    // PredictModelStep with the profile applied (ApplyCalibration)
+};
+
+struct CalibrationOutcome {
+  CalibrationProfile profile;
+  std::vector<CalibratedRun> runs;  // the fitted runs, then the held-out ones, each in file order
+};
+
+// What `spmdsim calibrate` reports: the profile fitted on `runs.fit` (FitCalibration, model/calibration.h) and
+// every run's step without and with it. Throws as FitCalibration and ApplyCalibration do.
+CalibrationOutcome CalibrateRuns(const CalibrationRunsFile& runs, const CalibrationOptions& options);
 
 // The profile file's text; `comment` becomes its leading comment lines.
 std::string CalibrationProfileYaml(const CalibrationProfile& profile, const std::string& comment = "");

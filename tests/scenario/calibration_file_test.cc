@@ -1,6 +1,7 @@
 // Calibration files (scenario/calibration_file.h): runs files, profiles, and a scenario naming a profile.
 #include "scenario/calibration_file.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -83,6 +84,27 @@ TEST(CalibrationYaml, RunsFileLoadsItsScenariosAndHoldouts) {
   ASSERT_EQ(f.holdout.size(), 1u);
   EXPECT_EQ(f.fit[0].name, "a");
   EXPECT_DOUBLE_EQ(f.holdout[0].measured_seconds, 0.6);
+}
+
+TEST(CalibrationYaml, CalibrateRunsFitsThenPredictsFittedRunsBeforeHeldOutOnes) {
+  Write("cal_s2.yaml", kScenario);
+  const CalibrationRunsFile f = LoadCalibrationRuns(Write("cal_runs2.yaml", R"y(runs:
+  - {name: held, scenario: cal_s2.yaml, measured_seconds: 0.6, holdout: true}
+  - {name: fit, scenario: cal_s2.yaml, measured_seconds: 0.5}
+)y"));
+  const CalibrationOutcome out = CalibrateRuns(f, {.max_figures = 1});
+  EXPECT_EQ(out.profile.fitted, std::vector<std::string>{"compute_scale"});
+  ASSERT_EQ(out.runs.size(), 2u);
+  EXPECT_EQ(out.runs[0].name, "fit");
+  EXPECT_FALSE(out.runs[0].holdout);
+  EXPECT_EQ(out.runs[1].name, "held");
+  EXPECT_TRUE(out.runs[1].holdout);
+  EXPECT_DOUBLE_EQ(out.runs[1].measured_seconds, 0.6);
+  // The fit moves the fitted run's prediction towards its measured step; both runs are the same model, so they
+  // are predicted alike.
+  EXPECT_LT(std::fabs(out.runs[0].calibrated_seconds - 0.5), std::fabs(out.runs[0].uncalibrated_seconds - 0.5));
+  EXPECT_DOUBLE_EQ(out.runs[1].uncalibrated_seconds, out.runs[0].uncalibrated_seconds);
+  EXPECT_DOUBLE_EQ(out.runs[1].calibrated_seconds, out.runs[0].calibrated_seconds);
 }
 
 TEST(CalibrationYaml, AScenarioNamesAProfileOfItsDeviceAndStack) {
