@@ -56,7 +56,8 @@ std::pair<int, int> ParseStandard(const std::string& text) {
   std::vector<std::string> parts = Split(text, ',');
   if (parts.size() != 2) {
     Throw(ErrorCode::kInvalidArgument,
-          "--standard {}: expected ACTIVATION_DIMS,PARAMETER_DIMS, each 1 or 2 (e.g. --standard 1,2)", QuoteForError(text));
+          "--standard {}: expected ACTIVATION_DIMS,PARAMETER_DIMS, each 1 or 2 (e.g. --standard 1,2)",
+          QuoteForError(text));
   }
   // Any int: StandardLogicalAxisRules says, as T5X does, which values are valid.
   constexpr int64_t kMin = std::numeric_limits<int>::min(), kMax = std::numeric_limits<int>::max();

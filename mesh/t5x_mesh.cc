@@ -364,7 +364,8 @@ HardwareMesh DefaultSubmesh(int num_partitions, const Topology& topology) {
 }
 
 Mesh DefaultMesh(int num_partitions, const std::optional<HardwareMesh>& model_parallel_submesh,
-                 std::shared_ptr<const Topology> topology_ptr, const std::optional<std::vector<int64_t>>& ici_mesh_shape,
+                 std::shared_ptr<const Topology> topology_ptr,
+                 const std::optional<std::vector<int64_t>>& ici_mesh_shape,
                  const std::optional<std::vector<int64_t>>& dcn_mesh_shape) {
   const Topology& topology = Require(topology_ptr, "default_mesh");
   if (ici_mesh_shape && dcn_mesh_shape) {

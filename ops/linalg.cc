@@ -96,14 +96,16 @@ void CheckDotDimensions(std::string_view op, const Array& lhs, const Array& rhs,
     return std::all_of(v.begin(), v.end(), [&](int d) { return d >= 0 && d < rank; });
   };
   if (!in_range(lc, lhs.rank()) || !in_range(lb, lhs.rank())) {
-    DotError(op, fmt::format("dot_general requires lhs dimension numbers to be nonnegative and less than the number "
-                             "of axes of the lhs value, got lhs_batch of {} and lhs_contracting of {} for lhs of rank {}",
-                             IntTuple(lb), IntTuple(lc), lhs.rank()));
+    DotError(op,
+             fmt::format("dot_general requires lhs dimension numbers to be nonnegative and less than the number "
+                         "of axes of the lhs value, got lhs_batch of {} and lhs_contracting of {} for lhs of rank {}",
+                         IntTuple(lb), IntTuple(lc), lhs.rank()));
   }
   if (!in_range(rc, rhs.rank()) || !in_range(rb, rhs.rank())) {
-    DotError(op, fmt::format("dot_general requires rhs dimension numbers to be nonnegative and less than the number "
-                             "of axes of the rhs value, got rhs_batch of {} and rhs_contracting of {} for rhs of rank {}",
-                             IntTuple(rb), IntTuple(rc), rhs.rank()));
+    DotError(op,
+             fmt::format("dot_general requires rhs dimension numbers to be nonnegative and less than the number "
+                         "of axes of the rhs value, got rhs_batch of {} and rhs_contracting of {} for rhs of rank {}",
+                         IntTuple(rb), IntTuple(rc), rhs.rank()));
   }
   if (lb.size() != rb.size()) {
     DotError(op, fmt::format("dot_general requires equal numbers of lhs_batch and rhs_batch dimensions, got lhs_batch "
@@ -123,17 +125,29 @@ void CheckDotDimensions(std::string_view op, const Array& lhs, const Array& rhs,
       if (std::find(b.begin(), b.end(), x) != b.end()) return false;
     return true;
   };
-  if (!distinct(lb)) DotError(op, fmt::format("dot_general requires lhs batch dimensions to be distinct, got lhs_batch {}.", IntTuple(lb)));
-  if (!distinct(rb)) DotError(op, fmt::format("dot_general requires rhs batch dimensions to be distinct, got rhs_batch {}.", IntTuple(rb)));
-  if (!distinct(lc)) DotError(op, fmt::format("dot_general requires lhs contracting dimensions to be distinct, got lhs_contracting {}.", IntTuple(lc)));
-  if (!distinct(rc)) DotError(op, fmt::format("dot_general requires rhs contracting dimensions to be distinct, got rhs_contracting {}.", IntTuple(rc)));
+  if (!distinct(lb))
+    DotError(op,
+             fmt::format("dot_general requires lhs batch dimensions to be distinct, got lhs_batch {}.", IntTuple(lb)));
+  if (!distinct(rb))
+    DotError(op,
+             fmt::format("dot_general requires rhs batch dimensions to be distinct, got rhs_batch {}.", IntTuple(rb)));
+  if (!distinct(lc))
+    DotError(op, fmt::format("dot_general requires lhs contracting dimensions to be distinct, got lhs_contracting {}.",
+                             IntTuple(lc)));
+  if (!distinct(rc))
+    DotError(op, fmt::format("dot_general requires rhs contracting dimensions to be distinct, got rhs_contracting {}.",
+                             IntTuple(rc)));
   if (!disjoint(lb, lc)) {
-    DotError(op, fmt::format("dot_general requires lhs batch dimensions to be disjoint from contracting dimensions, got "
-                             "lhs_batch {} and lhs_contracting {}.", IntTuple(lb), IntTuple(lc)));
+    DotError(op,
+             fmt::format("dot_general requires lhs batch dimensions to be disjoint from contracting dimensions, got "
+                         "lhs_batch {} and lhs_contracting {}.",
+                         IntTuple(lb), IntTuple(lc)));
   }
   if (!disjoint(rb, rc)) {
-    DotError(op, fmt::format("dot_general requires rhs batch dimensions to be disjoint from contracting dimensions, got "
-                             "rhs_batch {} and rhs_contracting {}.", IntTuple(rb), IntTuple(rc)));
+    DotError(op,
+             fmt::format("dot_general requires rhs batch dimensions to be disjoint from contracting dimensions, got "
+                         "rhs_batch {} and rhs_contracting {}.",
+                         IntTuple(rb), IntTuple(rc)));
   }
   std::vector<int64_t> lbs, rbs, lcs, rcs;
   for (int d : lb) lbs.push_back(lhs.shape()[d]);
@@ -236,7 +250,8 @@ std::vector<int> ParseTerm(std::string_view term, int operand, int rank, int ell
     } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
       letters.push_back(c);
     } else {
-      EinsumError(ErrorCode::kInvalidArgument, ErrorKind::kValueError, fmt::format("Character '{}' is not a valid symbol.", c));
+      EinsumError(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
+                  fmt::format("Character '{}' is not a valid symbol.", c));
     }
   }
   *has_ellipsis = ellipsis_at >= 0;
@@ -401,7 +416,8 @@ std::vector<int> OutputLabels(const EinsumSubscripts& subscripts, const LabeledO
 Array ContractInOrder(std::vector<Term> parts, const std::vector<int>& output) {
   auto needed_after = [&](size_t i) {
     std::vector<int> keep = output;
-    for (size_t j = i + 1; j < parts.size(); ++j) keep.insert(keep.end(), parts[j].labels.begin(), parts[j].labels.end());
+    for (size_t j = i + 1; j < parts.size(); ++j)
+      keep.insert(keep.end(), parts[j].labels.begin(), parts[j].labels.end());
     return keep;
   };
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -419,7 +435,8 @@ Array ContractInOrder(std::vector<Term> parts, const std::vector<int>& output) {
   }
   acc = SumOutExcept(acc, output);
   std::vector<int> perm;
-  for (int l : output) perm.push_back(static_cast<int>(std::find(acc.labels.begin(), acc.labels.end(), l) - acc.labels.begin()));
+  for (int l : output)
+    perm.push_back(static_cast<int>(std::find(acc.labels.begin(), acc.labels.end(), l) - acc.labels.begin()));
   bool identity = true;
   for (size_t i = 0; i < perm.size(); ++i) identity = identity && perm[i] == static_cast<int>(i);
   return identity ? acc.array : Transpose(acc.array, perm);
@@ -445,8 +462,9 @@ Array MatMul(const Array& a, const Array& b) {
   Array y = b.rank() == 1 ? Reshape(b, {b.shape()[0], 1}) : b;
   const int xr = x.rank(), yr = y.rank();
   if (x.shape()[xr - 1] != y.shape()[yr - 2]) {
-    DotError("MatMul", fmt::format("dot_general requires contracting dimensions to have the same shape, got ({},) and ({},).",
-                                   x.shape()[xr - 1], y.shape()[yr - 2]));
+    DotError("MatMul",
+             fmt::format("dot_general requires contracting dimensions to have the same shape, got ({},) and ({},).",
+                         x.shape()[xr - 1], y.shape()[yr - 2]));
   }
   Array result;
   if (yr == 2) {

@@ -57,12 +57,14 @@ hlo::Value ValueFromNumpy(py::handle x, DType want) {
   try {
     have = ParseDType(name);
   } catch (const Error&) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("arrays of numpy dtype {} cannot be HLO arguments", name), ErrorKind::kTypeError);
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("arrays of numpy dtype {} cannot be HLO arguments", name),
+                ErrorKind::kTypeError);
   }
   hlo::ValueBuilder b(have, dims);
   const int64_t nbytes = arr.attr("nbytes").cast<int64_t>();
   if (nbytes != b.size() * DTypeSize(have)) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("a numpy {} array of {} bytes", name, nbytes), ErrorKind::kTypeError);
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("a numpy {} array of {} bytes", name, nbytes),
+                ErrorKind::kTypeError);
   }
   if (nbytes > 0) std::memcpy(b.raw(), DataPointer(arr), static_cast<size_t>(nbytes));
   hlo::Value v = std::move(b).Finish();
@@ -96,7 +98,8 @@ void Flatten(const hlo::Value& v, py::list* out) {
 }
 
 std::shared_ptr<const Topology> TopologyOf(py::handle topology) {
-  if (py::isinstance<py::str>(topology)) return std::make_shared<const Topology>(Topology::Parse(topology.cast<std::string>()));
+  if (py::isinstance<py::str>(topology))
+    return std::make_shared<const Topology>(Topology::Parse(topology.cast<std::string>()));
   return TopologyFromPy(topology);
 }
 
@@ -107,7 +110,10 @@ std::vector<std::vector<hlo::Value>> DeviceArguments(py::handle args, const hlo:
     std::vector<hlo::Value> values;
     int64_t i = 0;
     for (py::handle a : device) {
-      if (i >= entry.parameter_count()) throw Error(ErrorCode::kInvalidArgument, fmt::format("more arguments than the {} parameters of %{}", entry.parameter_count(), entry.name()), ErrorKind::kTypeError);
+      if (i >= entry.parameter_count())
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("more arguments than the {} parameters of %{}", entry.parameter_count(), entry.name()),
+                    ErrorKind::kTypeError);
       values.push_back(Argument(a, *entry.parameter(i++)));
     }
     out.push_back(std::move(values));
@@ -118,7 +124,9 @@ std::vector<std::vector<hlo::Value>> DeviceArguments(py::handle args, const hlo:
 py::tuple RunHloModule(const std::string& text, const std::string& file, py::handle topology,
                        std::vector<int> device_assignment, py::object args, bool abstract, int threads, bool trace,
                        bool overlap_collectives, py::object narrow_types) {
-  if (threads < 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("threads must be >= 0 (0: one per core), got {}", threads), ErrorKind::kValueError);
+  if (threads < 0)
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("threads must be >= 0 (0: one per core), got {}", threads),
+                ErrorKind::kValueError);
   HloConfig config;
   config.name = file;
   config.module = hlo::ParseModule(text, file);

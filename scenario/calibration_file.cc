@@ -139,7 +139,8 @@ CalibrationOutcome CalibrateRuns(const CalibrationRunsFile& runs, const Calibrat
   CalibrationOutcome out{FitCalibration(runs.fit, options), {}};
   for (bool holdout : {false, true}) {
     for (const CalibrationRun& run : holdout ? runs.holdout : runs.fit) {
-      CalibratedRun r{run.name, holdout, run.measured_seconds, PredictModelStep(run.model, run.options).step_seconds, 0};
+      CalibratedRun r{run.name, holdout, run.measured_seconds, PredictModelStep(run.model, run.options).step_seconds,
+                      0};
       r.calibrated_seconds =
           PredictModelStep(run.model, ApplyCalibration(run.options, out.profile, run.model)).step_seconds;
       out.runs.push_back(r);

@@ -162,9 +162,10 @@ std::string PartitionTable(const PartitionResult& p) {
     std::vector<std::string> corrections;
     for (const Correction& c : q.corrections)
       corrections.push_back(fmt::format("dim {}: {}", c.dim, CorrectionReasonName(c.reason)));
-    table.Add({q.name, PyTuple(q.shape), std::string(DTypeName(q.dtype)), q.source, q.requested.ToString(), q.spec.ToString(),
-               Num(static_cast<double>(q.global_bytes), bu.scale), Num(static_cast<double>(q.bytes_per_device), bu.scale),
-               fmt::format("{}", q.replication), corrections.empty() ? "-" : fmt::format("{}", fmt::join(corrections, "; "))});
+    table.Add({q.name, PyTuple(q.shape), std::string(DTypeName(q.dtype)), q.source, q.requested.ToString(),
+               q.spec.ToString(), Num(static_cast<double>(q.global_bytes), bu.scale),
+               Num(static_cast<double>(q.bytes_per_device), bu.scale), fmt::format("{}", q.replication),
+               corrections.empty() ? "-" : fmt::format("{}", fmt::join(corrections, "; "))});
   }
   std::string out = table.ToString();
   const MemoryAnalysis& a = p.analysis;
@@ -420,10 +421,11 @@ std::string HumanReport(const Scenario& s, const WorkloadResult& r) {
   if (r.hlo) out += HloReport(r);
   if (r.kind != "partition" && !r.model) {
     const MemoryResult& m = r.memory;
-    out += fmt::format("predicted time {} (compute {}, communication {}, waiting for stragglers {}); simulator wall {}\n",
-                       FormatSeconds(r.totals.predicted_seconds), FormatSeconds(r.totals.compute_seconds),
-                       FormatSeconds(r.totals.communication_seconds), FormatSeconds(r.totals.wait_seconds),
-                       FormatSeconds(r.wall_seconds));
+    out +=
+        fmt::format("predicted time {} (compute {}, communication {}, waiting for stragglers {}); simulator wall {}\n",
+                    FormatSeconds(r.totals.predicted_seconds), FormatSeconds(r.totals.compute_seconds),
+                    FormatSeconds(r.totals.communication_seconds), FormatSeconds(r.totals.wait_seconds),
+                    FormatSeconds(r.wall_seconds));
     out += fmt::format("peak memory per device: max {} on device {}, min {} on device {}, capacity {}: {}\n",
                        HumanBytes(m.peak_bytes_max), m.max_device,
                        HumanBytes(m.peak_bytes_min), m.min_device,
@@ -560,7 +562,8 @@ std::string PlanReport(const PlanResult& r, const ModelConfig& model) {
   std::string out = fmt::format(
       "plan {} on {} devices of {}; global batch {}: {} configurations, {} invalid or unplaceable, {} over memory, {} "
       "evaluated in {:.1f} s\n",
-      model.name, r.devices, r.topology, model.global_batch, r.enumerated, r.invalid, r.over_memory, r.evaluated, r.wall_seconds);
+      model.name, r.devices, r.topology, model.global_batch, r.enumerated, r.invalid, r.over_memory, r.evaluated,
+      r.wall_seconds);
   out += fmt::format("memory: at most {} of the {} per device ({:g}% kept free: --memory-headroom)\n",
                      HumanBytes(static_cast<int64_t>(r.capacity_bytes * (1 - r.memory_headroom))),
                      HumanBytes(static_cast<int64_t>(r.capacity_bytes)), 100 * r.memory_headroom);

@@ -41,9 +41,9 @@ nlohmann::json JsonReport(const Scenario& scenario, const std::vector<WorkloadRe
 nlohmann::json WorkloadJson(const WorkloadResult& result);
 
 // `spmdsim plan`'s table (the counts, the memory limit with its headroom, the rejections by reason, the fastest
-// configurations, their warnings) and its JSON ({"devices", "topology", "enumerated", "invalid", "over_memory", "evaluated",
-// "rejected_because", "memory_headroom", "capacity_bytes", "split_placements", "wall_seconds",
-// "best": [{"configuration", "mesh_axes", "micro_batch", "recompute", "zero_stage", "schedule", "virtual_stages",
+// configurations, their warnings) and its JSON ({"devices", "topology", "enumerated", "invalid", "over_memory",
+// "evaluated", "rejected_because", "memory_headroom", "capacity_bytes", "split_placements", "wall_seconds", "best":
+// [{"configuration", "mesh_axes", "micro_batch", "recompute", "zero_stage", "schedule", "virtual_stages",
 // "sequence_parallel", "step_seconds", "tokens_per_second", "mfu", "peak_bytes", "exposed_comm_seconds",
 // "bubble_seconds", "sustained_fraction", "warnings", "split_physical_axes"}]}).
 std::string PlanReport(const PlanResult& result, const ModelConfig& model);

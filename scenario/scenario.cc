@@ -75,10 +75,11 @@ Scenario ParseScenario(std::string_view text, const std::string& path) {
   } catch (const Error&) {
     throw;
   } catch (const YAML::Exception& e) {
-    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kScenarioError, "{}:{}:{}: {}", path, e.mark.line + 1, e.mark.column + 1,
-              e.msg);
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kScenarioError, "{}:{}:{}: {}", path, e.mark.line + 1,
+              e.mark.column + 1, e.msg);
   } catch (const std::exception& e) {
-    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kScenarioError, "{}: cannot read the scenario: {}", path, e.what());
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kScenarioError, "{}: cannot read the scenario: {}", path,
+              e.what());
   }
 }
 

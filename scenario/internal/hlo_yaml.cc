@@ -95,7 +95,8 @@ void ParseInputs(const YamlContext& ctx, const YamlMap& m, const Scenario& s, Hl
                                                 c->module->entry()->name(), c->module->file(), params));
   }
   for (size_t i = 0; i < node.size(); ++i) {
-    c->inputs.push_back(ParseInput(ctx, node[i], fmt::format("{}[{}]", m.Key("inputs"), i), s, static_cast<int64_t>(i)));
+    c->inputs.push_back(
+        ParseInput(ctx, node[i], fmt::format("{}[{}]", m.Key("inputs"), i), s, static_cast<int64_t>(i)));
   }
 }
 
