@@ -241,7 +241,8 @@ inline constexpr int64_t kGatherArrayBytes = int64_t{16} << 20;
 
 struct WorkloadResult {
   std::string name;                    // the workload's name (from its config)
-  std::string kind;                    // "collectives", "shard_map", "mlp", "transformer_block", "partition"
+  // The engine: "collectives", "shard_map", "mlp", "transformer_block", "partition", "model", "hlo".
+  std::string kind;
   bool abstract = false;
   std::vector<StepResult> steps;       // in execution order
   WorkloadTotals totals;
