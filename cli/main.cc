@@ -55,8 +55,8 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "spmdsim: unknown command '{}'; commands are {} (see spmdsim --help)\n", argv[1], names);
       return ToInt(ExitCode::kUsage);
     }
-    fmt::print(stderr, "spmdsim{}{}: {} (see spmdsim {}--help)\n", command.empty() ? "" : " ", command, ErrorLine(e.what()),
-               command.empty() ? "" : command + " ");
+    fmt::print(stderr, "spmdsim{}{}: {} (see spmdsim {}--help)\n", command.empty() ? "" : " ", command,
+               ErrorLine(e.what()), command.empty() ? "" : command + " ");
     return ToInt(ExitCode::kUsage);
   } catch (const spmdsim::Error& e) {
     const std::string command = app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name();

@@ -85,7 +85,8 @@ BuiltMesh BuildT5xMesh(const MeshCommandOptions& o, const std::shared_ptr<const 
           "--submesh / --num-partitions build T5X's ('data', 'model') mesh; they do not combine with --mesh, "
           "--dcn, --allow-split-physical-axes, --contiguous-submeshes or --process-is-granule");
   }
-  if (o.num_partitions < 0) Throw(ErrorCode::kInvalidArgument, "--num-partitions must be >= 1, got {}", o.num_partitions);
+  if (o.num_partitions < 0)
+    Throw(ErrorCode::kInvalidArgument, "--num-partitions must be >= 1, got {}", o.num_partitions);
   t5x::HardwareMesh submesh;
   std::string how;
   if (!o.submesh.empty()) {
@@ -134,7 +135,8 @@ BuiltMesh BuildT5xMesh(const MeshCommandOptions& o, const std::shared_ptr<const 
 
 BuiltMesh BuildMesh(const MeshCommandOptions& o, const std::shared_ptr<const Topology>& topology) {
   if (!o.submesh.empty() || o.num_partitions != 0) return BuildT5xMesh(o, topology);
-  if (o.no_tile_by_host) Throw(ErrorCode::kInvalidArgument, "--no-tile-by-host applies to --submesh / --num-partitions");
+  if (o.no_tile_by_host)
+    Throw(ErrorCode::kInvalidArgument, "--no-tile-by-host applies to --submesh / --num-partitions");
   if (!o.dcn.empty() && o.mesh.empty()) {
     Throw(ErrorCode::kInvalidArgument, "--dcn needs --mesh with the same axis names (the ICI part of each axis)");
   }

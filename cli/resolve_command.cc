@@ -125,13 +125,8 @@ std::string AxisLabel(const SemanticAxis& axis) {
   return "_";
 }
 
-ExitCode RunResolveCommand(const ResolveArgs& args) {
-  if (args.axes.empty() == args.preset.empty()) {
-    Throw(ErrorCode::kInvalidArgument, "give exactly one of --axes (e.g. batch,length,embed) or --preset NAME");
-  }
-  for (const std::string& item : args.registers) Register(item);
-  PartitionManager manager(BuildPartitionAxis(args.sets));
-
+// The semantic axes and runtime mode of --axes / --preset and --mode. REQUIRES: exactly one of --axes and --preset.
+DynamicShardingAxes ChooseAxes(const ResolveArgs& args) {
   DynamicShardingAxes dynamic;
   if (!args.preset.empty()) {
     dynamic = FindDynamicShardingPreset(args.preset);
@@ -146,15 +141,13 @@ ExitCode RunResolveCommand(const ResolveArgs& args) {
     Throw(ErrorCode::kInvalidArgument, "--mode is required with --axes: train, prefill, decode, insert or a "
                                        "dimension index (decode when that dimension of --shape is 1)");
   }
-  std::optional<std::vector<int64_t>> shape;
-  if (!args.shape.empty()) shape = ParseShape(args.shape, "--shape");
-  std::optional<std::span<const int64_t>> shape_span;
-  if (shape.has_value()) shape_span = std::span<const int64_t>(*shape);
-  RuntimeMode mode = InferRuntimeMode(dynamic.mode, shape_span);
+  return dynamic;
+}
 
-  PartitionSpec spec;
+// manager.Resolve, with the valid semantic axis names added to an unknown name's message.
+PartitionSpec ResolveNamingAxes(const PartitionManager& manager, const DynamicShardingAxes& dynamic, RuntimeMode mode) {
   try {
-    spec = manager.Resolve(dynamic.axes, mode);
+    return manager.Resolve(dynamic.axes, mode);
   } catch (const Error& e) {
     if (e.message().rfind("Unknown semantic axis name", 0) != 0) throw;
     std::vector<std::string_view> names;
@@ -162,39 +155,34 @@ ExitCode RunResolveCommand(const ResolveArgs& args) {
     RethrowWithContext(e, fmt::format("{} (semantic axes: {}, _ for unsharded, a+b for a composite, or a "
                                       "--register-ed name)", e.message(), fmt::join(names, ", ")));
   }
+}
 
-  std::optional<CorrectionReport> report;
-  if (!args.mesh.empty()) {
-    if (!shape.has_value()) Throw(ErrorCode::kInvalidArgument, "--mesh needs --shape (the array to correct for)");
-    CorrectionOptions options;
-    options.mode = ParseCorrectionMode(args.correct);
-    options.log = false;
-    report = manager.Shard(BuildCliMesh(args.mesh), *shape, dynamic.axes, mode, options).report;
-  }
-
-  if (args.json) {
-    nlohmann::json j;
-    j["spec"] = SpecJson(spec);
-    j["spec_repr"] = spec.ToString();
-    j["mode"] = std::string(RuntimeModeName(mode));
-    j["axes"] = nlohmann::json::array();
-    for (const auto& axis : dynamic.axes) j["axes"].push_back(AxisLabel(axis));
-    if (report.has_value()) {
-      j["corrected"] = SpecJson(report->corrected);
-      j["corrected_repr"] = report->corrected.ToString();
-      j["correct"] = std::string(CorrectionModeName(report->mode));
-      j["corrections"] = nlohmann::json::array();
-      for (const Correction& c : report->corrections) {
-        j["corrections"].push_back({{"dim", c.dim},
-                                    {"from", EntryJson(c.from)},
-                                    {"to", c.to ? EntryJson(*c.to) : nlohmann::json(nullptr)},
-                                    {"reason", std::string(CorrectionReasonName(c.reason))},
-                                    {"message", c.message}});
-      }
+void PrintResolveJson(const DynamicShardingAxes& dynamic, RuntimeMode mode, const PartitionSpec& spec,
+                      const std::optional<CorrectionReport>& report) {
+  nlohmann::json j;
+  j["spec"] = SpecJson(spec);
+  j["spec_repr"] = spec.ToString();
+  j["mode"] = std::string(RuntimeModeName(mode));
+  j["axes"] = nlohmann::json::array();
+  for (const auto& axis : dynamic.axes) j["axes"].push_back(AxisLabel(axis));
+  if (report.has_value()) {
+    j["corrected"] = SpecJson(report->corrected);
+    j["corrected_repr"] = report->corrected.ToString();
+    j["correct"] = std::string(CorrectionModeName(report->mode));
+    j["corrections"] = nlohmann::json::array();
+    for (const Correction& c : report->corrections) {
+      j["corrections"].push_back({{"dim", c.dim},
+                                  {"from", EntryJson(c.from)},
+                                  {"to", c.to ? EntryJson(*c.to) : nlohmann::json(nullptr)},
+                                  {"reason", std::string(CorrectionReasonName(c.reason))},
+                                  {"message", c.message}});
     }
-    fmt::print("{}\n", j.dump());
-    return ExitCode::kOk;
   }
+  fmt::print("{}\n", j.dump());
+}
+
+void PrintResolved(const DynamicShardingAxes& dynamic, RuntimeMode mode, const PartitionSpec& spec,
+                   const std::optional<CorrectionReport>& report) {
   fmt::print("mode: {}{}\n", RuntimeModeName(mode),
              std::holds_alternative<int>(dynamic.mode)
                  ? fmt::format(" (dimension {} of the shape is {})", std::get<int>(dynamic.mode),
@@ -210,6 +198,35 @@ ExitCode RunResolveCommand(const ResolveArgs& args) {
       fmt::print("  dim {}: {} -> {} ({})\n", c.dim, c.from.ToString(), c.to ? c.to->ToString() : "removed",
                  c.message);
     }
+  }
+}
+
+ExitCode RunResolveCommand(const ResolveArgs& args) {
+  if (args.axes.empty() == args.preset.empty()) {
+    Throw(ErrorCode::kInvalidArgument, "give exactly one of --axes (e.g. batch,length,embed) or --preset NAME");
+  }
+  for (const std::string& item : args.registers) Register(item);
+  PartitionManager manager(BuildPartitionAxis(args.sets));
+  const DynamicShardingAxes dynamic = ChooseAxes(args);
+  std::optional<std::vector<int64_t>> shape;
+  if (!args.shape.empty()) shape = ParseShape(args.shape, "--shape");
+  std::optional<std::span<const int64_t>> shape_span;
+  if (shape.has_value()) shape_span = std::span<const int64_t>(*shape);
+  RuntimeMode mode = InferRuntimeMode(dynamic.mode, shape_span);
+  const PartitionSpec spec = ResolveNamingAxes(manager, dynamic, mode);
+
+  std::optional<CorrectionReport> report;
+  if (!args.mesh.empty()) {
+    if (!shape.has_value()) Throw(ErrorCode::kInvalidArgument, "--mesh needs --shape (the array to correct for)");
+    CorrectionOptions options;
+    options.mode = ParseCorrectionMode(args.correct);
+    options.log = false;
+    report = manager.Shard(BuildCliMesh(args.mesh), *shape, dynamic.axes, mode, options).report;
+  }
+  if (args.json) {
+    PrintResolveJson(dynamic, mode, spec, report);
+  } else {
+    PrintResolved(dynamic, mode, spec, report);
   }
   return ExitCode::kOk;
 }

@@ -56,7 +56,8 @@ std::pair<int, int> ParseStandard(const std::string& text) {
   std::vector<std::string> parts = Split(text, ',');
   if (parts.size() != 2) {
     Throw(ErrorCode::kInvalidArgument,
-          "--standard {}: expected ACTIVATION_DIMS,PARAMETER_DIMS, each 1 or 2 (e.g. --standard 1,2)", QuoteForError(text));
+          "--standard {}: expected ACTIVATION_DIMS,PARAMETER_DIMS, each 1 or 2 (e.g. --standard 1,2)",
+          QuoteForError(text));
   }
   // Any int: StandardLogicalAxisRules says, as T5X does, which values are valid.
   constexpr int64_t kMin = std::numeric_limits<int>::min(), kMax = std::numeric_limits<int>::max();
@@ -71,7 +72,13 @@ RulesFallback ParseFallback(const std::string& text) {
   Throw(ErrorCode::kInvalidArgument, "--fallback '{}': valid values are unsharded, error, none", text);
 }
 
-ExitCode RunRulesCommand(const RulesArgs& args) {
+// The rules the flags give, and a description of where they come from (for the human output).
+struct ChosenRules {
+  LogicalAxisRules rules;
+  std::string source;
+};
+
+ChosenRules ChooseRules(const RulesArgs& args) {
   if (args.rules.empty() && args.rules_file.empty() && args.standard.empty()) {
     Throw(ErrorCode::kInvalidArgument, "give the rules: --rules TEXT, --rules-file PATH or --standard A,P");
   }
@@ -80,19 +87,59 @@ ExitCode RunRulesCommand(const RulesArgs& args) {
   }
   LogicalAxisRules given;
   if (!args.rules.empty()) given = ParseLogicalAxisRules(args.rules);
-  if (!args.rules_file.empty()) given = ParseLogicalAxisRules(ReadFileBounded(args.rules_file, kMaxTextFileBytes, "--rules-file"));
-  LogicalAxisRules rules = given;
-  std::string source = "given rules";
+  if (!args.rules_file.empty()) {
+    given = ParseLogicalAxisRules(ReadFileBounded(args.rules_file, kMaxTextFileBytes, "--rules-file"));
+  }
+  ChosenRules out{given, "given rules"};
   if (!args.standard.empty()) {
     auto [a, p] = ParseStandard(args.standard);
-    rules = StandardLogicalAxisRules(a, p, given);
-    source = fmt::format("T5X standard_logical_axis_rules({}, {}){}", a, p,
-                         given.empty() ? "" : fmt::format(" + {} additional", given.size()));
+    out.rules = StandardLogicalAxisRules(a, p, given);
+    out.source = fmt::format("T5X standard_logical_axis_rules({}, {}){}", a, p,
+                             given.empty() ? "" : fmt::format(" + {} additional", given.size()));
   }
   if (args.multislice) {
-    rules = MultisliceLogicalAxisRules(rules);
-    source += ", multi-slice ('batch' -> ('replica', 'data'))";
+    out.rules = MultisliceLogicalAxisRules(out.rules);
+    out.source += ", multi-slice ('batch' -> ('replica', 'data'))";
   }
+  return out;
+}
+
+void PrintRulesJson(const LogicalAxisRules& rules, const std::optional<LogicalAxes>& names,
+                    const std::optional<PartitionSpec>& spec) {
+  nlohmann::json j;
+  j["rules"] = nlohmann::json::array();
+  for (const auto& rule : rules) j["rules"].push_back({rule.logical_name, EntryJson(rule.mesh_axes)});
+  if (names.has_value()) {
+    nlohmann::json names_json = nlohmann::json::array();
+    for (const auto& n : *names) names_json.push_back(RuleNameJson(n));
+    j["names"] = names_json;
+    if (spec.has_value()) {
+      j["spec"] = nlohmann::json::array();
+      for (const auto& e : spec->entries()) j["spec"].push_back(EntryJson(e));
+      j["spec_repr"] = spec->ToString();
+    } else {
+      j["spec"] = nullptr;
+    }
+  }
+  fmt::print("{}\n", j.dump());
+}
+
+// Why the logical axis `name` resolved to `entry` under `rules`: the rule that gave it, or why none did.
+std::string WhyResolved(const LogicalAxis& name, const PartitionSpec::Entry& entry, const LogicalAxisRules& rules) {
+  if (name.kind() == LogicalAxis::Kind::kUnconstrained) return "passed through";
+  if (!name.is_name()) return "unnamed";
+  bool has_rule = false;
+  for (size_t r = 0; r < rules.size(); ++r) {
+    if (rules[r].logical_name != name.name()) continue;
+    has_rule = true;
+    if (rules[r].mesh_axes == entry) return fmt::format("rule {}", r);
+  }
+  return has_rule ? "its rules' mesh axes were already used" : "no rule for this name";
+}
+
+ExitCode RunRulesCommand(const RulesArgs& args) {
+  const ChosenRules chosen = ChooseRules(args);
+  LogicalAxisRules rules = chosen.rules;
   RulesFallback fallback = ParseFallback(args.fallback);
 
   std::optional<LogicalAxes> names;
@@ -105,26 +152,12 @@ ExitCode RunRulesCommand(const RulesArgs& args) {
   }
 
   if (args.json) {
-    nlohmann::json j;
-    j["rules"] = nlohmann::json::array();
-    for (const auto& rule : rules) j["rules"].push_back({rule.logical_name, EntryJson(rule.mesh_axes)});
-    if (names.has_value()) {
-      nlohmann::json names_json = nlohmann::json::array();
-      for (const auto& n : *names) names_json.push_back(RuleNameJson(n));
-      j["names"] = names_json;
-      if (spec.has_value()) {
-        j["spec"] = nlohmann::json::array();
-        for (const auto& e : spec->entries()) j["spec"].push_back(EntryJson(e));
-        j["spec_repr"] = spec->ToString();
-      } else {
-        j["spec"] = nullptr;
-      }
-    }
-    fmt::print("{}\n", j.dump());
+    PrintRulesJson(rules, names, spec);
     return ExitCode::kOk;
   }
 
-  fmt::print("rules: {} ({} rule{}, highest priority first)\n", source, rules.size(), rules.size() == 1 ? "" : "s");
+  fmt::print("rules: {} ({} rule{}, highest priority first)\n", chosen.source, rules.size(),
+             rules.size() == 1 ? "" : "s");
   for (size_t r = 0; r < rules.size(); ++r) {
     fmt::print("  {:>2}  {:<18} -> {}\n", r, rules[r].logical_name, rules[r].mesh_axes.ToString());
   }
@@ -138,23 +171,8 @@ ExitCode RunRulesCommand(const RulesArgs& args) {
   for (size_t d = 0; d < names->size(); ++d) {
     const LogicalAxis& name = (*names)[d];
     const PartitionSpec::Entry& entry = (*spec)[static_cast<int>(d)];
-    std::string why = "unnamed";
-    if (name.is_name()) {
-      why = "no rule for this name";
-      bool has_rule = false;
-      for (size_t r = 0; r < rules.size(); ++r) {
-        if (rules[r].logical_name != name.name()) continue;
-        has_rule = true;
-        if (rules[r].mesh_axes == entry) {
-          why = fmt::format("rule {}", r);
-          break;
-        }
-      }
-      if (has_rule && why == "no rule for this name") why = "its rules' mesh axes were already used";
-    } else if (name.kind() == LogicalAxis::Kind::kUnconstrained) {
-      why = "passed through";
-    }
-    fmt::print("  dim {}  {:<18} -> {:<20} ({})\n", d, name.ToString(), entry.ToString(), why);
+    fmt::print("  dim {}  {:<18} -> {:<20} ({})\n", d, name.ToString(), entry.ToString(),
+               WhyResolved(name, entry, rules));
   }
   return ExitCode::kOk;
 }

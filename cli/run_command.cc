@@ -138,7 +138,8 @@ ExitCode Run(const RunFlags& flags) {
   Scenario s = LoadScenario(flags.file);
   if (flags.abstract && !flags.dump_dir.empty())
     Throw(ErrorCode::kInvalidArgument, "--dump writes array data, which --abstract does not compute; drop one of them");
-  if (flags.threads < 0) Throw(ErrorCode::kInvalidArgument, "--threads must be >= 0 (0: one per core), got {}", flags.threads);
+  if (flags.threads < 0)
+    Throw(ErrorCode::kInvalidArgument, "--threads must be >= 0 (0: one per core), got {}", flags.threads);
 
   ScenarioRunOptions options{.abstract = flags.abstract,
                              .num_threads = flags.threads,
@@ -214,7 +215,9 @@ void AddRunCommand(CLI::App& app, ExitCode& exit_code, std::shared_ptr<ProcessGr
                   "write a Chrome/Perfetto trace (one track per device; simulated and wall clocks)");
   cmd->add_option("--html", flags->html_path,
                   "write a self-contained HTML report: step timeline per stage, memory, communication (no network)");
-  cmd->add_option("--dump", flags->dump_dir, "write every workload's global inputs and outputs as .npy files here (large ones as blocks, scenario/dump.h)");
+  cmd->add_option(
+      "--dump", flags->dump_dir,
+      "write every workload's global inputs and outputs as .npy files here (large ones as blocks, scenario/dump.h)");
   cmd->add_flag("--abstract", flags->abstract,
                 "shapes and dtypes only: cost model and memory without arithmetic (no checks)");
   cmd->add_option("--threads", flags->threads, "worker threads of the simulator (0: one per core)")

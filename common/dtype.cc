@@ -41,9 +41,10 @@ constexpr std::array<DTypeInfo, 17> kInfo = {{
 static_assert(kInfo[static_cast<int>(DType::kBool)].dtype == DType::kBool);
 static_assert(kInfo.back().dtype == DType::kC128);
 
-constexpr std::array<DType, 17> kAll = {
-    DType::kF32, DType::kF64, DType::kBF16, DType::kF16, DType::kI32, DType::kI64,     DType::kBool,   DType::kI8, DType::kU8,
-    DType::kI16, DType::kU16, DType::kU32,  DType::kU64, DType::kF8E4M3FN, DType::kF8E5M2, DType::kC64, DType::kC128};
+constexpr std::array<DType, 17> kAll = {DType::kF32, DType::kF64,  DType::kBF16, DType::kF16,      DType::kI32,
+                                        DType::kI64, DType::kBool, DType::kI8,   DType::kU8,       DType::kI16,
+                                        DType::kU16, DType::kU32,  DType::kU64,  DType::kF8E4M3FN, DType::kF8E5M2,
+                                        DType::kC64, DType::kC128};
 constexpr int kNumArrayDTypes = 7;  // kF32 .. kBool
 
 const DTypeInfo& Info(DType dtype) { return kInfo[static_cast<size_t>(dtype)]; }

@@ -1,6 +1,6 @@
 // Errors spmdsim reports to its users.
 //
-// Three kinds of failure, three mechanisms (see STYLE.md):
+// Three kinds of failure, three mechanisms (docs/architecture.md, "Errors"):
 //  - Bad user input (a spec, a mesh, a scenario file) throws spmdsim::Error: a typed error whose code a caller
 //    can inspect (auto-correction looks at it and repairs the input), whose `kind` names the error the peer
 //    library raises (JAX's ValueError, DuplicateSpecError, NotImplementedError, ...: a closed ErrorKind), and

@@ -21,7 +21,8 @@ namespace spmdsim {
 
 // REQUIRES: called inside the handler that caught `error` (the original is std::current_exception()).
 // `kind` replaces the error's kind when given (not kNone).
-[[noreturn]] inline void RethrowWithContext(const Error& error, std::string message, ErrorKind kind = ErrorKind::kNone) {
+[[noreturn]] inline void RethrowWithContext(const Error& error, std::string message,
+                                            ErrorKind kind = ErrorKind::kNone) {
   std::throw_with_nested(Error(error.code(), std::move(message), kind == ErrorKind::kNone ? error.kind() : kind));
 }
 

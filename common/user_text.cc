@@ -35,7 +35,8 @@ std::string OneLine(std::string_view message) {
     }
     while (!out.empty() && out.back() == ' ') out.pop_back();
     while (i < message.size() && (message[i] == '\n' || message[i] == '\r' || message[i] == ' ')) ++i;
-    if (!out.empty() && i < message.size()) out += (out.back() == '.' || out.back() == ';' || out.back() == ':') ? " " : "; ";
+    if (!out.empty() && i < message.size())
+      out += (out.back() == '.' || out.back() == ';' || out.back() == ':') ? " " : "; ";
   }
   return out;
 }

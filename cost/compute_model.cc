@@ -55,8 +55,10 @@ constexpr DeviceComputeSpec kSpecs[] = {
      "NVSwitch A100 node (NCCL's log in NVIDIA/nccl-tests issue 100)",
      0, 1.70e12 / 2.039e12, {},
      257.0 / 312, 0, 1305.0 / 1410, 0.045, 1 - 698.6 / 702.9, 24, 2},
-    {"TPU v2", 1, kMxu128, 128, 0, 0, 0, 1, 0, "Cloud TPU system architecture: one 128x128 MXU per v2 TensorCore", 0, 1, {}},
-    {"TPU v3", 2, kMxu128, 128, 0, 0, 0, 1, 0, "Cloud TPU system architecture: two 128x128 MXUs per v3 TensorCore", 0, 1, {}},
+    {"TPU v2", 1, kMxu128, 128, 0, 0, 0, 1, 0, "Cloud TPU system architecture: one 128x128 MXU per v2 TensorCore",
+     0, 1, {}},
+    {"TPU v3", 2, kMxu128, 128, 0, 0, 0, 1, 0, "Cloud TPU system architecture: two 128x128 MXUs per v3 TensorCore",
+     0, 1, {}},
     {"TPU v4", 8, kMxu128, 128, 0, 0, 0, 1, 0,
      "Cloud TPU v4 / TPU v4 paper (Jouppi et al. 2023): 2 TensorCores per chip, 4 MXUs of 128x128 each", 0, 1, {}},
     // TPU v5e: XLA's jnp.matmul of bf16 8192^3 on one v5e reaches 181.8 TFLOPS, 92.3% of the 197 TFLOPS peak

@@ -160,7 +160,8 @@ class ComputeModel {
   // Flash attention (Dao et al. 2022) of `batch * heads` independent heads: Q [q_len, head_dim] against K/V
   // [kv_len, head_dim] (kv_heads of them), never writing the q_len x kv_len scores to HBM.
   //   forward  flops = 4 * batch * heads * q_len * kv_len * head_dim (halved when causal)
-  //            bytes = (Q + O) + (K + V) read/written once = 2 * batch * head_dim * (heads*q_len + kv_heads*kv_len) * size
+  //            bytes = (Q + O) + (K + V) read/written once
+  //                  = 2 * batch * head_dim * (heads*q_len + kv_heads*kv_len) * size
   //   backward flops = 2.5 x forward (5 matmuls instead of 2), bytes = 2 x forward (reads Q K V O dO, writes dQ dK dV)
   // With the spec's measured attention_rates, compute = flops / (peak x AttentionFraction(kv_len)); without,
   // the matmuls are priced with the tile model as batch*heads contractions [q_len, head_dim] x [head_dim, kv_len].

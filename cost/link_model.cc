@@ -95,7 +95,10 @@ GroupSpan SpanOfGroup(const Mesh& mesh, std::span<const int64_t> positions) {
                                           : std::vector<int>{});
 }
 
-GroupSpan SpanOfGroup(const Mesh& mesh, std::span<const int64_t> positions, const std::vector<int>& devices_per_host) {
+namespace {
+
+// Throws unless the mesh has a topology and `positions` are distinct positions of it.
+const Topology& CheckGroup(const Mesh& mesh, std::span<const int64_t> positions) {
   const Topology* topology = mesh.topology();
   if (topology == nullptr) {
     Throw(ErrorCode::kFailedPrecondition,
@@ -114,140 +117,157 @@ GroupSpan SpanOfGroup(const Mesh& mesh, std::span<const int64_t> positions, cons
       Throw(ErrorCode::kInvalidArgument, "group lists position {} twice; members must be distinct", p);
     }
   }
-  const int n = static_cast<int>(positions.size());
-  GroupSpan span;
-  span.member_coords.assign(n, {});
-  if (n == 1) return span;
+  return *topology;
+}
 
-  std::vector<const Device*> devices;
-  for (int64_t p : positions) devices.push_back(&topology->device(mesh.DeviceAt(p)));
-  auto coordinate = [&](auto getter) {
+// A group's span as its stages are found, with every coordinate set a stage varies over (for the regularity
+// check).
+struct SpanBuilder {
+  const Topology& topology;
+  std::vector<const Device*> devices;  // the members'
+  GroupSpan span;
+  std::vector<CoordinateSet> sets;
+
+  template <typename Getter>
+  CoordinateSet Coordinate(Getter getter) const {
     std::vector<int> values;
     for (const Device* d : devices) values.push_back(getter(*d));
     return Collect(values);
-  };
-  auto add_stage = [&](SpanStage stage, const CoordinateSet& set) {
-    for (int i = 0; i < n; ++i) span.member_coords[i].push_back(set.member_index[i]);
-    span.stages.push_back(std::move(stage));
-  };
-
-  std::vector<CoordinateSet> sets;  // every coordinate that varies, for the regularity check
-  switch (topology->platform()) {
-    case Platform::kTpu: {
-      CoordinateSet cores = coordinate([](const Device& d) { return d.core_on_chip; });
-      CoordinateSet slices = coordinate([](const Device& d) { return d.slice_index; });
-      const LinkSpec& ici = topology->link(LinkClass::kIci);
-      // Groups that hold only some cores of each chip share the chip's links with the other cores' groups.
-      const double core_share =
-          static_cast<double>(topology->cores_per_chip()) / static_cast<double>(cores.values.size());
-      if (cores.values.size() > 1) {
-        SpanStage stage;
-        stage.link = LinkClass::kIci;
-        stage.shape = StageShape::kOnChip;
-        stage.dimension = "cores";
-        stage.size = static_cast<int>(cores.values.size());
-        stage.bandwidth_Bps = topology->memory_bandwidth_Bps();
-        stage.latency_s = 0;
-        sets.push_back(cores);
-        add_stage(stage, cores);
-      }
-      for (int d = 0; d < 3; ++d) {
-        CoordinateSet set = coordinate([d](const Device& dev) { return dev.coords[d]; });
-        if (set.values.size() < 2) continue;
-        bool evenly_spaced = true;
-        int stride = StrideOf(set.values, &evenly_spaced);
-        int m = static_cast<int>(set.values.size());
-        bool ring = evenly_spaced && topology->wraparound()[d] && m * stride == topology->chips_per_dim()[d];
-        SpanStage stage;
-        stage.link = LinkClass::kIci;
-        stage.shape = ring ? StageShape::kRing : StageShape::kLine;
-        stage.dimension = kTorusDimNames[d];
-        stage.size = m;
-        stage.stride = stride;
-        stage.bandwidth_Bps = ici.bandwidth_Bps / stride / core_share;
-        stage.latency_s = ici.latency_s * stride;
-        sets.push_back(set);
-        add_stage(stage, set);
-      }
-      if (slices.values.size() > 1) {
-        const LinkSpec& dcn = topology->link(LinkClass::kDcn);
-        // The host NIC is shared by the mesh's devices on the busiest host of the group.
-        SPMDSIM_CHECK(devices_per_host.size() == static_cast<size_t>(topology->num_processes()),
-                      "devices per host: {} hosts counted, the topology has {}", devices_per_host.size(),
-                      topology->num_processes());
-        int sharing = 1;
-        for (const Device* d : devices) sharing = std::max(sharing, devices_per_host[d->process_index]);
-        SpanStage stage;
-        stage.link = LinkClass::kDcn;
-        stage.shape = StageShape::kSwitch;
-        stage.dimension = "slices";
-        stage.size = static_cast<int>(slices.values.size());
-        stage.bandwidth_Bps = dcn.bandwidth_Bps / sharing;
-        stage.latency_s = dcn.latency_s;
-        sets.push_back(slices);
-        add_stage(stage, slices);
-      }
-      break;
-    }
-    case Platform::kGpu: {
-      CoordinateSet local = coordinate([](const Device& d) { return d.coords[0]; });
-      CoordinateSet hosts = coordinate([](const Device& d) { return d.process_index; });
-      if (local.values.size() > 1) {
-        const LinkSpec& nvlink = topology->link(LinkClass::kNvlink);
-        SpanStage stage;
-        stage.link = LinkClass::kNvlink;
-        stage.dimension = "local";
-        stage.size = static_cast<int>(local.values.size());
-        stage.bandwidth_Bps = nvlink.bandwidth_Bps;
-        stage.latency_s = nvlink.latency_s;
-        sets.push_back(local);
-        add_stage(stage, local);
-      }
-      if (hosts.values.size() > 1) {
-        const LinkSpec& ib = topology->link(LinkClass::kInfiniband);
-        SpanStage stage;
-        stage.link = LinkClass::kInfiniband;
-        stage.dimension = "hosts";
-        stage.size = static_cast<int>(hosts.values.size());
-        stage.bandwidth_Bps = ib.bandwidth_Bps;
-        stage.latency_s = ib.latency_s;
-        sets.push_back(hosts);
-        add_stage(stage, hosts);
-      }
-      break;
-    }
-    case Platform::kCpu: {
-      CoordinateSet ids = coordinate([](const Device& d) { return d.id; });
-      const LinkSpec& memory = topology->link(LinkClass::kHostMemory);
-      SpanStage stage;
-      stage.link = LinkClass::kHostMemory;
-      stage.dimension = "devices";
-      stage.size = n;
-      stage.bandwidth_Bps = memory.bandwidth_Bps;
-      stage.latency_s = memory.latency_s;
-      sets.push_back(ids);
-      add_stage(stage, ids);
-      break;
-    }
   }
+  void Add(SpanStage stage, const CoordinateSet& set) {
+    sets.push_back(set);
+    for (size_t i = 0; i < devices.size(); ++i) span.member_coords[i].push_back(set.member_index[i]);
+    span.stages.push_back(std::move(stage));
+  }
+};
 
+// TPU: the cores of a chip, then each torus dimension (a ring when it wraps around), then the slices over DCN.
+void AddTpuStages(const std::vector<int>& devices_per_host, SpanBuilder& b) {
+  const Topology& topology = b.topology;
+  CoordinateSet cores = b.Coordinate([](const Device& d) { return d.core_on_chip; });
+  CoordinateSet slices = b.Coordinate([](const Device& d) { return d.slice_index; });
+  const LinkSpec& ici = topology.link(LinkClass::kIci);
+  // Groups that hold only some cores of each chip share the chip's links with the other cores' groups.
+  const double core_share = static_cast<double>(topology.cores_per_chip()) / static_cast<double>(cores.values.size());
+  if (cores.values.size() > 1) {
+    SpanStage stage;
+    stage.link = LinkClass::kIci;
+    stage.shape = StageShape::kOnChip;
+    stage.dimension = "cores";
+    stage.size = static_cast<int>(cores.values.size());
+    stage.bandwidth_Bps = topology.memory_bandwidth_Bps();
+    stage.latency_s = 0;
+    b.Add(stage, cores);
+  }
+  for (int d = 0; d < 3; ++d) {
+    CoordinateSet set = b.Coordinate([d](const Device& dev) { return dev.coords[d]; });
+    if (set.values.size() < 2) continue;
+    bool evenly_spaced = true;
+    int stride = StrideOf(set.values, &evenly_spaced);
+    int m = static_cast<int>(set.values.size());
+    bool ring = evenly_spaced && topology.wraparound()[d] && m * stride == topology.chips_per_dim()[d];
+    SpanStage stage;
+    stage.link = LinkClass::kIci;
+    stage.shape = ring ? StageShape::kRing : StageShape::kLine;
+    stage.dimension = kTorusDimNames[d];
+    stage.size = m;
+    stage.stride = stride;
+    stage.bandwidth_Bps = ici.bandwidth_Bps / stride / core_share;
+    stage.latency_s = ici.latency_s * stride;
+    b.Add(stage, set);
+  }
+  if (slices.values.size() > 1) {
+    const LinkSpec& dcn = topology.link(LinkClass::kDcn);
+    // The host NIC is shared by the mesh's devices on the busiest host of the group.
+    SPMDSIM_CHECK(devices_per_host.size() == static_cast<size_t>(topology.num_processes()),
+                  "devices per host: {} hosts counted, the topology has {}", devices_per_host.size(),
+                  topology.num_processes());
+    int sharing = 1;
+    for (const Device* d : b.devices) sharing = std::max(sharing, devices_per_host[d->process_index]);
+    SpanStage stage;
+    stage.link = LinkClass::kDcn;
+    stage.shape = StageShape::kSwitch;
+    stage.dimension = "slices";
+    stage.size = static_cast<int>(slices.values.size());
+    stage.bandwidth_Bps = dcn.bandwidth_Bps / sharing;
+    stage.latency_s = dcn.latency_s;
+    b.Add(stage, slices);
+  }
+}
+
+// GPU: the devices of a host over NVLink, then the hosts over InfiniBand.
+void AddGpuStages(SpanBuilder& b) {
+  CoordinateSet local = b.Coordinate([](const Device& d) { return d.coords[0]; });
+  CoordinateSet hosts = b.Coordinate([](const Device& d) { return d.process_index; });
+  if (local.values.size() > 1) {
+    const LinkSpec& nvlink = b.topology.link(LinkClass::kNvlink);
+    SpanStage stage;
+    stage.link = LinkClass::kNvlink;
+    stage.dimension = "local";
+    stage.size = static_cast<int>(local.values.size());
+    stage.bandwidth_Bps = nvlink.bandwidth_Bps;
+    stage.latency_s = nvlink.latency_s;
+    b.Add(stage, local);
+  }
+  if (hosts.values.size() > 1) {
+    const LinkSpec& ib = b.topology.link(LinkClass::kInfiniband);
+    SpanStage stage;
+    stage.link = LinkClass::kInfiniband;
+    stage.dimension = "hosts";
+    stage.size = static_cast<int>(hosts.values.size());
+    stage.bandwidth_Bps = ib.bandwidth_Bps;
+    stage.latency_s = ib.latency_s;
+    b.Add(stage, hosts);
+  }
+}
+
+// CPU: one stage over host memory.
+void AddCpuStage(SpanBuilder& b) {
+  CoordinateSet ids = b.Coordinate([](const Device& d) { return d.id; });
+  const LinkSpec& memory = b.topology.link(LinkClass::kHostMemory);
+  SpanStage stage;
+  stage.link = LinkClass::kHostMemory;
+  stage.dimension = "devices";
+  stage.size = static_cast<int>(b.devices.size());
+  stage.bandwidth_Bps = memory.bandwidth_Bps;
+  stage.latency_s = memory.latency_s;
+  b.Add(stage, ids);
+}
+
+// A group that is not a full product of per-dimension coordinates becomes one line over all members on the
+// slowest link class it crosses, at the bandwidth of that class's narrowest stage.
+void CoarsenIfIrregular(const std::vector<CoordinateSet>& sets, GroupSpan& span) {
+  const int n = static_cast<int>(span.member_coords.size());
   int64_t product = 1;
   for (const CoordinateSet& set : sets) product *= static_cast<int64_t>(set.values.size());
-  if (product != n) {
-    // Not a full product of per-dimension coordinates: one line over all members on the slowest link class
-    // the group crosses, at the bandwidth of that class's narrowest stage.
-    SpanStage coarse = span.stages.back();
-    for (const SpanStage& stage : span.stages) {
-      if (stage.link == coarse.link) coarse.bandwidth_Bps = std::min(coarse.bandwidth_Bps, stage.bandwidth_Bps);
-    }
-    if (coarse.shape != StageShape::kSwitch) coarse.shape = StageShape::kLine;
-    coarse.dimension = "irregular";
-    coarse.size = n;
-    span.stages = {coarse};
-    for (int i = 0; i < n; ++i) span.member_coords[i] = {i};
-    span.regular = false;
+  if (product == n) return;
+  SpanStage coarse = span.stages.back();
+  for (const SpanStage& stage : span.stages) {
+    if (stage.link == coarse.link) coarse.bandwidth_Bps = std::min(coarse.bandwidth_Bps, stage.bandwidth_Bps);
   }
-  return span;
+  if (coarse.shape != StageShape::kSwitch) coarse.shape = StageShape::kLine;
+  coarse.dimension = "irregular";
+  coarse.size = n;
+  span.stages = {coarse};
+  for (int i = 0; i < n; ++i) span.member_coords[i] = {i};
+  span.regular = false;
+}
+
+}  // namespace
+
+GroupSpan SpanOfGroup(const Mesh& mesh, std::span<const int64_t> positions, const std::vector<int>& devices_per_host) {
+  const Topology& topology = CheckGroup(mesh, positions);
+  SpanBuilder b{topology, {}, {}, {}};
+  b.span.member_coords.assign(positions.size(), {});
+  if (positions.size() == 1) return b.span;
+  for (int64_t p : positions) b.devices.push_back(&topology.device(mesh.DeviceAt(p)));
+  switch (topology.platform()) {
+    case Platform::kTpu: AddTpuStages(devices_per_host, b); break;
+    case Platform::kGpu: AddGpuStages(b); break;
+    case Platform::kCpu: AddCpuStage(b); break;
+  }
+  CoarsenIfIrregular(b.sets, b.span);
+  return b.span;
 }
 
 namespace {

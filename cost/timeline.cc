@@ -311,7 +311,8 @@ class Engine {
       if (d.state == State::kDone) continue;
       if (!what.empty()) what += "; ";
       if (d.state == State::kAtStart) {
-        const auto& inst = instances_[static_cast<size_t>(d.blocked_on.first)][static_cast<size_t>(d.blocked_on.second)];
+        const auto& inst =
+            instances_[static_cast<size_t>(d.blocked_on.first)][static_cast<size_t>(d.blocked_on.second)];
         what += fmt::format("device {} at op {} waits for collective #{} on group {} ({} of {} members issued it)", p,
                             d.pc, d.blocked_on.second, d.blocked_on.first, inst.issued,
                             groups_[static_cast<size_t>(d.blocked_on.first)].size());
@@ -374,7 +375,8 @@ std::vector<DeviceTimes> StepTimeline::Run(std::vector<std::vector<OpInterval>>*
         Throw(ErrorCode::kInvalidArgument, "timeline: category {} >= {}", op.category, kMaxCategories);
       if (op.kind == TimelineOp::Kind::kStart) {
         if (op.group < 0 || static_cast<size_t>(op.group) >= groups_.size())
-          Throw(ErrorCode::kInvalidArgument, "timeline: device {} starts a collective on unknown group {}", p, op.group);
+          Throw(ErrorCode::kInvalidArgument, "timeline: device {} starts a collective on unknown group {}", p,
+                op.group);
         if (op.stream > 1) Throw(ErrorCode::kInvalidArgument, "timeline: collective stream must be 0 or 1");
         const auto& members = groups_[static_cast<size_t>(op.group)];
         if (std::find(members.begin(), members.end(), static_cast<int64_t>(p)) == members.end())

@@ -69,8 +69,9 @@ void AddH100DefaultCurve(std::vector<ValidationRow>* rows) {
   for (Point p : {Point{8, 13.67}, Point{1 << 20, 27.37}, Point{1 << 24, 123.8}, Point{1 << 27, 586.4},
                   Point{kGiB, 4029}, Point{8 * kGiB, 31307}}) {
     CollectiveCost cost = model.Cost(CollectiveOp::kAllReduce, all, p.bytes);
-    ValidationRow row{fmt::format("8xH100 all-reduce time, default algorithm, S = {}", ExactBytes(static_cast<int64_t>(p.bytes))), "us",
-                      p.us, kDgxcNccl, cost.seconds * 1e6, p.bytes,
+    ValidationRow row{fmt::format("8xH100 all-reduce time, default algorithm, S = {}",
+                                  ExactBytes(static_cast<int64_t>(p.bytes))),
+                      "us", p.us, kDgxcNccl, cost.seconds * 1e6, p.bytes,
                       fmt::format("model chooses {} (cost/nccl_model.h)", Choice(cost))};
     rows->push_back(row);
   }
@@ -124,7 +125,8 @@ void AddPerNicRules(std::vector<ValidationRow>* rows) {
     double line_Bps, reference;
     const char* source;
   };
-  for (Nic nic : {Nic{"EDR 100 Gb/s", "dgx-a100:2", 12.5e9, 12, "nccl-tests issue 119: ~12 GB/s busbw per 100 Gb/s NIC"},
+  for (Nic nic : {Nic{"EDR 100 Gb/s", "dgx-a100:2", 12.5e9, 12,
+                      "nccl-tests issue 119: ~12 GB/s busbw per 100 Gb/s NIC"},
                   Nic{"HDR 200 Gb/s", "dgx-a100:2", 25e9, 24, "nccl-tests issue 119: ~24 GB/s busbw per 200 Gb/s NIC"},
                   Nic{"NDR 400 Gb/s", "dgx-h100:2", 50e9, 47.5,
                       "nccl-tests issues 290, 267: 46-49 GB/s busbw per 400 Gb/s NDR NIC (midpoint)"}}) {
@@ -224,8 +226,8 @@ void AddV5eRows(std::vector<ValidationRow>* rows) {
                       95, "scaling-book PR 82: a v5e 8x16 all-gather reaches ~95% of the link bandwidth (4.5e10) from "
                       "~10 MB",
                       100 * at_claimed_rate / c.seconds, total,
-                      "bidirectional ring: 8 hops x 1 us + 2.7 us per collective, 15/16 V / (2 x 0.855 x 5e10 B/s); the "
-                      "0.855 is this figure itself (0.95 x 4.5e10 / 5e10): the row checks the latency terms"};
+                      "bidirectional ring: 8 hops x 1 us + 2.7 us per collective, 15/16 V / (2 x 0.855 x 5e10 B/s); "
+                      "the 0.855 is this figure itself (0.95 x 4.5e10 / 5e10): the row checks the latency terms"};
     rows->push_back(row);
   }
   {

@@ -299,8 +299,8 @@ TorusAssignment CreateDeviceMeshForNdTorus(const DeviceArray& physical_mesh, con
   if (static_cast<int>(transpose.size()) != num_physical) {
     // JAX transposes with too few axes here and numpy raises; it happens for a mesh of rank 0.
     ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
-              "axes don't match array: mesh shape {} leaves physical axes of the mesh {} unassigned", PyTuple(mesh_shape),
-              PyTuple(physical));
+              "axes don't match array: mesh shape {} leaves physical axes of the mesh {} unassigned",
+              PyTuple(mesh_shape), PyTuple(physical));
   }
   return {physical_mesh.Transpose(transpose).Reshape(mesh_shape), std::move(assignment)};
 }
@@ -513,7 +513,8 @@ DeviceArray CreateHybridDeviceMesh(const std::vector<int64_t>& ici_shape, const 
   CheckSizes(ici_shape, "mesh_shape", "create_hybrid_device_mesh");
   CheckSizes(dcn_shape, "dcn_mesh_shape", "create_hybrid_device_mesh");
   if (ids.empty()) {
-    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kIndexError, "create_hybrid_device_mesh needs at least one device");
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kIndexError,
+              "create_hybrid_device_mesh needs at least one device");
   }
   // Granules keyed by slice (or process), in key order or in order of first appearance.
   std::vector<int> keys;

@@ -81,6 +81,132 @@ std::array<int, 4> SplitForHostTiling(int g, int m, int l, size_t dim, const Har
   return {d / (l / m), l / m, 1, m};
 }
 
+// get_mesh's preconditions on the model parallel submesh against the global and the host's device bounds.
+void CheckSubmesh(const HardwareMesh& submesh, const HardwareMesh& global, const HardwareMesh& local_bounds, int host,
+                  const Topology& topology) {
+  const size_t ndim = global.size();
+  if (submesh.size() != ndim) {
+    Throw(ErrorCode::kInvalidArgument,
+          "the model parallel submesh {} must have {} entries ({}) on {}, like the global device mesh {}",
+          Tuple(submesh), ndim, fmt::join(DimNames(ndim), ", "), topology.ToString(), Tuple(global));
+  }
+  for (size_t i = 0; i < ndim; ++i) {
+    if (submesh[i] < 1) {
+      Throw(ErrorCode::kInvalidArgument, "model parallel submesh {}: {} must be >= 1, got {}", Tuple(submesh),
+            DimNames(ndim)[i], submesh[i]);
+    }
+  }
+  for (size_t i = 0; i < ndim; ++i) {
+    if (global[i] % submesh[i] != 0) {
+      std::vector<std::string> valid;
+      for (size_t j = 0; j < ndim; ++j) {
+        valid.push_back(fmt::format("{} in {{{}}}", DimNames(ndim)[j], fmt::join(Divisors(global[j]), ", ")));
+      }
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kAssertionError,
+                "each dimension of the model parallel submesh {} must be a factor of the corresponding "
+                "dimension of the global device mesh {}; valid: {}",
+                Tuple(submesh), Tuple(global), fmt::join(valid, ", "));
+    }
+  }
+  for (size_t i = 0; i < ndim; ++i) {
+    if (global[i] % local_bounds[i] != 0) {
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kAssertionError,
+                "the bounds {} of host {}'s devices (its highest-coordinate device + 1) must divide the global "
+                "device mesh {}, but {} = {} does not divide {}; t5x reads the local devices of process 0, "
+                "whose bounds are its host block",
+                Tuple(local_bounds), host, Tuple(global), DimNames(ndim)[i], local_bounds[i], global[i]);
+    }
+  }
+}
+
+// Every device at its hardware coordinates (GetCoords) in an array of the global mesh's shape.
+DeviceArray PlaceByCoords(const Topology& topology, const std::vector<const Device*>& all,
+                          const HardwareMesh& global) {
+  std::vector<int64_t> shape = Widen(global);
+  std::vector<int64_t> strides = RowMajorStrides(shape);
+  std::vector<int> cells(static_cast<size_t>(NumElements(shape)), -1);
+  for (const Device* d : all) {
+    HardwareMesh c = GetCoords(topology, *d);
+    int64_t at = 0;
+    for (size_t i = 0; i < global.size(); ++i) at += c[i] * strides[i];
+    cells[at] = d->id;
+  }
+  for (int id : cells) SPMDSIM_CHECK(id >= 0, "{}: a hardware mesh cell has no device", topology.ToString());
+  return DeviceArray(shape, std::move(cells));
+}
+
+// The global mesh `g`, the submesh `m` and the devices after t5x's Z-major reordering: a submesh that spans the
+// YZ or the XZ plane swaps Y or X with Z (and turns host tiling off). `swap` says which ("yz", "xz", or "").
+struct ZMajorOrder {
+  HardwareMesh g, m;
+  DeviceArray devices;
+  bool tile_by_host;
+  std::string swap;
+};
+
+ZMajorOrder ReorderZMajor(const HardwareMesh& global, const HardwareMesh& submesh, DeviceArray devices,
+                          bool tile_by_host) {
+  ZMajorOrder out{global, submesh, std::move(devices), tile_by_host, ""};
+  if (global.size() != 4) return out;
+  const int gx = global[0], gy = global[1], gz = global[2], gc = global[3];
+  const int mx = submesh[0], my = submesh[1], mz = submesh[2], mc = submesh[3];
+  auto require_all_cores = [&](std::string_view plane) {
+    if (mc != gc) {
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kAssertionError,
+                "({}, {}): submesh {} spans the {} plane, which t5x reorders Z-major, and that needs every "
+                "core of a chip: cores must be {}, got {}",
+                mc, gc, Tuple(submesh), plane, gc, mc);
+    }
+  };
+  if ((mx == gx && gx > 1 && my == 1 && mz == 1) || (mx == 1 && my == gy && gy > 1 && mz == gz && gz > 1)) {
+    require_all_cores("YZ");
+    out.g = {gx, gz, gy, gc};
+    out.m = {mx, mz, my, mc};
+    out.devices = out.devices.Transpose({0, 2, 1, 3});
+    out.tile_by_host = false;
+    out.swap = "yz";
+  }
+  if ((my == gy && gy > 1 && mx == 1 && mz == 1) || (my == 1 && mx == gx && gx > 1 && mz == gz && gz > 1)) {
+    require_all_cores("XZ");
+    out.g = {gz, gy, gx, gc};
+    out.m = {mz, my, mx, mc};
+    out.devices = out.devices.Transpose({2, 1, 0, 3});
+    out.tile_by_host = false;
+    out.swap = "xz";
+  }
+  return out;
+}
+
+// The devices as [data, model]: each dimension split into (data, model) parts, or with host tiling into (data
+// hosts, data devices, model hosts, model devices), the parts of one kind gathered, model fastest.
+DeviceArray SplitDataModel(const ZMajorOrder& order, const HardwareMesh& submesh, const HardwareMesh& local_bounds) {
+  const HardwareMesh& g = order.g;
+  const HardwareMesh& m = order.m;
+  const int n = static_cast<int>(g.size());
+  std::vector<int64_t> split;
+  std::vector<int> perm;
+  if (order.tile_by_host) {
+    for (int i = 0; i < n; ++i) {
+      std::array<int, 4> parts = SplitForHostTiling(g[i], m[i], local_bounds[i], i, submesh, local_bounds);
+      split.insert(split.end(), parts.begin(), parts.end());
+    }
+    for (int block = 0; block < 4; ++block) {
+      for (int i = 0; i < n; ++i) perm.push_back(4 * i + block);
+    }
+  } else {
+    for (int i = 0; i < n; ++i) {
+      split.push_back(g[i] / m[i]);
+      split.push_back(m[i]);
+    }
+    for (int block = 0; block < 2; ++block) {
+      for (int i = 0; i < n; ++i) perm.push_back(2 * i + block);
+    }
+  }
+  DeviceArray devices = order.devices.Reshape(split).Transpose(perm);
+  int64_t model = NumElements(Widen(submesh));
+  return devices.Reshape({devices.size() / model, model});
+}
+
 }  // namespace
 
 HardwareMesh GetCoords(const Topology& topology, const Device& device) {
@@ -117,117 +243,17 @@ Mesh GetMesh(const HardwareMesh& model_parallel_submesh, std::shared_ptr<const T
   }
   HardwareMesh global = BoundsFromLastDevice(topology, LastByCoords(topology, all));
   HardwareMesh local_bounds = BoundsFromLastDevice(topology, LastByCoords(topology, local));
-  const size_t ndim = global.size();
   const HardwareMesh& submesh = model_parallel_submesh;
-  if (submesh.size() != ndim) {
-    Throw(ErrorCode::kInvalidArgument,
-          "the model parallel submesh {} must have {} entries ({}) on {}, like the global device mesh {}",
-          Tuple(submesh), ndim, fmt::join(DimNames(ndim), ", "), topology.ToString(), Tuple(global));
-  }
-  for (size_t i = 0; i < ndim; ++i) {
-    if (submesh[i] < 1) {
-      Throw(ErrorCode::kInvalidArgument, "model parallel submesh {}: {} must be >= 1, got {}", Tuple(submesh),
-            DimNames(ndim)[i], submesh[i]);
-    }
-  }
-  for (size_t i = 0; i < ndim; ++i) {
-    if (global[i] % submesh[i] != 0) {
-      std::vector<std::string> valid;
-      for (size_t j = 0; j < ndim; ++j) {
-        valid.push_back(fmt::format("{} in {{{}}}", DimNames(ndim)[j], fmt::join(Divisors(global[j]), ", ")));
-      }
-      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kAssertionError,
-                "each dimension of the model parallel submesh {} must be a factor of the corresponding "
-                "dimension of the global device mesh {}; valid: {}",
-                Tuple(submesh), Tuple(global), fmt::join(valid, ", "));
-    }
-  }
-  for (size_t i = 0; i < ndim; ++i) {
-    if (global[i] % local_bounds[i] != 0) {
-      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kAssertionError,
-                "the bounds {} of host {}'s devices (its highest-coordinate device + 1) must divide the global "
-                "device mesh {}, but {} = {} does not divide {}; t5x reads the local devices of process 0, "
-                "whose bounds are its host block",
-                Tuple(local_bounds), host, Tuple(global), DimNames(ndim)[i], local_bounds[i], global[i]);
-    }
-  }
-
-  // Place the devices by their coordinates.
-  std::vector<int64_t> shape = Widen(global);
-  std::vector<int64_t> strides = RowMajorStrides(shape);
-  std::vector<int> cells(static_cast<size_t>(NumElements(shape)), -1);
-  for (const Device* d : all) {
-    HardwareMesh c = GetCoords(topology, *d);
-    int64_t at = 0;
-    for (size_t i = 0; i < ndim; ++i) at += c[i] * strides[i];
-    cells[at] = d->id;
-  }
-  for (int id : cells) SPMDSIM_CHECK(id >= 0, "{}: a hardware mesh cell has no device", topology.ToString());
-  DeviceArray devices(shape, std::move(cells));
-
-  HardwareMesh g = global;
-  HardwareMesh m = submesh;
-  bool tile_by_host = tile_by_host_if_needed;
-  std::string swap;
-  if (ndim == 4) {
-    const int gx = g[0], gy = g[1], gz = g[2], gc = g[3];
-    const int mx = m[0], my = m[1], mz = m[2], mc = m[3];
-    auto require_all_cores = [&](std::string_view plane) {
-      if (mc != gc) {
-        ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kAssertionError,
-                  "({}, {}): submesh {} spans the {} plane, which t5x reorders Z-major, and that needs every "
-                  "core of a chip: cores must be {}, got {}",
-                  mc, gc, Tuple(submesh), plane, gc, mc);
-      }
-    };
-    if ((mx == gx && gx > 1 && my == 1 && mz == 1) || (mx == 1 && my == gy && gy > 1 && mz == gz && gz > 1)) {
-      require_all_cores("YZ");
-      g = {gx, gz, gy, gc};
-      m = {mx, mz, my, mc};
-      devices = devices.Transpose({0, 2, 1, 3});
-      tile_by_host = false;
-      swap = "yz";
-    }
-    if ((my == gy && gy > 1 && mx == 1 && mz == 1) || (my == 1 && mx == gx && gx > 1 && mz == gz && gz > 1)) {
-      require_all_cores("XZ");
-      g = {gz, gy, gx, gc};
-      m = {mz, my, mx, mc};
-      devices = devices.Transpose({2, 1, 0, 3});
-      tile_by_host = false;
-      swap = "xz";
-    }
-  }
-
-  const int n = static_cast<int>(ndim);
-  std::vector<int64_t> split;
-  std::vector<int> perm;
-  if (tile_by_host) {
-    for (int i = 0; i < n; ++i) {
-      std::array<int, 4> parts = SplitForHostTiling(g[i], m[i], local_bounds[i], i, submesh, local_bounds);
-      split.insert(split.end(), parts.begin(), parts.end());
-    }
-    for (int block = 0; block < 4; ++block) {
-      for (int i = 0; i < n; ++i) perm.push_back(4 * i + block);
-    }
-  } else {
-    for (int i = 0; i < n; ++i) {
-      split.push_back(g[i] / m[i]);
-      split.push_back(m[i]);
-    }
-    for (int block = 0; block < 2; ++block) {
-      for (int i = 0; i < n; ++i) perm.push_back(2 * i + block);
-    }
-  }
-  devices = devices.Reshape(split).Transpose(perm);
-  int64_t model = NumElements(Widen(submesh));
-  devices = devices.Reshape({devices.size() / model, model});
-
+  CheckSubmesh(submesh, global, local_bounds, host, topology);
+  const ZMajorOrder order =
+      ReorderZMajor(global, submesh, PlaceByCoords(topology, all, global), tile_by_host_if_needed);
+  DeviceArray devices = SplitDataModel(order, submesh, local_bounds);
   if (steps) {
     steps->global_hardware_mesh = global;
     steps->local_hardware_mesh = local_bounds;
-    steps->z_major_swap = swap;
-    steps->submesh_after_swap = m;
-    steps->tiled_by_host = tile_by_host;
+    steps->z_major_swap = order.swap;
+    steps->submesh_after_swap = order.m;
+    steps->tiled_by_host = order.tile_by_host;
   }
   return Mesh(std::move(devices), {"data", "model"}, std::move(topology_ptr));
 }
@@ -338,7 +364,8 @@ HardwareMesh DefaultSubmesh(int num_partitions, const Topology& topology) {
 }
 
 Mesh DefaultMesh(int num_partitions, const std::optional<HardwareMesh>& model_parallel_submesh,
-                 std::shared_ptr<const Topology> topology_ptr, const std::optional<std::vector<int64_t>>& ici_mesh_shape,
+                 std::shared_ptr<const Topology> topology_ptr,
+                 const std::optional<std::vector<int64_t>>& ici_mesh_shape,
                  const std::optional<std::vector<int64_t>>& dcn_mesh_shape) {
   const Topology& topology = Require(topology_ptr, "default_mesh");
   if (ici_mesh_shape && dcn_mesh_shape) {

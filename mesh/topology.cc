@@ -36,8 +36,8 @@ struct TpuFigures {
 
 // Sources: Google Cloud's TPU system-architecture pages (cloud.google.com/tpu/docs/system-architecture-tpu-vm and
 // the per-generation pages: peak FLOP/s, HBM, ICI per chip, chips per host, DCN); per-link ICI figures from the
-// JAX scaling book (jax-ml/scaling-book, "How to Think About TPUs"). Where a source states a bidirectional per-chip figure, the one-way per-link
-// figure is (bidirectional / 2) / ports.
+// JAX scaling book (jax-ml/scaling-book, "How to Think About TPUs"). Where a source states a bidirectional per-chip
+// figure, the one-way per-link figure is (bidirectional / 2) / ports.
 const TpuFigures kTpuFigures[] = {
     {"tpu-v2", "TPU v2", 2, 2, 4, 16, 16 * kGiB, 700 * kGB, 45e12, 62.5e9,
      "estimate: no published per-link figure; v2 ICI taken as 500 Gb/s one-way per link", 0, ""},
@@ -486,7 +486,8 @@ std::vector<int64_t> ParseTopologyDims(const std::string& name, std::string_view
   const std::vector<std::string> parts = Split(dims_text, 'x');
   for (size_t i = 0; i < parts.size(); ++i) {
     const std::string_view part = Trim(parts[i]);
-    const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const bool digits = !part.empty() &&
+                        std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (!digits) {
       Throw(ErrorCode::kInvalidArgument, "{}: dimension {} of {} is {}; {} takes {}", what, i + 1,
             QuoteForError(dims_text), part.empty() ? "empty" : fmt::format("{}, not a number", QuoteForError(part)),
@@ -573,7 +574,8 @@ std::string Topology::ChipCountText() const {
       break;
   }
   std::vector<std::string> notes;
-  if (cores_per_chip_ > 1) notes.push_back(fmt::format("{} TensorCores each, one device per TensorCore", cores_per_chip_));
+  if (cores_per_chip_ > 1)
+    notes.push_back(fmt::format("{} TensorCores each, one device per TensorCore", cores_per_chip_));
   if (!accelerator_type_.empty()) {
     const size_t dash = accelerator_type_.rfind('-');
     const AcceleratorFamily* f = FindAcceleratorFamily(accelerator_type_.substr(0, dash));

@@ -94,10 +94,10 @@ class Topology {
   static Topology Cpu(int num_devices);
 
   // Parses the CLI / scenario form: "tpu-v4:2x2x4", "tpu-v5e:4x4", "tpu-v3:4x4", "dgx-h100:4" (4 hosts of 8),
-  // "dgx-a100:2", "gb200-nvl72:1" (one 72-GPU NVLink domain), "gpu:2x8" (2 hosts of 8), "cpu:8". `num_slices` applies to TPU presets only.
-  // Throws Error(kInvalidArgument / kNotFound) that names the part at fault and lists the valid presets (with a
-  // did-you-mean), and Error(kOutOfRange) when the topology would have more than kMaxTopologyDevices devices.
-  // Also Cloud TPU accelerator types (the `--accelerator-type` of `gcloud compute tpus`): "v2-8", "v3-32",
+  // "dgx-a100:2", "gb200-nvl72:1" (one 72-GPU NVLink domain), "gpu:2x8" (2 hosts of 8), "cpu:8". `num_slices` applies
+  // to TPU presets only. Throws Error(kInvalidArgument / kNotFound) that names the part at fault and lists the valid
+  // presets (with a did-you-mean), and Error(kOutOfRange) when the topology would have more than kMaxTopologyDevices
+  // devices. Also Cloud TPU accelerator types (the `--accelerator-type` of `gcloud compute tpus`): "v2-8", "v3-32",
   // "v4-128", "v5p-64", "v5litepod-256", "v6e-256". v2, v3, v4 and v5p count TensorCores (2 per chip: v5p-64 is 32
   // chips), v5e ("v5litepod") and v6e count chips. The slice shape is Google Cloud's for that size (a power of
   // two: 2-D X x Y with X <= Y as square as possible, 3-D the same with 4 chips as 2x2x1; v4-128 = 4x4x4,
@@ -108,7 +108,8 @@ class Topology {
 
   Platform platform() const { return platform_; }
   const std::string& preset() const { return preset_; }            // "tpu-v4", "dgx-h100", "cpu"
-  const std::string& device_kind() const { return device_kind_; }  // JAX's device_kind: "TPU v4", "NVIDIA H100 80GB HBM3", "cpu"
+  // JAX's device_kind: "TPU v4", "NVIDIA H100 80GB HBM3", "cpu".
+  const std::string& device_kind() const { return device_kind_; }
   std::optional<TpuGeneration> tpu_generation() const { return tpu_generation_; }
   std::string ToString() const;  // the Parse form, with " x K slices" when several: "tpu-v4:2x2x4"
   // The Cloud TPU accelerator type it was parsed from ("v5p-64"), "" when given as a preset.

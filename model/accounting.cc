@@ -216,7 +216,8 @@ ModelFlops CountFlops(const ModelConfig& c) {
   // Selective recompute reruns the attention core when its scores are materialised; flash attention stores none,
   // and the step recomputes nothing then (model/step.cc).
   if (c.recompute == Recompute::kSelective && !c.flash_attention) f.recompute = tokens * cores;
-  if (c.is_mla() && c.mla.recompute_up_proj) f.recompute += tokens * (c.layers + c.mtp_layers) * 2.0 * MlaProjections(c).up;
+  if (c.is_mla() && c.mla.recompute_up_proj)
+    f.recompute += tokens * (c.layers + c.mtp_layers) * 2.0 * MlaProjections(c).up;
   f.model = f.forward + f.backward;
   f.hardware = f.model + f.recompute;
   return f;

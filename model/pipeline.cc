@@ -31,7 +31,8 @@ std::vector<LayerRange> PipelineLayerLayout(const ModelConfig& c, int64_t stages
   SPMDSIM_CHECK(p >= 1 && v >= 1, "bad pipeline figures");
   std::vector<int64_t> counts(static_cast<size_t>(p * v));
   if (par.first_stage_layers >= 0 || par.last_stage_layers >= 0) {
-    const int64_t first = std::max<int64_t>(par.first_stage_layers, 0), last = std::max<int64_t>(par.last_stage_layers, 0);
+    const int64_t first = std::max<int64_t>(par.first_stage_layers, 0),
+                  last = std::max<int64_t>(par.last_stage_layers, 0);
     const int64_t middle_stages = p - (par.first_stage_layers >= 0 ? 1 : 0) - (par.last_stage_layers >= 0 ? 1 : 0);
     const int64_t per_middle = middle_stages > 0 ? (c.layers - first - last) / middle_stages : 0;
     for (int64_t k = 0; k < p * v; ++k) {

@@ -268,7 +268,8 @@ MeshCache BuildMeshes(const std::shared_ptr<const Topology>& topology, const std
       try {
         MeshOptions options;
         options.allow_split_physical_axes = split;
-        slots[i]->second = {std::make_shared<const Mesh>(MakeDeviceMesh(topology, slots[i]->first, {}, options)), split};
+        slots[i]->second = {std::make_shared<const Mesh>(MakeDeviceMesh(topology, slots[i]->first, {}, options)),
+                            split};
         return;
       } catch (const Error&) {
         // no placement this way
@@ -353,7 +354,8 @@ std::string PlanEntry::Describe() const { return DescribeConfiguration(config(),
 PlanResult PlanModel(const ModelConfig& model, std::shared_ptr<const Topology> topology, const PlanOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   if (topology == nullptr) Throw(ErrorCode::kInvalidArgument, "plan: no topology");
-  if (options.global_batch < 0) Throw(ErrorCode::kInvalidArgument, "plan: global batch must be >= 1, got {}", options.global_batch);
+  if (options.global_batch < 0)
+    Throw(ErrorCode::kInvalidArgument, "plan: global batch must be >= 1, got {}", options.global_batch);
   if (options.top < 1) Throw(ErrorCode::kInvalidArgument, "plan: --top must be >= 1, got {}", options.top);
   if (options.threads < 0) Throw(ErrorCode::kInvalidArgument, "plan: threads must be >= 0, got {}", options.threads);
   if (!(options.memory_headroom >= 0 && options.memory_headroom < 1))

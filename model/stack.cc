@@ -131,7 +131,8 @@ std::string_view StackName(SoftwareStack stack) {
 SoftwareStack ParseStack(std::string_view name) {
   std::string lower(name);
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (SoftwareStack s : {SoftwareStack::kAuto, SoftwareStack::kMegatron, SoftwareStack::kPytorchFsdp, SoftwareStack::kMaxText}) {
+  for (SoftwareStack s :
+       {SoftwareStack::kAuto, SoftwareStack::kMegatron, SoftwareStack::kPytorchFsdp, SoftwareStack::kMaxText}) {
     if (StackName(s) == lower) return s;
   }
   Throw(ErrorCode::kInvalidArgument, "unknown stack '{}'; valid: auto, megatron, pytorch-fsdp, maxtext", name);

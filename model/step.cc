@@ -84,7 +84,8 @@ class StepBuilder {
     for (const std::string& a : c.parallel.context_axes) expert_dp_.axes.push_back(a);
     expert_dp_.size = d_.expert_data;
     // Hybrid sharding: ZeRO over its shard axes (and context), replicas over the other data axes.
-    const std::vector<std::string>& zero_axes = c.parallel.zero_axes.empty() ? c.parallel.data_axes : c.parallel.zero_axes;
+    const std::vector<std::string>& zero_axes = c.parallel.zero_axes.empty() ? c.parallel.data_axes
+                                                                             : c.parallel.zero_axes;
     for (const std::string& a : zero_axes) zero_.axes.push_back(a);
     for (const std::string& a : c.parallel.context_axes) zero_.axes.push_back(a);
     zero_.size = d_.zero * d_.context;
@@ -177,7 +178,8 @@ class StepBuilder {
   void Prepare(std::vector<int64_t> simulated) {
     simulated_ = std::move(simulated);
     index_of_.assign(static_cast<size_t>(mesh_.size()), -1);
-    for (size_t i = 0; i < simulated_.size(); ++i) index_of_[static_cast<size_t>(simulated_[i])] = static_cast<int64_t>(i);
+    for (size_t i = 0; i < simulated_.size(); ++i)
+      index_of_[static_cast<size_t>(simulated_[i])] = static_cast<int64_t>(i);
     timeline_ = std::make_unique<StepTimeline>(static_cast<int64_t>(simulated_.size()), slowdown_);
     flops_.assign(simulated_.size(), 0.0);
     if (record_) labels_of_.assign(simulated_.size(), {});
@@ -427,7 +429,8 @@ class StepBuilder {
     const double s_q = static_cast<double>(c_.seq) / d_.context, s_kv = static_cast<double>(c_.seq);
     int64_t ring = -1;
     if (d_.context > 1) {  // dK, dV travel back around the ring
-      ring = Start(context_, CollectiveOp::kReduceScatter, tokens_ * KvElements() * size_ * d_.context, kContextComm, 1);
+      ring = Start(context_, CollectiveOp::kReduceScatter, tokens_ * KvElements() * size_ * d_.context, kContextComm,
+                   1);
     }
     if (c_.flash_attention) {
       Compute("flash attention", FlashAttention(layer, /*backward=*/true), kBackward);
@@ -659,7 +662,8 @@ class StepBuilder {
     const double T = static_cast<double>(tokens_), ff = SharedFf();
     const uint8_t stream = c_.moe.shared_expert_overlap ? 1 : 0;
     if (second_matmul) {
-      if (folded && sp_) Wait(Start(tensor_, CollectiveOp::kAllGather, Act() * size_, kTensorComm, stream), kTensorComm);
+      if (folded && sp_)
+        Wait(Start(tensor_, CollectiveOp::kAllGather, Act() * size_, kTensorComm, stream), kTensorComm);
       Matmul("shared expert down dgrad", T, c_.d_model, ff, kBackward);
       Matmul("shared expert down wgrad", ff, T, c_.d_model, kBackward);
       ActivationBackward(T * ff);
@@ -712,9 +716,9 @@ class StepBuilder {
     const int64_t gather = sp_ ? Start(tensor_, CollectiveOp::kAllGather, bytes, kTensorComm) : -1;
     Matmul(what_dgrad, tokens, n, k, kBackward);                           // dgrad
     Wait(gather, kTensorComm);
-    const int64_t reduce =
-        d_.tensor > 1 ? Start(tensor_, sp_ ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, bytes, kTensorComm)
-                      : -1;
+    const int64_t reduce = d_.tensor > 1 ? Start(tensor_, sp_ ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce,
+                                                 bytes, kTensorComm)
+                                         : -1;
     Matmul(what_wgrad, k, tokens, n, kBackward);                           // wgrad
     Wait(reduce, kTensorComm);
   }
@@ -762,7 +766,8 @@ class StepBuilder {
     Fp8Casts(moe, /*backward=*/true, kBackward);
     ResidualBackward();
     const bool folded = moe && c_.experts_over_tensor();
-    if (sp_ && !folded) Collective(tensor_, CollectiveOp::kAllGather, Act() * size_, kTensorComm);  // backward of the RS
+    if (sp_ && !folded)
+      Collective(tensor_, CollectiveOp::kAllGather, Act() * size_, kTensorComm);  // backward of the RS
     MlpBackward(moe);
     NormBackward();
     ResidualBackward();
@@ -1208,7 +1213,8 @@ std::vector<ModelStageTimes> StageTimes(const ValidatedModel& model, const std::
     if (times[i].end < s.end) continue;
     s = {stage, times[i].end, times[i].compute, times[i].exposed_comm, times[i].pipeline_wait, {}};
     for (int cat = kOptimizer + 1; cat < kNumCategories; ++cat)
-      s.exposed_by_kind[kCategoryNames[static_cast<size_t>(cat)]] = times[i].exposed_by_category[static_cast<size_t>(cat)];
+      s.exposed_by_kind[kCategoryNames[static_cast<size_t>(cat)]] =
+          times[i].exposed_by_category[static_cast<size_t>(cat)];
   }
   return stages;
 }
@@ -1254,7 +1260,8 @@ ModelStepTimes Extrapolate(const ModelStepTimes& a, const ModelStepTimes& b, dou
   out.host_wait_seconds = line(a.host_wait_seconds, b.host_wait_seconds);
   out.hardware_flops = line(a.hardware_flops, b.hardware_flops);
   using Breakdown = std::map<std::string, double> ModelStepTimes::*;
-  for (Breakdown field : {&ModelStepTimes::compute_by_phase, &ModelStepTimes::comm_by_kind, &ModelStepTimes::exposed_by_kind})
+  for (Breakdown field :
+       {&ModelStepTimes::compute_by_phase, &ModelStepTimes::comm_by_kind, &ModelStepTimes::exposed_by_kind})
     for (auto& [key, value] : out.*field) value = line((a.*field).at(key), value);
   out.timeline_ops = a.timeline_ops + b.timeline_ops;  // what was simulated
   for (size_t i = 0; i < out.stages.size(); ++i) {

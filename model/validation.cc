@@ -295,9 +295,9 @@ ModelValidationRow UnseenRowOf(std::string name, std::string source, double refe
 // MosaicML llm-foundry, scripts/train/benchmarking/README.md, "H100 80GB BF16" (MPT on the MosaicML platform,
 // 2023): GPT-style MPT models (MHA, GeLU MLP of 4h, LayerNorm, learned positions as the table's NumParams count
 // them, tied embeddings, vocab 50368), Triton flash attention, amp_bf16 under Composer's FSDP (FULL_SHARD; its
-// DEFAULT mixed precision: bf16 weights and gradient reduction), activation checkpointing as the table says. The measured
-// step is the global batch's tokens over the table's throughput (tokens/s). DGX H100 stands in for the platform's
-// H100 nodes.
+// DEFAULT mixed precision: bf16 weights and gradient reduction), activation checkpointing as the table says. The
+// measured step is the global batch's tokens over the table's throughput (tokens/s). DGX H100 stands in for the
+// platform's H100 nodes.
 struct FoundryRun {
   const char* size;
   int64_t d_model, layers, heads, seq, gpus, micro_batch, global_batch;
@@ -517,12 +517,13 @@ std::vector<LayerValidationRow> ComputeLayerValidationRows() {
 }
 
 std::string FormatLayerValidationTable(const std::vector<LayerValidationRow>& rows) {
-  std::string out = "| layer | measured forward | predicted | gap | measured backward | predicted | gap | measured total | "
-                    "predicted | gap |\n|---|---|---|---|---|---|---|---|---|---|\n";
+  std::string out =
+      "| layer | measured forward | predicted | gap | measured backward | predicted | gap | measured total | "
+      "predicted | gap |\n|---|---|---|---|---|---|---|---|---|---|\n";
   auto gap = [](double predicted, double reference) { return 100 * (predicted / reference - 1); };
   for (const LayerValidationRow& r : rows) {
-    out += fmt::format("| {} | {:.1f} ms | {:.2f} ms | {:+.1f}% | {:.1f} ms | {:.2f} ms | {:+.1f}% | {:.1f} ms | {:.2f} ms | "
-                       "{:+.1f}% |\n",
+    out += fmt::format("| {} | {:.1f} ms | {:.2f} ms | {:+.1f}% | {:.1f} ms | {:.2f} ms | {:+.1f}% | {:.1f} ms | "
+                       "{:.2f} ms | {:+.1f}% |\n",
                        r.name, 1e3 * r.forward, 1e3 * r.predicted_forward, gap(r.predicted_forward, r.forward),
                        1e3 * r.backward, 1e3 * r.predicted_backward, gap(r.predicted_backward, r.backward),
                        1e3 * (r.forward + r.backward), 1e3 * (r.predicted_forward + r.predicted_backward),

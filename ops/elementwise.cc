@@ -274,7 +274,9 @@ Array WeakScalar(const Array& like, double value) {
   return Array::Full({}, dtype, value);
 }
 
-enum class Un { kNeg, kAbs, kSign, kExp, kLog, kSqrt, kRsqrt, kTanh, kSigmoid, kRelu, kGeluTanh, kGeluErf, kSilu, kNot };
+enum class Un {
+  kNeg, kAbs, kSign, kExp, kLog, kSqrt, kRsqrt, kTanh, kSigmoid, kRelu, kGeluTanh, kGeluErf, kSilu, kNot
+};
 
 struct UnInfo {
   const char* name;
@@ -398,8 +400,8 @@ std::vector<int64_t> BroadcastShapes(std::span<const std::vector<int64_t>> shape
       }
       std::string list;
       for (const auto& t : shapes) list += (list.empty() ? "" : ", ") + PyTuple(t);
-      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "{}: Incompatible shapes for broadcasting: shapes=[{}]",
-                op, list);
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
+                "{}: Incompatible shapes for broadcasting: shapes=[{}]", op, list);
     }
   }
   return out;

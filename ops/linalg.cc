@@ -88,22 +88,24 @@ void Gemm(const MatOperand<C>& a, const MatOperand<C>& b, int64_t batch, int64_t
   }
 }
 
-Array DotGeneralImpl(std::string_view op, const Array& lhs, const Array& rhs, const DotDimensionNumbers& dims) {
-  CheckValid(op, lhs, 0);
-  CheckValid(op, rhs, 1);
+// JAX's checks of dot_general's dimension numbers against the operands, with JAX's messages: in range, as many
+// batch and as many contracting dimensions on each side, distinct, batch disjoint from contracting, equal sizes.
+void CheckDotDimensions(std::string_view op, const Array& lhs, const Array& rhs, const DotDimensionNumbers& dims) {
   const auto &lc = dims.lhs_contracting, &rc = dims.rhs_contracting, &lb = dims.lhs_batch, &rb = dims.rhs_batch;
   auto in_range = [](const std::vector<int>& v, int rank) {
     return std::all_of(v.begin(), v.end(), [&](int d) { return d >= 0 && d < rank; });
   };
   if (!in_range(lc, lhs.rank()) || !in_range(lb, lhs.rank())) {
-    DotError(op, fmt::format("dot_general requires lhs dimension numbers to be nonnegative and less than the number "
-                             "of axes of the lhs value, got lhs_batch of {} and lhs_contracting of {} for lhs of rank {}",
-                             IntTuple(lb), IntTuple(lc), lhs.rank()));
+    DotError(op,
+             fmt::format("dot_general requires lhs dimension numbers to be nonnegative and less than the number "
+                         "of axes of the lhs value, got lhs_batch of {} and lhs_contracting of {} for lhs of rank {}",
+                         IntTuple(lb), IntTuple(lc), lhs.rank()));
   }
   if (!in_range(rc, rhs.rank()) || !in_range(rb, rhs.rank())) {
-    DotError(op, fmt::format("dot_general requires rhs dimension numbers to be nonnegative and less than the number "
-                             "of axes of the rhs value, got rhs_batch of {} and rhs_contracting of {} for rhs of rank {}",
-                             IntTuple(rb), IntTuple(rc), rhs.rank()));
+    DotError(op,
+             fmt::format("dot_general requires rhs dimension numbers to be nonnegative and less than the number "
+                         "of axes of the rhs value, got rhs_batch of {} and rhs_contracting of {} for rhs of rank {}",
+                         IntTuple(rb), IntTuple(rc), rhs.rank()));
   }
   if (lb.size() != rb.size()) {
     DotError(op, fmt::format("dot_general requires equal numbers of lhs_batch and rhs_batch dimensions, got lhs_batch "
@@ -123,17 +125,29 @@ Array DotGeneralImpl(std::string_view op, const Array& lhs, const Array& rhs, co
       if (std::find(b.begin(), b.end(), x) != b.end()) return false;
     return true;
   };
-  if (!distinct(lb)) DotError(op, fmt::format("dot_general requires lhs batch dimensions to be distinct, got lhs_batch {}.", IntTuple(lb)));
-  if (!distinct(rb)) DotError(op, fmt::format("dot_general requires rhs batch dimensions to be distinct, got rhs_batch {}.", IntTuple(rb)));
-  if (!distinct(lc)) DotError(op, fmt::format("dot_general requires lhs contracting dimensions to be distinct, got lhs_contracting {}.", IntTuple(lc)));
-  if (!distinct(rc)) DotError(op, fmt::format("dot_general requires rhs contracting dimensions to be distinct, got rhs_contracting {}.", IntTuple(rc)));
+  if (!distinct(lb))
+    DotError(op,
+             fmt::format("dot_general requires lhs batch dimensions to be distinct, got lhs_batch {}.", IntTuple(lb)));
+  if (!distinct(rb))
+    DotError(op,
+             fmt::format("dot_general requires rhs batch dimensions to be distinct, got rhs_batch {}.", IntTuple(rb)));
+  if (!distinct(lc))
+    DotError(op, fmt::format("dot_general requires lhs contracting dimensions to be distinct, got lhs_contracting {}.",
+                             IntTuple(lc)));
+  if (!distinct(rc))
+    DotError(op, fmt::format("dot_general requires rhs contracting dimensions to be distinct, got rhs_contracting {}.",
+                             IntTuple(rc)));
   if (!disjoint(lb, lc)) {
-    DotError(op, fmt::format("dot_general requires lhs batch dimensions to be disjoint from contracting dimensions, got "
-                             "lhs_batch {} and lhs_contracting {}.", IntTuple(lb), IntTuple(lc)));
+    DotError(op,
+             fmt::format("dot_general requires lhs batch dimensions to be disjoint from contracting dimensions, got "
+                         "lhs_batch {} and lhs_contracting {}.",
+                         IntTuple(lb), IntTuple(lc)));
   }
   if (!disjoint(rb, rc)) {
-    DotError(op, fmt::format("dot_general requires rhs batch dimensions to be disjoint from contracting dimensions, got "
-                             "rhs_batch {} and rhs_contracting {}.", IntTuple(rb), IntTuple(rc)));
+    DotError(op,
+             fmt::format("dot_general requires rhs batch dimensions to be disjoint from contracting dimensions, got "
+                         "rhs_batch {} and rhs_contracting {}.",
+                         IntTuple(rb), IntTuple(rc)));
   }
   std::vector<int64_t> lbs, rbs, lcs, rcs;
   for (int d : lb) lbs.push_back(lhs.shape()[d]);
@@ -148,6 +162,16 @@ Array DotGeneralImpl(std::string_view op, const Array& lhs, const Array& rhs, co
     DotError(op, fmt::format("dot_general requires contracting dimensions to have the same shape, got {} and {}.",
                              PyTuple(lcs), PyTuple(rcs)));
   }
+}
+
+Array DotGeneralImpl(std::string_view op, const Array& lhs, const Array& rhs, const DotDimensionNumbers& dims) {
+  CheckValid(op, lhs, 0);
+  CheckValid(op, rhs, 1);
+  CheckDotDimensions(op, lhs, rhs, dims);
+  const auto &lc = dims.lhs_contracting, &rc = dims.rhs_contracting, &lb = dims.lhs_batch, &rb = dims.rhs_batch;
+  std::vector<int64_t> lbs, lcs;
+  for (int d : lb) lbs.push_back(lhs.shape()[d]);
+  for (int d : lc) lcs.push_back(lhs.shape()[d]);
   DType dtype = PromoteTypes(lhs.dtype(), rhs.dtype());
   if (dtype == DType::kBool) {
     DotError(op, fmt::format("dot_general does not accept bool operands (got {} and {}); Cast them first",
@@ -226,7 +250,8 @@ std::vector<int> ParseTerm(std::string_view term, int operand, int rank, int ell
     } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
       letters.push_back(c);
     } else {
-      EinsumError(ErrorCode::kInvalidArgument, ErrorKind::kValueError, fmt::format("Character '{}' is not a valid symbol.", c));
+      EinsumError(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
+                  fmt::format("Character '{}' is not a valid symbol.", c));
     }
   }
   *has_ellipsis = ellipsis_at >= 0;
@@ -296,6 +321,127 @@ Term Contract(const Term& a, const Term& b, const std::vector<int>& keep) {
   return {DotGeneralImpl("Einsum", a.array, b.array, dims), labels};
 }
 
+// An einsum's subscripts without spaces, where "->" starts (npos: the output is implicit), and one term per operand.
+struct EinsumSubscripts {
+  std::string spec;
+  size_t arrow = std::string::npos;
+  std::vector<std::string> terms;
+};
+
+EinsumSubscripts SplitSubscripts(std::string_view subscripts, size_t num_operands) {
+  EinsumSubscripts out;
+  for (char c : subscripts)
+    if (c != ' ') out.spec.push_back(c);
+  out.arrow = out.spec.find("->");
+  std::string inputs = out.spec.substr(0, out.arrow);
+  for (size_t start = 0;;) {
+    size_t comma = inputs.find(',', start);
+    out.terms.push_back(inputs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (out.terms.size() != num_operands) {
+    EinsumError(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
+                fmt::format("Number of einsum subscripts must be equal to the number of operands ('{}' has {}, got "
+                            "{} operands).", subscripts, out.terms.size(), num_operands));
+  }
+  return out;
+}
+
+// The operands with their labels, how many operands have each label, and the rank '...' stands for.
+struct LabeledOperands {
+  std::vector<Term> parts;
+  std::map<int, int> counts;
+  int ellipsis_rank = 0;
+};
+
+LabeledOperands LabelOperands(const std::vector<std::string>& terms, const std::vector<Array>& operands) {
+  LabeledOperands out;
+  std::map<int, int64_t> sizes;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    CheckValid("Einsum", operands[i], static_cast<int>(i));
+    bool has = false;
+    std::vector<int> labels = ParseTerm(terms[i], static_cast<int>(i), operands[i].rank(), 0, &has);
+    for (size_t d = 0; d < labels.size(); ++d) {
+      int l = labels[d];
+      if (std::count(labels.begin(), labels.end(), l) > 1) {
+        EinsumError(ErrorCode::kUnimplemented, ErrorKind::kNotImplementedError,
+                    fmt::format("label '{}' repeats within operand {} ('{}'): diagonals are not supported",
+                                LabelName(l), i, terms[i]));
+      }
+      int64_t size = operands[i].shape()[d];
+      auto [it, inserted] = sizes.emplace(l, size);
+      if (!inserted && it->second != size) {
+        EinsumError(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
+                    fmt::format("Size of label '{}' for operand {} ({}) does not match previous terms ({}).",
+                                LabelName(l), i, size, it->second));
+      }
+      ++out.counts[l];
+      if (l >= kEllipsisBase) out.ellipsis_rank = std::max(out.ellipsis_rank, l - kEllipsisBase + 1);
+    }
+    out.parts.push_back({operands[i], std::move(labels)});
+  }
+  return out;
+}
+
+// The output's labels: the explicit output term, else numpy's implicit output ('...' first, then every label
+// that appears once, in label order).
+std::vector<int> OutputLabels(const EinsumSubscripts& subscripts, const LabeledOperands& in) {
+  std::vector<int> output;
+  if (subscripts.arrow == std::string::npos) {
+    for (int j = in.ellipsis_rank - 1; j >= 0; --j) output.push_back(kEllipsisBase + j);
+    for (const auto& [l, c] : in.counts)
+      if (l < kEllipsisBase && c == 1) output.push_back(l);
+    return output;
+  }
+  bool has = false;
+  std::string out_term = subscripts.spec.substr(subscripts.arrow + 2);
+  output = ParseTerm(out_term, -1, -1, in.ellipsis_rank, &has);
+  for (int l : output) {
+    if (l < kEllipsisBase && !in.counts.count(l)) {
+      EinsumError(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
+                  fmt::format("Output character '{}' did not appear in the input", LabelName(l)));
+    }
+    if (std::count(output.begin(), output.end(), l) > 1) {
+      EinsumError(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
+                  fmt::format("Output character '{}' appeared more than once in the output", LabelName(l)));
+    }
+  }
+  // numpy: with an explicit output that has no '...', the ellipsis dimensions are summed out.
+  return output;
+}
+
+// Contracts the operands left to right, keeping the labels the output or a later operand still needs, and returns
+// the result with its dimensions in `output`'s order.
+Array ContractInOrder(std::vector<Term> parts, const std::vector<int>& output) {
+  auto needed_after = [&](size_t i) {
+    std::vector<int> keep = output;
+    for (size_t j = i + 1; j < parts.size(); ++j)
+      keep.insert(keep.end(), parts[j].labels.begin(), parts[j].labels.end());
+    return keep;
+  };
+  for (size_t i = 0; i < parts.size(); ++i) {
+    std::vector<int> keep = needed_after(i);
+    for (size_t j = 0; j < i; ++j) keep.insert(keep.end(), parts[j].labels.begin(), parts[j].labels.end());
+    parts[i] = SumOutExcept(parts[i], keep);  // labels only this operand has and the output lacks
+  }
+  Term acc = parts[0];
+  for (size_t i = 1; i < parts.size(); ++i) {
+    std::vector<int> keep = needed_after(i);
+    std::vector<int> keep_a = keep, keep_b = keep;
+    keep_a.insert(keep_a.end(), parts[i].labels.begin(), parts[i].labels.end());
+    keep_b.insert(keep_b.end(), acc.labels.begin(), acc.labels.end());
+    acc = Contract(SumOutExcept(acc, keep_a), SumOutExcept(parts[i], keep_b), keep);
+  }
+  acc = SumOutExcept(acc, output);
+  std::vector<int> perm;
+  for (int l : output)
+    perm.push_back(static_cast<int>(std::find(acc.labels.begin(), acc.labels.end(), l) - acc.labels.begin()));
+  bool identity = true;
+  for (size_t i = 0; i < perm.size(); ++i) identity = identity && perm[i] == static_cast<int>(i);
+  return identity ? acc.array : Transpose(acc.array, perm);
+}
+
 }  // namespace
 
 Array DotGeneral(const Array& lhs, const Array& rhs, const DotDimensionNumbers& dims) {
@@ -316,8 +462,9 @@ Array MatMul(const Array& a, const Array& b) {
   Array y = b.rank() == 1 ? Reshape(b, {b.shape()[0], 1}) : b;
   const int xr = x.rank(), yr = y.rank();
   if (x.shape()[xr - 1] != y.shape()[yr - 2]) {
-    DotError("MatMul", fmt::format("dot_general requires contracting dimensions to have the same shape, got ({},) and ({},).",
-                                   x.shape()[xr - 1], y.shape()[yr - 2]));
+    DotError("MatMul",
+             fmt::format("dot_general requires contracting dimensions to have the same shape, got ({},) and ({},).",
+                         x.shape()[xr - 1], y.shape()[yr - 2]));
   }
   Array result;
   if (yr == 2) {
@@ -361,96 +508,10 @@ Array Dot(const Array& a, const Array& b) {
 }
 
 Array Einsum(std::string_view subscripts, const std::vector<Array>& operands) {
-  std::string spec;
-  for (char c : subscripts)
-    if (c != ' ') spec.push_back(c);
-  size_t arrow = spec.find("->");
-  std::string inputs = spec.substr(0, arrow);
-  std::vector<std::string> terms;
-  for (size_t start = 0;;) {
-    size_t comma = inputs.find(',', start);
-    terms.push_back(inputs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  if (terms.size() != operands.size()) {
-    EinsumError(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
-                fmt::format("Number of einsum subscripts must be equal to the number of operands ('{}' has {}, got "
-                            "{} operands).", subscripts, terms.size(), operands.size()));
-  }
-  std::vector<Term> parts;
-  std::map<int, int64_t> sizes;
-  std::map<int, int> counts;
-  int ellipsis_rank = 0;
-  for (size_t i = 0; i < operands.size(); ++i) {
-    CheckValid("Einsum", operands[i], static_cast<int>(i));
-    bool has = false;
-    std::vector<int> labels = ParseTerm(terms[i], static_cast<int>(i), operands[i].rank(), 0, &has);
-    for (size_t d = 0; d < labels.size(); ++d) {
-      int l = labels[d];
-      if (std::count(labels.begin(), labels.end(), l) > 1) {
-        EinsumError(ErrorCode::kUnimplemented, ErrorKind::kNotImplementedError,
-                    fmt::format("label '{}' repeats within operand {} ('{}'): diagonals are not supported",
-                                LabelName(l), i, terms[i]));
-      }
-      int64_t size = operands[i].shape()[d];
-      auto [it, inserted] = sizes.emplace(l, size);
-      if (!inserted && it->second != size) {
-        EinsumError(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
-                    fmt::format("Size of label '{}' for operand {} ({}) does not match previous terms ({}).",
-                                LabelName(l), i, size, it->second));
-      }
-      ++counts[l];
-      if (l >= kEllipsisBase) ellipsis_rank = std::max(ellipsis_rank, l - kEllipsisBase + 1);
-    }
-    parts.push_back({operands[i], std::move(labels)});
-  }
-  std::vector<int> output;
-  if (arrow != std::string::npos) {
-    bool has = false;
-    std::string out_term = spec.substr(arrow + 2);
-    output = ParseTerm(out_term, -1, -1, ellipsis_rank, &has);
-    for (int l : output) {
-      if (l < kEllipsisBase && !counts.count(l)) {
-        EinsumError(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
-                    fmt::format("Output character '{}' did not appear in the input", LabelName(l)));
-      }
-      if (std::count(output.begin(), output.end(), l) > 1) {
-        EinsumError(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
-                    fmt::format("Output character '{}' appeared more than once in the output", LabelName(l)));
-      }
-    }
-    // numpy: with an explicit output that has no '...', the ellipsis dimensions are summed out.
-  } else {
-    for (int j = ellipsis_rank - 1; j >= 0; --j) output.push_back(kEllipsisBase + j);
-    for (const auto& [l, c] : counts)
-      if (l < kEllipsisBase && c == 1) output.push_back(l);
-  }
-  // Left to right, keeping the labels the output or a later operand still needs.
-  auto needed_after = [&](size_t i) {
-    std::vector<int> keep = output;
-    for (size_t j = i + 1; j < parts.size(); ++j) keep.insert(keep.end(), parts[j].labels.begin(), parts[j].labels.end());
-    return keep;
-  };
-  for (size_t i = 0; i < parts.size(); ++i) {
-    std::vector<int> keep = needed_after(i);
-    for (size_t j = 0; j < i; ++j) keep.insert(keep.end(), parts[j].labels.begin(), parts[j].labels.end());
-    parts[i] = SumOutExcept(parts[i], keep);  // labels only this operand has and the output lacks
-  }
-  Term acc = parts[0];
-  for (size_t i = 1; i < parts.size(); ++i) {
-    std::vector<int> keep = needed_after(i);
-    std::vector<int> keep_a = keep, keep_b = keep;
-    keep_a.insert(keep_a.end(), parts[i].labels.begin(), parts[i].labels.end());
-    keep_b.insert(keep_b.end(), acc.labels.begin(), acc.labels.end());
-    acc = Contract(SumOutExcept(acc, keep_a), SumOutExcept(parts[i], keep_b), keep);
-  }
-  acc = SumOutExcept(acc, output);
-  std::vector<int> perm;
-  for (int l : output) perm.push_back(static_cast<int>(std::find(acc.labels.begin(), acc.labels.end(), l) - acc.labels.begin()));
-  bool identity = true;
-  for (size_t i = 0; i < perm.size(); ++i) identity = identity && perm[i] == static_cast<int>(i);
-  return identity ? acc.array : Transpose(acc.array, perm);
+  const EinsumSubscripts split = SplitSubscripts(subscripts, operands.size());
+  LabeledOperands in = LabelOperands(split.terms, operands);
+  const std::vector<int> output = OutputLabels(split, in);
+  return ContractInOrder(std::move(in.parts), output);
 }
 
 Array Einsum(std::string_view subscripts, const Array& a) { return Einsum(subscripts, std::vector<Array>{a}); }

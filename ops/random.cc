@@ -124,8 +124,10 @@ std::vector<Array> BlocksOfValues(std::span<const int64_t> shape, DType dtype,
   const size_t element = static_cast<size_t>(DTypeSize(dtype));
   if (last > 0) {
     stream(last, [&](int64_t first, std::span<const double> chunk) {
-      const Array rounded = RoundedArray(std::vector<double>(chunk.begin(), chunk.end()), {static_cast<int64_t>(chunk.size())}, dtype);
-      for (BlockFill& f : fills) f.Keep(first, rounded.size(), static_cast<const std::byte*>(rounded.raw_data()), element);
+      const Array rounded = RoundedArray(std::vector<double>(chunk.begin(), chunk.end()),
+                                         {static_cast<int64_t>(chunk.size())}, dtype);
+      for (BlockFill& f : fills)
+        f.Keep(first, rounded.size(), static_cast<const std::byte*>(rounded.raw_data()), element);
       return first + static_cast<int64_t>(chunk.size()) < last;
     });
   }

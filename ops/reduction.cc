@@ -151,8 +151,9 @@ Array ArgReduce(bool is_max, const Array& x, int axis) {
     if (d != a) shape.push_back(x.shape()[d]);
   }
   if (n == 0 && outer * inner > 0) {
-    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "{}: attempt to get {} of an empty sequence (input {})",
-              name, is_max ? "argmax" : "argmin", x.ShapeString());
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
+              "{}: attempt to get {} of an empty sequence (input {})", name, is_max ? "argmax" : "argmin",
+              x.ShapeString());
   }
   ArrayBuilder out = NewResult(DType::kI32, shape, x.is_abstract());
   if (!x.is_abstract() && out.size() > 0) {

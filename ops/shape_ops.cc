@@ -47,19 +47,21 @@ Array Reshape(const Array& x, std::vector<int64_t> shape) {
   int64_t known = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
-      if (unknown >= 0) ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Reshape: can only specify one unknown dimension");
+      if (unknown >= 0)
+        ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
+                  "Reshape: can only specify one unknown dimension");
       unknown = static_cast<int>(i);
     } else if (shape[i] < 0) {
-      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Reshape: negative dimensions not allowed (shape {})",
-                PyTuple(shape));
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
+                "Reshape: negative dimensions not allowed (shape {})", PyTuple(shape));
     } else {
       known *= shape[i];
     }
   }
   if (unknown >= 0 && known != 0 && x.size() % known == 0) shape[unknown] = x.size() / known;
   if ((unknown >= 0 && shape[unknown] == -1) || NumElements(shape) != x.size()) {
-    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Reshape: cannot reshape array of size {} into shape {}",
-              x.size(), PyTuple(shape));
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
+              "Reshape: cannot reshape array of size {} into shape {}", x.size(), PyTuple(shape));
   }
   ops_internal::ReportCost(OpCost{"reshape", 0, 0, 0, 0});
   return WithVaryingAxes(x.Reshape(std::move(shape)), VaryingUnion({&x}));
@@ -110,7 +112,8 @@ Array Transpose(const Array& x, const std::vector<int>& perm_in) {
   std::vector<bool> seen(perm.size(), false);
   for (int& p : perm) {
     p = CanonicalAxis("Transpose", p, x.rank());
-    if (seen[p]) ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Transpose: repeated axis in transpose");
+    if (seen[p])
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Transpose: repeated axis in transpose");
     seen[p] = true;
   }
   std::vector<int64_t> in_strides = RowMajorStrides(x.shape());
@@ -140,8 +143,10 @@ Array Slice(const Array& x, const std::vector<int64_t>& start, const std::vector
     ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kTypeError, "Slice: {}", message);
   };
   if (static_cast<int>(start.size()) != x.rank()) {
-    fail(fmt::format("slice start_indices must have length equal to the number of dimensions of the operand, got indices {} "
-         "for operand shape {}.", PyTuple(start), PyTuple(s)));
+    fail(fmt::format(
+        "slice start_indices must have length equal to the number of dimensions of the operand, got indices {} "
+        "for operand shape {}.",
+        PyTuple(start), PyTuple(s)));
   }
   if (limit.size() != start.size()) {
     fail(fmt::format("slice limit_indices must have the same length as start_indices, got start_indices {} and "
@@ -149,12 +154,16 @@ Array Slice(const Array& x, const std::vector<int64_t>& start, const std::vector
   }
   for (int d = 0; d < x.rank(); ++d) {
     if (limit[d] > s[d]) {
-      fail(fmt::format("slice limit_indices must be less than or equal to operand shape, got limit_indices {} for operand "
-           "shape {}.", PyTuple(limit), PyTuple(s)));
+      fail(fmt::format(
+          "slice limit_indices must be less than or equal to operand shape, got limit_indices {} for operand "
+          "shape {}.",
+          PyTuple(limit), PyTuple(s)));
     }
   }
   for (int d = 0; d < x.rank(); ++d) {
-    if (start[d] < 0) fail(fmt::format("slice start_indices must be greater than or equal to zero, got start_indices of {}.", PyTuple(start)));
+    if (start[d] < 0)
+      fail(fmt::format("slice start_indices must be greater than or equal to zero, got start_indices of {}.",
+                       PyTuple(start)));
   }
   for (int d = 0; d < x.rank(); ++d) {
     if (limit[d] < start[d]) {
@@ -164,8 +173,10 @@ Array Slice(const Array& x, const std::vector<int64_t>& start, const std::vector
   }
   std::vector<int64_t> steps = strides_in.empty() ? std::vector<int64_t>(start.size(), 1) : strides_in;
   if (steps.size() != start.size()) {
-    fail(fmt::format("slice strides must have length equal to the number of dimensions of the operand, got strides {} for "
-         "operand shape {}.", PyTuple(steps), PyTuple(s)));
+    fail(fmt::format(
+        "slice strides must have length equal to the number of dimensions of the operand, got strides {} for "
+        "operand shape {}.",
+        PyTuple(steps), PyTuple(s)));
   }
   for (int64_t st : steps)
     if (st <= 0) fail(fmt::format("slice strides must be positive, got {}", PyTuple(steps)));
@@ -250,12 +261,14 @@ Array DynamicUpdateSlice(const Array& x, const Array& update, const std::vector<
 
 Array Concatenate(const std::vector<Array>& arrays, int axis) {
   if (arrays.empty()) {
-    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Concatenate: need at least one array to concatenate");
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
+              "Concatenate: need at least one array to concatenate");
   }
   for (size_t i = 0; i < arrays.size(); ++i) CheckValid("Concatenate", arrays[i], static_cast<int>(i));
   const Array& first = arrays[0];
   if (first.rank() == 0) {
-    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Concatenate: zero-dimensional arrays cannot be concatenated");
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
+              "Concatenate: zero-dimensional arrays cannot be concatenated");
   }
   int a = CanonicalAxis("Concatenate", axis, first.rank());
   DType dtype = first.dtype();
@@ -299,7 +312,8 @@ Array Concatenate(const std::vector<Array>& arrays, int axis) {
 }
 
 Array Stack(const std::vector<Array>& arrays, int axis) {
-  if (arrays.empty()) ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Stack: need at least one array to stack");
+  if (arrays.empty())
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Stack: need at least one array to stack");
   for (size_t i = 0; i < arrays.size(); ++i) {
     CheckValid("Stack", arrays[i], static_cast<int>(i));
     if (arrays[i].shape() != arrays[0].shape()) {
@@ -319,8 +333,8 @@ std::vector<Array> Split(const Array& x, int64_t sections, int axis) {
   CheckValid("Split", x);
   int a = CanonicalAxis("Split", axis, x.rank());
   if (sections <= 0) {
-    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Split: number sections must be larger than 0, got {}",
-              sections);
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
+              "Split: number sections must be larger than 0, got {}", sections);
   }
   const int64_t dim = x.shape()[a];
   if (dim % sections != 0) {
@@ -350,8 +364,8 @@ Array Pad(const Array& x, const std::vector<int64_t>& low, const std::vector<int
   std::vector<int64_t> out_strides;
   for (int d = 0; d < x.rank(); ++d) {
     if (low[d] < 0 || high[d] < 0) {
-      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Pad: index can't contain negative values (low {}, high {})",
-                PyTuple(low), PyTuple(high));
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
+                "Pad: index can't contain negative values (low {}, high {})", PyTuple(low), PyTuple(high));
     }
     shape[d] += low[d] + high[d];
   }
@@ -408,7 +422,8 @@ Array Flip(const Array& x, const std::vector<int>& axes) {
 }
 
 Array Iota(DType dtype, int64_t n) {
-  if (n < 0) ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Iota: negative dimensions are not allowed ({})", n);
+  if (n < 0)
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Iota: negative dimensions are not allowed ({})", n);
   Array out = Array::Iota({n}, dtype);
   ops_internal::ReportCost(OpCost{"iota", 0, 0, 0, out.nbytes()});
   return out;
@@ -417,8 +432,8 @@ Array Iota(DType dtype, int64_t n) {
 Array BroadcastedIota(DType dtype, const std::vector<int64_t>& shape, int dimension) {
   for (int64_t d : shape) {
     if (d < 0) {
-      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "BroadcastedIota: negative dimensions are not allowed in {}",
-                PyTuple(shape));
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
+                "BroadcastedIota: negative dimensions are not allowed in {}", PyTuple(shape));
     }
   }
   int a = CanonicalAxis("BroadcastedIota", dimension, static_cast<int>(shape.size()));

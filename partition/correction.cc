@@ -154,54 +154,21 @@ std::vector<std::string> Difference(const std::vector<std::string>& from, const 
   return out;
 }
 
-}  // namespace
+// Where corrections go: the report, and eformer's warning on the log stream when logging is on.
+struct CorrectionLog {
+  CorrectionReport* report;
+  bool log;
+  std::ostream* out;
 
-CorrectionReport CorrectSpec(const PartitionSpec& spec, const Mesh& mesh, std::span<const int64_t> shape,
-                             const CorrectionOptions& options) {
-  CorrectionReport report;
-  report.mode = options.mode;
-  report.original = spec;
-  const int rank = static_cast<int>(shape.size());
-
-  if (options.mode == CorrectionMode::kNone) {
-    ValidateSpec(spec, mesh, shape);
-    report.corrected = spec;
-    report.bytes_per_device = BytesPerDevice(spec, mesh, shape, options.element_bytes);
-    return report;
+  void Emit(Correction c, bool eformer_logs) {
+    if (log && eformer_logs) *out << "spmdsim: UserWarning: " << c.message << "\n";
+    report->corrections.push_back(std::move(c));
   }
-  const bool log = options.log.value_or(LogShardingMoveFromEnvironment());
-  std::ostream& out = options.log_stream != nullptr ? *options.log_stream : std::cerr;
-  auto emit = [&](Correction c, bool eformer_logs) {
-    if (log && eformer_logs) out << "spmdsim: UserWarning: " << c.message << "\n";
-    report.corrections.push_back(std::move(c));
-  };
+};
 
-  if (mesh.empty()) {
-    if (!spec.empty()) {
-      Correction c;
-      c.dim = 0;
-      c.reason = CorrectionReason::kEmptyMesh;
-      c.message = "Active mesh is empty. Returning replicated NamedSharding.";
-      c.from = spec[0];
-      c.to = Entry::None();
-      c.dropped_axes = spec.FlatAxes();
-      emit(std::move(c), /*eformer_logs=*/true);  // eformer warns here whatever LOG_SHARDING_MOVE says
-    }
-    report.corrected = PartitionSpec();
-    return report;
-  }
-  if (spec.empty()) {
-    report.corrected = PartitionSpec();
-    report.bytes_per_device = BytesPerDevice(report.corrected, mesh, shape, options.element_bytes);
-    if (options.mode == CorrectionMode::kKeepMost) {
-      report.eformer_spec = report.corrected;
-      report.eformer_bytes_per_device = report.bytes_per_device;
-      report.bytes_saved_vs_eformer = 0;
-    }
-    return report;
-  }
-
-  // Pad or truncate.
+// The spec's entries truncated to `rank` (each dropped entry a correction; eformer logs the truncation once) or
+// padded with None.
+std::vector<Entry> PadOrTruncate(const PartitionSpec& spec, int rank, CorrectionLog& log) {
   std::vector<Entry> entries = spec.entries();
   if (static_cast<int>(entries.size()) > rank) {
     const std::string message = fmt::format(
@@ -214,50 +181,29 @@ CorrectionReport CorrectSpec(const PartitionSpec& spec, const Mesh& mesh, std::s
       c.reason = CorrectionReason::kTruncated;
       c.dropped_axes = entries[d].axes();
       c.message = message;
-      emit(std::move(c), /*eformer_logs=*/d == rank);  // eformer logs the truncation once
+      log.Emit(std::move(c), /*eformer_logs=*/d == rank);
     }
-    entries.resize(rank);
   }
-  entries.resize(rank);  // pad with None
+  entries.resize(rank);  // truncate, or pad with None
+  return entries;
+}
 
-  std::vector<Verdict> verdicts(rank);
-  for (int d = 0; d < rank; ++d) verdicts[d] = EformerVerdict(entries[d], d, shape[d], spec, mesh);
-
-  // eformer's result.
-  std::vector<Entry> eformer = entries;
-  for (int d = 0; d < rank; ++d) {
-    if (!verdicts[d].keep) eformer[d] = Entry::None();
+// The spec of `entries`; all None collapses to P() (and sets *collapsed).
+PartitionSpec Finish(std::vector<Entry> entries, bool* collapsed) {
+  PartitionSpec s(std::move(entries));
+  if (s.IsReplicatedSpec() && !s.empty()) {
+    *collapsed = true;
+    return PartitionSpec();
   }
-  auto finish = [](std::vector<Entry> e, bool* collapsed) {
-    PartitionSpec s(std::move(e));
-    if (s.IsReplicatedSpec() && !s.empty()) {
-      *collapsed = true;
-      return PartitionSpec();
-    }
-    return s;
-  };
+  return s;
+}
 
-  if (options.mode == CorrectionMode::kEformer) {
-    for (int d = 0; d < rank; ++d) {
-      if (verdicts[d].keep) continue;
-      Correction c;
-      c.dim = d;
-      c.from = entries[d];
-      c.to = Entry::None();
-      c.reason = verdicts[d].reason;
-      c.dropped_axes = entries[d].axes();
-      c.message = verdicts[d].message;
-      emit(std::move(c), true);
-    }
-    report.corrected = finish(eformer, &report.collapsed_to_empty);
-    ValidateSpec(report.corrected, mesh);  // eformer builds NamedSharding(mesh, spec): DuplicateSpecError here
-    report.bytes_per_device = BytesPerDevice(report.corrected, mesh, shape, options.element_bytes);
-    return report;
-  }
-
-  // Keep-most. 3a: entries eformer keeps, minus axes an earlier kept entry uses.
+// Keep-most 3a: the entries eformer keeps, minus axes an earlier kept entry uses (added to `used`); the others
+// empty.
+std::vector<Entry> KeepUnusedAxes(const std::vector<Entry>& entries, const std::vector<Verdict>& verdicts,
+                                  std::set<std::string>& used, CorrectionLog& log) {
+  const int rank = static_cast<int>(entries.size());
   std::vector<Entry> kept(rank);
-  std::set<std::string> used;
   for (int d = 0; d < rank; ++d) {
     if (!verdicts[d].keep || !entries[d].has_axes()) continue;
     std::vector<std::string> axes;
@@ -275,11 +221,17 @@ CorrectionReport CorrectSpec(const PartitionSpec& spec, const Mesh& mesh, std::s
       c.message = fmt::format("dimension {}: {} {} already used by an earlier dimension; keeping {}", d,
                               c.dropped_axes.size() == 1 ? "axis" : "axes", PyTuple(c.dropped_axes),
                               kept[d].ToString());
-      emit(std::move(c), true);
+      log.Emit(std::move(c), true);
     }
   }
-  // 3b: entries eformer drops keep their best fitting subsequence of unused mesh axes.
-  for (int d = 0; d < rank; ++d) {
+  return kept;
+}
+
+// Keep-most 3b: the entries eformer drops keep their best fitting subsequence of unused mesh axes (in `kept`).
+void RefitDroppedEntries(const std::vector<Entry>& entries, const std::vector<Verdict>& verdicts, const Mesh& mesh,
+                         std::span<const int64_t> shape, std::set<std::string>& used, std::vector<Entry>& kept,
+                         CorrectionLog& log) {
+  for (int d = 0; d < static_cast<int>(entries.size()); ++d) {
     if (verdicts[d].keep) continue;
     std::vector<std::string> candidates;
     for (const auto& a : entries[d].axes()) {
@@ -304,21 +256,109 @@ CorrectionReport CorrectSpec(const PartitionSpec& spec, const Mesh& mesh, std::s
       c.message = fmt::format("dimension {} (size {}): {} does not fit; keeping {} (dropped {})", d, shape[d],
                               entries[d].ToString(), kept[d].ToString(), PyTuple(c.dropped_axes));
     }
-    emit(std::move(c), true);
+    log.Emit(std::move(c), true);
   }
+}
+
+// CorrectionMode::kEformer: every entry eformer rejects becomes None.
+void CorrectLikeEformer(const std::vector<Entry>& entries, const std::vector<Verdict>& verdicts,
+                        const std::vector<Entry>& eformer, const Mesh& mesh, std::span<const int64_t> shape,
+                        const CorrectionOptions& options, CorrectionLog& log) {
+  CorrectionReport& report = *log.report;
+  for (int d = 0; d < static_cast<int>(entries.size()); ++d) {
+    if (verdicts[d].keep) continue;
+    Correction c;
+    c.dim = d;
+    c.from = entries[d];
+    c.to = Entry::None();
+    c.reason = verdicts[d].reason;
+    c.dropped_axes = entries[d].axes();
+    c.message = verdicts[d].message;
+    log.Emit(std::move(c), true);
+  }
+  report.corrected = Finish(eformer, &report.collapsed_to_empty);
+  ValidateSpec(report.corrected, mesh);  // eformer builds NamedSharding(mesh, spec): DuplicateSpecError here
+  report.bytes_per_device = BytesPerDevice(report.corrected, mesh, shape, options.element_bytes);
+}
+
+// CorrectionMode::kKeepMost: keep what eformer keeps without repeating axes, refit what it drops, and compare
+// with eformer's result.
+void CorrectKeepingMost(const std::vector<Entry>& entries, const std::vector<Verdict>& verdicts,
+                        const std::vector<Entry>& eformer, const Mesh& mesh, std::span<const int64_t> shape,
+                        const CorrectionOptions& options, CorrectionLog& log) {
+  CorrectionReport& report = *log.report;
+  std::set<std::string> used;
+  std::vector<Entry> kept = KeepUnusedAxes(entries, verdicts, used, log);
+  RefitDroppedEntries(entries, verdicts, mesh, shape, used, kept, log);
   std::stable_sort(report.corrections.begin(), report.corrections.end(),
                    [](const Correction& a, const Correction& b) { return a.dim < b.dim; });
-  report.corrected = finish(kept, &report.collapsed_to_empty);
+  report.corrected = Finish(kept, &report.collapsed_to_empty);
   SPMDSIM_CHECK(CheckSpec(report.corrected, mesh, shape).empty(), "keep-most produced an invalid spec {}",
                 report.corrected.ToString());
   report.bytes_per_device = BytesPerDevice(report.corrected, mesh, shape, options.element_bytes);
 
   bool eformer_collapsed = false;
-  PartitionSpec eformer_spec = finish(eformer, &eformer_collapsed);
+  PartitionSpec eformer_spec = Finish(eformer, &eformer_collapsed);
   report.eformer_spec = eformer_spec;
   if (CheckSpec(eformer_spec, mesh).empty()) {
     report.eformer_bytes_per_device = BytesPerDevice(eformer_spec, mesh, shape, options.element_bytes);
     report.bytes_saved_vs_eformer = *report.eformer_bytes_per_device - report.bytes_per_device;
+  }
+}
+
+}  // namespace
+
+CorrectionReport CorrectSpec(const PartitionSpec& spec, const Mesh& mesh, std::span<const int64_t> shape,
+                             const CorrectionOptions& options) {
+  CorrectionReport report;
+  report.mode = options.mode;
+  report.original = spec;
+  const int rank = static_cast<int>(shape.size());
+
+  if (options.mode == CorrectionMode::kNone) {
+    ValidateSpec(spec, mesh, shape);
+    report.corrected = spec;
+    report.bytes_per_device = BytesPerDevice(spec, mesh, shape, options.element_bytes);
+    return report;
+  }
+  CorrectionLog log{&report, options.log.value_or(LogShardingMoveFromEnvironment()),
+                    options.log_stream != nullptr ? options.log_stream : &std::cerr};
+  if (mesh.empty()) {
+    if (!spec.empty()) {
+      Correction c;
+      c.dim = 0;
+      c.reason = CorrectionReason::kEmptyMesh;
+      c.message = "Active mesh is empty. Returning replicated NamedSharding.";
+      c.from = spec[0];
+      c.to = Entry::None();
+      c.dropped_axes = spec.FlatAxes();
+      log.Emit(std::move(c), /*eformer_logs=*/true);  // eformer warns here whatever LOG_SHARDING_MOVE says
+    }
+    report.corrected = PartitionSpec();
+    return report;
+  }
+  if (spec.empty()) {
+    report.corrected = PartitionSpec();
+    report.bytes_per_device = BytesPerDevice(report.corrected, mesh, shape, options.element_bytes);
+    if (options.mode == CorrectionMode::kKeepMost) {
+      report.eformer_spec = report.corrected;
+      report.eformer_bytes_per_device = report.bytes_per_device;
+      report.bytes_saved_vs_eformer = 0;
+    }
+    return report;
+  }
+
+  const std::vector<Entry> entries = PadOrTruncate(spec, rank, log);
+  std::vector<Verdict> verdicts(rank);
+  for (int d = 0; d < rank; ++d) verdicts[d] = EformerVerdict(entries[d], d, shape[d], spec, mesh);
+  std::vector<Entry> eformer = entries;  // eformer's result
+  for (int d = 0; d < rank; ++d) {
+    if (!verdicts[d].keep) eformer[d] = Entry::None();
+  }
+  if (options.mode == CorrectionMode::kEformer) {
+    CorrectLikeEformer(entries, verdicts, eformer, mesh, shape, options, log);
+  } else {
+    CorrectKeepingMost(entries, verdicts, eformer, mesh, shape, options, log);
   }
   return report;
 }

@@ -213,8 +213,9 @@ LogicalAxisRules CompositeRules(std::span<const LogicalAxisRule> rule1, std::spa
       continue;
     }
     if (!(it->mesh_axes == rule.mesh_axes)) {
-      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Inconsistent logical axis annotations for {}: {} vs {}",
-                rule.logical_name, PyStr(it->mesh_axes), PyStr(rule.mesh_axes));
+      ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
+                "Inconsistent logical axis annotations for {}: {} vs {}", rule.logical_name, PyStr(it->mesh_axes),
+                PyStr(rule.mesh_axes));
     }
   }
   return merged;

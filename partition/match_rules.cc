@@ -356,8 +356,8 @@ int64_t MinShardingSizeFromEnvironment() {
     }
   }
   if (!ok || digits.empty() || digits.size() > 18) {
-    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "invalid literal for int() with base 10: {} (MIN_SHARDING_SIZE)",
-              PyRepr(raw));
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
+              "invalid literal for int() with base 10: {} (MIN_SHARDING_SIZE)", PyRepr(raw));
   }
   int64_t value = std::stoll(digits);
   return negative ? -value : value;

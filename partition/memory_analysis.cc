@@ -114,7 +114,8 @@ MemoryAnalysis AnalyzeMemory(const std::vector<NamedArray>& arrays, const Mesh& 
   out.capacity_bytes = topology != nullptr ? topology->memory_bytes() : 0;
   if (out.capacity_bytes > 0) {
     for (int64_t p = 0; p < n; ++p) {
-      if (out.bytes_per_position[p] > out.capacity_bytes) out.devices_over_capacity.push_back(out.device_of_position[p]);
+      if (out.bytes_per_position[p] > out.capacity_bytes)
+        out.devices_over_capacity.push_back(out.device_of_position[p]);
     }
   }
   return out;

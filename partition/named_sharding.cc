@@ -66,7 +66,8 @@ NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec) : mesh_(std::move(me
     for (AxisType t : mesh_.axis_types()) types.emplace_back(AxisTypeName(t));
     Throw(ErrorCode::kInvalidArgument,
           "{} cannot contain `P.UNCONSTRAINED` when no mesh axis_types are `Auto`. Got mesh axis_types: {}",
-          spec_.ToString(), types.size() == 1 ? fmt::format("({},)", types[0]) : fmt::format("({})", fmt::join(types, ", ")));
+          spec_.ToString(),
+          types.size() == 1 ? fmt::format("({},)", types[0]) : fmt::format("({})", fmt::join(types, ", ")));
   }
 }
 
@@ -103,7 +104,8 @@ void NamedSharding::CheckShape(std::span<const int64_t> global_shape) const {
       ThrowKind(ErrorCode::kOutOfRange, ErrorKind::kIndexError,
                 "{} splits dimension {} {} ways, but the array has rank {} (shape {}); JAX says: list index out of "
                 "range",
-                spec_.ToString(), d, parts, rank, PyTuple(std::vector<int64_t>(global_shape.begin(), global_shape.end())));
+                spec_.ToString(), d, parts, rank,
+                PyTuple(std::vector<int64_t>(global_shape.begin(), global_shape.end())));
     }
   }
   std::vector<PartitionSpec::Entry> head(spec_.entries().begin(), spec_.entries().begin() + rank);

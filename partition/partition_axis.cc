@@ -130,7 +130,8 @@ bool IsBuiltinSemantic(std::string_view name) {
 
 std::string StrippedName(std::string_view semantic_axis) {
   std::string name(Trim(semantic_axis));
-  if (name.empty()) ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "`semantic_axis` must be a non-empty string.");
+  if (name.empty())
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "`semantic_axis` must be a non-empty string.");
   return name;
 }
 
@@ -414,8 +415,8 @@ AxisRule PartitionAxis::ResolveRule(const AxisRule& rule, std::vector<std::strin
   if (mapped.is_none()) return rule;  // a literal mesh axis
   std::vector<std::string> path = visited == nullptr ? std::vector<std::string>() : *visited;
   if (std::find(path.begin(), path.end(), rule.name()) != path.end()) {
-    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "Cyclic semantic axis registration detected at '{}'.",
-              rule.name());
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
+              "Cyclic semantic axis registration detected at '{}'.", rule.name());
   }
   path.push_back(rule.name());
   return ResolveRule(mapped, &path);

@@ -31,7 +31,8 @@ RuntimeMode InferRuntimeMode(const ModeOrDim& mode, std::optional<std::span<cons
   if (const RuntimeMode* given = std::get_if<RuntimeMode>(&mode)) return *given;
   int dim = std::get<int>(mode);
   if (!shape.has_value()) {
-    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "when using dynamic mode detection shape should be provided");
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
+              "when using dynamic mode detection shape should be provided");
   }
   const int rank = static_cast<int>(shape->size());
   int index = dim < 0 ? dim + rank : dim;  // Python indexing

@@ -6,7 +6,8 @@
 // dimension has size 1, else in train mode. Python indexing: -1 is the last dimension.
 // Example: HiddenStateSharding = ((BATCH, QUERY_LENGTH, EMBED), mode = dimension 1), with
 //   PartitionAxis(decode_query_sequence_axis='dp'):
-//   shape (2, 1, 32) -> decode -> P(('fsdp', 'dp'), 'dp', 'tp');  shape (2, 8, 32) -> train -> P(('fsdp', 'dp'), 'sp', 'tp')
+//   shape (2, 1, 32) -> decode -> P(('fsdp', 'dp'), 'dp', 'tp');
+//   shape (2, 8, 32) -> train -> P(('fsdp', 'dp'), 'sp', 'tp')
 //
 // Shard = Resolve, then partition-core's correction (CorrectSpec, eformer's rules by default) against the mesh
 // eformer would take from the context. eformer's `auto_correct=False` changes nothing observable, because its

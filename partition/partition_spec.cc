@@ -396,11 +396,10 @@ int64_t EntryPartitions(const PartitionSpec::Entry& entry, const Mesh& mesh) {
   return p;
 }
 
-std::vector<SpecProblem> CheckSpec(const PartitionSpec& spec, const Mesh& mesh,
-                                   std::optional<std::span<const int64_t>> shape) {
-  std::vector<SpecProblem> problems;
+namespace {
 
-  // 1. Duplicates (JAX: _check_unique_resources): one message listing every axis used more than once.
+// Duplicates (JAX: _check_unique_resources): one message listing every axis used more than once, on each repeat.
+void AddDuplicateAxisProblems(const PartitionSpec& spec, std::vector<SpecProblem>* problems) {
   std::map<std::string, int> counts;
   std::vector<std::string> order;
   for (const auto& a : spec.FlatAxes()) {
@@ -410,52 +409,57 @@ std::vector<SpecProblem> CheckSpec(const PartitionSpec& spec, const Mesh& mesh,
   for (const auto& a : order) {
     if (counts[a] > 1) multiple.push_back(a);
   }
-  if (!multiple.empty()) {
-    std::vector<std::string> shown;
-    for (const auto& a : multiple) shown.push_back(fmt::format("`{}`", a));
-    std::sort(shown.begin(), shown.end());  // JAX: mesh_lib.show_axes sorts
-    const std::string message = fmt::format(
-        "A single NamedSharding spec specification can map every mesh axis to at most one positional dimension, "
-        "but {} has duplicate entries for {}",
-        Abbreviate(spec.ToString()), JoinFirst(shown));
-    std::set<std::string> seen;
-    for (int d = 0; d < spec.size(); ++d) {
-      for (const auto& a : spec[d].axes()) {
-        if (!seen.insert(a).second) {
-          problems.push_back({SpecProblemReason::kDuplicateAxis, d, {a}, 0, 0, ErrorKind::kDuplicateSpecError, message});
-        }
+  if (multiple.empty()) return;
+  std::vector<std::string> shown;
+  for (const auto& a : multiple) shown.push_back(fmt::format("`{}`", a));
+  std::sort(shown.begin(), shown.end());  // JAX: mesh_lib.show_axes sorts
+  const std::string message = fmt::format(
+      "A single NamedSharding spec specification can map every mesh axis to at most one positional dimension, "
+      "but {} has duplicate entries for {}",
+      Abbreviate(spec.ToString()), JoinFirst(shown));
+  std::set<std::string> seen;
+  for (int d = 0; d < spec.size(); ++d) {
+    for (const auto& a : spec[d].axes()) {
+      if (!seen.insert(a).second) {
+        problems->push_back({SpecProblemReason::kDuplicateAxis, d, {a}, 0, 0, ErrorKind::kDuplicateSpecError, message});
       }
     }
   }
+}
 
-  // 2. Unknown axes (JAX: _check_mesh_resource_axis).
+// Unknown axes (JAX: _check_mesh_resource_axis).
+void AddUnknownAxisProblems(const PartitionSpec& spec, const Mesh& mesh, std::vector<SpecProblem>* problems) {
   std::vector<std::string> mesh_axes;
   for (const auto& a : mesh.axis_names()) mesh_axes.push_back(a);
   for (int d = 0; d < spec.size(); ++d) {
     for (const auto& a : spec[d].axes()) {
       if (!mesh.HasAxis(a)) {
-        problems.push_back({SpecProblemReason::kUnknownAxis, d, {a}, 0, 0, ErrorKind::kValueError,
-                            fmt::format("Resource axis: {} of {} is not found in mesh: {}.", a,
-                                        Abbreviate(spec.ToString()), Abbreviate(PyTuple(mesh_axes))),
-                            CloseMatches(a, mesh.axis_names())});
+        problems->push_back({SpecProblemReason::kUnknownAxis, d, {a}, 0, 0, ErrorKind::kValueError,
+                             fmt::format("Resource axis: {} of {} is not found in mesh: {}.", a,
+                                         Abbreviate(spec.ToString()), Abbreviate(PyTuple(mesh_axes))),
+                             CloseMatches(a, mesh.axis_names())});
       }
     }
   }
-  if (!shape) return problems;
+}
 
-  // 3. Rank (JAX: NamedSharding.check_compatible_aval).
-  const int rank = static_cast<int>(shape->size());
-  if (spec.size() > rank) {
-    problems.push_back(
-        {SpecProblemReason::kTooLong, rank, {}, 0, 0, ErrorKind::kValueError,
-         fmt::format("Sharding {} is only valid for values of rank at least {}, but was applied to a value of rank "
-                     "{}.{}",
-                     Abbreviate(JaxNamedShardingString(mesh, spec)), spec.size(), rank,
-                     rank == 0 ? " For scalars the PartitionSpec should be P()" : "")});
-    return problems;
-  }
+// Rank (JAX: NamedSharding.check_compatible_aval): false, with the problem added, when the spec is too long.
+bool CheckRank(const PartitionSpec& spec, const Mesh& mesh, int rank, std::vector<SpecProblem>* problems) {
+  if (spec.size() <= rank) return true;
+  problems->push_back(
+      {SpecProblemReason::kTooLong, rank, {}, 0, 0, ErrorKind::kValueError,
+       fmt::format("Sharding {} is only valid for values of rank at least {}, but was applied to a value of rank "
+                   "{}.{}",
+                   Abbreviate(JaxNamedShardingString(mesh, spec)), spec.size(), rank,
+                   rank == 0 ? " For scalars the PartitionSpec should be P()" : "")});
+  return false;
+}
 
-  // 4. Divisibility (JAX: Sharding.shard_shape -> IndivisibleError), with the per-dimension tiling factors.
+// Divisibility (JAX: Sharding.shard_shape -> IndivisibleError), with the per-dimension tiling factors.
+// REQUIRES: spec.size() <= shape.size().
+void AddDivisibilityProblems(const PartitionSpec& spec, const Mesh& mesh, std::span<const int64_t> shape,
+                             std::vector<SpecProblem>* problems) {
+  const int rank = static_cast<int>(shape.size());
   std::vector<int64_t> factors(rank, 1);
   std::vector<bool> known(rank, true);
   for (int d = 0; d < spec.size(); ++d) {
@@ -467,15 +471,27 @@ std::vector<SpecProblem> CheckSpec(const PartitionSpec& spec, const Mesh& mesh,
       }
     }
   }
-  const std::vector<int64_t> shape_vec(shape->begin(), shape->end());
+  const std::vector<int64_t> shape_vec(shape.begin(), shape.end());
   for (int d = 0; d < spec.size(); ++d) {
-    if (!known[d] || (*shape)[d] % factors[d] == 0) continue;
-    problems.push_back(
-        {SpecProblemReason::kNotDivisible, d, spec[d].axes(), (*shape)[d], factors[d], ErrorKind::kIndivisibleError,
+    if (!known[d] || shape[d] % factors[d] == 0) continue;
+    problems->push_back(
+        {SpecProblemReason::kNotDivisible, d, spec[d].axes(), shape[d], factors[d], ErrorKind::kIndivisibleError,
          fmt::format("Sharding {} implies that array axis {} is partitioned {} times, but the dimension size is {} "
                      "(full shape: {}, per-dimension tiling factors: [{}] should evenly divide the shape)",
-                     Abbreviate(JaxNamedShardingString(mesh, spec)), d, factors[d], (*shape)[d], PyTuple(shape_vec),
+                     Abbreviate(JaxNamedShardingString(mesh, spec)), d, factors[d], shape[d], PyTuple(shape_vec),
                      fmt::join(factors, ", "))});
+  }
+}
+
+}  // namespace
+
+std::vector<SpecProblem> CheckSpec(const PartitionSpec& spec, const Mesh& mesh,
+                                   std::optional<std::span<const int64_t>> shape) {
+  std::vector<SpecProblem> problems;
+  AddDuplicateAxisProblems(spec, &problems);
+  AddUnknownAxisProblems(spec, mesh, &problems);
+  if (shape && CheckRank(spec, mesh, static_cast<int>(shape->size()), &problems)) {
+    AddDivisibilityProblems(spec, mesh, *shape, &problems);
   }
   return problems;
 }

@@ -55,8 +55,8 @@ int64_t T5xPartitioner::data_mesh_size() const {
   int64_t size = 1;
   for (const std::string& axis : DataAxes()) {
     if (!mesh_.HasAxis(axis)) {
-      ThrowKind(ErrorCode::kNotFound, ErrorKind::kKeyError, "'{}': the data axis is not a mesh axis; mesh axes are {}", axis,
-                mesh_.ToString());
+      ThrowKind(ErrorCode::kNotFound, ErrorKind::kKeyError, "'{}': the data axis is not a mesh axis; mesh axes are {}",
+                axis, mesh_.ToString());
     }
     size *= mesh_.AxisSize(axis);
   }
@@ -129,7 +129,8 @@ std::vector<std::pair<std::string, std::optional<PartitionSpec>>> T5xPartitioner
     try {
       out.emplace_back(name, LogicalToMeshAxes(*axes, rules_));
     } catch (const Error& e) {
-      RethrowWithContext(e, fmt::format("Failed to map logical axes for {}: {}", name, e.message()), ErrorKind::kValueError);
+      RethrowWithContext(e, fmt::format("Failed to map logical axes for {}: {}", name, e.message()),
+                         ErrorKind::kValueError);
     }
   }
   return out;

@@ -105,7 +105,8 @@ namespace {
 
 py::array Contiguous(py::handle x) {
   py::array arr = py::module_::import("numpy").attr("ascontiguousarray")(x);
-  if (arr.dtype().kind() == 'O') throw py::type_error("arrays of Python objects cannot be sharded; use a numeric dtype");
+  if (arr.dtype().kind() == 'O')
+    throw py::type_error("arrays of Python objects cannot be sharded; use a numeric dtype");
   return arr;
 }
 
@@ -148,8 +149,10 @@ py::array Gather(py::object shards, const NamedSharding& sharding, bool check_re
     for (int id : mesh.device_ids()) {
       auto it = by_id.find(id);
       if (it == by_id.end())
-        throw Error(ErrorCode::kInvalidArgument, fmt::format("gather: no shard for device {}; the mesh's devices are {}",
-                                                             id, PyTuple(mesh.device_ids())), ErrorKind::kValueError);
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("gather: no shard for device {}; the mesh's devices are {}", id,
+                                PyTuple(mesh.device_ids())),
+                    ErrorKind::kValueError);
       blocks.push_back(Contiguous(it->second));
     }
   } else {
@@ -157,18 +160,21 @@ py::array Gather(py::object shards, const NamedSharding& sharding, bool check_re
   }
   if (static_cast<int64_t>(blocks.size()) != mesh.size())
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("gather: got {} shards for a mesh of {} devices", blocks.size(), mesh.size()), ErrorKind::kValueError);
+                fmt::format("gather: got {} shards for a mesh of {} devices", blocks.size(), mesh.size()),
+                ErrorKind::kValueError);
   std::vector<int64_t> shard_shape = ArrayShape(blocks[0]);
   py::object dtype = blocks[0].attr("dtype");
   for (size_t i = 1; i < blocks.size(); ++i) {
     if (ArrayShape(blocks[i]) != shard_shape || !py::object(blocks[i].attr("dtype")).equal(dtype))
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("gather: shard {} is {}{}, shard 0 is {}{}", i, py::str(blocks[i].dtype()).cast<std::string>(),
-                              PyTuple(ArrayShape(blocks[i])), py::str(dtype).cast<std::string>(), PyTuple(shard_shape)),
+                  fmt::format("gather: shard {} is {}{}, shard 0 is {}{}", i,
+                              py::str(blocks[i].dtype()).cast<std::string>(), PyTuple(ArrayShape(blocks[i])),
+                              py::str(dtype).cast<std::string>(), PyTuple(shard_shape)),
                   ErrorKind::kValueError);
   }
   // The global shape: each dimension's block size times the blocks its spec entry makes.
-  PartitionSpec spec = sharding.spec().Normalized(std::max<int>(sharding.spec().size(), static_cast<int>(shard_shape.size())));
+  PartitionSpec spec = sharding.spec().Normalized(
+      std::max<int>(sharding.spec().size(), static_cast<int>(shard_shape.size())));
   if (spec.size() > static_cast<int>(shard_shape.size())) sharding.CheckShape(shard_shape);  // JAX's rank error
   std::vector<int64_t> global_shape = shard_shape;
   for (size_t d = 0; d < shard_shape.size(); ++d) global_shape[d] *= EntryPartitions(spec[static_cast<int>(d)], mesh);
@@ -186,14 +192,16 @@ py::array Gather(py::object shards, const NamedSharding& sharding, bool check_re
 }
 
 DType ArrayDTypeFromPy(py::handle dtype) {
-  if (py::isinstance<py::str>(dtype)) return ParseArrayDType(dtype.cast<std::string>());  // 'bfloat16' without ml_dtypes
+  if (py::isinstance<py::str>(dtype))
+    return ParseArrayDType(dtype.cast<std::string>());  // 'bfloat16' without ml_dtypes
   return ParseArrayDType(py::str(py::module_::import("numpy").attr("dtype")(dtype).attr("name")).cast<std::string>());
 }
 
 // numpy -> Array (a host array: made outside any Runtime). An object with `shape` and `dtype` but no data (JAX's
 // ShapeDtypeStruct, spmdsim.ShapeDtypeStruct) is an abstract array.
 Array ArrayFromNumpy(py::handle x) {
-  if (!py::isinstance<py::array>(x) && py::hasattr(x, "shape") && py::hasattr(x, "dtype") && !py::hasattr(x, "__array__")) {
+  if (!py::isinstance<py::array>(x) && py::hasattr(x, "shape") && py::hasattr(x, "dtype") &&
+      !py::hasattr(x, "__array__")) {
     return Array::Abstract(ShapeFromPy(x.attr("shape")), ArrayDTypeFromPy(x.attr("dtype")));
   }
   py::array arr = Contiguous(x);
@@ -255,7 +263,9 @@ ProgramStep StepFromPy(const py::dict& d) {
 }
 
 WorkloadContext ContextFor(const Mesh& mesh, bool abstract, int threads, bool keep_arrays) {
-  if (threads < 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("threads must be >= 0 (0: one per core), got {}", threads), ErrorKind::kValueError);
+  if (threads < 0)
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("threads must be >= 0 (0: one per core), got {}", threads),
+                ErrorKind::kValueError);
   WorkloadContext context;
   context.mesh = mesh;
   context.abstract = abstract;
@@ -301,7 +311,9 @@ Scenario ScenarioFrom(const std::string& source, bool is_text) {
 
 // The report `spmdsim run --json` prints, as the dict json.loads would make of it.
 py::object RunScenarioReport(const std::string& source, bool is_text, bool abstract, int threads) {
-  if (threads < 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("threads must be >= 0 (0: one per core), got {}", threads), ErrorKind::kValueError);
+  if (threads < 0)
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("threads must be >= 0 (0: one per core), got {}", threads),
+                ErrorKind::kValueError);
   nlohmann::json report;
   {
     py::gil_scoped_release release;
@@ -319,7 +331,8 @@ py::object RunScenarioReport(const std::string& source, bool is_text, bool abstr
 // What `spmdsim plan --json` prints, as a dict (no scenario file is written): PlanScenario with the CLI's options.
 py::object PlanScenarioReport(const std::string& source, bool is_text, const PlanScenarioOptions& options) {
   if (options.threads < 0)
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("threads must be >= 0 (0: one per core), got {}", options.threads),
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("threads must be >= 0 (0: one per core), got {}", options.threads),
                 ErrorKind::kValueError);
   nlohmann::json report;
   {
@@ -335,10 +348,14 @@ void BindData(py::module_& m) {
   m.def("shard", [](py::handle x, py::handle sharding) { return Shard(x, ShardingFromPy(sharding)); },
         py::arg("x"), py::arg("sharding"),
         "{Device: numpy block} for every device of the sharding's mesh, in mesh order (each a copy).");
-  m.def("gather", [](py::object shards, py::handle sharding, bool check) { return Gather(shards, ShardingFromPy(sharding), check); },
-        py::arg("shards"), py::arg("sharding"), py::kw_only(), py::arg("check_replicas") = true,
-        "The global array from shard()'s dict (or a list in mesh order); replicas must agree unless "
-        "check_replicas=False.");
+  m.def(
+      "gather",
+      [](py::object shards, py::handle sharding, bool check) {
+        return Gather(shards, ShardingFromPy(sharding), check);
+      },
+      py::arg("shards"), py::arg("sharding"), py::kw_only(), py::arg("check_replicas") = true,
+      "The global array from shard()'s dict (or a list in mesh order); replicas must agree unless "
+      "check_replicas=False.");
   m.def("_run_program", &RunProgram);
   m.def("_run_scenario", &RunScenarioReport);
   m.def("_plan",

@@ -90,9 +90,11 @@ void RaiseError(const Error& e) {
 }  // namespace
 
 void BindErrors(py::module_& m) {
-  g_duplicate_spec_error = NewExceptionClass(
-      m, "DuplicateSpecError", "An axis named twice in a PartitionSpec (JAX: jax._src.named_sharding.DuplicateSpecError, "
-      "an Exception that is not a ValueError).", PyExc_Exception);
+  g_duplicate_spec_error =
+      NewExceptionClass(m, "DuplicateSpecError",
+                        "An axis named twice in a PartitionSpec (JAX: jax._src.named_sharding.DuplicateSpecError, "
+                        "an Exception that is not a ValueError).",
+                        PyExc_Exception);
   g_indivisible_error = NewExceptionClass(
       m, "IndivisibleError", "An array dimension that the mesh axes of its spec do not divide (JAX: a ValueError).",
       PyExc_ValueError);

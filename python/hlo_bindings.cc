@@ -57,12 +57,14 @@ hlo::Value ValueFromNumpy(py::handle x, DType want) {
   try {
     have = ParseDType(name);
   } catch (const Error&) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("arrays of numpy dtype {} cannot be HLO arguments", name), ErrorKind::kTypeError);
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("arrays of numpy dtype {} cannot be HLO arguments", name),
+                ErrorKind::kTypeError);
   }
   hlo::ValueBuilder b(have, dims);
   const int64_t nbytes = arr.attr("nbytes").cast<int64_t>();
   if (nbytes != b.size() * DTypeSize(have)) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("a numpy {} array of {} bytes", name, nbytes), ErrorKind::kTypeError);
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("a numpy {} array of {} bytes", name, nbytes),
+                ErrorKind::kTypeError);
   }
   if (nbytes > 0) std::memcpy(b.raw(), DataPointer(arr), static_cast<size_t>(nbytes));
   hlo::Value v = std::move(b).Finish();
@@ -96,7 +98,8 @@ void Flatten(const hlo::Value& v, py::list* out) {
 }
 
 std::shared_ptr<const Topology> TopologyOf(py::handle topology) {
-  if (py::isinstance<py::str>(topology)) return std::make_shared<const Topology>(Topology::Parse(topology.cast<std::string>()));
+  if (py::isinstance<py::str>(topology))
+    return std::make_shared<const Topology>(Topology::Parse(topology.cast<std::string>()));
   return TopologyFromPy(topology);
 }
 
@@ -107,7 +110,10 @@ std::vector<std::vector<hlo::Value>> DeviceArguments(py::handle args, const hlo:
     std::vector<hlo::Value> values;
     int64_t i = 0;
     for (py::handle a : device) {
-      if (i >= entry.parameter_count()) throw Error(ErrorCode::kInvalidArgument, fmt::format("more arguments than the {} parameters of %{}", entry.parameter_count(), entry.name()), ErrorKind::kTypeError);
+      if (i >= entry.parameter_count())
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("more arguments than the {} parameters of %{}", entry.parameter_count(), entry.name()),
+                    ErrorKind::kTypeError);
       values.push_back(Argument(a, *entry.parameter(i++)));
     }
     out.push_back(std::move(values));
@@ -137,11 +143,14 @@ py::tuple RunHloModule(const std::string& text, const std::string& file, py::han
                        std::vector<std::pair<std::string, int64_t>> mesh_axes, double model_flops_per_step,
                        double tokens_per_step, int64_t max_while_iterations, double max_while_seconds) {
   if (max_while_iterations < 1 || !(max_while_seconds > 0)) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("max_while_iterations must be >= 1 and max_while_seconds > 0, "
-                                                         "got {} and {}", max_while_iterations, max_while_seconds),
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("max_while_iterations must be >= 1 and max_while_seconds > 0, got {} and {}",
+                            max_while_iterations, max_while_seconds),
                 ErrorKind::kValueError);
   }
-  if (threads < 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("threads must be >= 0 (0: one per core), got {}", threads), ErrorKind::kValueError);
+  if (threads < 0)
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("threads must be >= 0 (0: one per core), got {}", threads),
+                ErrorKind::kValueError);
   HloConfig config;
   config.name = file;
   config.module = hlo::ParseModule(text, file);
@@ -189,7 +198,8 @@ py::tuple RunHloModule(const std::string& text, const std::string& file, py::han
 void BindHlo(py::module_& m) {
   m.def("_run_hlo", &RunHloModule, py::arg("text"), py::arg("file"), py::arg("topology"),
         py::arg("device_assignment"), py::arg("args"), py::arg("abstract"), py::arg("threads"), py::arg("trace"),
-        py::arg("overlap_collectives"), py::arg("narrow_types"), py::arg("mesh_axes") = std::vector<std::pair<std::string, int64_t>>{},
+        py::arg("overlap_collectives"), py::arg("narrow_types"),
+        py::arg("mesh_axes") = std::vector<std::pair<std::string, int64_t>>{},
         py::arg("model_flops_per_step") = 0.0, py::arg("tokens_per_step") = 0.0,
         py::arg("max_while_iterations") = int64_t{100'000'000}, py::arg("max_while_seconds") = 300.0,
         "Runs an HLO module on the devices of a topology; returns (per-device outputs, report dict).");

@@ -203,7 +203,9 @@ std::string AxisTypesRepr(const Mesh& mesh) {
 std::string MeshStr(const Mesh& mesh) {
   if (mesh.empty()) return "Mesh()";
   std::vector<std::string> sizes;
-  for (int i = 0; i < mesh.rank(); ++i) sizes.push_back(fmt::format("{}: {}", PyRepr(mesh.axis_names()[i]), mesh.shape()[i]));
+  for (int i = 0; i < mesh.rank(); ++i) {
+    sizes.push_back(fmt::format("{}: {}", PyRepr(mesh.axis_names()[i]), mesh.shape()[i]));
+  }
   return fmt::format("Mesh({}, axis_types={})", fmt::join(sizes, ", "), AxisTypesRepr(mesh));
 }
 
@@ -228,7 +230,9 @@ t5x::ChunkMeshAxis ChunkAxisFromPy(py::handle value) {
 }  // namespace
 
 std::shared_ptr<const Topology> TopologyFromPy(py::handle value) {
-  if (py::isinstance<py::str>(value)) return std::make_shared<const Topology>(Topology::Parse(value.cast<std::string>()));
+  if (py::isinstance<py::str>(value)) {
+    return std::make_shared<const Topology>(Topology::Parse(value.cast<std::string>()));
+  }
   if (!py::isinstance<Topology>(value)) {
     throw py::type_error(fmt::format("expected a Topology or a preset string such as 'tpu-v4:2x2x2', got {}",
                                      py::type::handle_of(value).attr("__name__").cast<std::string>()));
@@ -281,15 +285,19 @@ void BindDevice(py::module_& m) {
         return py::make_tuple(c[0], c[1], c[2]);
       })
       .def_property_readonly("core_on_chip", [](const PyDevice& d) { return d.device().core_on_chip; })
-      .def_property_readonly("platform", [](const PyDevice& d) { return std::string(PlatformName(d.topology->platform())); })
+      .def_property_readonly("platform",
+                             [](const PyDevice& d) { return std::string(PlatformName(d.topology->platform())); })
       .def_property_readonly("device_kind", [](const PyDevice& d) { return d.topology->device_kind(); })
-      .def_property_readonly("topology", [](const PyDevice& d) { return std::const_pointer_cast<Topology>(d.topology); })
+      .def_property_readonly("topology",
+                             [](const PyDevice& d) { return std::const_pointer_cast<Topology>(d.topology); })
       .def("__repr__", &DeviceRepr)
       .def("__eq__", [](const PyDevice& a, py::object b) {
         return py::isinstance<PyDevice>(b) && a.topology == b.cast<const PyDevice&>().topology &&
                a.id == b.cast<const PyDevice&>().id;
       })
-      .def("__hash__", [](const PyDevice& d) { return py::hash(py::make_tuple(d.id, reinterpret_cast<uintptr_t>(d.topology.get()))); });
+      .def("__hash__", [](const PyDevice& d) {
+        return py::hash(py::make_tuple(d.id, reinterpret_cast<uintptr_t>(d.topology.get())));
+      });
 }
 
 void BindTopology(py::module_& m) {
@@ -327,8 +335,9 @@ void BindTopology(py::module_& m) {
            "Device ids in the order jax.devices() lists them.")
       .def("__str__", &Topology::ToString)
       .def("__repr__", [](const Topology& t) {
-        return t.num_slices() > 1 ? fmt::format("Topology({}, num_slices={})", PyRepr(Split(t.ToString(), ' ')[0]), t.num_slices())
-                                  : fmt::format("Topology({})", PyRepr(t.ToString()));
+        return t.num_slices() > 1
+                   ? fmt::format("Topology({}, num_slices={})", PyRepr(Split(t.ToString(), ' ')[0]), t.num_slices())
+                   : fmt::format("Topology({})", PyRepr(t.ToString()));
       });
 }
 
@@ -343,7 +352,9 @@ void BindMeshClass(py::module_& m) {
       .def_property_readonly("axis_types", [](const Mesh& mesh) {
         py::object cls = py::module_::import("spmdsim").attr("AxisType");
         py::tuple out(mesh.axis_types().size());
-        for (size_t i = 0; i < out.size(); ++i) out[i] = cls.attr(py::str(std::string(AxisTypeName(mesh.axis_types()[i]))));
+        for (size_t i = 0; i < out.size(); ++i) {
+          out[i] = cls.attr(py::str(std::string(AxisTypeName(mesh.axis_types()[i]))));
+        }
         return out;
       })
       .def_property_readonly("device_ids", [](const Mesh& mesh) { return DeviceArrayToNumpy(mesh.devices()); })
@@ -380,8 +391,9 @@ void BindMeshFactories(py::module_& m) {
   m.def("_create_device_mesh",
         [](const std::vector<int64_t>& shape, py::object topology, py::object devices, bool contiguous, bool split) {
           auto topo = TopologyFromPy(topology);
-          return DeviceArrayToNumpy(CreateDeviceMesh(shape, *topo, IdsFromPy(devices),
-                                                     {.contiguous_submeshes = contiguous, .allow_split_physical_axes = split}));
+          return DeviceArrayToNumpy(
+              CreateDeviceMesh(shape, *topo, IdsFromPy(devices),
+                               {.contiguous_submeshes = contiguous, .allow_split_physical_axes = split}));
         });
   m.def("_create_hybrid_device_mesh",
         [](const std::vector<int64_t>& ici, const std::vector<int64_t>& dcn, py::object topology, py::object devices,
@@ -393,7 +405,9 @@ void BindMeshFactories(py::module_& m) {
                                                             .allow_split_physical_axes = split}));
         });
   m.def("_make_mesh", [](const std::vector<int64_t>& shapes, const std::vector<std::string>& names, py::object topology,
-                         py::object devices) { return MakeMesh(shapes, names, TopologyFromPy(topology), IdsFromPy(devices)); });
+                         py::object devices) {
+    return MakeMesh(shapes, names, TopologyFromPy(topology), IdsFromPy(devices));
+  });
   m.def("_get_mesh", [](const std::vector<int>& submesh, py::object topology, int host, bool tile) {
     return t5x::GetMesh(submesh, TopologyFromPy(topology), host, tile);
   });
@@ -425,14 +439,15 @@ void BindLocalChunker(py::module_& m) {
         for (size_t i = 0; i < c.mesh_axes().size(); ++i) out[py::str(c.mesh_axes()[i])] = c.chunk_ids()[i];
         return out;
       })
-      .def("_get_local_chunk_info", [](const t5x::LocalChunker& c, const std::vector<int64_t>& shape, py::sequence axes) {
-        std::vector<t5x::ChunkMeshAxis> mesh_axes;
-        for (py::handle a : axes) mesh_axes.push_back(ChunkAxisFromPy(a));
-        t5x::LocalChunkInfo info = c.GetLocalChunkInfo(shape, mesh_axes);
-        py::list slices;
-        for (const t5x::ChunkSlice& s : info.slice) slices.append(ChunkSliceToPy(s));
-        return py::make_tuple(slices, info.replica_id);
-      })
+      .def("_get_local_chunk_info",
+           [](const t5x::LocalChunker& c, const std::vector<int64_t>& shape, py::sequence axes) {
+             std::vector<t5x::ChunkMeshAxis> mesh_axes;
+             for (py::handle a : axes) mesh_axes.push_back(ChunkAxisFromPy(a));
+             t5x::LocalChunkInfo info = c.GetLocalChunkInfo(shape, mesh_axes);
+             py::list slices;
+             for (const t5x::ChunkSlice& s : info.slice) slices.append(ChunkSliceToPy(s));
+             return py::make_tuple(slices, info.replica_id);
+           })
       .def("get_shard_id", &t5x::LocalChunker::GetShardId, py::arg("sharded_mesh_axes"))
       .def("get_replica_id", &t5x::LocalChunker::GetReplicaId, py::arg("sharded_mesh_axes"));
 }

@@ -156,7 +156,8 @@ class IndicesMapCache {
     auto range = index_.equal_range(Hash(sharding, shape));
     for (auto it = range.first; it != range.second; ++it) {
       Entry& entry = *it->second;
-      if (entry.shape == shape && entry.sharding.spec() == sharding.spec() && entry.sharding.mesh() == sharding.mesh()) {
+      if (entry.shape == shape && entry.sharding.spec() == sharding.spec() &&
+          entry.sharding.mesh() == sharding.mesh()) {
         lru_.splice(lru_.begin(), lru_, it->second);
         return entry.dict;
       }
@@ -221,7 +222,9 @@ class IndicesMapCache {
 py::dict IndicesMap(const NamedSharding& sharding, py::handle shape_obj, std::optional<int> process_index) {
   const std::vector<int64_t> shape = ShapeFromPy(shape_obj);
   if (!process_index) {
-    if (py::object cached = IndicesMapCache::Get().Find(sharding, shape)) return py::reinterpret_borrow<py::dict>(cached);
+    if (py::object cached = IndicesMapCache::Get().Find(sharding, shape)) {
+      return py::reinterpret_borrow<py::dict>(cached);
+    }
   }
   ShardingLayout layout = sharding.Layout(shape);
   const std::shared_ptr<const BlockTuples> tuples = BlockTuples::For(layout);
@@ -263,8 +266,10 @@ py::dict ReportToPy(const CorrectionReport& r) {
   out["corrections"] = corrections;
   out["bytes_per_device"] = r.bytes_per_device;
   out["eformer_spec"] = r.eformer_spec ? py::cast(*r.eformer_spec) : py::object(py::none());
-  out["eformer_bytes_per_device"] = r.eformer_bytes_per_device ? py::cast(*r.eformer_bytes_per_device) : py::object(py::none());
-  out["bytes_saved_vs_eformer"] = r.bytes_saved_vs_eformer ? py::cast(*r.bytes_saved_vs_eformer) : py::object(py::none());
+  out["eformer_bytes_per_device"] =
+      r.eformer_bytes_per_device ? py::cast(*r.eformer_bytes_per_device) : py::object(py::none());
+  out["bytes_saved_vs_eformer"] =
+      r.bytes_saved_vs_eformer ? py::cast(*r.bytes_saved_vs_eformer) : py::object(py::none());
   return out;
 }
 
@@ -281,7 +286,9 @@ py::dict AnalysisToPy(const MemoryAnalysis& a) {
   out["total_parameters"] = a.total_parameters;
   out["sharded_parameters"] = a.sharded_parameters;
   py::dict per_device;
-  for (size_t i = 0; i < a.bytes_per_position.size(); ++i) per_device[py::int_(a.device_of_position[i])] = a.bytes_per_position[i];
+  for (size_t i = 0; i < a.bytes_per_position.size(); ++i) {
+    per_device[py::int_(a.device_of_position[i])] = a.bytes_per_position[i];
+  }
   out["memory_per_device"] = per_device;
   out["balance_score"] = a.balance_score;
   py::dict stats;
@@ -441,9 +448,11 @@ void BindPartitionSpec(py::module_& m) {
         if (eq.is(py::reinterpret_borrow<py::object>(Py_NotImplemented))) return eq;
         return py::bool_(!eq.cast<bool>());
       })
-      .def("__hash__", [](const PartitionSpec& s) { return py::hash(py::make_tuple(SpecToTuple(s), py::none(), py::none())); })
+      .def("__hash__",
+           [](const PartitionSpec& s) { return py::hash(py::make_tuple(SpecToTuple(s), py::none(), py::none())); })
       .def("__add__", [](const PartitionSpec& s, py::object other) {
-        py::tuple rhs = py::isinstance<PartitionSpec>(other) ? SpecToTuple(other.cast<const PartitionSpec&>()) : py::tuple(other);
+        py::tuple rhs =
+            py::isinstance<PartitionSpec>(other) ? SpecToTuple(other.cast<const PartitionSpec&>()) : py::tuple(other);
         return SpecFromPy(SpecToTuple(s) + rhs);
       })
       .def("__radd__", [](const PartitionSpec& s, py::tuple other) { return SpecFromPy(other + SpecToTuple(s)); })
@@ -479,18 +488,25 @@ void BindNamedSharding(py::module_& m) {
         for (int id : s.mesh().device_ids()) out.append(DeviceObject(s.mesh(), id));
         return py::tuple(out);
       })
-      .def_property_readonly("replicated_axes", [](const NamedSharding& s) { return py::tuple(py::cast(s.ReplicatedAxes())); })
-      .def("shard_shape", [](const NamedSharding& s, py::handle shape) { return ShapeToPy(s.ShardShape(ShapeFromPy(shape))); },
+      .def_property_readonly("replicated_axes",
+                             [](const NamedSharding& s) { return py::tuple(py::cast(s.ReplicatedAxes())); })
+      .def("shard_shape",
+           [](const NamedSharding& s, py::handle shape) { return ShapeToPy(s.ShardShape(ShapeFromPy(shape))); },
            py::arg("global_shape"))
-      .def("devices_indices_map", [](const NamedSharding& s, py::handle shape) { return IndicesMap(s, shape, std::nullopt); },
+      .def("devices_indices_map",
+           [](const NamedSharding& s, py::handle shape) { return IndicesMap(s, shape, std::nullopt); },
            py::arg("global_shape"), "{Device: (slice, ...)} for every device, in mesh order.")
       .def("addressable_devices_indices_map",
-           [](const NamedSharding& s, py::handle shape, int process_index) { return IndicesMap(s, shape, process_index); },
+           [](const NamedSharding& s, py::handle shape, int process_index) {
+             return IndicesMap(s, shape, process_index);
+           },
            py::arg("global_shape"), py::kw_only(), py::arg("process_index") = 0,
            "devices_indices_map restricted to the devices of host `process_index` (JAX: the calling process).")
       .def("replica_ids", [](const NamedSharding& s, py::handle shape) {
         py::dict out;
-        for (const DeviceShard& d : s.Layout(ShapeFromPy(shape)).shards) out[DeviceObject(s.mesh(), d.device)] = d.replica_id;
+        for (const DeviceShard& d : s.Layout(ShapeFromPy(shape)).shards) {
+          out[DeviceObject(s.mesh(), d.device)] = d.replica_id;
+        }
         return out;
       }, py::arg("global_shape"), "{Device: replica id} (JAX: device_replica_id_map).")
       .def("__repr__", &NamedSharding::ToString)
@@ -516,9 +532,11 @@ void BindSpecChecks(py::module_& m) {
     }
     return GetCorrectedNamedSharding(ShapeFromPy(shape), SpecFromPy(spec), mesh);
   });
-  m.def("correct_spec", [](py::handle spec, py::handle mesh_obj, py::handle shape, const std::string& mode, py::object dtype) {
+  m.def("correct_spec", [](py::handle spec, py::handle mesh_obj, py::handle shape, const std::string& mode,
+                           py::object dtype) {
     const Mesh mesh = MeshFromPy(mesh_obj);
-    CorrectionOptions options{.mode = ParseCorrectionMode(mode), .element_bytes = DTypeSize(DTypeFromPy(dtype)), .log = false};
+    CorrectionOptions options{
+        .mode = ParseCorrectionMode(mode), .element_bytes = DTypeSize(DTypeFromPy(dtype)), .log = false};
     return ReportToPy(CorrectSpec(SpecFromPy(spec), mesh, ShapeFromPy(shape), options));
   }, py::arg("spec"), py::arg("mesh"), py::arg("shape"), py::kw_only(), py::arg("mode") = "eformer",
      py::arg("dtype") = "float32",

@@ -36,13 +36,17 @@ bool DeeplyImmutable(py::handle value) {
 }
 
 LogicalAxisRules ConvertRules(py::handle rules) {
-  if (!py::isinstance<py::tuple>(rules) && !py::isinstance<py::list>(rules))
-    throw Error(ErrorCode::kInvalidArgument, "Unknown axis rule specification type.", ErrorKind::kValueError);  // Flax's
+  if (!py::isinstance<py::tuple>(rules) && !py::isinstance<py::list>(rules)) {
+    // Flax's message.
+    throw Error(ErrorCode::kInvalidArgument, "Unknown axis rule specification type.", ErrorKind::kValueError);
+  }
   LogicalAxisRules out;
   for (py::handle rule : rules) {
     py::sequence pair = rule.cast<py::sequence>();
-    if (pair.size() != 2)
-      throw py::value_error(fmt::format("a logical axis rule is (name, mesh_axes); got {}", py::repr(rule).cast<std::string>()));
+    if (pair.size() != 2) {
+      throw py::value_error(
+          fmt::format("a logical axis rule is (name, mesh_axes); got {}", py::repr(rule).cast<std::string>()));
+    }
     out.push_back({pair[0].cast<std::string>(), EntryFromPy(pair[1])});
   }
   return out;
@@ -158,10 +162,14 @@ void BindLogicalAxisRules(py::module_& m) {
 void BindPartitionAxis(py::module_& m) {
   // eformer's tokens and modes.
   py::module_ tokens = m.def_submodule("_tokens");
-  for (const auto& [short_name, token] : SemanticAxisShortNames()) tokens.attr(py::str(std::string(short_name))) = std::string(token);
+  for (const auto& [short_name, token] : SemanticAxisShortNames()) {
+    tokens.attr(py::str(std::string(short_name))) = std::string(token);
+  }
   tokens.attr("empty") = std::string(semantic::kEmpty);
-  for (RuntimeMode mode : {RuntimeMode::kTrain, RuntimeMode::kPrefill, RuntimeMode::kDecode, RuntimeMode::kInsert})
-    tokens.attr(py::str(std::string("mode_") + std::string(RuntimeModeName(mode)))) = std::string(RuntimeModeToken(mode));
+  for (RuntimeMode mode : {RuntimeMode::kTrain, RuntimeMode::kPrefill, RuntimeMode::kDecode, RuntimeMode::kInsert}) {
+    tokens.attr(py::str(std::string("mode_") + std::string(RuntimeModeName(mode)))) =
+        std::string(RuntimeModeToken(mode));
+  }
 
   py::object not_given = py::module_::import("builtins").attr("object")();
   m.attr("_NOT_GIVEN") = not_given;
@@ -172,18 +180,23 @@ void BindPartitionAxis(py::module_& m) {
         return PartitionAxis(overrides);
       }))
       .def("__getattr__", [](const PartitionAxis& p, const std::string& name) {
-        if (!PartitionAxis::FindField(name)) throw py::attribute_error(fmt::format("'PartitionAxis' object has no attribute '{}'", name));
+        if (!PartitionAxis::FindField(name)) {
+          throw py::attribute_error(fmt::format("'PartitionAxis' object has no attribute '{}'", name));
+        }
         return AxisRuleToPy(p.Get(name));
       })
       .def("resolve_axis", [](const PartitionAxis& p, py::object axes, py::object mode) {
         py::list out;
-        for (const AxisRule& r : p.ResolveAxis(SemanticAxesFromPy(axes), ParseRuntimeMode(mode.cast<std::string>()))) out.append(AxisRuleToPy(r));
+        for (const AxisRule& r : p.ResolveAxis(SemanticAxesFromPy(axes), ParseRuntimeMode(mode.cast<std::string>()))) {
+          out.append(AxisRuleToPy(r));
+        }
         return out;
       }, py::arg("axes"), py::arg("mode"))
       .def("resolve_spec", [](const PartitionAxis& p, py::object axes, py::object mode) {
         return p.ResolveSpec(SemanticAxesFromPy(axes), ParseRuntimeMode(mode.cast<std::string>()));
       }, py::arg("axes"), py::arg("mode"))
-      .def_static("register", [not_given](const std::string& name, py::object rule, py::object generation, bool override_) {
+      .def_static("register", [not_given](const std::string& name, py::object rule, py::object generation,
+                                          bool override_) {
         std::optional<AxisRule> gen;
         if (!generation.is(not_given)) gen = AxisRuleFromPy(generation);
         PartitionAxis::Register(name, AxisRuleFromPy(rule), gen, override_);
@@ -198,7 +211,9 @@ void BindPartitionAxis(py::module_& m) {
         return py::tuple(out);
       })
       .def("__repr__", &PartitionAxis::ToString)
-      .def("__eq__", [](const PartitionAxis& a, py::object b) { return py::isinstance<PartitionAxis>(b) && a == b.cast<const PartitionAxis&>(); });
+      .def("__eq__", [](const PartitionAxis& a, py::object b) {
+        return py::isinstance<PartitionAxis>(b) && a == b.cast<const PartitionAxis&>();
+      });
 }
 
 // eformer's PartitionManager and dynamic presets, and match_partition_rules.

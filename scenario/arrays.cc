@@ -160,7 +160,8 @@ NpyArray ToNpy(const Array& array) {
   out.dtype = array.dtype();
   out.shape = array.shape();
   const auto* bytes = static_cast<const uint8_t*>(array.raw_data());
-  if (bytes == nullptr) Throw(ErrorCode::kFailedPrecondition, "cannot write an abstract array {} to .npy", array.ShapeString());
+  if (bytes == nullptr)
+    Throw(ErrorCode::kFailedPrecondition, "cannot write an abstract array {} to .npy", array.ShapeString());
   out.data.assign(bytes, bytes + array.nbytes());
   return out;
 }

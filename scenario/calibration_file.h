@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "model/calibration.h"
+#include "model/step.h"
 
 namespace spmdsim {
 

@@ -244,7 +244,8 @@ NpyHeader ParseHeader(std::string_view bytes, int64_t file_size, std::string_vie
   const int64_t data = file_size - out.data_offset;
   if (!nbytes || *nbytes != data)
     Throw(ErrorCode::kInvalidArgument, "{}: shape {} of {} needs {} bytes of data but the file has {}", what,
-          PyTuple(out.shape), DTypeName(out.dtype), nbytes ? fmt::format("{}", *nbytes) : std::string("more than 2^63"), data);
+          PyTuple(out.shape), DTypeName(out.dtype), nbytes ? fmt::format("{}", *nbytes) : std::string("more than 2^63"),
+          data);
   out.data_bytes = *nbytes;
   return out;
 }

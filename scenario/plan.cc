@@ -71,7 +71,8 @@ std::string PlanReport(const PlanResult& r, const ModelConfig& model) {
   std::string out = fmt::format(
       "plan {} on {} devices of {}; global batch {}: {} configurations, {} invalid or unplaceable, {} over memory, {} "
       "evaluated in {:.1f} s\n",
-      model.name, r.devices, r.topology, model.global_batch, r.enumerated, r.invalid, r.over_memory, r.evaluated, r.wall_seconds);
+      model.name, r.devices, r.topology, model.global_batch, r.enumerated, r.invalid, r.over_memory, r.evaluated,
+      r.wall_seconds);
   out += fmt::format("memory: at most {} of the {} per device ({:g}% kept free: --memory-headroom)\n",
                      HumanBytes(static_cast<int64_t>(r.capacity_bytes * (1 - r.memory_headroom))),
                      HumanBytes(static_cast<int64_t>(r.capacity_bytes)), 100 * r.memory_headroom);

@@ -162,9 +162,10 @@ std::string PartitionTable(const PartitionResult& p) {
     std::vector<std::string> corrections;
     for (const Correction& c : q.corrections)
       corrections.push_back(fmt::format("dim {}: {}", c.dim, CorrectionReasonName(c.reason)));
-    table.Add({q.name, PyTuple(q.shape), std::string(DTypeName(q.dtype)), q.source, q.requested.ToString(), q.spec.ToString(),
-               Num(static_cast<double>(q.global_bytes), bu.scale), Num(static_cast<double>(q.bytes_per_device), bu.scale),
-               fmt::format("{}", q.replication), corrections.empty() ? "-" : fmt::format("{}", fmt::join(corrections, "; "))});
+    table.Add({q.name, PyTuple(q.shape), std::string(DTypeName(q.dtype)), q.source, q.requested.ToString(),
+               q.spec.ToString(), Num(static_cast<double>(q.global_bytes), bu.scale),
+               Num(static_cast<double>(q.bytes_per_device), bu.scale), fmt::format("{}", q.replication),
+               corrections.empty() ? "-" : fmt::format("{}", fmt::join(corrections, "; "))});
   }
   std::string out = table.ToString();
   const MemoryAnalysis& a = p.analysis;
@@ -343,7 +344,9 @@ std::string HloReport(const WorkloadResult& r) {
                      FormatSeconds(h.hidden_comm_seconds));
   out += fmt::format("memory per device (buffer liveness): arguments {}, outputs {}{}, temporaries {} (peak at {})\n",
                      HumanBytes(h.argument_bytes), HumanBytes(h.output_bytes),
-                     h.alias_bytes > 0 ? fmt::format(" ({} written into donated arguments)", HumanBytes(h.alias_bytes)) : "",
+                     h.alias_bytes > 0
+                         ? fmt::format(" ({} written into donated arguments)", HumanBytes(h.alias_bytes))
+                         : "",
                      HumanBytes(h.temp_bytes), h.peak_at.empty() ? "-" : h.peak_at);
   if (h.hfu > 0) {
     std::string line = fmt::format("utilization: HFU {:.1f}% (dots and convolutions, {:.3g} FLOP per device at {:.4g} "
@@ -433,10 +436,11 @@ std::string HumanReport(const Scenario& s, const WorkloadResult& r) {
   if (r.hlo) out += HloReport(r);
   if (r.kind != "partition" && !r.model) {
     const MemoryResult& m = r.memory;
-    out += fmt::format("predicted time {} (compute {}, communication {}, waiting for stragglers {}); simulator wall {}\n",
-                       FormatSeconds(r.totals.predicted_seconds), FormatSeconds(r.totals.compute_seconds),
-                       FormatSeconds(r.totals.communication_seconds), FormatSeconds(r.totals.wait_seconds),
-                       FormatSeconds(r.wall_seconds));
+    out +=
+        fmt::format("predicted time {} (compute {}, communication {}, waiting for stragglers {}); simulator wall {}\n",
+                    FormatSeconds(r.totals.predicted_seconds), FormatSeconds(r.totals.compute_seconds),
+                    FormatSeconds(r.totals.communication_seconds), FormatSeconds(r.totals.wait_seconds),
+                    FormatSeconds(r.wall_seconds));
     out += fmt::format("peak memory per device: max {} on device {}, min {} on device {}, capacity {}: {}\n",
                        HumanBytes(m.peak_bytes_max), m.max_device,
                        HumanBytes(m.peak_bytes_min), m.min_device,

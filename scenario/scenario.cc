@@ -7,7 +7,6 @@
 #include <sstream>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include "common/file.h"
@@ -70,36 +69,17 @@ Scenario ParseScenarioUnchecked(std::string_view text, const std::string& path) 
 
 }  // namespace
 
-std::string_view ArrayInitKindName(ArrayInit::Kind kind) {
-  switch (kind) {
-    case ArrayInit::Kind::kZeros: return "zeros";
-    case ArrayInit::Kind::kOnes: return "ones";
-    case ArrayInit::Kind::kIota: return "iota";
-    case ArrayInit::Kind::kRandom: return "random";
-    case ArrayInit::Kind::kNpy: return "npy";
-  }
-  return "?";
-}
-
-const ScenarioArray& Scenario::array(std::string_view name) const {
-  std::vector<std::string> names;
-  for (const ScenarioArray& a : arrays) {
-    if (a.name == name) return a;
-    names.push_back(a.name);
-  }
-  Throw(ErrorCode::kNotFound, "scenario has no array '{}'; its arrays are: {}", name, fmt::join(names, ", "));
-}
-
 Scenario ParseScenario(std::string_view text, const std::string& path) {
   try {
     return ParseScenarioUnchecked(text, path);
   } catch (const Error&) {
     throw;
   } catch (const YAML::Exception& e) {
-    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kScenarioError, "{}:{}:{}: {}", path, e.mark.line + 1, e.mark.column + 1,
-              e.msg);
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kScenarioError, "{}:{}:{}: {}", path, e.mark.line + 1,
+              e.mark.column + 1, e.msg);
   } catch (const std::exception& e) {
-    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kScenarioError, "{}: cannot read the scenario: {}", path, e.what());
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kScenarioError, "{}: cannot read the scenario: {}", path,
+              e.what());
   }
 }
 

@@ -144,7 +144,8 @@ std::vector<std::string> OpenDepths(const std::vector<YamlLine>& lines, size_t i
       rest = Trim(rest.substr(2));
     }
     const bool key = rest.find(": ") != std::string_view::npos || (!rest.empty() && rest.back() == ':');
-    if (key || depths.empty()) depths.emplace_back(key_column, fmt::format("beside {}, line {}", KeyOf(rest), l.number));
+    if (key || depths.empty())
+      depths.emplace_back(key_column, fmt::format("beside {}, line {}", KeyOf(rest), l.number));
     for (auto it = depths.rbegin(); it != depths.rend(); ++it) {
       if (std::find(seen.begin(), seen.end(), it->first) != seen.end()) continue;
       seen.push_back(it->first);
@@ -180,7 +181,8 @@ YamlSyntaxError ExplainYamlSyntaxError(std::string_view text, TextPosition posit
   }
   const bool in_text = position.line >= 1 && position.line <= static_cast<int>(lines.size());
   const std::optional<size_t> previous = in_text ? PreviousContentLine(lines, position.line) : std::nullopt;
-  if (in_text && previous && (parser_message == "end of map not found" || parser_message == "end of sequence not found")) {
+  if (in_text && previous &&
+      (parser_message == "end of map not found" || parser_message == "end of sequence not found")) {
     const YamlLine& l = lines[static_cast<size_t>(position.line - 1)];
     return {{l.number, l.indent + 1},
             fmt::format("line {} is indented {} space{}, a depth that no key above it has: indent it {}", l.number,

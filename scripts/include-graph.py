@@ -29,7 +29,8 @@ def includes(path):
 
 def graph(folder):
     listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "--", folder], cwd=ROOT, capture_output=True, text=True, check=True)
-    files = sorted(f for f in listed.stdout.split() if f.endswith(SOURCE_SUFFIXES))
+    # A file deleted from the work tree but not yet from the index is listed too: skip it.
+    files = sorted(f for f in set(listed.stdout.split()) if f.endswith(SOURCE_SUFFIXES) and (ROOT / f).is_file())
     edges = {}
     for f in files:
         m = module_of(f)
@@ -93,7 +94,9 @@ def check_folder(folder):
 def check_internal():
     bad = []
     listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.h", "*.cc"], cwd=ROOT, capture_output=True, text=True, check=True)
-    for name in listed.stdout.split():
+    for name in sorted(set(listed.stdout.split())):
+        if not (ROOT / name).is_file():
+            continue
         rel = pathlib.PurePosixPath(name)
         for inc in includes(rel):
             parts = pathlib.PurePosixPath(inc).parts

@@ -383,7 +383,8 @@ std::vector<std::vector<int64_t>> GlobalShapes(const Blocks& blocks, const std::
 // it laid out: a call with the shapes of the previous one makes no layout (docs/shardmap.md, "Cost of a call").
 class SpecSharding {
  public:
-  SpecSharding(const Mesh& mesh, const PartitionSpec& spec) : sharding_(std::make_shared<const NamedSharding>(mesh, spec)) {}
+  SpecSharding(const Mesh& mesh, const PartitionSpec& spec)
+      : sharding_(std::make_shared<const NamedSharding>(mesh, spec)) {}
   const std::shared_ptr<const NamedSharding>& sharding() const { return sharding_; }
   // The layout of `shape` (checked against the sharding when new: SpecError).
   const std::shared_ptr<const ShardingLayout>& Layout(std::span<const int64_t> shape) {
@@ -511,7 +512,9 @@ Runtime& ShardMapped::runtime() const {
 
 ShardMapped ShardMap(ShardFunction f, Mesh mesh, std::vector<InSpec> in_specs, std::vector<PartitionSpec> out_specs,
                      ShardMapOptions options) {
-  if (!f) ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kTypeError, "shard_map requires a callable for its first argument");
+  if (!f)
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kTypeError,
+              "shard_map requires a callable for its first argument");
   if (mesh.empty()) {
     ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "shard_map requires a non-empty mesh. Got {}",
               mesh.ToString());

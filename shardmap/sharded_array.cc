@@ -73,8 +73,9 @@ int64_t Volume(std::span<const IndexRange> box) {
 
 ShardedArray ShardedArray::DevicePut(const Array& global, const NamedSharding& sharding, Runtime* runtime) {
   if (!global.valid()) Throw(ErrorCode::kInvalidArgument, "DevicePut of an empty Array handle");
+  // Layout checks the shape.
   return DevicePut(global, std::make_shared<const NamedSharding>(sharding),
-                   std::make_shared<const ShardingLayout>(sharding.Layout(global.shape())), runtime);  // checks the shape
+                   std::make_shared<const ShardingLayout>(sharding.Layout(global.shape())), runtime);
 }
 
 ShardedArray ShardedArray::DevicePut(const Array& global, std::shared_ptr<const NamedSharding> sharding,
@@ -120,7 +121,8 @@ ShardedArray ShardedArray::FromShards(DType dtype, std::shared_ptr<const NamedSh
     const Array& a = shards[p];
     if (!a.valid() || a.dtype() != dtype || a.shape() != layout->shard_shape) {
       Throw(ErrorCode::kInvalidArgument, "FromShards: the shard of position {} is {}, expected {}", p,
-            a.valid() ? a.ShapeString() : std::string("an empty handle"), spmdsim::ShapeString(dtype, layout->shard_shape));
+            a.valid() ? a.ShapeString() : std::string("an empty handle"),
+            spmdsim::ShapeString(dtype, layout->shard_shape));
     }
   }
   ShardedArray out;
@@ -142,7 +144,8 @@ std::vector<AddressableShard> ShardedArray::AllShards() const {
 std::vector<AddressableShard> ShardedArray::AddressableShards(int process_index) const {
   std::vector<AddressableShard> out;
   for (const DeviceShard& s : layout_->shards) {
-    if (s.process_index == process_index) out.push_back({s.device, s.position, s.index, s.replica_id, shards_[s.position]});
+    if (s.process_index == process_index)
+      out.push_back({s.device, s.position, s.index, s.replica_id, shards_[s.position]});
   }
   return out;
 }

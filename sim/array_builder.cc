@@ -15,7 +15,8 @@ ArrayBuilder::ArrayBuilder(DType dtype, std::vector<int64_t> shape, Options opti
                                    options.abstract)),
       data_(ArrayAccess::mutable_data(array_)) {}
 
-ArrayBuilder::ArrayBuilder(DType dtype, std::vector<int64_t> shape) : ArrayBuilder(dtype, std::move(shape), Options{}) {}
+ArrayBuilder::ArrayBuilder(DType dtype, std::vector<int64_t> shape)
+    : ArrayBuilder(dtype, std::move(shape), Options{}) {}
 
 void ArrayBuilder::CheckWritable(DType requested) const {
   if (requested != array_.dtype()) {

@@ -82,7 +82,9 @@ Array DeviceContext::Psum(const Array& x, const Axes& axes) {
   return Collective(*mesh_, slot_, position_, OpKind::kPsum, &x, axes);
 }
 
-Array DeviceContext::Pmean(const Array& x, const Axes& axes) { return Collective(*mesh_, slot_, position_, OpKind::kPmean, &x, axes); }
+Array DeviceContext::Pmean(const Array& x, const Axes& axes) {
+  return Collective(*mesh_, slot_, position_, OpKind::kPmean, &x, axes);
+}
 
 Array DeviceContext::Pmax(const Array& x, const Axes& axes) {
   if (axes.names().empty()) return x;

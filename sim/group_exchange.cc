@@ -9,21 +9,26 @@
 namespace spmdsim {
 
 DeviceGroups::DeviceGroups(int64_t num_devices, std::vector<std::vector<int64_t>> groups)
-    : groups_(std::move(groups)), group_of_(static_cast<size_t>(num_devices), -1), rank_(static_cast<size_t>(num_devices), -1) {
+    : groups_(std::move(groups)),
+      group_of_(static_cast<size_t>(num_devices), -1),
+      rank_(static_cast<size_t>(num_devices), -1) {
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (size_t r = 0; r < groups_[g].size(); ++r) {
       const int64_t p = groups_[g][r];
       if (p < 0 || p >= num_devices) {
-        Throw(ErrorCode::kInvalidArgument, "device group {} names position {}; positions are 0..{}", g, p, num_devices - 1);
+        Throw(ErrorCode::kInvalidArgument, "device group {} names position {}; positions are 0..{}", g, p,
+              num_devices - 1);
       }
-      if (group_of_[p] >= 0) Throw(ErrorCode::kInvalidArgument, "position {} is in device groups {} and {}", p, group_of_[p], g);
+      if (group_of_[p] >= 0)
+        Throw(ErrorCode::kInvalidArgument, "position {} is in device groups {} and {}", p, group_of_[p], g);
       group_of_[p] = static_cast<int64_t>(g);
       rank_[p] = static_cast<int64_t>(r);
     }
   }
   for (int64_t p = 0; p < num_devices; ++p) {
     if (group_of_[p] < 0) {
-      Throw(ErrorCode::kInvalidArgument, "position {} is in no device group; every device takes part in every exchange", p);
+      Throw(ErrorCode::kInvalidArgument, "position {} is in no device group; every device takes part in every exchange",
+            p);
     }
   }
 }
@@ -45,8 +50,9 @@ PermutePairs::PermutePairs(int64_t num_devices, const std::vector<std::pair<int6
 // Two tables of one slot per device, used in alternate rounds: a device writes round r's table only after every
 // device passed round r-1's barrier, so nobody still reads what it overwrites (round r-2's).
 struct GroupExchange::Slots {
-  explicit Slots(int64_t n) : table{std::vector<Array>(static_cast<size_t>(n)), std::vector<Array>(static_cast<size_t>(n))},
-                              round(static_cast<size_t>(n), 0) {}
+  explicit Slots(int64_t n)
+      : table{std::vector<Array>(static_cast<size_t>(n)), std::vector<Array>(static_cast<size_t>(n))},
+        round(static_cast<size_t>(n), 0) {}
   std::vector<Array> table[2];
   std::vector<uint64_t> round;  // per device, written by that device only
 };
@@ -73,8 +79,8 @@ const std::vector<Array>& GroupExchange::Publish(DeviceContext& d, const Array& 
 }
 
 std::vector<Array> GroupExchange::Exchange(DeviceContext& d, const Array& mine, const DeviceGroups& groups) {
-  SPMDSIM_CHECK(groups.num_devices() == static_cast<int64_t>(slots_->round.size()), "groups of {} devices on a mesh of {}",
-                groups.num_devices(), slots_->round.size());
+  SPMDSIM_CHECK(groups.num_devices() == static_cast<int64_t>(slots_->round.size()),
+                "groups of {} devices on a mesh of {}", groups.num_devices(), slots_->round.size());
   const std::vector<Array>& table = Publish(d, mine);
   std::vector<Array> members;
   for (int64_t m : groups.GroupOf(d.position())) members.push_back(table[m]);

@@ -88,7 +88,8 @@ void ReceiveArrays(const Runtime& runtime, int r, const std::vector<int64_t>& m,
       const bool abstract = m[i++] != 0;
       const auto varying = static_cast<uint64_t>(m[i++]);
       const int64_t dims = m[i++];
-      std::vector<int64_t> shape(m.begin() + static_cast<std::ptrdiff_t>(i), m.begin() + static_cast<std::ptrdiff_t>(i + dims));
+      std::vector<int64_t> shape(m.begin() + static_cast<std::ptrdiff_t>(i),
+                                 m.begin() + static_cast<std::ptrdiff_t>(i + dims));
       i += static_cast<size_t>(dims);
       const int64_t bytes = NumElements(shape) * DTypeSize(dtype);
       if (!abstract && !i_receive) {
@@ -98,7 +99,8 @@ void ReceiveArrays(const Runtime& runtime, int r, const std::vector<int64_t>& m,
       std::shared_ptr<internal::Buffer> buffer;
       if (!abstract) buffer = internal::Buffer::Allocate(bytes);
       if (!abstract && bytes > 0) {
-        batch.push_back({.send = false, .peer = r, .tag = tag, .data = buffer->data(), .bytes = static_cast<size_t>(bytes)});
+        batch.push_back(
+            {.send = false, .peer = r, .tag = tag, .data = buffer->data(), .bytes = static_cast<size_t>(bytes)});
       }
       arrays.push_back(
           internal::ArrayAccess::Make(dtype, std::move(shape), std::move(buffer), nullptr).WithVaryingAxes(varying));

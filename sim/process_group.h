@@ -43,7 +43,8 @@ class ProcessGroup {
 
 // The rank that runs each mesh position when `num_ranks` ranks share the mesh: by the topology's hosts
 // (Device::process_index) when num_ranks divides the number of hosts (rank r takes hosts
-// [r*H/K, (r+1)*H/K)) and every rank gets a device, else contiguous blocks of positions (rank r takes [r*N/K, (r+1)*N/K)).
+// [r*H/K, (r+1)*H/K)) and every rank gets a device, else contiguous blocks of positions (rank r takes
+// [r*N/K, (r+1)*N/K)).
 // Example: Mesh::Iota({8}) on 3 ranks (no topology): positions 0-1 -> 0, 2-4 -> 1, 5-7 -> 2.
 // REQUIRES: 1 <= num_ranks <= mesh.size(); throws Error(kInvalidArgument) otherwise.
 std::vector<int> PlaceDevices(const Mesh& mesh, int num_ranks);

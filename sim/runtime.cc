@@ -188,7 +188,8 @@ void Runtime::Run(const std::function<void(DeviceContext&)>& fn) {
   internal::RuntimeCore& core = *core_;
   if (internal::CurrentSlot() != nullptr)
     Throw(ErrorCode::kFailedPrecondition, "Runtime::Run called from inside a virtual device");
-  if (!core.run_mu.TryLock()) Throw(ErrorCode::kFailedPrecondition, "Runtime::Run is already running on another thread");
+  if (!core.run_mu.TryLock())
+    Throw(ErrorCode::kFailedPrecondition, "Runtime::Run is already running on another thread");
   MutexLock one_run(core.run_mu, std::adopt_lock);
   if (core.run) {
     RunState& previous = *core.run;

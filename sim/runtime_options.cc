@@ -6,7 +6,8 @@ namespace spmdsim {
 
 void ValidateRuntimeOptions(const Mesh& mesh, const RuntimeOptions& options) {
   if (mesh.empty()) Throw(ErrorCode::kInvalidArgument, "Runtime needs a mesh with at least one device");
-  if (mesh.size() > (int64_t{1} << 31)) Throw(ErrorCode::kInvalidArgument, "mesh of {} devices is too large", mesh.size());
+  if (mesh.size() > (int64_t{1} << 31))
+    Throw(ErrorCode::kInvalidArgument, "mesh of {} devices is too large", mesh.size());
   if (options.num_threads < 0)
     Throw(ErrorCode::kInvalidArgument, "RuntimeOptions::num_threads must be >= 0 (0: one per core), got {}",
           options.num_threads);
@@ -23,7 +24,8 @@ void ValidateRuntimeOptions(const Mesh& mesh, const RuntimeOptions& options) {
 
 int64_t DeviceMemoryCapacity(const Mesh& mesh, const RuntimeOptions& options) {
   int64_t capacity = options.device_memory_bytes;
-  if (capacity == 0) capacity = mesh.topology() != nullptr ? mesh.topology()->memory_bytes() : kDefaultDeviceMemoryBytes;
+  if (capacity == 0)
+    capacity = mesh.topology() != nullptr ? mesh.topology()->memory_bytes() : kDefaultDeviceMemoryBytes;
   return capacity > 0 ? capacity : kDefaultDeviceMemoryBytes;
 }
 

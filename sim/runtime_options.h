@@ -30,9 +30,10 @@ struct RuntimeOptions {
   std::chrono::milliseconds collective_timeout{60'000};
   // Stack of each device fiber, with a guard page below it (overflow faults instead of corrupting memory).
   // Default 64 KiB (x4 in ASan/TSan builds, whose frames are larger; the workload engines raise it to at least
-  // 1 MiB for Eigen's GEMM, workloads/internal/recorder.h); only the pages a device touches become resident. Stacks are pooled across Runs. Larger stacks spread 4096 devices over more page-table
-  // entries: a barrier episode at 4096 devices costs ~2x more with 256 KiB (docs/runtime.md). A device that
-  // overflows its stack ends the process after naming itself on stderr.
+  // 1 MiB for Eigen's GEMM, workloads/internal/recorder.h); only the pages a device touches become resident.
+  // Stacks are pooled across Runs. Larger stacks spread 4096 devices over more page-table entries: a barrier
+  // episode at 4096 devices costs ~2x more with 256 KiB (docs/runtime.md). A device that overflows its stack ends
+  // the process after naming itself on stderr.
   // The stacks are one mapping per Runtime, with a guard page below each while the kernel's mapping budget
   // allows (vm.max_map_count, each guard page costs two mappings); beyond that (~28,000 devices at the default
   // 65530) no guard pages but a canary word below each stack, checked when its device switches out.

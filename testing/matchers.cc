@@ -37,7 +37,8 @@ bool AllCloseValues(const Array& actual, const std::vector<double>& expected, co
     return false;
   }
   if (actual.size() != static_cast<int64_t>(expected.size())) {
-    *explanation = fmt::format("has {} elements ({}), expected {}", actual.size(), actual.ShapeString(), expected.size());
+    *explanation = fmt::format("has {} elements ({}), expected {}", actual.size(), actual.ShapeString(),
+                               expected.size());
     return false;
   }
   std::vector<double> got = actual.ToDoubles();

@@ -48,7 +48,8 @@ class AllCloseMatcher {
         rtol_(rtol), atol_(atol), equal_nan_(equal_nan) {}
   bool MatchAndExplain(const Array& actual, std::ostream* os) const {
     std::string why;
-    bool ok = internal::AllCloseValues(actual, expected_, check_shape_ ? &shape_ : nullptr, rtol_, atol_, equal_nan_, &why);
+    bool ok = internal::AllCloseValues(actual, expected_, check_shape_ ? &shape_ : nullptr, rtol_, atol_, equal_nan_,
+                                       &why);
     if (os != nullptr) *os << why;
     return ok;
   }
@@ -102,7 +103,9 @@ class ShardedAsMatcher {
     if (os != nullptr) *os << why;
     return ok;
   }
-  bool MatchAndExplain(const NamedSharding& actual, std::ostream* os) const { return MatchAndExplain(actual.spec(), os); }
+  bool MatchAndExplain(const NamedSharding& actual, std::ostream* os) const {
+    return MatchAndExplain(actual.spec(), os);
+  }
   void DescribeTo(std::ostream* os) const { *os << "is sharded as " << expected_.ToString(); }
   void DescribeNegationTo(std::ostream* os) const { *os << "is not sharded as " << expected_.ToString(); }
 

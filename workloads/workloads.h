@@ -3,8 +3,8 @@
 // the cost model (docs/workloads.md; docs/cost-model.md for the formulas).
 //
 // How a prediction is made: the engine gives the Runtime a RuntimeObserver and an op cost sink
-// (RuntimeOptions::observer, ::op_cost_sink). Every local op a device runs is charged to that device's simulated clock by
-// the ComputeModel (cost/compute_model.h: per-op roofline with matmul tile/wave quantisation; divided by the
+// (RuntimeOptions::observer, ::op_cost_sink). Every local op a device runs is charged to that device's simulated clock
+// by the ComputeModel (cost/compute_model.h: per-op roofline with matmul tile/wave quantisation; divided by the
 // device's speed factor); every
 // collective is costed per group by CollectiveModel and advances each group to its latest arrival plus the
 // group's modelled time (SimClocks). Steps are named by the workload; everything a device does while a step is
@@ -249,7 +249,8 @@ inline constexpr int64_t kGatherArrayBytes = int64_t{16} << 20;
 
 struct WorkloadResult {
   std::string name;                    // the workload's name (from its config)
-  std::string kind;                    // "collectives", "shard_map", "mlp", "transformer_block", "partition"
+  // The engine: "collectives", "shard_map", "mlp", "transformer_block", "partition", "model", "hlo".
+  std::string kind;
   bool abstract = false;
   std::vector<StepResult> steps;       // in execution order
   WorkloadTotals totals;
@@ -461,8 +462,9 @@ WorkloadResult RunPartition(const WorkloadContext& context, const PartitionConfi
 // accounting), ::memory (per position: its pipeline stage's total), ::model_step and ::totals (PredictModelStep);
 // `steps` stay empty. Not abstract: the training step also runs with data on the Runtime (float32; docs/model.md,
 // "Running with data") and ::check compares its loss and every weight gradient with the same model on one
-// device; wall_seconds is that run's. REQUIRES: model.mesh() is context.mesh. For a data run throws Error(kUnimplemented)
-// (KV heads or vocab not split evenly over tensor ranks, MoE layers that differ between pipeline stages) or Error(kResourceExhausted) (too large), both suggesting --abstract.
+// device; wall_seconds is that run's. REQUIRES: model.mesh() is context.mesh. For a data run throws
+// Error(kUnimplemented) (KV heads or vocab not split evenly over tensor ranks, MoE layers that differ between pipeline
+// stages) or Error(kResourceExhausted) (too large), both suggesting --abstract.
 
 WorkloadResult RunModel(const WorkloadContext& context, const ValidatedModel& model);
 

@@ -73,7 +73,12 @@ void BM_MemcpyF32(benchmark::State& state) {
   state.counters["bytes/s"] = benchmark::Counter(2.0 * 4 * n, benchmark::Counter::kIsIterationInvariantRate,
                                                  benchmark::Counter::kIs1024);
 }
-BENCHMARK(BM_MemcpyF32)->ArgNames({"elements"})->Arg(1 << 12)->Arg(1 << 18)->Arg(1 << 22)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MemcpyF32)
+    ->ArgNames({"elements"})
+    ->Arg(1 << 12)
+    ->Arg(1 << 18)
+    ->Arg(1 << 22)
+    ->Unit(benchmark::kMicrosecond);
 
 void BM_AddBroadcastBF16(benchmark::State& state) {
   const int64_t rows = state.range(0), cols = 1024;

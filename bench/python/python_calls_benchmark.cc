@@ -4,7 +4,8 @@
 //   devices_indices_map   NamedSharding::Layout (Python builds {device: (slice, ...)} from it)
 //   corrected_sharding    GetCorrectedNamedSharding (eformer's get_corrected_named_sharding)
 //   logical_to_mesh_axes  LogicalToMeshAxes with T5X's standard rules (2, 2)
-//   run_abstract          LoadScenario + RunScenario(abstract, 1 worker thread) + JsonReport of scenarios/cpu8-quick.yaml
+//   run_abstract          LoadScenario + RunScenario(abstract, 1 worker thread) + JsonReport of
+//                         scenarios/cpu8-quick.yaml
 #include <chrono>
 #include <memory>
 #include <string>

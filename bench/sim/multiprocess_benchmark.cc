@@ -156,7 +156,8 @@ int Main(MpiSession& mpi) {
   // Workers per rank: 1 (one core per rank on a 2-core host) and 2 (each rank as many workers as the host has
   // cores: over-subscribed 2x), or SPMDSIM_BENCH_THREADS alone.
   std::vector<int> thread_counts = {1, 2};
-  if (std::getenv("SPMDSIM_BENCH_THREADS") != nullptr) thread_counts = {std::atoi(std::getenv("SPMDSIM_BENCH_THREADS"))};
+  if (std::getenv("SPMDSIM_BENCH_THREADS") != nullptr)
+    thread_counts = {std::atoi(std::getenv("SPMDSIM_BENCH_THREADS"))};
   for (int threads : thread_counts) {
     const Figures f = Measure(mpi, threads);
     if (mpi.rank() != 0) continue;

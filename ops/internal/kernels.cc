@@ -16,8 +16,8 @@ void CheckValid(std::string_view op, const Array& a, int index) {
 
 int CanonicalAxis(std::string_view op, int axis, int rank) {
   if (axis < -rank || axis >= rank) {
-    ThrowKind(ErrorCode::kOutOfRange, ErrorKind::kValueError, "{}: axis {} is out of bounds for array of dimension {}", op,
-              axis, rank);
+    ThrowKind(ErrorCode::kOutOfRange, ErrorKind::kValueError, "{}: axis {} is out of bounds for array of dimension {}",
+              op, axis, rank);
   }
   return axis < 0 ? axis + rank : axis;
 }

@@ -95,7 +95,8 @@ void ParseInputs(const YamlContext& ctx, const YamlMap& m, const Scenario& s, Hl
                                                 c->module->entry()->name(), c->module->file(), params));
   }
   for (size_t i = 0; i < node.size(); ++i) {
-    c->inputs.push_back(ParseInput(ctx, node[i], fmt::format("{}[{}]", m.Key("inputs"), i), s, static_cast<int64_t>(i)));
+    c->inputs.push_back(
+        ParseInput(ctx, node[i], fmt::format("{}[{}]", m.Key("inputs"), i), s, static_cast<int64_t>(i)));
   }
 }
 
@@ -143,7 +144,9 @@ HloConfig ParseHloWorkload(const YamlContext& ctx, const YamlMap& m, const Scena
   if (m.Has("model_flops_per_step")) {
     c.model_flops_per_step = ctx.NumberIn(m.Get("model_flops_per_step"), m.Key("model_flops_per_step"), 0, 1e30);
   }
-  if (m.Has("tokens_per_step")) c.tokens_per_step = ctx.NumberIn(m.Get("tokens_per_step"), m.Key("tokens_per_step"), 0, 1e30);
+  if (m.Has("tokens_per_step")) {
+    c.tokens_per_step = ctx.NumberIn(m.Get("tokens_per_step"), m.Key("tokens_per_step"), 0, 1e30);
+  }
   c.max_while_iterations = m.Int("max_while_iterations", c.max_while_iterations);
   if (c.max_while_iterations < 1) {
     ctx.Fail(m.Get("max_while_iterations"), m.Key("max_while_iterations"), "must be a positive number of iterations");

@@ -25,7 +25,7 @@
 
 #include "model/config.h"
 #include "scenario/internal/scenario_yaml.h"
-#include "scenario/scenario.h"
+#include "scenario/scenario_types.h"
 
 namespace spmdsim {
 

@@ -187,9 +187,11 @@ std::vector<StyleAxis> NemoSizes(const YamlContext& ctx, const YamlMap& m, const
   const int64_t cp = size("context_parallel_size"), ep = size("expert_model_parallel_size");
   const int64_t devices = t.num_devices();
   if (devices % (tp * pp * cp) != 0)
-    ctx.Fail(m.node(), m.path(),
-             fmt::format("tensor x pipeline x context parallel sizes = {} x {} x {} = {} do not divide the {} devices of "
-                         "{}; data parallelism takes what remains", tp, pp, cp, tp * pp * cp, devices, t.ToString()));
+    ctx.Fail(
+        m.node(), m.path(),
+        fmt::format("tensor x pipeline x context parallel sizes = {} x {} x {} = {} do not divide the {} devices of "
+                    "{}; data parallelism takes what remains",
+                    tp, pp, cp, tp * pp * cp, devices, t.ToString()));
   const int64_t dp = devices / (tp * pp * cp);
   if (dp % ep != 0)
     ctx.Fail(m.Get("expert_model_parallel_size"), m.Key("expert_model_parallel_size"),
@@ -218,7 +220,8 @@ void CheckMeshHas(const YamlContext& ctx, const YamlMap& m, const Mesh& mesh, co
   for (const StyleAxis& a : axes) {
     if (a.size() <= 1 || (mesh.HasAxis(a.name) && mesh.AxisSize(a.name) == a.size())) continue;
     std::vector<std::string> have;
-    for (int i = 0; i < mesh.rank(); ++i) have.push_back(fmt::format("'{}': {}", mesh.axis_names()[i], mesh.shape()[i]));
+    for (int i = 0; i < mesh.rank(); ++i)
+      have.push_back(fmt::format("'{}': {}", mesh.axis_names()[i], mesh.shape()[i]));
     const YAML::Node at = a.key.empty() ? m.node() : m.Get(a.key);
     ctx.Fail(at, a.key.empty() ? m.path() : m.Key(a.key),
              fmt::format("{} asks for a mesh axis '{}' of size {}; the scenario's mesh has ({}): name the axis as {} "
@@ -305,7 +308,8 @@ ModelParallelism RolesFromRules(const YamlContext& ctx, const YamlMap& m, const 
     return a;
   };
   auto meets = [](const std::vector<std::string>& a, const std::vector<std::string>& b) {
-    return std::any_of(a.begin(), a.end(), [&](const std::string& x) { return std::find(b.begin(), b.end(), x) != b.end(); });
+    return std::any_of(a.begin(), a.end(),
+                       [&](const std::string& x) { return std::find(b.begin(), b.end(), x) != b.end(); });
   };
   ModelParallelism p;
   p.data_axes = axes_of({"activation_batch", "batch"});
@@ -463,7 +467,8 @@ void ApplyModelStyle(const YamlContext& ctx, const YamlMap& m, const Scenario& s
   if (style == Style::kRoles) return;
   RefuseReplacedRoleKeys(ctx, m, style);
   const Topology& topology = *s.topology.topology;
-  const std::vector<StyleAxis> axes = style == Style::kMaxText ? MaxTextSizes(ctx, m, topology) : NemoSizes(ctx, m, topology);
+  const std::vector<StyleAxis> axes = style == Style::kMaxText ? MaxTextSizes(ctx, m, topology)
+                                                               : NemoSizes(ctx, m, topology);
   CheckMeshHas(ctx, m, s.mesh.mesh, axes, style);
   // The software stack of the style's own framework, unless `stack:` names another (model/stack.h): MaxText runs
   // on JAX / XLA, NeMo on Megatron-Core with Transformer Engine.
@@ -477,9 +482,11 @@ void ApplyModelStyle(const YamlContext& ctx, const YamlMap& m, const Scenario& s
 
 std::string StyleKeyForField(const YamlMap& m, const std::string& field) {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> kKeys = {
-      {"parallel.tensor_axes", {"tensor_model_parallel_size", "ici_tensor_parallelism", "ici_tensor_sequence_parallelism",
-                                "ici_tensor_transpose_parallelism"}},
-      {"parallel.pipeline_axes", {"pipeline_model_parallel_size", "ici_pipeline_parallelism", "dcn_pipeline_parallelism"}},
+      {"parallel.tensor_axes",
+       {"tensor_model_parallel_size", "ici_tensor_parallelism", "ici_tensor_sequence_parallelism",
+        "ici_tensor_transpose_parallelism"}},
+      {"parallel.pipeline_axes",
+       {"pipeline_model_parallel_size", "ici_pipeline_parallelism", "dcn_pipeline_parallelism"}},
       {"parallel.context_axes", {"context_parallel_size", "ici_sequence_parallelism", "ici_context_parallelism"}},
       {"parallel.expert_axes", {"expert_model_parallel_size", "ici_expert_parallelism"}},
       {"parallel.data_axes", {"ici_fsdp_parallelism", "ici_data_parallelism", "dcn_data_parallelism"}},

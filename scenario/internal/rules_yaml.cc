@@ -34,7 +34,8 @@ PartitionSpec ParseSpecNode(const YamlContext& ctx, const YAML::Node& node, cons
       if (node.size() > static_cast<size_t>(kMaxScenarioRank))
         ctx.Fail(node, key, fmt::format("a spec of {} entries; at most {}", node.size(), kMaxScenarioRank));
       std::vector<PartitionSpec::Entry> entries;
-      for (size_t i = 0; i < node.size(); ++i) entries.push_back(ParseEntry(ctx, node[i], fmt::format("{}[{}]", key, i)));
+      for (size_t i = 0; i < node.size(); ++i)
+        entries.push_back(ParseEntry(ctx, node[i], fmt::format("{}[{}]", key, i)));
       return PartitionSpec(entries);
     }
   } catch (const LocatedError&) {
@@ -130,7 +131,8 @@ ScenarioRules ParseRules(const YamlContext& ctx, const YAML::Node& node) {
   if (m.Has("logical_axis_rules")) out.logical_axis_rules = ParseLogicalRules(ctx, m.Get("logical_axis_rules"));
   if (m.Has("partition_axis")) out.partition_axis = ParsePartitionAxis(ctx, m.Get("partition_axis"));
   if (m.Has("runtime_mode")) {
-    std::string mode = ctx.Choice(m.Get("runtime_mode"), "rules.runtime_mode", {"train", "prefill", "decode", "insert"});
+    std::string mode = ctx.Choice(m.Get("runtime_mode"), "rules.runtime_mode",
+                                  {"train", "prefill", "decode", "insert"});
     out.runtime_mode = ParseRuntimeMode(mode);
   }
   if (m.Has("partition_rules")) out.partition_rules = ParsePartitionRules(ctx, m.Get("partition_rules"));

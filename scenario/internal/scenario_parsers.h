@@ -1,9 +1,9 @@
 // Internal: the node-taking parsers of a scenario file, one unit per section: topology_yaml.cc (`topology:`,
-// `mesh:`), rules_yaml.cc (`rules:` and PartitionSpec values), arrays_yaml.cc (`arrays:`), workloads_yaml.cc
-// (`workloads:` onto the engines' Config structs, workloads/workloads.h), hlo_yaml.cc (`kind: hlo`),
-// calibration_yaml.cc (`topology.calibration` and the files of `spmdsim calibrate`). scenario/scenario.cc reads
-// the file's top level with them. Users call LoadScenario / ParseScenario (scenario/scenario.h),
-// LoadCalibrationRuns / LoadCalibrationProfile (scenario/calibration_file.h).
+// `mesh:`, and `topology.calibration` with LoadCalibrationProfile), rules_yaml.cc (`rules:` and PartitionSpec
+// values), arrays_yaml.cc (`arrays:`), workloads_yaml.cc (`workloads:` onto the engines' Config structs,
+// workloads/workloads.h), hlo_yaml.cc (`kind: hlo`). They build the values of scenario/scenario_types.h, below
+// scenario/scenario.h, whose scenario.cc reads the file's top level with them. Users call LoadScenario /
+// ParseScenario (scenario/scenario.h).
 #ifndef SPMDSIM_SCENARIO_INTERNAL_SCENARIO_PARSERS_H_
 #define SPMDSIM_SCENARIO_INTERNAL_SCENARIO_PARSERS_H_
 
@@ -15,9 +15,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include "partition/partition_spec.h"
-#include "scenario/calibration_file.h"
 #include "scenario/internal/scenario_yaml.h"
-#include "scenario/scenario.h"
+#include "scenario/scenario_types.h"
 
 namespace spmdsim {
 
@@ -48,15 +47,6 @@ ScenarioWorkload ParseWorkload(const YamlContext& ctx, const YAML::Node& node, c
 
 // `kind: hlo` (hlo_yaml.cc): reads and verifies the module file (relative paths: the scenario's folder).
 HloConfig ParseHloWorkload(const YamlContext& ctx, const YamlMap& m, const Scenario& s);
-
-// `topology.calibration: FILE` of the topology map `m` (the file relative to the scenario's): the profile, which
-// must have been fitted on `topology`'s device kind.
-CalibrationProfile ParseCalibrationKey(const YamlContext& ctx, const YamlMap& m, const Topology& topology);
-// A calibration runs file's root; each run's scenario is read (relative paths against `base_dir`).
-CalibrationRunsFile ParseCalibrationRunsNode(const YamlContext& ctx, const YAML::Node& root,
-                                             const std::string& base_dir);
-// A calibration profile file's root.
-CalibrationProfile ParseCalibrationProfileNode(const YamlContext& ctx, const YAML::Node& root);
 
 }  // namespace spmdsim
 

@@ -79,8 +79,6 @@ YAML::Node LoadSingleYamlDocument(std::string_view text, const std::string& file
   return documents.empty() ? YAML::Node() : documents[0];
 }
 
-std::string SourceLocation::ToString() const { return fmt::format("{}:{}:{}", file, line, column); }
-
 int64_t ParseByteSize(std::string_view text) {
   std::string_view t = Trim(text);
   size_t split = 0;
@@ -155,7 +153,8 @@ double YamlContext::Number(const YAML::Node& node, std::string_view key) const {
 
 double YamlContext::NumberIn(const YAML::Node& node, std::string_view key, double lo, double hi) const {
   double value = Number(node, key);
-  if (!(value > lo && value <= hi)) Fail(node, key, fmt::format("found {}, expected a number in ({}, {}]", value, lo, hi));
+  if (!(value > lo && value <= hi))
+    Fail(node, key, fmt::format("found {}, expected a number in ({}, {}]", value, lo, hi));
   return value;
 }
 
@@ -246,7 +245,8 @@ YamlMap::YamlMap(const YamlContext& ctx, const YAML::Node& node, std::string pat
     : ctx_(ctx), node_(node), path_(std::move(path)) {
   if (null_ok && (!node.IsDefined() || node.IsNull())) return;
   if (!node.IsMap())
-    ctx.Fail(node, path_, fmt::format("found {}, expected a mapping with keys {}", Describe(node), fmt::join(valid_keys, ", ")));
+    ctx.Fail(node, path_,
+             fmt::format("found {}, expected a mapping with keys {}", Describe(node), fmt::join(valid_keys, ", ")));
   std::set<std::string> seen;
   for (YAML::const_iterator it = node.begin(); it != node.end(); ++it) {
     // Copies: `it->` yields a temporary proxy, so a reference to its members would dangle.

@@ -22,7 +22,7 @@
 #include "common/dtype.h"
 #include "common/error.h"
 #include "common/user_text.h"  // DidYouMean
-#include "scenario/scenario.h"
+#include "scenario/scenario_types.h"
 
 namespace spmdsim {
 

@@ -1,6 +1,7 @@
 // `topology:` and `mesh:` of a scenario file (scenario/internal/scenario_parsers.h).
 #include <algorithm>
 #include <array>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <set>
@@ -13,6 +14,7 @@
 #include "common/strings.h"
 #include "mesh/mesh_utils.h"
 #include "mesh/t5x_mesh.h"
+#include "scenario/calibration_file.h"
 #include "scenario/internal/scenario_parsers.h"
 
 namespace spmdsim {
@@ -121,7 +123,8 @@ void ParseNetwork(const YamlContext& ctx, const YAML::Node& n, const std::string
   if (nm.Has("oversubscription")) {
     const double o = ctx.Number(nm.Get("oversubscription"), nm.Key("oversubscription"));
     if (!(o >= 1 && o <= 1e3))
-      ctx.Fail(nm.Get("oversubscription"), nm.Key("oversubscription"), "expected a number in [1, 1000] (1 = non-blocking)");
+      ctx.Fail(nm.Get("oversubscription"), nm.Key("oversubscription"),
+               "expected a number in [1, 1000] (1 = non-blocking)");
     network.oversubscription = o;
   }
   network.source = "scenario file (topology.network)";
@@ -224,7 +227,8 @@ std::vector<std::pair<std::string, int64_t>> ParseAxes(const YamlContext& ctx, c
         ctx.Fail(it->first, key, fmt::format("axis name '{}' is empty or repeated", name));
       int64_t size = ctx.Int(it->second, key + "." + name);
       if (size < 1 || size > kMaxScenarioDevices)
-        ctx.Fail(it->second, key + "." + name, fmt::format("axis size {} is not in [1, {}]", size, kMaxScenarioDevices));
+        ctx.Fail(it->second, key + "." + name,
+                 fmt::format("axis size {} is not in [1, {}]", size, kMaxScenarioDevices));
       axes.emplace_back(name, size);
     }
   } else {
@@ -243,8 +247,10 @@ std::string AxesText(const std::vector<std::pair<std::string, int64_t>>& axes) {
 // `mesh.t5x:`: T5X's default_mesh / get_mesh, the whole mesh ('data', 'model').
 ScenarioMesh ParseT5xMesh(const YamlContext& ctx, const YamlMap& m, const std::shared_ptr<const Topology>& topology) {
   for (const std::string& k : m.keys())
-    if (k != "t5x") ctx.Fail(m.Get(k), m.Key(k), "mesh.t5x builds the whole mesh ('data', 'model'); remove the other mesh keys");
-  YamlMap t(ctx, m.Get("t5x"), "mesh.t5x", {"num_partitions", "model_parallel_submesh", "ici_mesh_shape", "dcn_mesh_shape"});
+    if (k != "t5x")
+      ctx.Fail(m.Get(k), m.Key(k), "mesh.t5x builds the whole mesh ('data', 'model'); remove the other mesh keys");
+  YamlMap t(ctx, m.Get("t5x"), "mesh.t5x",
+            {"num_partitions", "model_parallel_submesh", "ici_mesh_shape", "dcn_mesh_shape"});
   int64_t num_partitions = t.Int("num_partitions", 1);
   if (num_partitions < 1 || num_partitions > kMaxScenarioDevices)
     ctx.Fail(t.Get("num_partitions"), t.Key("num_partitions"), "expected a positive integer");
@@ -296,6 +302,23 @@ MeshOptions ParseMeshOptions(const YamlContext& ctx, const YamlMap& m, const Top
   return options;
 }
 
+// `topology.calibration: FILE` (relative to the scenario): a profile fitted on this topology's device kind.
+CalibrationProfile ParseCalibrationKey(const YamlContext& ctx, const YamlMap& m, const Topology& topology) {
+  const std::string file = ctx.String(m.Get("calibration"), m.Key("calibration"));
+  const std::filesystem::path base = std::filesystem::path(ctx.file()).parent_path();
+  CalibrationProfile profile;
+  try {
+    profile = LoadCalibrationProfile(std::filesystem::path(file).is_absolute() ? file : (base / file).string());
+  } catch (const Error& e) {
+    ctx.Rethrow(m.Get("calibration"), m.Key("calibration"), e);
+  }
+  if (profile.device_kind != topology.device_kind())
+    ctx.Fail(m.Get("calibration"), m.Key("calibration"),
+             fmt::format("the profile was fitted on {}, this topology's devices are {}", profile.device_kind,
+                         topology.device_kind()));
+  return profile;
+}
+
 }  // namespace
 
 ScenarioTopology ParseTopology(const YamlContext& ctx, const YAML::Node& node) {
@@ -321,7 +344,8 @@ ScenarioTopology ParseTopology(const YamlContext& ctx, const YAML::Node& node) {
   return out;
 }
 
-ScenarioMesh ParseMesh(const YamlContext& ctx, const YAML::Node& node, const std::shared_ptr<const Topology>& topology) {
+ScenarioMesh ParseMesh(const YamlContext& ctx, const YAML::Node& node,
+                       const std::shared_ptr<const Topology>& topology) {
   YamlMap m(ctx, node, "mesh",
             {"axes", "dcn_axes", "devices", "contiguous_submeshes", "allow_split_physical_axes", "process_is_granule",
              "should_sort_granules_by_key", "t5x"});

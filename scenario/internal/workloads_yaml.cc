@@ -14,7 +14,7 @@
 #include "model/stack.h"
 #include "partition/named_sharding.h"
 #include "scenario/internal/model_styles.h"
-#include "scenario/scenario.h"
+#include "scenario/scenario_types.h"
 
 namespace spmdsim {
 namespace {
@@ -87,7 +87,8 @@ CollectivesConfig ParseCollectives(const YamlContext& ctx, const YamlMap& m, con
       c.ops.push_back(ctx.Choice(ops, m.Key("ops"), kOps));
     } else {
       ctx.RequireSequence(ops, m.Key("ops"));
-      for (size_t i = 0; i < ops.size(); ++i) c.ops.push_back(ctx.Choice(ops[i], fmt::format("{}[{}]", m.Key("ops"), i), kOps));
+      for (size_t i = 0; i < ops.size(); ++i)
+        c.ops.push_back(ctx.Choice(ops[i], fmt::format("{}[{}]", m.Key("ops"), i), kOps));
     }
     if (c.ops.empty()) ctx.Fail(ops, m.Key("ops"), "list at least one op");
   }
@@ -111,7 +112,8 @@ CollectivesConfig ParseCollectives(const YamlContext& ctx, const YamlMap& m, con
       int64_t factor = Positive(ctx, sm, "factor", 2, 1 << 20);
       if (lo < 1 || hi < lo || factor < 2 || hi > (int64_t{1} << 40))
         ctx.Fail(sizes, m.Key("sizes"),
-                 fmt::format("need 0 < min <= max <= 1TiB and factor >= 2; found min {}, max {}, factor {}", lo, hi, factor));
+                 fmt::format("need 0 < min <= max <= 1TiB and factor >= 2; found min {}, max {}, factor {}", lo, hi,
+                             factor));
       c.sizes = SweepSizes(lo, hi, factor);
     } else {
       std::vector<std::string> list;
@@ -119,10 +121,12 @@ CollectivesConfig ParseCollectives(const YamlContext& ctx, const YamlMap& m, con
         c.sizes.push_back(ctx.Bytes(sizes, m.Key("sizes")));
       } else {
         ctx.RequireSequence(sizes, m.Key("sizes"));
-        for (size_t i = 0; i < sizes.size(); ++i) c.sizes.push_back(ctx.Bytes(sizes[i], fmt::format("{}[{}]", m.Key("sizes"), i)));
+        for (size_t i = 0; i < sizes.size(); ++i)
+          c.sizes.push_back(ctx.Bytes(sizes[i], fmt::format("{}[{}]", m.Key("sizes"), i)));
       }
       for (int64_t b : c.sizes)
-        if (b < 1 || b > (int64_t{1} << 40)) ctx.Fail(sizes, m.Key("sizes"), fmt::format("size {} is not in [1 B, 1 TiB]", b));
+        if (b < 1 || b > (int64_t{1} << 40))
+          ctx.Fail(sizes, m.Key("sizes"), fmt::format("size {} is not in [1 B, 1 TiB]", b));
     }
     if (c.sizes.empty()) ctx.Fail(sizes, m.Key("sizes"), "list at least one size");
   }
@@ -132,7 +136,8 @@ CollectivesConfig ParseCollectives(const YamlContext& ctx, const YamlMap& m, con
   c.check = m.Bool("check", c.check);
   if (m.Has("ppermute_shift")) {
     int64_t shift = ctx.Int(m.Get("ppermute_shift"), m.Key("ppermute_shift"));
-    if (shift < -kMaxDim || shift > kMaxDim) ctx.Fail(m.Get("ppermute_shift"), m.Key("ppermute_shift"), "shift too large");
+    if (shift < -kMaxDim || shift > kMaxDim)
+      ctx.Fail(m.Get("ppermute_shift"), m.Key("ppermute_shift"), "shift too large");
     c.ppermute_shift = static_cast<int>(shift);
   }
   // NCCL_ALGO / NCCL_PROTO for this sweep; whether they apply to each op and group is checked by the cost model.
@@ -171,7 +176,8 @@ ProgramStep ParseStep(const YamlContext& ctx, const YAML::Node& node, const std:
   p.name = ctx.String(m.Need("name"), m.Key("name"));
   if (p.name.empty()) ctx.Fail(m.Get("name"), m.Key("name"), "a step needs a non-empty name");
   if (defined.count(p.name))
-    ctx.Fail(m.Get("name"), m.Key("name"), fmt::format("'{}' is already defined (an input or an earlier step)", p.name));
+    ctx.Fail(m.Get("name"), m.Key("name"),
+             fmt::format("'{}' is already defined (an input or an earlier step)", p.name));
   p.op = ctx.Choice(m.Need("op"), m.Key("op"), ProgramOpNames());
   if (m.Has("args")) {
     p.args = ctx.StringList(m.Get("args"), m.Key("args"));
@@ -208,7 +214,8 @@ ProgramStep ParseStep(const YamlContext& ctx, const YAML::Node& node, const std:
       p.dims = {};
     } else {
       ctx.RequireSequence(dims, m.Key("dims"));
-      for (size_t i = 0; i < dims.size(); ++i) p.dims.push_back(SmallInt(ctx, dims[i], fmt::format("{}[{}]", m.Key("dims"), i)));
+      for (size_t i = 0; i < dims.size(); ++i)
+        p.dims.push_back(SmallInt(ctx, dims[i], fmt::format("{}[{}]", m.Key("dims"), i)));
     }
   }
   p.keepdims = m.Bool("keepdims", false);
@@ -387,7 +394,8 @@ PartitionConfig ParsePartition(const YamlContext& ctx, const YamlMap& m, const S
       YamlMap pm(ctx, params[i], k, {"name", "shape", "dtype", "spec", "logical_axes"});
       PartitionParam p;
       p.name = ctx.String(pm.Need("name"), pm.Key("name"));
-      if (!names.insert(p.name).second) ctx.Fail(pm.Get("name"), pm.Key("name"), fmt::format("'{}' is listed twice", p.name));
+      if (!names.insert(p.name).second)
+        ctx.Fail(pm.Get("name"), pm.Key("name"), fmt::format("'{}' is listed twice", p.name));
       YAML::Node shape = pm.Need("shape");
       if (!(shape.IsSequence() && shape.size() == 0)) p.shape = ctx.IntList(shape, pm.Key("shape"));
       if (p.shape.size() > 16) ctx.Fail(shape, pm.Key("shape"), "rank above 16");
@@ -461,8 +469,9 @@ MoeConfig ParseMoe(const YamlContext& ctx, const YamlMap& parent) {
   moe.first_dense = NonNegative(ctx, m, "first_dense", 0, 1 << 20);
   moe.shared_d_ff = NonNegative(ctx, m, "shared_d_ff", 0);
   moe.shared_expert_overlap = m.Bool("shared_expert_overlap", moe.shared_expert_overlap);
-  moe.router = ParseEnum(ctx, m, "router", moe.router,
-                         {{"aux_loss", MoeRouter::kAuxLoss}, {"sinkhorn", MoeRouter::kSinkhorn}, {"none", MoeRouter::kNone}});
+  moe.router =
+      ParseEnum(ctx, m, "router", moe.router,
+                {{"aux_loss", MoeRouter::kAuxLoss}, {"sinkhorn", MoeRouter::kSinkhorn}, {"none", MoeRouter::kNone}});
   return moe;
 }
 
@@ -471,7 +480,8 @@ MlaConfig ParseMla(const YamlContext& ctx, const YamlMap& parent) {
   if (!parent.Has("mla")) return a;
   YamlMap m(ctx, parent.Get("mla"), parent.Key("mla"),
             {"q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_rope_head_dim", "v_head_dim", "recompute_up_proj"});
-  if (!m.Has("kv_lora_rank")) ctx.Fail(m.node(), m.Key("kv_lora_rank"), "missing required key (the compressed K/V width)");
+  if (!m.Has("kv_lora_rank"))
+    ctx.Fail(m.node(), m.Key("kv_lora_rank"), "missing required key (the compressed K/V width)");
   a.kv_lora_rank = Positive(ctx, m, "kv_lora_rank", 0, 1 << 20);
   a.q_lora_rank = NonNegative(ctx, m, "q_lora_rank", 0, 1 << 20);
   a.qk_head_dim = Positive(ctx, m, "qk_head_dim", a.qk_head_dim, 1 << 20);
@@ -507,7 +517,8 @@ ModelParallelism ParseModelParallelism(const YamlContext& ctx, const YamlMap& pa
   p.zero_stage = static_cast<int>(NonNegative(ctx, m, "zero_stage", 0, 3));
   if (m.Bool("fsdp", false)) {
     if (m.Has("zero_stage") && p.zero_stage != 3)
-      ctx.Fail(m.Get("fsdp"), m.Key("fsdp"), fmt::format("fsdp: true is zero_stage 3, but zero_stage is {}", p.zero_stage));
+      ctx.Fail(m.Get("fsdp"), m.Key("fsdp"),
+               fmt::format("fsdp: true is zero_stage 3, but zero_stage is {}", p.zero_stage));
     p.zero_stage = 3;
   }
   p.reshard_after_forward = m.Bool("reshard_after_forward", true);
@@ -536,7 +547,8 @@ ModelConfig ParseModel(const YamlContext& ctx, const YamlMap& m, const Scenario&
   c.kv_heads = Positive(ctx, m, "kv_heads", 0, 1 << 20);
   c.head_dim = Positive(ctx, m, "head_dim", 0, 1 << 20);
   c.d_ff = Positive(ctx, m, "d_ff", c.d_ff);
-  c.activation = ParseEnum(ctx, m, "activation", c.activation, {{"gelu", Activation::kGelu}, {"swiglu", Activation::kSwiglu}});
+  c.activation = ParseEnum(ctx, m, "activation", c.activation,
+                           {{"gelu", Activation::kGelu}, {"swiglu", Activation::kSwiglu}});
   c.norm = ParseEnum(ctx, m, "norm", c.norm, {{"layernorm", Norm::kLayerNorm}, {"rmsnorm", Norm::kRmsNorm}});
   c.position = ParseEnum(ctx, m, "position", c.position,
                          {{"rope", PositionEmbedding::kRope}, {"learned", PositionEmbedding::kLearned}});
@@ -564,8 +576,9 @@ ModelConfig ParseModel(const YamlContext& ctx, const YamlMap& m, const Scenario&
   c.attention_window = ParseAttentionWindow(ctx, m);
   c.mtp_layers = NonNegative(ctx, m, "mtp_layers", 0, 1 << 10);
   c.parallel = ParseModelParallelism(ctx, m, s);
-  c.recompute = ParseEnum(ctx, m, "recompute", c.recompute,
-                          {{"none", Recompute::kNone}, {"selective", Recompute::kSelective}, {"full", Recompute::kFull}});
+  c.recompute =
+      ParseEnum(ctx, m, "recompute", c.recompute,
+                {{"none", Recompute::kNone}, {"selective", Recompute::kSelective}, {"full", Recompute::kFull}});
   c.stack = ParseEnum(ctx, m, "stack", c.stack,
                       {{"auto", SoftwareStack::kAuto},
                        {"megatron", SoftwareStack::kMegatron},
@@ -696,12 +709,6 @@ std::string WorkloadKindOf(const YamlContext& ctx, const YAML::Node& node, const
 }
 
 }  // namespace
-
-const std::vector<std::string>& WorkloadKinds() {
-  static const std::vector<std::string> kinds = {"collectives", "shard_map", "mlp", "transformer_block", "partition",
-                                                 "model", "hlo"};
-  return kinds;
-}
 
 ScenarioWorkload ParseWorkload(const YamlContext& ctx, const YAML::Node& node, const std::string& key,
                                const Scenario& s) {

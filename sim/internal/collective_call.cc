@@ -82,8 +82,8 @@ namespace {
 // numpy/JAX canonicalize_axis (jax/_src/util.py).
 int64_t CanonicalizeAxis(int64_t axis, int64_t num_dims) {
   if (!(-num_dims <= axis && axis < num_dims)) {
-    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "axis {} is out of bounds for array of dimension {}", axis,
-              num_dims);
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "axis {} is out of bounds for array of dimension {}",
+              axis, num_dims);
   }
   return axis < 0 ? axis + num_dims : axis;
 }
@@ -164,8 +164,8 @@ void ValidatePermutation(const Mesh& mesh, CollectiveCall& call, const Permutati
     call.perm = call.perm_storage;
   }
   if (!UniquePairs(call.perm, n)) {
-    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError, "ppermute sources and destinations must be unique, got {}.",
-              PermText(raw_perm));
+    ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kValueError,
+              "ppermute sources and destinations must be unique, got {}.", PermText(raw_perm));
   }
   if (!GroupInMeshOrder(mesh, call.axes)) {
     ThrowKind(ErrorCode::kInvalidArgument, ErrorKind::kRuntimeError,

@@ -67,7 +67,8 @@ bool CrossRank::Exchange(const Status& mine, std::vector<Status>* all, std::vect
   batch.clear();
   for (int r = 0; r < k; ++r) {
     if (r == me) continue;
-    batch.push_back({.send = false, .peer = r, .tag = status_tag_, .data = status_in_[r].data(), .bytes = kStatusBytes});
+    batch.push_back(
+        {.send = false, .peer = r, .tag = status_tag_, .data = status_in_[r].data(), .bytes = kStatusBytes});
   }
   for (int r = 0; r < k; ++r) {
     if (r == me) continue;
@@ -138,7 +139,8 @@ CrossRank::Verdict CrossRank::Decide(const std::vector<Status>& all) {
       return Verdict::kAbort;
     }
   }
-  const int returned = static_cast<int>(std::count_if(all.begin(), all.end(), [](const Status& s) { return s.kind == 'F'; }));
+  const int returned = static_cast<int>(
+      std::count_if(all.begin(), all.end(), [](const Status& s) { return s.kind == 'F'; }));
   if (returned == k) {
     settled_ = true;
     return Verdict::kDone;
@@ -153,8 +155,9 @@ CrossRank::Verdict CrossRank::Decide(const std::vector<Status>& all) {
         waiting.push_back(fmt::format("{} wait at {}", RankDevices(r), all[r].text));
       }
     }
-    Fail(ErrorCode::kFailedPrecondition, fmt::format("devices returned while others wait at a collective: {} returned; {}",
-                                                     fmt::join(done, ", "), fmt::join(waiting, "; ")));
+    Fail(ErrorCode::kFailedPrecondition,
+         fmt::format("devices returned while others wait at a collective: {} returned; {}", fmt::join(done, ", "),
+                     fmt::join(waiting, "; ")));
     return Verdict::kAbort;
   }
   // 3. Ranks at different collectives.
@@ -306,8 +309,8 @@ void CrossRank::PostInputReceive(InputExchange& x, int64_t p, std::vector<const 
     x.batch.push_back({.send = false, .peer = owner_[p], .tag = data_tag_, .data = buffer->data(), .bytes = x.bytes});
   } else {
     std::vector<int64_t> ms = x.MembersOn(p, transport_.rank(), owner_);
-    auto& packed =
-        x.packed_in.emplace_back(Buffer::Allocate(static_cast<int64_t>(ms.size()) * x.block_elements * x.element_bytes));
+    auto& packed = x.packed_in.emplace_back(
+        Buffer::Allocate(static_cast<int64_t>(ms.size()) * x.block_elements * x.element_bytes));
     x.batch.push_back({.send = false, .peer = owner_[p], .tag = data_tag_, .data = packed->data(),
                        .bytes = static_cast<size_t>(packed->bytes())});
     x.unpacks.push_back({&packed, buffer.get(), std::move(ms)});
@@ -373,7 +376,8 @@ bool CrossRank::FetchInputs(const CollectiveCall& ref, const GroupInfo& groups,
   sent_.clear();
   // all_to_all: each received block where the Plan reads it (member k's input at m's block).
   for (const InputExchange::Received& u : x.unpacks) {
-    for (size_t i = 0; i < u.ms.size(); ++i) x.Unpack((*u.packed)->data(), static_cast<int64_t>(i), u.input->data(), u.ms[i]);
+    for (size_t i = 0; i < u.ms.size(); ++i)
+      x.Unpack((*u.packed)->data(), static_cast<int64_t>(i), u.input->data(), u.ms[i]);
   }
   return true;
 }
@@ -494,7 +498,10 @@ void CrossRank::PlanChainGroup(Chain& chain, int64_t g, const Plan& plan) {
       sent_.push_back(std::move(buffer));  // kept until the transfers complete (or for good, on abort)
     }
     for (int64_t c = 0; st.from >= 0 && c < chain.num_chunks; ++c) {
-      chain.batch.push_back({.send = false, .peer = st.from, .tag = data_tag_, .data = st.acc + c * chain.chunk * chain.acc_size,
+      chain.batch.push_back({.send = false,
+                             .peer = st.from,
+                             .tag = data_tag_,
+                             .data = st.acc + c * chain.chunk * chain.acc_size,
                              .bytes = static_cast<size_t>(chain.count(c) * chain.acc_size)});
     }
     chain.stages.push_back(std::move(st));
@@ -503,7 +510,10 @@ void CrossRank::PlanChainGroup(Chain& chain, int64_t g, const Plan& plan) {
   if (last == me) return;
   // The result from the last run's rank: the whole array in chunks, or (psum_scatter) each local member's block.
   for (int64_t c = 0; !chain.scatter && c < chain.num_chunks; ++c) {
-    chain.batch.push_back({.send = false, .peer = last, .tag = data_tag_, .data = group_out + c * chain.chunk * chain.out_size,
+    chain.batch.push_back({.send = false,
+                           .peer = last,
+                           .tag = data_tag_,
+                           .data = group_out + c * chain.chunk * chain.out_size,
                            .bytes = static_cast<size_t>(chain.count(c) * chain.out_size)});
   }
   for (int64_t p : members) {

@@ -155,7 +155,8 @@ void ReduceRange(const void* const* members, int64_t num_members, const ReduceSh
     }
     // Over chunks that stay in the caches.
     for (int64_t begin = 0; begin < shape.count; begin += kChunkElements) {
-      FoldChunk<In, Acc>(members, num_members, base + begin, std::min(shape.count - begin, kChunkElements), o + begin, op);
+      FoldChunk<In, Acc>(members, num_members, base + begin, std::min(shape.count - begin, kChunkElements), o + begin,
+                         op);
     }
   }
 }

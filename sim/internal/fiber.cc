@@ -56,14 +56,14 @@ namespace {
 
 // --- A device that overflows its stack -----------------------------------------------------------------------
 //
-// A fiber stack in a guarded StackPool has a guard page below it; running into it is a SIGSEGV that would kill the process with no
-// word of which device or why. Worker threads get an alternate signal stack and a SIGSEGV handler that, when
-// the faulting address is in the guard page of the device the thread runs, writes which device overflowed and
-// how to give it more stack, then lets the signal take its default course (the process still dies: the device's
-// stack is corrupt and cannot be unwound). Other faults go to the handler that was there before. Not installed
-// under AddressSanitizer/ThreadSanitizer, which report stack overflows themselves. A stack without a guard page
-// (a pool too large for the kernel's mapping budget) has a canary word instead, which the worker checks every
-// time the device switches out (CheckStackCanary); the same report then ends the process with abort().
+// A fiber stack in a guarded StackPool has a guard page below it; running into it is a SIGSEGV that would kill the
+// process with no word of which device or why. Worker threads get an alternate signal stack and a SIGSEGV handler that,
+// when the faulting address is in the guard page of the device the thread runs, writes which device overflowed and how
+// to give it more stack, then lets the signal take its default course (the process still dies: the device's stack is
+// corrupt and cannot be unwound). Other faults go to the handler that was there before. Not installed under
+// AddressSanitizer/ThreadSanitizer, which report stack overflows themselves. A stack without a guard page (a pool too
+// large for the kernel's mapping budget) has a canary word instead, which the worker checks every time the device
+// switches out (CheckStackCanary); the same report then ends the process with abort().
 
 // Async-signal-safe decimal.
 size_t FormatUnsigned(char* out, uint64_t value) {

@@ -45,7 +45,8 @@ struct FiberStack {
 // pages it had, so taking it adds no mapping; one spare at a time (the latest released).
 //
 // Example: 8 stacks of 64 KiB on 4 KiB pages: one 544 KiB mapping; stack i starts at base + i * 68 KiB with
-// its guard page; its usable bytes are the 64 KiB above that page, its top (shifted by colour) near base + (i + 1) * 68 KiB.
+// its guard page; its usable bytes are the 64 KiB above that page, its top (shifted by colour) near
+// base + (i + 1) * 68 KiB.
 class StackPool {
  public:
   StackPool() = default;

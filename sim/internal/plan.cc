@@ -202,7 +202,8 @@ void BuildPlan(const GroupInfo& groups, const std::vector<const CollectiveCall*>
   if (local == nullptr) {
     for (int64_t p = 0; p < num_devices; ++p) plan.inputs[p] = calls[p]->input->raw_data();
   } else {
-    for (int64_t p = 0; p < num_devices; ++p) plan.inputs[p] = calls[p] != nullptr ? calls[p]->input->raw_data() : nullptr;
+    for (int64_t p = 0; p < num_devices; ++p)
+      plan.inputs[p] = calls[p] != nullptr ? calls[p]->input->raw_data() : nullptr;
   }
   if (plan.op == OpKind::kPpermute) {
     PlanPermute(groups, calls, out_bytes, local, plan);

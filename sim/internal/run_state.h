@@ -98,7 +98,8 @@ struct RunState {
 
   bool aborted() const { return abort.load(std::memory_order_acquire) != 0; }
   // First reason wins; returns whether this call set it.
-  bool SetAbort(AbortReason reason, ErrorCode code, std::string message, ErrorKind kind = ErrorKind::kNone) SPMDSIM_EXCLUDES(mu);
+  bool SetAbort(AbortReason reason, ErrorCode code, std::string message, ErrorKind kind = ErrorKind::kNone)
+      SPMDSIM_EXCLUDES(mu);
   // The same with a failure the protocol between ranks reported (CrossRank::failure()).
   bool SetAbort(const CrossRank::Failure& failure) SPMDSIM_EXCLUDES(mu);
 };

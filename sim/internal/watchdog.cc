@@ -27,7 +27,8 @@ class Watchdog {
   bool Watch() {
     MutexLock lock(run_.mu);
     for (;;) {
-      if (lock.WaitFor(run_.cv, period_, [&]() SPMDSIM_REQUIRES(run_.mu) { return run_.closed_blocks == run_.num_blocks; }))
+      if (lock.WaitFor(run_.cv, period_,
+                       [&]() SPMDSIM_REQUIRES(run_.mu) { return run_.closed_blocks == run_.num_blocks; }))
         return true;
       const auto now = Clock::now();
       if (run_.aborted()) {
@@ -120,7 +121,8 @@ bool WatchRun(const RuntimeCore& core, RunState& run) { return Watchdog(core, ru
 
 bool WaitClosed(RunState& run, std::chrono::steady_clock::time_point deadline) {
   MutexLock lock(run.mu);
-  return lock.WaitUntil(run.cv, deadline, [&]() SPMDSIM_REQUIRES(run.mu) { return run.closed_blocks == run.num_blocks; });
+  return lock.WaitUntil(run.cv, deadline,
+                        [&]() SPMDSIM_REQUIRES(run.mu) { return run.closed_blocks == run.num_blocks; });
 }
 
 std::string StillRunning(const RuntimeCore& core) {

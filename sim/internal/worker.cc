@@ -325,7 +325,8 @@ class Worker {
       run_.SetAbort(AbortReason::kHostError, ErrorCode::kResourceExhausted,
                     fmt::format("the host ran out of memory computing {}", DescribeCall(mesh_, ref)));
     } catch (const Error& e) {  // the results' host buffers do not fit (Buffer::Allocate)
-      run_.SetAbort(AbortReason::kHostError, e.code(), fmt::format("{} (computing {})", e.message(), DescribeCall(mesh_, ref)));
+      run_.SetAbort(AbortReason::kHostError, e.code(),
+                    fmt::format("{} (computing {})", e.message(), DescribeCall(mesh_, ref)));
     }
     return false;
   }

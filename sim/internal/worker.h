@@ -29,7 +29,9 @@ struct TaskArgs {
 class Handoff {
  public:
   explicit Handoff(TaskArgs* args) { args_.store(args, std::memory_order_release); }
-  Handoff(Handoff&& other) noexcept { args_.store(other.args_.load(std::memory_order_acquire), std::memory_order_release); }
+  Handoff(Handoff&& other) noexcept {
+    args_.store(other.args_.load(std::memory_order_acquire), std::memory_order_release);
+  }
   Handoff(const Handoff&) = delete;
   TaskArgs* get() const { return args_.load(std::memory_order_acquire); }
 

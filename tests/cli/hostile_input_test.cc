@@ -141,7 +141,8 @@ TEST(HostileInput, AnAbstractSweepOfTebibyteMessagesRunsWithoutData) {
 
 TEST(HostileInput, AnArrayLargerThanTheHostIsRefusedBeforeAllocating) {
   std::string path = WriteTemp("big_array.yaml", std::string(kHead) +
-                                                     "arrays: [{name: x, shape: [65536, 4194304], spec: [data, model]}]\n"
+                                                     "arrays: [{name: x, shape: [65536, 4194304], "
+                                                     "spec: [data, model]}]\n"
                                                      "workloads:\n  - kind: shard_map\n    inputs: [x]\n"
                                                      "    steps: [{name: y, op: psum, args: [x], axes: [model]}]\n"
                                                      "    outputs: [{name: y, spec: [data, model]}]\n");

@@ -59,7 +59,8 @@ TEST(MeshCommand, JsonMatchesCreateDeviceMeshOnSeveralPresets) {
 }
 
 TEST(MeshCommand, HybridJsonMatchesCreateHybridDeviceMesh) {
-  CommandResult run = Spmdsim("mesh --topology tpu-v4:2x2x2 --slices 2 --mesh data=1,model=8 --dcn data=2,model=1 --json");
+  CommandResult run = Spmdsim(
+      "mesh --topology tpu-v4:2x2x2 --slices 2 --mesh data=1,model=8 --dcn data=2,model=1 --json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   auto j = nlohmann::json::parse(run.out);
   Topology t = Topology::Parse("tpu-v4:2x2x2", 2);
@@ -129,7 +130,8 @@ TEST(MeshCommand, BadInputExitsNonZeroWithOneLineNamingTheProblem) {
   const Case cases[] = {
       {"mesh --topology tpu-v9:2x2", "tpu-v9"},
       {"mesh --topology tpu-v4:2x2x4 --mesh a=4,b", "--mesh"},
-      {"mesh --topology tpu-v4:2x2x4 --mesh a=4,b=3", "Number of devices 16 must equal the product of mesh_shape (4, 3)"},
+      {"mesh --topology tpu-v4:2x2x4 --mesh a=4,b=3",
+       "Number of devices 16 must equal the product of mesh_shape (4, 3)"},
       {"mesh --topology tpu-v4:4x4x4 --mesh a=2,b=32", "--allow-split-physical-axes"},
       {"mesh --topology tpu-v4:2x2x2 --slices 2 --mesh a=1,b=8 --dcn b=1,a=2", "('b', 'a')"},
       {"mesh --topology tpu-v4:2x2x2 --slices 2 --mesh a=4 --dcn a=3", "Number of slices 2"},

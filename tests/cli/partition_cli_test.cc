@@ -41,7 +41,8 @@ struct PeerCase {
 const std::vector<PeerCase> kPeerCases = {
     {"flax test_logical_to_mesh_axes", "rules --rules foo=data,bar=model,baz= --names foo,bar", R"(["data","model"])",
      nullptr},
-    {"flax test_logical_to_mesh_axes", "rules --rules foo=data,bar=model,baz= --names foo,UNCONSTRAINED,UNCONSTRAINED,_,_",
+    {"flax test_logical_to_mesh_axes",
+     "rules --rules foo=data,bar=model,baz= --names foo,UNCONSTRAINED,UNCONSTRAINED,_,_",
      R"(["data","UNCONSTRAINED","UNCONSTRAINED",null,null])", nullptr},
     {"flax docstring", "rules --rules batch=X,features=X,heads=Y,batch=Z --names batch,length,heads,features",
      R"(["X",null,"Y",null])", nullptr},
@@ -75,8 +76,8 @@ const std::vector<PeerCase> kPeerCases = {
      nullptr},
     {"t5x multislice", "rules --standard 1,2 --multislice --names batch,length,heads,kv",
      R"([["replica","data"],null,"model",null])", nullptr},
-    {"t5x multislice", "rules --standard 1,2 --multislice --names batch,embed,mlp", R"([["replica","data"],null,"model"])",
-     nullptr},
+    {"t5x multislice", "rules --standard 1,2 --multislice --names batch,embed,mlp",
+     R"([["replica","data"],null,"model"])", nullptr},
     {"t5x unsupported dims", "rules --standard 3,1 --names batch", nullptr,
      "ValueError: `activation_partitioning_dims` = 3 `parameter_partitioning_dims` = 1 is not supported."},
     {"eformer defaults", "resolve --axes batch --mode train", R"([["fsdp","dp"]])", nullptr},
@@ -115,8 +116,8 @@ const std::vector<PeerCase> kPeerCases = {
     {"eformer duplicate kept", "shard --mesh dp=2,fsdp=4,tp=2 --shape 8,8 --spec \"P('dp','dp')\" --correct eformer",
      nullptr, "DuplicateSpecError: "},
     {"jax IndivisibleError", "shard --mesh x=4 --shape 6 --spec \"P('x')\"", nullptr,
-     "IndivisibleError: Sharding NamedSharding(mesh=Mesh('x': 4, axis_types=(Auto,)), spec=P('x',), memory_kind=device) implies that array "
-     "axis 0 is partitioned 4 times, but the dimension size is 6"},
+     "IndivisibleError: Sharding NamedSharding(mesh=Mesh('x': 4, axis_types=(Auto,)), spec=P('x',), "
+     "memory_kind=device) implies that array axis 0 is partitioned 4 times, but the dimension size is 6"},
     {"jax unknown axis", "shard --mesh x=4 --shape 8 --spec \"P('y')\"", nullptr, "ValueError: Resource axis: y of"},
     {"jax rank", "shard --mesh x=4 --shape 8 --spec \"P('x', None)\"", nullptr, "ValueError: "},
 };
@@ -239,7 +240,8 @@ TEST(PartitionCli, AnalyzeFileErrorsNameTheArrayAndTheField) {
   const std::vector<FileCase> cases = {
       {"arrays:\n  - name: w\n    shape: [8\n", {":4:1: not valid YAML"}},
       {"arrays: 3\n", {":1:9: arrays: expected a list of arrays"}},
-      {"- name: w\n  shape: [8]\n  sepc: P()\n", {":3:3: arrays[0].sepc", "did you mean 'spec'", "name, shape, dtype, spec"}},
+      {"- name: w\n  shape: [8]\n  sepc: P()\n",
+       {":3:3: arrays[0].sepc", "did you mean 'spec'", "name, shape, dtype, spec"}},
       {"- shape: [8]\n", {":1:3: arrays[0].name: missing required key"}},
       {"- name: w\n", {":1:3: arrays[0].shape: missing required key"}},
       {"- name: w\n  shape: [8, x]\n", {":2:14: arrays[0].shape[1]", "'x'"}},

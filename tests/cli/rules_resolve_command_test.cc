@@ -137,7 +137,9 @@ TEST_F(ResolveCommandTest, SetAcceptsNoneTuplesAndFieldReferences) {
                                "hidden_state_axis=none", "--set", "batch_axis=dp+fsdp"});
   EXPECT_EQ(j["spec"], json::parse(R"(["ep",null,["dp","fsdp"],null,["fsdp","sp"]])"));
   EXPECT_EQ(j["axes"], json::parse(R"(["head","embed","batch","_","fsdp+sp"])"));
-  EXPECT_THAT(CatchError([] { RunCli("resolve", {"--axes", "batch", "--mode", "train", "--set", "nope=x"}); }).message(),
+  EXPECT_THAT(CatchError([] {
+                RunCli("resolve", {"--axes", "batch", "--mode", "train", "--set", "nope=x"});
+              }).message(),
               HasSubstr("unexpected keyword argument 'nope'"));
   EXPECT_THAT(CatchError([] { RunCli("resolve", {"--axes", "batch", "--mode", "train", "--set", "x"}); }).message(),
               HasSubstr("'x'"));

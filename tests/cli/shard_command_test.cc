@@ -95,7 +95,8 @@ std::string ShardError(std::vector<std::string> args) {
 
 TEST(ShardCommand, BadInputNamesTheOffendingToken) {
   EXPECT_THAT(ShardError({"--mesh", "x=4", "--shape", "6", "--spec", "P('x')"}),
-              HasSubstr("IndivisibleError: Sharding NamedSharding(mesh=Mesh('x': 4, axis_types=(Auto,)), spec=P('x',), memory_kind=device) implies"));
+              HasSubstr("IndivisibleError: Sharding NamedSharding(mesh=Mesh('x': 4, axis_types=(Auto,)), spec=P('x',), "
+                        "memory_kind=device) implies"));
   EXPECT_THAT(ShardError({"--mesh", "x=4", "--shape", "8", "--spec", "P('x' 'y')"}), HasSubstr("column 7"));
   EXPECT_THAT(ShardError({"--mesh", "x=4", "--shape", "8", "--spec", "P('x')", "--dtype", "f33"}), HasSubstr("'f33'"));
   EXPECT_THAT(ShardError({"--mesh", "x=4", "--shape", "8,a", "--spec", "P('x')"}), HasSubstr("'a'"));

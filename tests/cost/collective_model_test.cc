@@ -258,7 +258,8 @@ TEST(CollectiveModel, OnChipStagesMoveNoIciBytes) {
   EXPECT_TRUE(cost.bytes_sent.empty());
   EXPECT_EQ(cost.algorithm, "direct");
   // Forcing ring still exchanges the two cores directly on the chip.
-  CollectiveCost forced = CollectiveModel(mesh, Forced(Algorithm::kRing)).Cost(CollectiveOp::kAllReduce, Axes{"core"}, 1e6);
+  CollectiveCost forced =
+      CollectiveModel(mesh, Forced(Algorithm::kRing)).Cost(CollectiveOp::kAllReduce, Axes{"core"}, 1e6);
   EXPECT_DOUBLE_EQ(forced.seconds, cost.seconds);
 }
 

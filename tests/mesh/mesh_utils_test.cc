@@ -344,7 +344,8 @@ void ExpectContiguousSubmeshes(const Topology& t, const DeviceArray& mesh) {
     for (int i = 0; i < mesh.rank(); ++i) names.push_back("a" + std::to_string(i));
     return names;
   }());
-  for (int64_t p = 0; p < mesh.size(); ++p) positions[t.device(mesh.ids()[p]).process_index].push_back(m.CoordsOfPosition(p));
+  for (int64_t p = 0; p < mesh.size(); ++p)
+    positions[t.device(mesh.ids()[p]).process_index].push_back(m.CoordsOfPosition(p));
   for (const auto& [process, coords] : positions) {
     int64_t volume = 1;
     for (int d = 0; d < mesh.rank(); ++d) {
@@ -564,7 +565,8 @@ TEST(CreateDeviceMesh, UnsatisfiableShapeIsNotImplementedAndPointsAtTheFlag) {
 
 TEST(CreateDeviceMesh, SeveralSlicesOnTpuV4AreAnAssertionError) {
   Topology t = Topology::Parse("tpu-v4:2x2x2", 2);
-  EXPECT_THAT(ErrorOf([&] { CreateDeviceMesh({16}, t); }, ErrorKind::kAssertionError), HasSubstr("create_hybrid_device_mesh"));
+  EXPECT_THAT(ErrorOf([&] { CreateDeviceMesh({16}, t); }, ErrorKind::kAssertionError),
+              HasSubstr("create_hybrid_device_mesh"));
 }
 
 TEST(CreateDeviceMesh, RankZeroMeshes) {

@@ -74,7 +74,8 @@ std::vector<ChunkMeshAxis> ChunkAxes(const json& j) {
 
 // Compares t5x's error (type and message) with ours: same kind, t5x's wording at the start of ours.
 void ExpectSameError(const json& expected, const Error& actual, const std::string& context) {
-  EXPECT_EQ(ErrorKindName(actual.kind()), expected["error_type"].get<std::string>()) << context << ": " << actual.what();
+  EXPECT_EQ(ErrorKindName(actual.kind()), expected["error_type"].get<std::string>())
+      << context << ": " << actual.what();
   EXPECT_THAT(actual.message(), StartsWith(expected["error_message"].get<std::string>())) << context;
 }
 

@@ -159,7 +159,8 @@ TEST(Topology, UnknownPresetsGetADidYouMean) {
 TEST(Topology, MalformedDimensionsGetAHintForThatTopology) {
   EXPECT_EQ(ParseError("tpu-v5p:4x4x"),
             "topology 'tpu-v5p:4x4x': dimension 3 of '4x4x' is empty; tpu-v5p takes XxYxZ chips, e.g. tpu-v5p:4x4x4");
-  EXPECT_THAT(ParseError("tpu-v5e:4xa"), HasSubstr("dimension 2 of '4xa' is 'a', not a number; tpu-v5e takes XxY chips"));
+  EXPECT_THAT(ParseError("tpu-v5e:4xa"),
+              HasSubstr("dimension 2 of '4xa' is 'a', not a number; tpu-v5e takes XxY chips"));
   EXPECT_THAT(ParseError("dgx-h100:x"), HasSubstr("dgx-h100 takes the number of hosts, e.g. dgx-h100:4"));
   EXPECT_THAT(ParseError("gpu:2x"), HasSubstr("gpu takes HOSTSxGPUS, e.g. gpu:2x8"));
   EXPECT_THAT(ParseError("tpu-v5p:4x4x"), Not(HasSubstr("[2, 4]")));
@@ -206,7 +207,8 @@ TEST(Topology, RefusesAcceleratorTypesWithoutAKnownSliceShape) {
                         "16, 32, ... (powers of two); for another shape give the chips as tpu-v5p:XxYxZ"));
   EXPECT_THAT(ParseError("v5p-12288"), HasSubstr("tpu-v5p:XxYxZ (e.g. 16x16x24)"));
   EXPECT_THAT(ParseError("v4-4"), HasSubstr("N = 8, 16, 32"));
-  EXPECT_THAT(ParseError("v5litepod-12"), HasSubstr("v5litepod-N counts chips; spmdsim knows the slice shapes of N = 1, 2, 4"));
+  EXPECT_THAT(ParseError("v5litepod-12"),
+              HasSubstr("v5litepod-N counts chips; spmdsim knows the slice shapes of N = 1, 2, 4"));
   EXPECT_THAT(ParseError("v6e-x"), HasSubstr("topology 'v6e-x': the size"));
   EXPECT_THROW(Topology::Parse("v5p-1048576"), Error);  // past the device limit, refused before anything is built
 }

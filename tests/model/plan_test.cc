@@ -134,7 +134,8 @@ TEST(Plan, TheHeadroomKeepsItsShareOfMemoryFree) {
 // same step. Before, such layouts were counted as "no placement of the mesh on the topology".
 TEST(Plan, PlacesTpuLayoutsBySplittingPhysicalAxes) {
   const auto v4 = Topo("tpu-v4:4x4x4");
-  const PlanResult r = PlanModel(Small(), v4, {.top = 100000, .threads = 2, .micro_batches = {1}, .virtual_stages = {2}});
+  const PlanResult r = PlanModel(Small(), v4,
+                                 {.top = 100000, .threads = 2, .micro_batches = {1}, .virtual_stages = {2}});
   EXPECT_GT(r.split_placements, 0);
   EXPECT_EQ(r.rejected_because.count("no placement of the mesh on the topology"), 0u);
   int checked = 0;

@@ -193,7 +193,8 @@ TEST(ModelStep, AStragglerIsSimulatedWithEveryDeviceAndSlowsTheStep) {
   const Layout l = Layouts()[0];
   const Mesh mesh = MeshOn("dgx-h100:8", l.axes);
   const ModelStepTimes even = PredictModelStep(ValidateModel(l.config, mesh));
-  const ModelStepTimes slow = PredictModelStep(ValidateModel(l.config, mesh), {.speed_factors = {{mesh.DeviceAt(5), 0.5}}});
+  const ModelStepTimes slow = PredictModelStep(ValidateModel(l.config, mesh),
+                                               {.speed_factors = {{mesh.DeviceAt(5), 0.5}}});
   EXPECT_EQ(even.simulated_devices, 4);   // one per pipeline stage
   EXPECT_EQ(slow.simulated_devices, 64);  // the fallback: devices are no longer interchangeable
   // Its tensor group waits for it at every collective; this small model is mostly communication (compute is a
@@ -256,7 +257,8 @@ TEST(ModelStep, OverlapLiesBetweenTheSerialSumAndTheMaximum) {
     EXPECT_LE(t.step_seconds, t.compute_seconds + comm + t.bubble_seconds + 1e-9) << l.name;
     // Tensor and expert collectives share one stream, data and context ones the other.
     const auto& k = t.comm_by_kind;
-    const double busiest = std::max({t.compute_seconds, k.at("tensor") + k.at("expert"), k.at("data") + k.at("context")});
+    const double busiest = std::max(
+        {t.compute_seconds, k.at("tensor") + k.at("expert"), k.at("data") + k.at("context")});
     EXPECT_GE(t.step_seconds, busiest - 1e-9) << l.name;
     EXPECT_NEAR(t.step_seconds, t.compute_seconds + t.exposed_comm_seconds + t.bubble_seconds + t.host_wait_seconds,
                 1e-6 * t.step_seconds) << l.name;
@@ -303,7 +305,8 @@ TEST(ModelStep, BlockingPipelineTransfersCostTimeAndKeepTheSimulationExact) {
       EXPECT_NEAR(blocking.compute_seconds / eager.compute_seconds, 1, 0.02) << what;
       const ModelStepTimes full = PredictModelStep(ValidateModel(c, mesh), {.reduced = false, .blocking_p2p = true});
       EXPECT_NEAR(full.step_seconds, blocking.step_seconds, 1e-12 * full.step_seconds) << what;
-      const ModelStepTimes whole = PredictModelStep(ValidateModel(c, mesh), {.extrapolate = false, .blocking_p2p = true});
+      const ModelStepTimes whole = PredictModelStep(ValidateModel(c, mesh),
+                                                    {.extrapolate = false, .blocking_p2p = true});
       EXPECT_NEAR(whole.step_seconds, blocking.step_seconds, 1e-9 * whole.step_seconds) << what;
     }
   }
@@ -312,7 +315,8 @@ TEST(ModelStep, BlockingPipelineTransfersCostTimeAndKeepTheSimulationExact) {
   c.global_batch = 64;
   c.parallel = {.tensor_axes = {"tensor"}, .sequence_parallel = true, .pipeline_axes = {"pipe"}};
   const Mesh mesh = MeshOn("dgx-h100:4", {{"pipe", 4}, {"tensor", 8}});
-  EXPECT_GT(PredictModelStep(ValidateModel(c, mesh), {.blocking_p2p = true}).step_seconds, PredictModelStep(ValidateModel(c, mesh)).step_seconds);
+  EXPECT_GT(PredictModelStep(ValidateModel(c, mesh), {.blocking_p2p = true}).step_seconds,
+            PredictModelStep(ValidateModel(c, mesh)).step_seconds);
 }
 
 // GQA / MQA: context parallelism moves only the kv_heads' keys and values (Megatron's kv_projection_size), so an
@@ -544,7 +548,8 @@ TEST(ModelValidation, TheKorthikantiLayerTimesOfTableFour) {
   EXPECT_GT(full.predicted_backward - none.predicted_backward, 0.8 * none.predicted_forward);  // ~ a forward
   EXPECT_GT(selective.predicted_backward, none.predicted_backward);  // the attention core again
   EXPECT_LT(selective.predicted_backward - none.predicted_backward, 0.3 * none.predicted_forward);
-  EXPECT_LT(both.predicted_forward + both.predicted_backward, selective.predicted_forward + selective.predicted_backward);
+  EXPECT_LT(both.predicted_forward + both.predicted_backward,
+            selective.predicted_forward + selective.predicted_backward);
   std::ifstream doc(std::string(SPMDSIM_SOURCE_DIR) + "/docs/model-validation.md");
   std::stringstream text;
   text << doc.rdbuf();

@@ -112,7 +112,8 @@ TEST(Elementwise, BFloat16ResultsAreRoundedOnceToNearestEven) {
   std::vector<double> expected;
   for (double v : x.ToDoubles()) {
     float f = static_cast<float>(v);
-    expected.push_back(RoundTo(DType::kBF16, 0.5f * f * (1.0f + std::tanh(0.7978845608f * (f + 0.044715f * f * f * f)))));
+    expected.push_back(
+        RoundTo(DType::kBF16, 0.5f * f * (1.0f + std::tanh(0.7978845608f * (f + 0.044715f * f * f * f)))));
   }
   ExpectValues(Gelu(x), expected, 0);
 }
@@ -209,7 +210,8 @@ TEST(Elementwise, UnaryOpsMatchTheMathLibraryForEveryFloatDtype) {
       for (double v : x.ToDoubles()) expected.push_back(c.ref(v));
       // One rounding to the dtype, and a few f32 ulps for the f32 math (Eigen's vectorised exp/log/rsqrt).
       double rtol = dtype == DType::kF64 ? 1e-13 : dtype == DType::kF32 ? 1e-6 : ops_test::Tolerance(dtype);
-      ExpectValues(y, expected, rtol, dtype == DType::kF64 ? 1e-15 : 1e-7, fmt::format("{} {}", c.name, DTypeName(dtype)));
+      ExpectValues(y, expected, rtol, dtype == DType::kF64 ? 1e-15 : 1e-7,
+                   fmt::format("{} {}", c.name, DTypeName(dtype)));
     }
   }
 }

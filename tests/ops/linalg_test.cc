@@ -107,7 +107,8 @@ TEST(Linalg, MatMulFollowsNumpysRulesForVectorsAndBatchBroadcasting) {
       } else {
         expected = ReferenceEinsum(c.spec, {a, b});
       }
-      for (double& e : expected) e = ops_test::RoundTo(dtype, dtype == DType::kF64 || !IsFloating(dtype) ? e : static_cast<float>(e));
+      for (double& e : expected)
+        e = ops_test::RoundTo(dtype, dtype == DType::kF64 || !IsFloating(dtype) ? e : static_cast<float>(e));
       ExpectValues(y, expected, Rtol(dtype), 1e-3, fmt::format("{} x {}", a.ShapeString(), b.ShapeString()));
     }
   }
@@ -221,7 +222,8 @@ TEST(Linalg, EinsumErrorsUseOptEinsumsWording) {
             "operand 0.");
   EXPECT_THAT(ErrorOf([&] { Einsum("ij->i", {a, b}); }),
               HasSubstr("Number of einsum subscripts must be equal to the number of operands"));
-  EXPECT_EQ(ErrorOf([&] { Einsum("ij->iz", a); }), "ValueError: Einsum: Output character 'z' did not appear in the input");
+  EXPECT_EQ(ErrorOf([&] { Einsum("ij->iz", a); }),
+            "ValueError: Einsum: Output character 'z' did not appear in the input");
   EXPECT_EQ(ErrorOf([&] { Einsum("ij->ii", a); }),
             "ValueError: Einsum: Output character 'i' appeared more than once in the output");
   EXPECT_EQ(ErrorOf([&] { Einsum("i1->i", a); }), "ValueError: Einsum: Character '1' is not a valid symbol.");
@@ -232,8 +234,9 @@ TEST(Linalg, EinsumErrorsUseOptEinsumsWording) {
 
 TEST(Linalg, MatMulAndDotGeneralErrorsUseJaxsWording) {
   Array a = Array::Zeros({2, 3}, DType::kF32), b = Array::Zeros({4, 5}, DType::kF32);
-  EXPECT_EQ(ErrorOf([&] { MatMul(a, b); }),
-            "TypeError: MatMul: dot_general requires contracting dimensions to have the same shape, got (3,) and (4,).");
+  EXPECT_EQ(
+      ErrorOf([&] { MatMul(a, b); }),
+      "TypeError: MatMul: dot_general requires contracting dimensions to have the same shape, got (3,) and (4,).");
   EXPECT_EQ(ErrorOf([&] { MatMul(Array::Scalar<float>(1), a); }),
             "ValueError: MatMul: matmul input operand 0 must have ndim at least 1, but it has ndim 0");
   EXPECT_EQ(ErrorOf([&] { MatMul(Array::Zeros({2, 2, 3}, DType::kF32), Array::Zeros({3, 3, 4}, DType::kF32)); }),

@@ -176,8 +176,9 @@ TEST(Reduction, ErrorsUseNumpysWording) {
   EXPECT_EQ(ErrorOf([&] { Sum(x, {2}); }), "ValueError: Sum: axis 2 is out of bounds for array of dimension 2");
   EXPECT_EQ(ErrorOf([&] { Mean(x, {-3}); }), "ValueError: Mean: axis -3 is out of bounds for array of dimension 2");
   EXPECT_EQ(ErrorOf([&] { Sum(x, {1, -1}); }), "ValueError: Sum: duplicate value in 'axis'");
-  EXPECT_EQ(ErrorOf([&] { ReduceMax(Array::Zeros({0}, DType::kF32)); }),
-            "ValueError: ReduceMax: zero-size array to reduction operation max which has no identity (input float32[0])");
+  EXPECT_EQ(
+      ErrorOf([&] { ReduceMax(Array::Zeros({0}, DType::kF32)); }),
+      "ValueError: ReduceMax: zero-size array to reduction operation max which has no identity (input float32[0])");
   EXPECT_EQ(ErrorOf([&] { Softmax(Array::Zeros({2}, DType::kI32)); }),
             "TypeError: Softmax requires floating-point arguments, got int32[2]");
   EXPECT_EQ(ErrorOf([&] { Softmax(x, 5); }), "ValueError: Softmax: axis 5 is out of bounds for array of dimension 2");

@@ -52,7 +52,8 @@ TEST(ShapeOps, ReshapeSharesTheBufferAndInfersOneDimension) {
   EXPECT_EQ(ExpandDims(x, 0).shape(), (std::vector<int64_t>{1, 2, 3, 4}));
   EXPECT_EQ(Squeeze(Array::Zeros({1, 3, 1}, DType::kF32)).shape(), std::vector<int64_t>{3});
   EXPECT_EQ(Squeeze(Array::Zeros({1, 3, 1}, DType::kF32), {0}).shape(), (std::vector<int64_t>{3, 1}));
-  EXPECT_EQ(ErrorOf([&] { Reshape(x, {5, -1}); }), "ValueError: Reshape: cannot reshape array of size 24 into shape (5, -1)");
+  EXPECT_EQ(ErrorOf([&] { Reshape(x, {5, -1}); }),
+            "ValueError: Reshape: cannot reshape array of size 24 into shape (5, -1)");
   EXPECT_EQ(ErrorOf([&] { Reshape(x, {4}); }), "ValueError: Reshape: cannot reshape array of size 24 into shape (4,)");
   EXPECT_EQ(ErrorOf([&] { Reshape(x, {-1, -1}); }), "ValueError: Reshape: can only specify one unknown dimension");
   EXPECT_THAT(ErrorOf([&] { Reshape(x, {-2, 12}); }), HasSubstr("negative dimensions not allowed"));
@@ -82,9 +83,11 @@ TEST(ShapeOps, TransposeMatchesLoopsForRandomPermutationsAndEveryDtype) {
   }
   Array x = Array::Iota({2, 3, 4}, DType::kF32);
   EXPECT_EQ(SwapAxes(x, 0, -1).shape(), (std::vector<int64_t>{4, 3, 2}));
-  EXPECT_EQ(ErrorOf([&] { Transpose(x, {0, 1}); }), "ValueError: Transpose: axes don't match array (perm (0, 1) for float32[2,3,4])");
+  EXPECT_EQ(ErrorOf([&] { Transpose(x, {0, 1}); }),
+            "ValueError: Transpose: axes don't match array (perm (0, 1) for float32[2,3,4])");
   EXPECT_EQ(ErrorOf([&] { Transpose(x, {0, 1, 1}); }), "ValueError: Transpose: repeated axis in transpose");
-  EXPECT_EQ(ErrorOf([&] { Transpose(x, {0, 1, 3}); }), "ValueError: Transpose: axis 3 is out of bounds for array of dimension 3");
+  EXPECT_EQ(ErrorOf([&] { Transpose(x, {0, 1, 3}); }),
+            "ValueError: Transpose: axis 3 is out of bounds for array of dimension 3");
 }
 
 TEST(ShapeOps, SliceWithStridesMatchesLoops) {
@@ -127,7 +130,8 @@ TEST(ShapeOps, SliceErrorsUseLaxsWording) {
             "TypeError: Slice: slice limit_indices must be less than or equal to operand shape, got limit_indices (3, "
             "3) for operand shape (2, 3).");
   EXPECT_EQ(ErrorOf([&] { Slice(x, {-1, 0}, {1, 3}); }),
-            "TypeError: Slice: slice start_indices must be greater than or equal to zero, got start_indices of (-1, 0).");
+            "TypeError: Slice: slice start_indices must be greater than or equal to zero, got start_indices of "
+            "(-1, 0).");
   EXPECT_EQ(ErrorOf([&] { Slice(x, {1, 0}, {0, 3}); }),
             "TypeError: Slice: slice limit_indices must be greater than or equal to start_indices, got start_indices "
             "(1, 0) and limit_indices (0, 3).");
@@ -148,7 +152,8 @@ TEST(ShapeOps, DynamicSliceClampsItsStartAsXlaDoes) {
   EXPECT_EQ(ErrorOf([&] { DynamicSlice(m, {0, 0}, {4, 1}); }),
             "TypeError: DynamicSlice: slice slice_sizes must be less than or equal to operand shape, got slice_sizes "
             "(4, 1) for operand shape (3, 4).");
-  EXPECT_THAT(ErrorOf([&] { DynamicSlice(m, {0}, {1, 1}); }), HasSubstr("one start index and one slice size per dimension"));
+  EXPECT_THAT(ErrorOf([&] { DynamicSlice(m, {0}, {1, 1}); }),
+              HasSubstr("one start index and one slice size per dimension"));
   EXPECT_THAT(ErrorOf([&] { DynamicSlice(m, {0, 0}, {-1, 1}); }), HasSubstr("greater than or equal to zero"));
   Array u = Array::Full({2, 2}, DType::kF32, -1);
   EXPECT_EQ(DynamicUpdateSlice(m, u, {2, 3}).ToDoubles(),
@@ -182,7 +187,8 @@ TEST(ShapeOps, ConcatenateStackAndSplit) {
               HasSubstr("must have same number of dimensions"));
   EXPECT_THAT(ErrorOf([&] { Concatenate({}); }), HasSubstr("need at least one array"));
   EXPECT_THAT(ErrorOf([&] { Concatenate({Array::Scalar<float>(1)}); }), HasSubstr("zero-dimensional"));
-  EXPECT_EQ(ErrorOf([&] { Concatenate({a}, 2); }), "ValueError: Concatenate: axis 2 is out of bounds for array of dimension 2");
+  EXPECT_EQ(ErrorOf([&] { Concatenate({a}, 2); }),
+            "ValueError: Concatenate: axis 2 is out of bounds for array of dimension 2");
   EXPECT_THAT(ErrorOf([&] { Stack({a, b}); }), HasSubstr("all input arrays must have the same shape"));
   EXPECT_THAT(ErrorOf([&] { Split(a, 3, 0); }), HasSubstr("array split does not result in an equal division"));
 }

@@ -53,8 +53,9 @@ TEST(EformerCorrection, TruncatesToTheRank) {
   EXPECT_EQ(r.corrections[0].reason, CorrectionReason::kTruncated);
   EXPECT_EQ(r.corrections[0].dim, 2);
   EXPECT_FALSE(r.corrections[0].to.has_value());
-  EXPECT_EQ(r.corrections[0].message,
-            "PartitionSpec length (3) exceeds array rank (2). Truncating spec: P('fsdp', 'tp', 'dp') -> ('fsdp', 'tp')");
+  EXPECT_EQ(
+      r.corrections[0].message,
+      "PartitionSpec length (3) exceeds array rank (2). Truncating spec: P('fsdp', 'tp', 'dp') -> ('fsdp', 'tp')");
   EXPECT_EQ(r.corrections[1].dim, 0);
   EXPECT_EQ(r.corrections[1].message,
             "Array dimension 0 (size 6) is not divisible by the total mesh size (4) for axis spec fsdp in "
@@ -83,7 +84,8 @@ TEST(EformerCorrection, TreatsUnconstrainedAsAnUnexpectedEntry) {
   EXPECT_EQ(r.corrected, P("P(None, 'tp')"));
   ASSERT_EQ(r.corrections.size(), 1u);
   EXPECT_EQ(r.corrections[0].reason, CorrectionReason::kUnexpectedEntry);
-  EXPECT_EQ(r.corrections[0].message, "Unexpected element type in PartitionSpec at index 0: UNCONSTRAINED. Treating as None.");
+  EXPECT_EQ(r.corrections[0].message,
+            "Unexpected element type in PartitionSpec at index 0: UNCONSTRAINED. Treating as None.");
 }
 
 TEST(EformerCorrection, LeavesDuplicatesForJaxToReject) {

@@ -305,7 +305,8 @@ TEST(MultisliceLogicalAxisRules, SplitsBatchOverReplicaAndData) {
   EXPECT_EQ(LogicalToMeshAxes(Names("batch,length,heads,kv"), rules), P("P(('replica', 'data'), None, 'model', None)"));
   // 'embed' -> 'data' is now blocked by batch's use of 'data'.
   EXPECT_EQ(LogicalToMeshAxes(Names("batch,embed,mlp"), rules), P("P(('replica', 'data'), None, 'model')"));
-  EXPECT_EQ(MultisliceLogicalAxisRules(Rules("batch=,batch=x,y=z")), Rules("batch=replica+data,batch=replica+data,y=z"));
+  EXPECT_EQ(MultisliceLogicalAxisRules(Rules("batch=,batch=x,y=z")),
+            Rules("batch=replica+data,batch=replica+data,y=z"));
 }
 
 }  // namespace

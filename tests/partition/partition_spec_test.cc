@@ -239,7 +239,8 @@ TEST(ValidateSpec, SpecLongerThanRankIsValueError) {
   ASSERT_TRUE(e);
   EXPECT_EQ(e->kind(), ErrorKind::kValueError);
   EXPECT_EQ(e->message(),
-            "Sharding NamedSharding(mesh=Mesh('x': 4, axis_types=(Auto,)), spec=P('x', None), memory_kind=device) is only valid for "
+            "Sharding NamedSharding(mesh=Mesh('x': 4, axis_types=(Auto,)), spec=P('x', None), memory_kind=device) is "
+            "only valid for "
             "values of rank at least 2, but was applied to a value of rank 1.");
   EXPECT_EQ(e->first().dim, 1);
   std::optional<SpecError> scalar = CatchSpecError(PartitionSpec::Parse("P(None)"), mesh, {});
@@ -253,7 +254,8 @@ TEST(ValidateSpec, IndivisibleDimensionIsIndivisibleError) {
   ASSERT_TRUE(e);
   EXPECT_EQ(e->kind(), ErrorKind::kIndivisibleError);
   EXPECT_EQ(e->message(),
-            "Sharding NamedSharding(mesh=Mesh('x': 4, 'y': 2, axis_types=(Auto, Auto)), spec=P(None, ('x', 'y')), memory_kind=device) implies "
+            "Sharding NamedSharding(mesh=Mesh('x': 4, 'y': 2, axis_types=(Auto, Auto)), spec=P(None, ('x', 'y')), "
+            "memory_kind=device) implies "
             "that array axis 1 is partitioned 8 times, but the dimension size is 12 (full shape: (3, 12), "
             "per-dimension tiling factors: [1, 8] should evenly divide the shape)");
   EXPECT_EQ(e->first().dim, 1);

@@ -1,6 +1,7 @@
 // Calibration files (scenario/calibration_file.h): runs files, profiles, and a scenario naming a profile.
 #include "scenario/calibration_file.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 

@@ -78,8 +78,10 @@ TEST(ModelStyles, MaxTextFillsItsPlaceholdersAndMapsItsAxes) {
   EXPECT_EQ(c.micro_batch, 8);     // 128 / 16 data ranks
   EXPECT_EQ(c.recompute, Recompute::kSelective);
   // MaxText's default remat_policy is full; gradient accumulation splits the batch into micro-batches.
-  const Scenario g = ParseScenario(kV5p + "    ici_data_parallelism: 64\n    ici_fsdp_parallelism: 1\n"
-                                          "    per_device_batch_size: 1\n    gradient_accumulation_steps: 4\n", "t.yaml");
+  const Scenario g = ParseScenario(kV5p +
+                                       "    ici_data_parallelism: 64\n    ici_fsdp_parallelism: 1\n"
+                                       "    per_device_batch_size: 1\n    gradient_accumulation_steps: 4\n",
+                                   "t.yaml");
   const ModelConfig& gc = Model(g).config();
   EXPECT_EQ(gc.recompute, Recompute::kFull);
   EXPECT_EQ(gc.parallel.zero_stage, 0);

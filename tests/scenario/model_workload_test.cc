@@ -163,7 +163,8 @@ TEST(ModelWorkload, ErrorsNameFileLineAndField) {
   EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, global_batch: 8, parallel: {data_axes: [data], zero_axes: [pipe], "
                                 "tensor_axes: [tensor], pipeline_axes: [pipe]}}\n"),
               HasSubstr("zero axis 'pipe' must also be a data axis"));
-  EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, mla: {q_lora_rank: 64}}\n"), HasSubstr("workloads[0].mla.kv_lora_rank"));
+  EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, mla: {q_lora_rank: 64}}\n"),
+              HasSubstr("workloads[0].mla.kv_lora_rank"));
   EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, attention_window: {global_every: 2}}\n"),
               HasSubstr("workloads[0].attention_window.window"));
   EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, parallel: {first_stage_layers: -2}}\n"),
@@ -192,10 +193,13 @@ TEST(ModelWorkload, CrossFieldErrorsPointAtTheFieldsOwnLine) {
               HasSubstr("t.yaml:8:19: workloads[0].global_batch: model 'model': global_batch = 5 is not divisible by "
                         "micro_batch x data-parallel degree = 1 x 2"));
   std::string bad_ff = model;
-  bad_ff.replace(bad_ff.find("d_ff: 3072"), 10, "d_ff: 3070").replace(bad_ff.find("global_batch: 5"), 15, "global_batch: 8");
-  EXPECT_THAT(ErrorOf(bad_ff), HasSubstr("t.yaml:7:11: workloads[0].d_ff: model 'model': d_ff = 3070 is not divisible"));
+  bad_ff.replace(bad_ff.find("d_ff: 3072"), 10, "d_ff: 3070")
+      .replace(bad_ff.find("global_batch: 5"), 15, "global_batch: 8");
+  EXPECT_THAT(ErrorOf(bad_ff),
+              HasSubstr("t.yaml:7:11: workloads[0].d_ff: model 'model': d_ff = 3070 is not divisible"));
   std::string bad_axis = model;
-  bad_axis.replace(bad_axis.find("global_batch: 5"), 15, "global_batch: 8").replace(bad_axis.find("[pipe]"), 6, "[data]");
+  bad_axis.replace(bad_axis.find("global_batch: 5"), 15, "global_batch: 8")
+      .replace(bad_axis.find("[pipe]"), 6, "[data]");
   EXPECT_THAT(ErrorOf(bad_axis), HasSubstr("t.yaml:12:22: workloads[0].parallel.pipeline_axes: model 'model': "
                                            "pipeline_axes: mesh axis 'data' already has another role"));
   EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, global_batch: 8, parallel: {data_axes: [data], context_axes: "

@@ -71,7 +71,8 @@ TEST(Npy, RoundTripsEveryDtypeThroughAFile) {
       int rank = static_cast<int>(rng() % 4);
       for (int d = 0; d < rank; ++d) a.shape.push_back(static_cast<int64_t>(rng() % 5));
       a.data.resize(a.num_elements() * DTypeSize(dtype));
-      for (uint8_t& b : a.data) b = dtype == DType::kBool ? static_cast<uint8_t>(rng() % 2) : static_cast<uint8_t>(rng());
+      for (uint8_t& b : a.data)
+        b = dtype == DType::kBool ? static_cast<uint8_t>(rng() % 2) : static_cast<uint8_t>(rng());
       std::string path = dir + "npy_roundtrip_" + std::string(DTypeName(dtype)) + ".npy";
       WriteNpy(path, a);
       NpyArray b = ReadNpy(path);
@@ -96,7 +97,8 @@ TEST(Npy, WidensBfloat16ToFloat32Exactly) {
 TEST(Npy, ReadsFortranOrderIntoRowMajor) {
   // np.asfortranarray(np.arange(6, dtype=np.int64).reshape(2, 3)) stores 0 3 1 4 2 5.
   std::string file = NumpyFile("{'descr': '<i8', 'fortran_order': True, 'shape': (2, 3), }",
-                               std::string(reinterpret_cast<const char*>(Bytes<int64_t>({0, 3, 1, 4, 2, 5}).data()), 48));
+                               std::string(reinterpret_cast<const char*>(Bytes<int64_t>({0, 3, 1, 4, 2, 5}).data()),
+                                           48));
   NpyArray a = ParseNpy(file, "f.npy");
   EXPECT_EQ(a.shape, (std::vector<int64_t>{2, 3}));
   EXPECT_EQ(a.data, Bytes<int64_t>({0, 1, 2, 3, 4, 5}));
@@ -126,10 +128,12 @@ TEST(Npy, RejectsBadFilesNamingWhatIsWrong) {
   ExpectError(NumpyFile("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }", "abcd"), "big-endian");
   ExpectError(NumpyFile("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", "abcdabcd"), "valid: '<f4'");
   ExpectError(NumpyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", "abcd"), "needs 8 bytes");
-  ExpectError(NumpyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}", "abcd"), "unknown header key 'x'");
+  ExpectError(NumpyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}", "abcd"),
+              "unknown header key 'x'");
   ExpectError(NumpyFile("{'descr': '<f4', 'shape': (1,), }", "abcd"), "lacks");
   ExpectError(NumpyFile("{'descr': '<f4', 'fortran_order': Maybe, 'shape': (1,), }", "abcd"), "neither True nor False");
-  ExpectError(NumpyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999, 99999999999, 99999999999), }", ""),
+  ExpectError(NumpyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999, 99999999999, 99999999999), }",
+                        ""),
               "more than 2^63");
   ExpectError(NumpyFile("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }", "abcd"), "structured");
 }

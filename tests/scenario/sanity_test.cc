@@ -126,16 +126,19 @@ workloads:
                                        "documented matmul rate): the predicted step is faster than the device can run "
                                        "it"));
   EXPECT_THAT(HumanReport(s, r), HasSubstr("WARNING: MFU "));
-  EXPECT_THAT(HumanReport(s, r), HasSubstr("compute at the device's documented sustained matmul rate, 71.6% of the peak"));
+  EXPECT_THAT(HumanReport(s, r),
+              HasSubstr("compute at the device's documented sustained matmul rate, 71.6% of the peak"));
   const nlohmann::json j = WorkloadJson(r);
   EXPECT_EQ(j["model_step"]["warnings"].size(), 1u);
   EXPECT_NEAR(j["model_step"]["sustained_fraction"].get<double>(), 708.5 / 989, 1e-12);
   PlanOptions options;
   options.top = 3;
   options.threads = 2;
-  const PlanResult plan = PlanModel(std::get<ValidatedModel>(s.workloads[0].config).config(), s.topology.topology, options);
+  const PlanResult plan = PlanModel(std::get<ValidatedModel>(s.workloads[0].config).config(), s.topology.topology,
+                                    options);
   ASSERT_FALSE(plan.best.empty());
-  EXPECT_THAT(PlanReport(plan, std::get<ValidatedModel>(s.workloads[0].config).config()), HasSubstr("WARNING (rank 1): MFU"));
+  EXPECT_THAT(PlanReport(plan, std::get<ValidatedModel>(s.workloads[0].config).config()),
+              HasSubstr("WARNING (rank 1): MFU"));
   EXPECT_FALSE(PlanJson(plan)["best"][0]["warnings"].empty());
 }
 

@@ -190,7 +190,8 @@ TEST(Scenario, SaysPlainlyWhatIsWrongWithTabsAndIndentation) {
   EXPECT_EQ(ErrorOf("topology:\n\tpreset: \"cpu:8\"\n"),
             "ScenarioError: t.yaml:2:1: not valid YAML: a tab indents line 2; YAML indents with spaces only (replace "
             "the tab with spaces)");
-  EXPECT_THAT(ErrorOf("topology:\n  preset: \"cpu:8\"\n \t slices: 2\n"), HasSubstr("t.yaml:3:2: not valid YAML: a tab"));
+  EXPECT_THAT(ErrorOf("topology:\n  preset: \"cpu:8\"\n \t slices: 2\n"),
+              HasSubstr("t.yaml:3:2: not valid YAML: a tab"));
   EXPECT_EQ(ErrorOf("topology:\n    preset: \"cpu:8\"\n  slices: 2\nmesh: {axes: {data: 8}}\n"),
             "ScenarioError: t.yaml:3:3: not valid YAML: line 3 is indented 2 spaces, a depth that no key above it "
             "has: indent it 4 spaces (beside 'preset', line 2) or 0 spaces (beside 'topology', line 1)");
@@ -221,15 +222,16 @@ TEST(Scenario, UnknownSpecAxesGetADidYouMean) {
 
 // A Cloud TPU accelerator type as the preset; the header spells out the chips.
 TEST(Scenario, TakesACloudTpuAcceleratorTypeAsTheTopology) {
-  const Scenario s = ParseScenario("topology: {preset: v5p-64}\nmesh: {axes: {data: 32}}\nworkloads: [{kind: collectives}]\n",
-                                   "t.yaml");
+  const Scenario s = ParseScenario(
+      "topology: {preset: v5p-64}\nmesh: {axes: {data: 32}}\nworkloads: [{kind: collectives}]\n", "t.yaml");
   EXPECT_EQ(s.topology.topology->ToString(), "tpu-v5p:2x4x4");
   EXPECT_THAT(HumanHeader(s, true),
               HasSubstr("topology tpu-v5p:2x4x4: 32 chips (Cloud TPU v5p-64 counts 64 TensorCores, 2 per chip), 32 "
                         "devices (TPU v5)"));
   EXPECT_THAT(ErrorOf("topology: {preset: v5p-60}\nmesh: {axes: {data: 30}}\nworkloads: [{kind: collectives}]\n"),
               HasSubstr("t.yaml:1:20: topology.preset: topology 'v5p-60': Cloud TPU v5p-N counts TensorCores"));
-  EXPECT_THAT(ErrorOf("topology: {preset: \"tpu-v5:4x4x4\"}\nmesh: {axes: {data: 64}}\nworkloads: [{kind: collectives}]\n"),
+  EXPECT_THAT(ErrorOf(
+                  "topology: {preset: \"tpu-v5:4x4x4\"}\nmesh: {axes: {data: 64}}\nworkloads: [{kind: collectives}]\n"),
               HasSubstr("(did you mean 'tpu-v5e' or 'tpu-v5p'?)"));
 }
 
@@ -250,8 +252,9 @@ TEST(Scenario, RejectsADocumentThatStartsWithAFlowEntry) {
   // Commas inside values, flow collections over several lines and quoted text are not it.
   EXPECT_THAT(ErrorOf("a: x, , b\n"), Not(HasSubstr("cannot start")));
   EXPECT_THAT(ErrorOf(kMinimal + "description: \"a\n  , b\"\n"), Not(HasSubstr("cannot start")));
-  EXPECT_EQ(ErrorOf("topology: {preset: \"cpu:8\"\n  , efficiency: {compute: 1}}\nmesh: {axes: {data: 8}}\n"
-                    "workloads:\n  - {kind: collectives, ops: [all_reduce],\n     axes: [[data]]\n     , sizes: [8]}\n"),
+  EXPECT_EQ(ErrorOf(
+                "topology: {preset: \"cpu:8\"\n  , efficiency: {compute: 1}}\nmesh: {axes: {data: 8}}\n"
+                "workloads:\n  - {kind: collectives, ops: [all_reduce],\n     axes: [[data]]\n     , sizes: [8]}\n"),
             "");
 }
 
@@ -269,7 +272,8 @@ TEST(Scenario, LocatesErrorsTheTopologyRaisesForAFileValue) {
 TEST(Scenario, ReportsMissingRequiredKeys) {
   EXPECT_THAT(ErrorOf("mesh: {axes: {d: 8}}\nworkloads: [{kind: collectives}]\n"),
               HasSubstr("topology: missing required key"));
-  EXPECT_THAT(ErrorOf("topology: {preset: \"cpu:8\"}\nmesh: {axes: {d: 8}}\n"), HasSubstr("workloads: missing required key"));
+  EXPECT_THAT(ErrorOf("topology: {preset: \"cpu:8\"}\nmesh: {axes: {d: 8}}\n"),
+              HasSubstr("workloads: missing required key"));
   EXPECT_THAT(ErrorOf("topology: {preset: \"cpu:8\"}\nmesh: {axes: {d: 8}}\nworkloads: []\n"),
               HasSubstr("at least one workload"));
 }
@@ -291,7 +295,8 @@ TEST(Scenario, RethrowsLibraryErrorsWithTheLocation) {
 }
 
 TEST(Scenario, BoundsTheDeviceCountBeforeBuildingATopology) {
-  EXPECT_THAT(ErrorOf("topology: {preset: \"cpu:999999999\"}\nmesh: {axes: {d: 4}}\nworkloads: [{kind: collectives}]\n"),
+  EXPECT_THAT(ErrorOf(
+                  "topology: {preset: \"cpu:999999999\"}\nmesh: {axes: {d: 4}}\nworkloads: [{kind: collectives}]\n"),
               HasSubstr("more than 65536 devices"));
 }
 
@@ -405,7 +410,8 @@ TEST(Scenario, ReadsNpyDataRelativeToTheScenario) {
   float values[4] = {1, 2, 3, 4};
   std::memcpy(bytes.data(), values, 16);
   WriteNpy(dir + "/data/x.npy", {DType::kF32, {2, 2}, bytes});
-  Scenario s = ParseScenario(kArraysHead + "arrays:\n  - {name: x, data: data/x.npy}\nworkloads: [{kind: collectives}]\n",
+  Scenario s = ParseScenario(kArraysHead +
+                                 "arrays:\n  - {name: x, data: data/x.npy}\nworkloads: [{kind: collectives}]\n",
                              dir + "/s.yaml");
   EXPECT_EQ(s.array("x").shape, (std::vector<int64_t>{2, 2}));
   EXPECT_EQ(MakeScenarioArray(s.array("x"), false).ToDoubles(), (std::vector<double>{1, 2, 3, 4}));
@@ -439,8 +445,9 @@ TEST(Scenario, ReadsNpyBlocksBitwiseEqualToTheWholeArrayCutAtTheSameRanges) {
   const std::string c_order_text = "'fortran_order': False";
   fortran.replace(fortran.find(c_order_text), c_order_text.size(), "'fortran_order': True ");
   std::ofstream(dir + "/f.npy", std::ios::binary) << fortran;
-  Scenario s = ParseScenario(kArraysHead + "arrays:\n  - {name: c, data: c.npy}\n  - {name: f, data: f.npy}\n"
-                                           "  - {name: b, dtype: bfloat16, data: c.npy}\nworkloads: [{kind: collectives}]\n",
+  Scenario s = ParseScenario(kArraysHead +
+                                 "arrays:\n  - {name: c, data: c.npy}\n  - {name: f, data: f.npy}\n"
+                                 "  - {name: b, dtype: bfloat16, data: c.npy}\nworkloads: [{kind: collectives}]\n",
                              dir + "/s.yaml");
   const std::vector<std::vector<IndexRange>> blocks = {{{0, 40}, {0, 30}}, {{10, 20}, {0, 30}}, {{5, 37}, {7, 8}},
                                                        {{39, 40}, {29, 30}}};
@@ -463,7 +470,8 @@ TEST(Scenario, ReadsNpyBlocksBitwiseEqualToTheWholeArrayCutAtTheSameRanges) {
 TEST(Scenario, RejectsArrayKeysThatDoNotApplyToItsData) {
   EXPECT_THAT(ErrorOf(kArraysHead + "arrays:\n  - {name: x, shape: [2], seed: 3}\nworkloads: [{kind: collectives}]\n"),
               HasSubstr("'seed' applies to data: random only (data is zeros)"));
-  EXPECT_THAT(ErrorOf(kArraysHead + "arrays:\n  - {name: x, shape: [2], data: randon}\nworkloads: [{kind: collectives}]\n"),
+  EXPECT_THAT(ErrorOf(kArraysHead +
+                      "arrays:\n  - {name: x, shape: [2], data: randon}\nworkloads: [{kind: collectives}]\n"),
               HasSubstr("found 'randon', did you mean 'random'?"));
   EXPECT_THAT(ErrorOf(kArraysHead + "arrays:\n  - {name: x, shape: [2]}\n  - {name: x, shape: [2]}\n"
                                     "workloads: [{kind: collectives}]\n"),

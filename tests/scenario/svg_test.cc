@@ -45,7 +45,8 @@ TEST(Svg, StackedBarsDrawTheLimitAndOneRectPerNonZeroSegment) {
 // The rank labels of a scatter's marked points (<text ... class="rank">N</text>): rank -> (x, y) of the baseline's
 // start.
 std::map<int, std::pair<double, double>> RankLabels(const std::string& svg) {
-  static const std::regex kLabel(R"re(<text x="([-0-9.]+)" y="([-0-9.]+)" text-anchor="start" class="rank">(\d+)</text>)re");
+  static const std::regex kLabel(
+      R"re(<text x="([-0-9.]+)" y="([-0-9.]+)" text-anchor="start" class="rank">(\d+)</text>)re");
   std::map<int, std::pair<double, double>> out;
   for (auto it = std::sregex_iterator(svg.begin(), svg.end(), kLabel); it != std::sregex_iterator(); ++it)
     out[std::stoi((*it)[3])] = {std::stod((*it)[1]), std::stod((*it)[2])};

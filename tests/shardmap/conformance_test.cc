@@ -251,8 +251,11 @@ TEST(Conformance, PartialAutoPpermute) {  // test_partial_auto_ppermute
   ShardMapOptions options;
   options.check_vma = false;
   options.axis_names = {"i"};
-  auto f = ShardMap([](DeviceContext& d, const Array& x) { return d.Ppermute(x, "i", {{0, 1}, {1, 2}, {2, 3}, {3, 0}}); },
-                    mesh, {P("i")}, {P("i")}, options);
+  auto f = ShardMap(
+      [](DeviceContext& d, const Array& x) {
+        return d.Ppermute(x, "i", {{0, 1}, {1, 2}, {2, 3}, {3, 0}});
+      },
+      mesh, {P("i")}, {P("i")}, options);
   EXPECT_THAT(f(Array::Iota({8}, DType::kF32))[0].ToDoubles(), ElementsAre(6, 7, 0, 1, 2, 3, 4, 5));
 }
 

@@ -151,7 +151,8 @@ Case Sample(std::mt19937& rng) {
   Case c;
   c.fun = &funs[rng() % funs.size()];
   c.mesh_shape = kMeshShapes[rng() % kMeshShapes.size()];
-  Mesh mesh = Mesh::Iota(c.mesh_shape, std::vector<std::string>(kAxisNames.begin(), kAxisNames.begin() + c.mesh_shape.size()));
+  Mesh mesh = Mesh::Iota(c.mesh_shape,
+                         std::vector<std::string>(kAxisNames.begin(), kAxisNames.begin() + c.mesh_shape.size()));
   std::vector<std::vector<int64_t>> body_in;
   do {
     body_in.clear();

@@ -211,7 +211,8 @@ TEST(ShardMap, ArgumentAndOutputCountsMustMatchTheSpecs) {
   EXPECT_EQ(e.kind(), ErrorKind::kValueError);
   EXPECT_THAT(e.message(), HasSubstr("pytree structure error: different lengths of tuple at key path shard_map "
                                      "in_specs. "));
-  EXPECT_THAT(e.message(), HasSubstr("of length 1, but the full pytree has a subtree of the same type but of length 2."));
+  EXPECT_THAT(e.message(),
+              HasSubstr("of length 1, but the full pytree has a subtree of the same type but of length 2."));
   auto g = ShardMap(kIdentity, mesh, {P("x")}, {P("x"), P("x")});
   EXPECT_THAT(ErrorOf([&] { g(Array::Iota({2}, DType::kF32)); }).message(), HasSubstr("shard_map out_specs"));
 }

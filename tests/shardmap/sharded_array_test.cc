@@ -64,7 +64,8 @@ TEST(ShardedArray, GatherRejectsReplicasThatDiffer) {
   Mesh mesh = Mesh::Iota({2}, {"x"});
   NamedSharding replicated(mesh, P());
   ShardedArray a = ShardedArray::FromShards({2}, DType::kF32, replicated,
-                                            {Array::FromVector<float>({1, 2}, {2}), Array::FromVector<float>({1, 3}, {2})});
+                                            {Array::FromVector<float>({1, 2}, {2}),
+                                             Array::FromVector<float>({1, 3}, {2})});
   try {
     a.Gather();
     FAIL() << "no error";
@@ -79,7 +80,8 @@ TEST(ShardedArray, FromShardsChecksShapesAndCount) {
   Mesh mesh = Mesh::Iota({2}, {"x"});
   NamedSharding s(mesh, P("x"));
   EXPECT_THROW(ShardedArray::FromShards({4}, DType::kF32, s, {Array::Zeros({2}, DType::kF32)}), Error);
-  EXPECT_THROW(ShardedArray::FromShards({4}, DType::kF32, s, {Array::Zeros({2}, DType::kF32), Array::Zeros({3}, DType::kF32)}),
+  EXPECT_THROW(ShardedArray::FromShards({4}, DType::kF32, s,
+                                        {Array::Zeros({2}, DType::kF32), Array::Zeros({3}, DType::kF32)}),
                Error);
   EXPECT_THROW(ShardedArray::DevicePut(Array::Iota({3}, DType::kF32), s), SpecError);  // 2 does not divide 3
 }
@@ -127,7 +129,8 @@ TEST(Reshard, ThroughARuntimeChargesTheNewBlocksToTheirDevices) {
 }
 
 TEST(Reshard, RequiresTheSameDevices) {
-  ShardedArray a = ShardedArray::DevicePut(Array::Iota({4}, DType::kF32), NamedSharding(Mesh::Iota({4}, {"x"}), P("x")));
+  ShardedArray a = ShardedArray::DevicePut(Array::Iota({4}, DType::kF32),
+                                           NamedSharding(Mesh::Iota({4}, {"x"}), P("x")));
   EXPECT_THROW(Reshard(a, NamedSharding(Mesh::Iota({2}, {"x"}), P("x"))), Error);
   // Same devices in another arrangement is fine: (4,) -> (2, 2).
   ShardedArray b = Reshard(a, NamedSharding(Mesh::Iota({2, 2}, {"a", "b"}), P({"b", "a"})));

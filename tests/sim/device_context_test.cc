@@ -1164,7 +1164,8 @@ TEST(Collectives, ADeviceOutOfHostMemoryIsResourceExhausted) {
 
 TEST(CurrentDevice, IsTheRunningDevicesContextAndNullOnHostThreads) {
   EXPECT_EQ(CurrentDevice(), nullptr);
-  Runtime runtime(Mesh::Iota({4}, {"x"}), RuntimeOptions{.num_threads = 2, .collective_timeout = std::chrono::seconds(7)});
+  Runtime runtime(Mesh::Iota({4}, {"x"}),
+                  RuntimeOptions{.num_threads = 2, .collective_timeout = std::chrono::seconds(7)});
   std::vector<int> ok(4), host_thread_null(4);
   runtime.Run([&](DeviceContext& d) {
     ok[d.position()] = CurrentDevice() == &d;

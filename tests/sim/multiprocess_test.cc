@@ -354,7 +354,8 @@ TEST(ProcessGroup, AllGatherBytesGivesEveryRankEveryRanksRecordOfAnyLength) {
   const std::string mine(static_cast<size_t>(me * 3), static_cast<char>('a' + me));  // rank 0 sends nothing
   const std::vector<std::string> all = group->AllGatherBytes(mine);
   ASSERT_EQ(static_cast<int>(all.size()), group->size());
-  for (int r = 0; r < group->size(); ++r) EXPECT_EQ(all[r], std::string(static_cast<size_t>(r * 3), static_cast<char>('a' + r)));
+  for (int r = 0; r < group->size(); ++r)
+    EXPECT_EQ(all[r], std::string(static_cast<size_t>(r * 3), static_cast<char>('a' + r)));
 }
 
 // Each position's device returns [position, position + 1] as float32[2] (varying over x).

@@ -308,7 +308,8 @@ TEST(Runtime, DevicesCallingACollectiveOverDifferentAxesAreAnError) {
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_THAT(e.message(), HasSubstr("position 0 called all_gather(int32[2], axes=('x', 'y'), axis=0, tiled=True)"));
-    EXPECT_THAT(e.message(), HasSubstr("positions 1-3 called all_gather(int32[2], axes=('y', 'x'), axis=0, tiled=True)"));
+    EXPECT_THAT(e.message(),
+                HasSubstr("positions 1-3 called all_gather(int32[2], axes=('y', 'x'), axis=0, tiled=True)"));
   }
 }
 

@@ -49,7 +49,8 @@ TEST(VaryingAxes, ReducingAnInvariantValueKeepsItInvariant) {
 
 TEST(VaryingAxes, GatherScatterAllToAllAndPermuteAddTheirAxes) {
   Array x = Array::Iota({4}, DType::kF32).WithVaryingAxes(kX);
-  for (uint64_t m : MasksOn([&](DeviceContext& d) { return d.AllGather(d.Hold(x), "y", 0, true); })) EXPECT_EQ(m, kX | kY);
+  for (uint64_t m : MasksOn([&](DeviceContext& d) { return d.AllGather(d.Hold(x), "y", 0, true); }))
+    EXPECT_EQ(m, kX | kY);
   for (uint64_t m : MasksOn([&](DeviceContext& d) { return d.PsumScatter(d.Hold(x), "z", 0, true); }))
     EXPECT_EQ(m, kX | kZ);
   for (uint64_t m : MasksOn([&](DeviceContext& d) { return d.AllToAll(d.Hold(x), {"y", "z"}, 0, 0, true); }))

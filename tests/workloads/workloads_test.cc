@@ -99,7 +99,8 @@ TEST(RunCollectives, PsumPredictionIsTheRingFormulaOnDgxH100) {
   ctx.abstract = true;  // 1 GiB per device: shapes only
   WorkloadResult r = RunCollectives(ctx, c);
   ASSERT_EQ(r.sweep.size(), 1u);
-  const double bandwidth = ctx.mesh.topology()->link(LinkClass::kNvlink).bandwidth_Bps * 0.8;  // default NVLink efficiency
+  // 0.8: the default NVLink efficiency.
+  const double bandwidth = ctx.mesh.topology()->link(LinkClass::kNvlink).bandwidth_Bps * 0.8;
   const double s = static_cast<double>(int64_t{1} << 30);
   const double want = (8.4 + 14 * 3.4) * 1e-6 + 2.0 * 7 / 8 * s / bandwidth;  // NCCL ring / Simple latencies
   EXPECT_NEAR(r.sweep[0].predicted_seconds, want, want * 1e-12);

@@ -336,7 +336,8 @@ class AbstractSweep {
     std::exception_ptr invalid;  // thrown by every device after it made its input
     std::unique_ptr<AbstractCollective> call;
     try {
-      call = std::make_unique<AbstractCollective>(mesh_, RequestOf(row), config_.dtype, std::vector<int64_t>{row.in_count});
+      call = std::make_unique<AbstractCollective>(mesh_, RequestOf(row), config_.dtype,
+                                                  std::vector<int64_t>{row.in_count});
     } catch (const Error&) {
       invalid = std::current_exception();
     }

@@ -537,6 +537,110 @@ std::vector<CheckedValue> CompareAcrossRanks(const ShardMapConfig& config, const
   return out;
 }
 
+// What a run gives back on this rank: the global outputs (one process, or every rank when the caller needs
+// whole outputs), or this rank's blocks of them.
+struct RunOutputs {
+  std::vector<Array> global;
+  std::vector<ShardedArray> local;
+};
+
+// Registers every step of the program with the recorder; their ids in step order.
+std::vector<int> RecordSteps(const ShardMapConfig& config, const CompiledProgram& program,
+                             internal::CostRecorder& recorder) {
+  std::vector<int> step_ids;
+  for (size_t i = 0; i < config.steps.size(); ++i) {
+    const ProgramStep& s = config.steps[i];
+    step_ids.push_back(recorder.AddStep(s.name, s.op, program.ops[i]->collective ? StepKind::kCollective
+                                                                                 : StepKind::kCompute,
+                                        s.axes));
+  }
+  return step_ids;
+}
+
+RuntimeOptions ProgramRuntimeOptions(const WorkloadContext& context, internal::CostRecorder* recorder) {
+  RuntimeOptions runtime_options = context.runtime;
+  // Eigen's GEMM keeps its blocking buffers on the stack (up to EIGEN_STACK_ALLOCATION_LIMIT, 128 KiB): a
+  // [128,256] x [256,128] matmul overflows the runtime's default fiber stack (RuntimeOptions::fiber_stack_bytes).
+  // Only touched pages are resident, so a larger reservation costs address space, not memory.
+  runtime_options.fiber_stack_bytes = std::max<size_t>(runtime_options.fiber_stack_bytes, kMinFiberStackBytes);
+  runtime_options.observer = recorder;
+  runtime_options.op_cost_sink = recorder;
+  return runtime_options;
+}
+
+// The program's arguments (abstract; this rank's blocks when `spread`; else whole) and their specs; every input's
+// and output's layout goes to `result`.
+void MakeArguments(const WorkloadContext& context, const ShardMapConfig& config, bool spread, const Runtime& runtime,
+                   std::vector<ShardMapArg>* args, std::vector<InSpec>* in_specs, WorkloadResult* result) {
+  for (const ProgramInput& in : config.inputs) {
+    if (context.abstract) {
+      args->emplace_back(in.value.is_abstract() ? in.value : Array::Abstract(in.value.shape(), in.value.dtype()));
+    } else if (spread) {
+      args->emplace_back(LocalShards(in, context.mesh, runtime));
+    } else {
+      args->emplace_back(WholeInput(in));
+    }
+    in_specs->emplace_back(in.spec);
+    result->layouts.emplace_back(in.name, in.spec);
+  }
+  for (const ProgramOutput& out : config.outputs) result->layouts.emplace_back(out.name, out.spec);
+}
+
+// WorkloadContext::keep_arrays: the inputs and outputs into `result`, whole or as this rank's blocks.
+void KeepArrays(const ShardMapConfig& config, const std::vector<ShardMapArg>& args, const RunOutputs& outputs,
+                bool spread, bool local_outputs, const Runtime& runtime, WorkloadResult* result) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (spread) {
+      KeepSharded(config.inputs[i].name, args[i].sharded(), runtime, result->inputs, result->sharded_inputs);
+    } else {
+      result->inputs.emplace_back(config.inputs[i].name, args[i].array());
+    }
+  }
+  for (size_t i = 0; i < config.outputs.size(); ++i) {
+    if (local_outputs) {
+      KeepSharded(config.outputs[i].name, outputs.local[i], runtime, result->outputs, result->sharded_outputs);
+    } else {
+      result->outputs.emplace_back(config.outputs[i].name, outputs.global[i]);
+    }
+  }
+}
+
+// The numeric check: the outputs against the same program on one device.
+void CheckAgainstOneDevice(const ShardMapConfig& config, const CompiledProgram& program, const Mesh& mesh,
+                           const std::vector<ShardMapArg>& args, const std::vector<InSpec>& in_specs, bool spread,
+                           bool local_outputs, const RunOutputs& outputs, const Runtime& runtime,
+                           NumericCheck* check) {
+  std::vector<Array> want;
+  try {
+    // The one-device reference runs on the whole arrays; across ranks every rank makes them (for this check
+    // only) and compares its own blocks. A program too large for one process turns it off with `check: false`.
+    std::vector<ShardMapArg> whole;
+    for (size_t i = 0; i < config.inputs.size(); ++i)
+      whole.emplace_back(spread ? WholeInput(config.inputs[i]) : args[i].array());
+    want = RunOnOneDevice(ReferenceProgram(config), program, mesh.axis_names(), whole, in_specs);
+  } catch (const Error& e) {
+    // The sharded run accepted every step; a step the one-device mesh cannot express (an untiled psum_scatter or
+    // all_to_all needs the dimension to equal the real group's size) leaves the check not performed.
+    check->compared = fmt::format("the one-device reference cannot run this program: {}", e.message());
+    return;
+  }
+  check->performed = true;
+  check->compared = fmt::format("{} vs the same program on one device", fmt::join(ValueNames(config), ", "));
+  std::vector<CheckedValue> values;
+  if (local_outputs) {
+    values = CompareAcrossRanks(config, outputs.local, want, runtime);
+  } else {
+    for (size_t i = 0; i < outputs.global.size(); ++i)
+      values.push_back(CompareArrays(config.outputs[i].name, outputs.global[i], want[i], config.rtol, config.atol));
+  }
+  for (CheckedValue& c : values) {
+    check->passed = check->passed && c.passed;
+    check->max_abs_error = std::max(check->max_abs_error, c.max_abs_error);
+    check->max_rel_error = std::max(check->max_rel_error, c.max_rel_error);
+    check->values.push_back(std::move(c));
+  }
+}
+
 }  // namespace
 
 WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& config, const std::string& kind,
@@ -553,40 +657,14 @@ WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& 
   const bool local_outputs = spread && !whole_outputs;
 
   internal::CostRecorder recorder(context, mesh);
-  std::vector<int> step_ids;
-  for (size_t i = 0; i < config.steps.size(); ++i) {
-    const ProgramStep& s = config.steps[i];
-    step_ids.push_back(recorder.AddStep(s.name, s.op, program.ops[i]->collective ? StepKind::kCollective
-                                                                                 : StepKind::kCompute,
-                                        s.axes));
-  }
-  RuntimeOptions runtime_options = context.runtime;
-  // Eigen's GEMM keeps its blocking buffers on the stack (up to EIGEN_STACK_ALLOCATION_LIMIT, 128 KiB): a
-  // [128,256] x [256,128] matmul overflows the runtime's default fiber stack (RuntimeOptions::fiber_stack_bytes).
-  // Only touched pages are resident, so a larger reservation costs address space, not memory.
-  runtime_options.fiber_stack_bytes = std::max<size_t>(runtime_options.fiber_stack_bytes, kMinFiberStackBytes);
-  runtime_options.observer = &recorder;
-  runtime_options.op_cost_sink = &recorder;
-  Runtime runtime(mesh, runtime_options);
+  const std::vector<int> step_ids = RecordSteps(config, program, recorder);
+  Runtime runtime(mesh, ProgramRuntimeOptions(context, &recorder));
 
   std::vector<ShardMapArg> args;
   std::vector<InSpec> in_specs;
-  for (const ProgramInput& in : config.inputs) {
-    if (context.abstract) {
-      args.emplace_back(in.value.is_abstract() ? in.value : Array::Abstract(in.value.shape(), in.value.dtype()));
-    } else if (spread) {
-      args.emplace_back(LocalShards(in, mesh, runtime));
-    } else {
-      args.emplace_back(WholeInput(in));
-    }
-    in_specs.emplace_back(in.spec);
-    result.layouts.emplace_back(in.name, in.spec);
-  }
+  MakeArguments(context, config, spread, runtime, &args, &in_specs, &result);
   std::vector<PartitionSpec> out_specs;
-  for (const ProgramOutput& out : config.outputs) {
-    out_specs.push_back(out.spec);
-    result.layouts.emplace_back(out.name, out.spec);
-  }
+  for (const ProgramOutput& out : config.outputs) out_specs.push_back(out.spec);
 
   ShardMapOptions options;
   options.check_vma = config.check_vma;
@@ -595,14 +673,13 @@ WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& 
   if (local_outputs) options.share_outputs = ShareData::kShapesOnly;  // each rank keeps its own blocks
   ShardMapped f = ShardMap(Interpreter(config, program, &recorder, step_ids), mesh, in_specs, out_specs, options);
 
-  std::vector<Array> outputs;          // one process: global
-  std::vector<ShardedArray> sharded;   // across ranks: this rank's blocks
+  RunOutputs outputs;
   {
     const double start = recorder.WallNow();
     if (local_outputs) {
-      sharded = f.CallSharded(args);
+      outputs.local = f.CallSharded(args);
     } else {
-      outputs = f(args);
+      outputs.global = f(args);
     }
     result.wall_seconds = recorder.WallNow() - start;
   }
@@ -610,57 +687,14 @@ WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& 
   recorder.Finish(&result);
 
   result.memory = internal::MemoryOf(runtime, mesh);
-
   if (context.keep_arrays && !context.abstract) {
-    for (size_t i = 0; i < args.size(); ++i) {
-      if (spread) {
-        KeepSharded(config.inputs[i].name, args[i].sharded(), runtime, result.inputs, result.sharded_inputs);
-      } else {
-        result.inputs.emplace_back(config.inputs[i].name, args[i].array());
-      }
-    }
-    for (size_t i = 0; i < config.outputs.size(); ++i) {
-      if (local_outputs) {
-        KeepSharded(config.outputs[i].name, sharded[i], runtime, result.outputs, result.sharded_outputs);
-      } else {
-        result.outputs.emplace_back(config.outputs[i].name, outputs[i]);
-      }
-    }
+    KeepArrays(config, args, outputs, spread, local_outputs, runtime, &result);
   }
-
-  NumericCheck& check = result.check;
-  check.rtol = config.rtol;
-  check.atol = config.atol;
+  result.check.rtol = config.rtol;
+  result.check.atol = config.atol;
   if (context.abstract || !config.check) return result;
-  std::vector<Array> want;
-  try {
-    // The one-device reference runs on the whole arrays; across ranks every rank makes them (for this check
-    // only) and compares its own blocks. A program too large for one process turns it off with `check: false`.
-    std::vector<ShardMapArg> whole;
-    for (size_t i = 0; i < config.inputs.size(); ++i)
-      whole.emplace_back(spread ? WholeInput(config.inputs[i]) : args[i].array());
-    want = RunOnOneDevice(ReferenceProgram(config), program, mesh.axis_names(), whole, in_specs);
-  } catch (const Error& e) {
-    // The sharded run accepted every step; a step the one-device mesh cannot express (an untiled psum_scatter or
-    // all_to_all needs the dimension to equal the real group's size) leaves the check not performed.
-    check.compared = fmt::format("the one-device reference cannot run this program: {}", e.message());
-    return result;
-  }
-  check.performed = true;
-  check.compared = fmt::format("{} vs the same program on one device", fmt::join(ValueNames(config), ", "));
-  std::vector<CheckedValue> values;
-  if (local_outputs) {
-    values = CompareAcrossRanks(config, sharded, want, runtime);
-  } else {
-    for (size_t i = 0; i < outputs.size(); ++i)
-      values.push_back(CompareArrays(config.outputs[i].name, outputs[i], want[i], config.rtol, config.atol));
-  }
-  for (CheckedValue& c : values) {
-    check.passed = check.passed && c.passed;
-    check.max_abs_error = std::max(check.max_abs_error, c.max_abs_error);
-    check.max_rel_error = std::max(check.max_rel_error, c.max_rel_error);
-    check.values.push_back(std::move(c));
-  }
+  CheckAgainstOneDevice(config, program, mesh, args, in_specs, spread, local_outputs, outputs, runtime,
+                        &result.check);
   return result;
 }
 

@@ -28,8 +28,8 @@ namespace spmdsim::internal {
 // built (FindProgramOp), and each device then calls the entry's handler.
 enum class ProgramOp {
   kAbs, kAdd, kAllGather, kAllToAll, kAxisIndex, kBroadcastTo, kCast, kConcatenate, kDiv, kDot, kEinsum, kExp,
-  kGelu, kGeluGrad, kGreaterEqual, kLog, kLogSoftmax, kMatMul, kMax, kMaxReduce, kMean, kMin, kMinReduce, kMul, kNeg, kPmax,
-  kPmean, kPmin, kPow, kPpermute, kPsum, kPsumScatter, kRelu, kReluGrad, kReshape, kRsqrt, kSigmoid, kSilu,
+  kGelu, kGeluGrad, kGreaterEqual, kLog, kLogSoftmax, kMatMul, kMax, kMaxReduce, kMean, kMin, kMinReduce, kMul, kNeg,
+  kPmax, kPmean, kPmin, kPow, kPpermute, kPsum, kPsumScatter, kRelu, kReluGrad, kReshape, kRsqrt, kSigmoid, kSilu,
   kSlice, kSoftmax, kSoftmaxGrad, kSqrt, kSquare, kSub, kSum, kTanh, kTranspose,
 };
 

@@ -119,7 +119,8 @@ void CostRecorder::Record(int64_t device_position, const OpCost& cost) {
   e.pending_flops += flops;
   e.pending_bytes += bytes;
   // The dtype key always exists (PeakFlopsKey), so the model does not throw for valid op costs.
-  e.pending_nominal += compute_.Cost(flops, bytes, ContractionDims{cost.batch, cost.m, cost.n, cost.k}, d.peak_key).seconds;
+  e.pending_nominal +=
+      compute_.Cost(flops, bytes, ContractionDims{cost.batch, cost.m, cost.n, cost.k}, d.peak_key).seconds;
 }
 
 void CostRecorder::FlushLocal() {
@@ -321,7 +322,8 @@ void CostRecorder::ReplayAcrossRanks() {
   }
   // Events begun after the last flush were never charged (as in one process).
   for (size_t p = 0; p < devices_.size(); ++p) {
-    while (devices_[p].events.size() < events[p].size()) devices_[p].events.push_back(events[p][devices_[p].events.size()]);
+    while (devices_[p].events.size() < events[p].size())
+      devices_[p].events.push_back(events[p][devices_[p].events.size()]);
   }
 }
 

@@ -1,8 +1,8 @@
 // CostRecorder: the engines' link between the Runtime and the cost model. It is the RuntimeObserver of the
 // Runtime the workload runs on and that Runtime's op cost sink (RuntimeOptions::op_cost_sink, ops/cost.h):
 //  - a device marks the step it is in with BeginStep / EndStep (its own slot only);
-//  - every op the device runs is priced by the ComputeModel (cost/compute_model.h) when it is recorded and added to the device's pending
-//    local time for the current step;
+//  - every op the device runs is priced by the ComputeModel (cost/compute_model.h) when it is recorded and added
+//    to the device's pending local time for the current step;
 //  - at each collective (when every device waits, sim/observer.h) and at the end of the Run, the pending local
 //    time of every device is charged to its SimClocks clock, then the collective is costed per group by the
 //    CollectiveModel (cached per op/axes/bytes/pairs) and the groups advanced;
