@@ -37,9 +37,118 @@ std::vector<int64_t> ReadDims(Scanner& s) {
   return dims;
 }
 
-// "{1,0}" or "{1,0:T(8,128)S(1)}" (tiles and memory spaces skipped).
-std::vector<int64_t> ReadLayout(Scanner& s, int rank) {
+// The largest tile dimension, memory space or element size a layout may name.
+constexpr int64_t kMaxLayoutValue = int64_t{1} << 31;
+
+// "(n)" after a layout item's letter: a small non-negative integer.
+int64_t ReadLayoutNumber(Scanner& s, std::string_view what) {
+  if (s.Peek() != '(') s.Fail(fmt::format("expected '(' after {} in a layout, found {}", what, s.Found()));
+  s.set_pos(s.pos() + 1);
   const size_t at = s.pos();
+  const int64_t n = s.Int(what);
+  if (n < 0 || n > kMaxLayoutValue) s.FailAt(at, fmt::format("{} {} is outside 0..{}", what, n, kMaxLayoutValue));
+  if (s.Peek() != ')') s.Fail(fmt::format("expected ')' to close {}, found {}", what, s.Found()));
+  s.set_pos(s.pos() + 1);
+  return n;
+}
+
+// "T(8,128)(2,1)" after the 'T': one or more tiles, each dimension a positive integer or '*'.
+std::vector<std::vector<int64_t>> ReadTiles(Scanner& s) {
+  std::vector<std::vector<int64_t>> tiles;
+  if (s.Peek() != '(') s.Fail(fmt::format("expected '(' after T in a layout (T(8,128)), found {}", s.Found()));
+  while (s.Peek() == '(') {
+    s.set_pos(s.pos() + 1);
+    auto& tile = tiles.emplace_back();
+    while (true) {
+      if (s.Peek() == '*') {
+        s.set_pos(s.pos() + 1);
+        tile.push_back(Shape::kCombinedTileDimension);
+      } else {
+        const size_t at = s.pos();
+        const int64_t d = s.Int("a tile dimension");
+        if (d < 1 || d > kMaxLayoutValue) s.FailAt(at, fmt::format("tile dimension {} is outside 1..{}", d, kMaxLayoutValue));
+        tile.push_back(d);
+      }
+      if (tile.size() > static_cast<size_t>(kMaxRank)) s.Fail("a tile has too many dimensions");
+      const char c = s.Peek();
+      if (c != ',' && c != ')') s.Fail(fmt::format("expected ',' or ')' in a tile, found {}", s.Found()));
+      s.set_pos(s.pos() + 1);
+      if (c == ')') break;
+    }
+    if (tiles.size() > static_cast<size_t>(kMaxRank)) s.Fail("a layout has too many tiles");
+  }
+  return tiles;
+}
+
+// A layout item kept as text: its letters and one or more balanced "(...)" groups on this line.
+std::string ReadOtherLayoutItem(Scanner& s) {
+  const size_t begin = s.pos();
+  while (s.Peek() != '(' && s.Peek() != '}' && s.Peek() != '\n' && !s.AtEnd() && s.pos() - begin < 2) {
+    s.set_pos(s.pos() + 1);
+  }
+  if (s.Peek() != '(') s.FailAt(begin, "expected a layout item (T(...), E(n), S(n), L(n), #(type), *(type), SC(...), P(shape), M(n), D(...))");
+  while (s.Peek() == '(') {
+    int depth = 0;
+    do {
+      const char c = s.Peek();
+      if (s.AtEnd() || c == '\n') s.FailAt(begin, "unterminated layout item");
+      if (c == '(' || c == '{' || c == '[') ++depth;
+      if (c == ')' || c == '}' || c == ']') --depth;
+      if (depth > kMaxNesting) s.Fail("layout item nests too deeply");
+      s.set_pos(s.pos() + 1);
+    } while (depth > 0);
+  }
+  return std::string(s.text().substr(begin, s.pos() - begin));
+}
+
+// The items after ':' in a layout (xla/layout.cc prints them: T(...) L(n) #(t) *(t) E(n) S(n) SC(...) P(...)
+// M(n)), up to the closing '}'.
+void ReadLayoutItems(Scanner& s, Shape* shape) {
+  while (!s.AtEnd() && s.Peek() != '}') {
+    const size_t at = s.pos();
+    const char c = s.Peek();
+    const char next = s.PeekAt(1);
+    if (c == 'T' && next == '(') {
+      if (!shape->tiles.empty()) s.FailAt(at, "a layout has one T(...)");
+      s.set_pos(at + 1);
+      shape->tiles = ReadTiles(s);
+    } else if (c == 'E' && next == '(') {
+      s.set_pos(at + 1);
+      shape->element_size_in_bits = ReadLayoutNumber(s, "the element size E(n)");
+    } else if (c == 'S' && next == '(') {
+      s.set_pos(at + 1);
+      shape->memory_space = ReadLayoutNumber(s, "the memory space S(n)");
+    } else if (c == 'L' || c == '#' || c == '*' || c == 'M' || c == 'D' || c == 'P' || (c == 'S' && next == 'C')) {
+      shape->other_layout.push_back(ReadOtherLayoutItem(s));
+      if (shape->other_layout.size() > 16) s.FailAt(at, "a layout has too many items");
+    } else {
+      s.Fail(fmt::format("expected a layout item (T(...), E(n), S(n), L(n), #(type), *(type), SC(...), P(shape), "
+                         "M(n), D(...)) or '}}', found {}", s.Found()));
+    }
+  }
+}
+
+// Where the layout opened at `open` closes: the matching '}' on the same line (npos when there is none).
+size_t LayoutEnd(std::string_view text, size_t open) {
+  int depth = 0;
+  for (size_t i = open; i < text.size() && text[i] != '\n'; ++i) {
+    const char c = text[i];
+    if (c == '{' || c == '(' || c == '[') ++depth;
+    if (c == '}' || c == ')' || c == ']') --depth;
+    if (depth == 0) return i;
+  }
+  return std::string_view::npos;
+}
+
+// "{1,0}", "{1,0:T(8,128)(2,1)S(1)}", "{:S(2)}" (a scalar). A layout is written on one line.
+void ReadLayout(Scanner& outer, Shape* shape) {
+  const int rank = shape->rank();
+  const size_t at = outer.pos();
+  const size_t close = LayoutEnd(outer.text(), at);
+  if (close == std::string_view::npos || close >= at + outer.Rest().size()) {
+    outer.FailAt(at, "unterminated layout: no matching '}' on this line");
+  }
+  Scanner s(outer.source(), at, close + 1);
   s.Expect('{', "to open a layout");
   std::vector<int64_t> m;
   s.SkipSpace();
@@ -49,16 +158,12 @@ std::vector<int64_t> ReadLayout(Scanner& s, int rank) {
     s.SkipSpace();
     if (m.size() > static_cast<size_t>(kMaxRank)) s.Fail("layout has too many dimensions");
   }
-  if (s.TryConsume(':')) {
-    int depth = 0;
-    while (!s.AtEnd() && !(depth == 0 && s.Peek() == '}')) {
-      if (s.Peek() == '(') ++depth;
-      if (s.Peek() == ')') --depth;
-      if (s.Peek() == '\n') s.Fail("unterminated layout");
-      s.set_pos(s.pos() + 1);
-    }
+  if (s.Peek() == ':') {
+    s.set_pos(s.pos() + 1);
+    ReadLayoutItems(s, shape);
   }
   s.Expect('}', "to close a layout");
+  outer.set_pos(s.pos());
   if (!m.empty() && static_cast<int>(m.size()) != rank) {
     s.FailAt(at, fmt::format("layout has {} dimensions; the shape has {}", m.size(), rank));
   }
@@ -67,7 +172,7 @@ std::vector<int64_t> ReadLayout(Scanner& s, int rank) {
     if (d < 0 || d >= rank || seen[d]) s.FailAt(at, fmt::format("layout must be a permutation of 0..{}", rank - 1));
     seen[d] = true;
   }
-  return m;
+  shape->minor_to_major = std::move(m);
 }
 
 }  // namespace
@@ -99,7 +204,7 @@ Shape ReadShape(Scanner& s, int depth) {
   }
   Shape shape = Shape::Array(dtype, ReadDims(s));
   if (ElementCountOverflows(shape.dims, DTypeSize(dtype))) s.FailAt(at, "the shape's size overflows 64 bits");
-  if (s.Peek() == '{') shape.minor_to_major = ReadLayout(s, shape.rank());
+  if (s.Peek() == '{') ReadLayout(s, &shape);
   return shape;
 }
 
@@ -517,6 +622,15 @@ std::unique_ptr<Module> ParseModule(std::string_view text, std::string file) {
   std::unique_ptr<Module> module = ParseModuleUnverified(text, std::move(file));
   Verify(*module);
   return module;
+}
+
+Shape ParseShape(std::string_view text) {
+  const Source source(text, "<shape>");
+  Scanner s(source);
+  Shape shape = internal::ReadShape(s, 0);
+  s.SkipSpace();
+  if (!s.AtEnd()) s.Fail(fmt::format("unexpected text after the shape: {}", s.Found()));
+  return shape;
 }
 
 std::unique_ptr<Module> LoadModule(const std::string& path) {

@@ -40,6 +40,9 @@ std::unique_ptr<Module> ParseModule(std::string_view text, std::string file = "<
 std::unique_ptr<Module> ParseModuleUnverified(std::string_view text, std::string file = "<text>");
 // Reads `path` (a regular file of at most kMaxHloFileBytes, common/file.h) and parses it.
 std::unique_ptr<Module> LoadModule(const std::string& path);
+// One shape as XLA prints it, with its layout: ParseShape("bf16[8,128]{1,0:T(8,128)(2,1)S(1)}"). Throws like
+// ParseModule (the column is within `text`).
+Shape ParseShape(std::string_view text);
 
 }  // namespace spmdsim::hlo
 
