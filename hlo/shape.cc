@@ -193,6 +193,17 @@ bool Shape::Compatible(const Shape& other) const {
   return true;
 }
 
+bool Shape::CompatibleIgnoringFpPrecision(const Shape& other) const {
+  if (kind != other.kind) return false;
+  if (IsToken()) return true;
+  if (IsArray()) return (dtype == other.dtype || (IsFloating(dtype) && IsFloating(other.dtype))) && dims == other.dims;
+  if (tuple.size() != other.tuple.size()) return false;
+  for (size_t i = 0; i < tuple.size(); ++i) {
+    if (!tuple[i].CompatibleIgnoringFpPrecision(other.tuple[i])) return false;
+  }
+  return true;
+}
+
 std::string Shape::ToString(bool with_layout) const {
   if (IsToken()) return "token[]";
   if (IsTuple()) {

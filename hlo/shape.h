@@ -89,6 +89,9 @@ struct Shape {
   bool HasLayoutItems() const;
   // Same kind, dtype and dimensions (tuples: element-wise); layouts ignored.
   bool Compatible(const Shape& other) const;
+  // The same, but any two floating-point element types match (XLA's ShapeUtil::CompatibleIgnoringFpPrecision:
+  // bf16[4] and f32[4] do; s32[4] and f32[4] do not).
+  bool CompatibleIgnoringFpPrecision(const Shape& other) const;
   // "f32[2,3]", "(f32[2], s32[])" without layouts; with_layout adds the layout where one was given, as XLA
   // prints it: "{1,0}", "{1,0:T(8,128)(2,1)S(1)}", "{:S(2)}" (a scalar).
   std::string ToString(bool with_layout = false) const;

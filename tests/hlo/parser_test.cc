@@ -523,6 +523,16 @@ TEST(Parser, RefusesIntegersThatDoNotFitWhereTheyAreWritten) {
               HasSubstr("m.txt:5:47: channel_id '99999999999999999999' does not fit in 64 bits"));
 }
 
+// A parameter's sharding must fit it: the error is where the module says it, not only in the scenario.
+TEST(Verifier, LocatesAShardingThatDoesNotFitItsValue) {
+  EXPECT_THAT(ErrorOf("HloModule m, num_partitions=4\nENTRY %e {\n  ROOT %p = f32[4,4] parameter(0), sharding={devices=[2,2,2]<=[8]}\n}\n"),
+              HasSubstr("m.txt:3:3: %p (parameter): sharding {devices=[2,2,2]0,1,2,3,4,5,6,7} tiles 3 dimensions; f32[4,4] has 2"));
+  EXPECT_THAT(ErrorOf("HloModule m, num_partitions=2\nENTRY %e {\n  ROOT %p = f32[4] parameter(0), sharding={devices=[2]1,1}\n}\n"),
+              HasSubstr("m.txt:3:3: %p (parameter): sharding {devices=[2]1,1} names device 1 twice"));
+  EXPECT_THAT(ErrorOf("HloModule m\nENTRY %e {\n  ROOT %p = (f32[4], f32[]) parameter(0), sharding={{replicated}}\n}\n"),
+              HasSubstr("sharding {{replicated}} has 1 elements; the value (f32[4], f32[]) has 2 leaves"));
+}
+
 TEST(Parser, ReadsComplexAndF8Constants) {
   auto m = ParseModule(Entry("  %c = c64[2] constant({(1, -2), (0.5, 3)})\n  %s = c128[] constant((1, 0))\n"
                              "  %f = f8e4m3fn[2] constant({1.5, -448})\n  ROOT %t = (c64[2], c128[], f8e4m3fn[2]) tuple(%c, %s, %f)"));
@@ -535,6 +545,40 @@ TEST(Parser, ReadsComplexAndF8Constants) {
   EXPECT_EQ(m->entry()->instruction(1)->literal().bytes.size(), 16u);
   EXPECT_TRUE(m->entry()->instruction(2)->literal().elided);
   EXPECT_THAT(ErrorOf(Entry("  ROOT %c = c64[] constant((1, x))")), HasSubstr("m.txt:4:32: expected a number, found 'x'"));
+}
+
+// XLA's TPU and GPU pipelines verify with allow_mixed_precision: floating-point types may differ where XLA's
+// ShapeVerifier then allows it; IsMixedPrecision says which instructions rely on that.
+TEST(Verifier, AllowsMixedPrecisionAsXlasTpuAndGpuPipelinesDo) {
+  auto m = ParseModule(WithSum(
+      "  %a = f32[4] parameter(0)\n  %b = bf16[4,2] broadcast(%a), dimensions={0}\n"
+      "  %ar = bf16[4] all-reduce(%a), to_apply=%sum\n  %x = bf16[4] add(%a, %ar)\n"
+      "  ROOT %t = (bf16[4,2], bf16[4], bf16[4]) tuple(%b, %ar, %x)"));
+  std::string why;
+  EXPECT_TRUE(IsMixedPrecision(*m->entry()->instruction(1), &why));
+  EXPECT_EQ(why, "must keep the element type of f32[4]");
+  EXPECT_TRUE(IsMixedPrecision(*m->entry()->instruction(2), &why));
+  EXPECT_TRUE(IsMixedPrecision(*m->entry()->instruction(3), &why));
+  EXPECT_FALSE(IsMixedPrecision(*m->entry()->instruction(0), &why));
+  EXPECT_FALSE(IsMixedPrecision(*m->entry()->root(), &why));
+  // Integers and floats never mix.
+  EXPECT_THAT(ErrorOf(Entry("  %a = s32[4] parameter(0)\n  ROOT %b = f32[4,2] broadcast(%a), dimensions={0}")),
+              HasSubstr("must keep the element type of s32[4]"));
+}
+
+TEST(Verifier, ChecksCopyStartSendAndRecvAsXlaDoes) {
+  EXPECT_THAT(ErrorOf(Entry("  %a = f32[4] parameter(0)\n  ROOT %c = (f32[4], f32[4]) copy-start(%a)")),
+              HasSubstr("%c (copy-start): must produce (f32[4], f32[4], u32[]) (destination, source, context)"));
+  EXPECT_THAT(ErrorOf(Entry("  %a = f32[4] parameter(0)\n  %t = token[] after-all()\n"
+                            "  ROOT %s = (f32[2], u32[], token[]) send(%a, %t), channel_id=1")),
+              HasSubstr("%s (send): declared shape (f32[2], u32[], token[]) does not match (f32[4], u32[], token[])"));
+  EXPECT_THAT(ErrorOf(Entry("  %a = f32[8] parameter(0)\n  %s = ((f32[8]), f32[4], s32[]) slice-start(%a), slice={[0:4]}\n"
+                            "  ROOT %d = f32[4] copy-done(%s)")),
+              HasSubstr("%d (copy-done): its operand must be a copy-start, not an async-start"));
+  EXPECT_THAT(ErrorOf(Entry("  %a = f32[4] parameter(0)\n  ROOT %d = token[] send-done(%a), channel_id=1")),
+              HasSubstr("%d (send-done): its operand must be a send ((data, u32[], token[])), not f32[4]"));
+  EXPECT_THAT(ErrorOf(Entry("  %a = f32[4] parameter(0)\n  ROOT %r = f32[4] reduce-precision(%a), exponent_bits=0, mantissa_bits=2")),
+              HasSubstr("exponent_bits=0 must be >= 1"));
 }
 
 }  // namespace
