@@ -71,8 +71,8 @@ class SupportedModule {
   MemoryEstimate memory_;
 };
 
-// Whether one instruction can run (its opcode / custom-call target); false with the reason in *why.
-bool IsSupported(const Instruction& ins, std::string* why);
+// Whether one instruction can be used so (its opcode / custom-call target); false with the reason in *why.
+bool IsSupported(const Instruction& ins, SupportedModule::Use use, std::string* why);
 
 }  // namespace spmdsim::hlo
 
