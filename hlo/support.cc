@@ -12,10 +12,22 @@ namespace {
 
 constexpr char kListed[] = "docs/hlo.md lists what runs";
 
+// Elementwise ops XLA knows that the interpreter has no kernel for (complex parts; the inverse and hyperbolic
+// functions JAX expands before XLA sees them; mulhi).
+bool HasNoKernel(Opcode op) {
+  switch (op) {
+    case Opcode::kReal: case Opcode::kImag: case Opcode::kComplex: case Opcode::kAcos: case Opcode::kAcosh:
+    case Opcode::kAsin: case Opcode::kAsinh: case Opcode::kAtan: case Opcode::kAtanh: case Opcode::kCosh:
+    case Opcode::kSinh: case Opcode::kMulhi:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // What the interpreter runs: every opcode of a JAX program XLA CPU compiles.
 bool RunsWithData(Opcode op) {
-  if (IsElementwiseUnary(op)) return op != Opcode::kReal && op != Opcode::kImag;
-  if (IsElementwiseBinary(op)) return op != Opcode::kComplex;
+  if (IsElementwiseUnary(op) || IsElementwiseBinary(op)) return !HasNoKernel(op);
   switch (op) {
     case Opcode::kSelect: case Opcode::kClamp: case Opcode::kConvert: case Opcode::kBitcastConvert:
     case Opcode::kReducePrecision:
@@ -42,7 +54,7 @@ bool RunsWithData(Opcode op) {
 // What an abstract run (shapes and the cost model) also accepts: the opcodes XLA's TPU and GPU compilers emit
 // beside those (prefetches, host transfers and multi-slice send / recv, dynamic shapes' sizes, ragged all-to-all).
 bool RunsAbstract(Opcode op) {
-  if (RunsWithData(op)) return true;
+  if (RunsWithData(op) || IsElementwiseUnary(op) || IsElementwiseBinary(op)) return true;
   switch (op) {
     case Opcode::kCopyStart: case Opcode::kCopyDone: case Opcode::kSend: case Opcode::kRecv:
     case Opcode::kSendDone: case Opcode::kRecvDone: case Opcode::kRaggedAllToAll:

@@ -120,6 +120,8 @@ bool FloatOnly(Opcode op) {
     case Opcode::kExpm1: case Opcode::kFloor: case Opcode::kIsFinite: case Opcode::kLog: case Opcode::kLog1p:
     case Opcode::kLogistic: case Opcode::kRoundNearestAfz: case Opcode::kRoundNearestEven: case Opcode::kRsqrt:
     case Opcode::kSin: case Opcode::kSqrt: case Opcode::kTan: case Opcode::kTanh: case Opcode::kAtan2:
+    case Opcode::kAcos: case Opcode::kAcosh: case Opcode::kAsin: case Opcode::kAsinh: case Opcode::kAtan:
+    case Opcode::kAtanh: case Opcode::kCosh: case Opcode::kSinh:
       return true;
     default:
       return false;
@@ -131,7 +133,7 @@ bool IntOrPredOnly(Opcode op) {
 }
 
 bool IntOnly(Opcode op) {
-  return op == Opcode::kPopulationCount || op == Opcode::kClz || op == Opcode::kShiftLeft ||
+  return op == Opcode::kPopulationCount || op == Opcode::kClz || op == Opcode::kShiftLeft || op == Opcode::kMulhi ||
          op == Opcode::kShiftRightArithmetic || op == Opcode::kShiftRightLogical;
 }
 

@@ -230,6 +230,36 @@ TEST(Parser, ReadsWhileTripCountsConvolutionsAndTheOlderOperandForm) {
   EXPECT_EQ(m->entry()->instruction(4)->attrs().known_trip_count, 4);
 }
 
+// Every opcode of xla/hlo/ir/hlo_opcode.h (HLO_OPCODE_LIST) is known, so that "not one of XLA's" is never said of
+// one XLA prints.
+TEST(Parser, KnowsEveryOpcodeXlaPrints) {
+  const char* const kXlaOpcodes[] = {
+      "abs", "acos", "acosh", "add", "add-dependency", "after-all", "all-gather", "all-gather-done",
+      "all-gather-start", "all-reduce", "all-reduce-done", "all-reduce-start", "all-to-all", "and", "asin",
+      "asinh", "async-done", "async-start", "async-update", "atan", "atan2", "atanh", "batch-norm-grad",
+      "batch-norm-inference", "batch-norm-training", "bitcast", "bitcast-convert", "broadcast", "call", "cbrt",
+      "ceil", "cholesky", "clamp", "count-leading-zeros", "collective-broadcast", "collective-permute",
+      "collective-permute-done", "collective-permute-start", "collective-reduce", "compare", "complex",
+      "concatenate", "conditional", "constant", "convert", "convolution", "copy", "copy-done", "copy-start",
+      "cosine", "cosh", "custom-call", "divide", "domain", "dot", "dynamic-reshape", "dynamic-slice",
+      "dynamic-update-slice", "erf", "exponential", "exponential-minus-one", "fft", "floor", "fusion", "gather",
+      "get-dimension-size", "get-tuple-element", "imag", "infeed", "iota", "is-finite", "log", "log-plus-one",
+      "logistic", "map", "maximum", "minimum", "mulhi", "multiply", "negate", "not", "opt-barrier", "or",
+      "outfeed", "pad", "parameter", "partition-id", "popcnt", "power", "ragged-all-to-all", "ragged-dot", "real",
+      "recv", "recv-done", "reduce", "reduce-precision", "reduce-scatter", "reduce-window", "remainder",
+      "replica-id", "reshape", "reverse", "rng", "rng-bit-generator", "rng-get-and-update-state",
+      "round-nearest-afz", "round-nearest-even", "rsqrt", "scaled-dot", "scan", "scatter", "select",
+      "select-and-scatter", "send", "send-done", "set-dimension-size", "shift-left", "shift-right-arithmetic",
+      "shift-right-logical", "shuffle", "sign", "sine", "sinh", "slice", "sort", "sqrt", "stochastic-convert",
+      "subtract", "tan", "tanh", "topk", "transpose", "triangular-solve", "tuple", "while", "xor"};
+  for (const char* name : kXlaOpcodes) {
+    Opcode op = Opcode::kAdd;
+    EXPECT_TRUE(ParseOpcode(name, &op)) << name;
+    EXPECT_EQ(OpcodeName(op), name);
+  }
+  EXPECT_EQ(std::size(kXlaOpcodes), 136u);
+}
+
 TEST(Parser, ErrorsNameFileLineAndColumn) {
   EXPECT_EQ(ErrorOf(Entry("  ROOT %x = f32[] foo()")), "m.txt:4:19: unknown opcode 'foo': not one of XLA's (add, dot, fusion, all-reduce, ...)");
   EXPECT_THAT(ErrorOf(Entry("  ROOT %x = f32[] negate(%y)")),
