@@ -1,6 +1,7 @@
 // The typed readers of the attributes that carry semantics (hlo/internal/scanner.h). Each reads the value text
 // of one attribute and fails at the column of what is wrong, saying what would be valid.
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <string>
 
@@ -556,37 +557,110 @@ Sharding ReadSharding(Scanner& s, int depth) {
   return out;
 }
 
-std::string ReadOpName(Scanner& s) {
+void ReadMetadata(Scanner& s, Attributes* a) {
   s.Expect('{', "to open metadata={...}");
-  std::string op_name;
   while (!s.TryConsume('}')) {
     std::string_view key = s.Name("a metadata field");
     s.Expect('=', fmt::format("after metadata field {}", key));
     s.SkipSpace();
     if (key == "op_name") {
-      op_name = s.QuotedString("op_name");
+      a->op_name = s.QuotedString("op_name");
+    } else if (key == "op_type") {
+      a->op_type = s.QuotedString("op_type");
+    } else if (key == "source_file") {
+      a->source_file = s.QuotedString("source_file");
+    } else if (key == "scheduling_name") {
+      a->scheduling_name = s.QuotedString("scheduling_name");
+    } else if (key == "deduplicated_name") {
+      a->deduplicated_name = s.QuotedString("deduplicated_name");
+    } else if (key == "source_line") {
+      a->source_line = s.Int("source_line");
+    } else if (key == "stack_frame_id") {
+      const size_t at = s.pos();
+      a->stack_frame_id = s.Int("stack_frame_id");
+      if (a->stack_frame_id < 0) s.FailAt(at, "stack_frame_id must be >= 0");
     } else {
-      s.RawValue("metadata field");
+      s.RawValue("metadata field");  // source_end_line, source_column, profile_type, preserve_layout, ...
     }
-    s.TryConsume(',');
+    s.TryConsume(',');  // older texts separate the items with commas
   }
-  return op_name;
 }
 
-int64_t ReadKnownTripCount(std::string_view config) {
-  std::string text(config);
-  text.erase(std::remove(text.begin(), text.end(), '\\'), text.end());
-  const std::string key = "\"known_trip_count\":{\"n\":\"";
-  const size_t at = text.find(key);
-  if (at == std::string::npos) return -1;
-  int64_t n = 0;
-  size_t i = at + key.size();
-  bool any = false;
-  while (i < text.size() && text[i] >= '0' && text[i] <= '9' && n < (int64_t{1} << 50)) {
-    n = n * 10 + (text[i++] - '0');
-    any = true;
+std::map<std::string, std::string> ReadFrontendAttributes(Scanner& s) {
+  s.Expect('{', "to open frontend_attributes={...}");
+  std::map<std::string, std::string> out;
+  while (!s.TryConsume('}')) {
+    if (!out.empty()) s.Expect(',', "between frontend attributes");
+    s.SkipSpace();
+    const size_t at = s.pos();
+    std::string key(s.Name("a frontend attribute name"));
+    s.Expect('=', fmt::format("after frontend attribute {}", key));
+    s.SkipSpace();
+    std::string value;
+    if (s.Peek() == '"') {
+      value = s.QuotedString(key);
+    } else {
+      auto [b, e] = s.RawValue(key);
+      value = ValidUtf8(s.text().substr(b, e - b));
+    }
+    if (!out.emplace(std::move(key), std::move(value)).second) s.FailAt(at, "a frontend attribute is given twice");
+    if (out.size() > (size_t{1} << 16)) s.Fail("too many frontend attributes");
   }
-  return any ? n : -1;
+  return out;
+}
+
+namespace {
+
+// "(n, {shape index}" after '(' ... for both aliasing forms.
+void ReadAliasTarget(Scanner& s, std::string_view what, int64_t* number, std::vector<int64_t>* index) {
+  s.Expect('(', fmt::format("to open {} (number, {{shape index}})", what));
+  s.SkipSpace();
+  const size_t at = s.pos();
+  *number = s.Int(fmt::format("the {} number", what));
+  if (*number < 0) s.FailAt(at, fmt::format("the {} number must be >= 0", what));
+  s.Expect(',', fmt::format("after the {} number", what));
+  *index = ReadIntList(s, "a shape index");
+}
+
+}  // namespace
+
+std::vector<OutputOperandAlias> ReadOutputOperandAliasing(Scanner& s) {
+  s.Expect('{', "to open output_to_operand_aliasing={...}");
+  std::vector<OutputOperandAlias> out;
+  while (!s.TryConsume('}')) {
+    if (!out.empty()) s.Expect(',', "between aliasing entries");
+    OutputOperandAlias& alias = out.emplace_back();
+    alias.output_index = ReadIntList(s, "the output shape index");
+    s.Expect(':', "after the output shape index ({output}: (operand, {operand index}))");
+    ReadAliasTarget(s, "operand", &alias.operand_number, &alias.operand_index);
+    s.Expect(')', "to close an aliasing entry");
+    if (out.size() > (size_t{1} << 16)) s.Fail("too many aliasing entries");
+  }
+  return out;
+}
+
+std::vector<InputOutputAlias> ReadInputOutputAliases(Scanner& s) {
+  s.Expect('{', "to open input_output_alias={...}");
+  std::vector<InputOutputAlias> out;
+  while (!s.TryConsume('}')) {
+    if (!out.empty()) s.Expect(',', "between aliases");
+    InputOutputAlias& alias = out.emplace_back();
+    alias.output_index = ReadIntList(s, "the output shape index");
+    s.Expect(':', "after the output shape index ({output}: (parameter, {index}, may-alias))");
+    ReadAliasTarget(s, "parameter", &alias.parameter_number, &alias.parameter_index);
+    if (s.TryConsume(',')) {
+      s.SkipSpace();
+      const size_t at = s.pos();
+      const std::string_view kind = s.Name("the alias kind (may-alias or must-alias)");
+      if (kind != "may-alias" && kind != "must-alias") {
+        s.FailAt(at, fmt::format("alias kind {} is not may-alias or must-alias", QuoteForError(kind)));
+      }
+      alias.must_alias = kind == "must-alias";
+    }
+    s.Expect(')', "to close an alias");
+    if (out.size() > (size_t{1} << 16)) s.Fail("too many aliases");
+  }
+  return out;
 }
 
 ComparisonDirection ReadDirection(Scanner& s) {

@@ -44,8 +44,20 @@ std::string Module::Where(TextLocation location) const {
 
 int64_t Module::instruction_count() const {
   int64_t n = 0;
-  for (const auto& c : computations_) n += c->instruction_count();
+  for (const auto& c : computations_) n += c->is_async_wrapped() ? 0 : c->instruction_count();
   return n;
+}
+
+const StackFrame* Module::stack_frame(int64_t id) const {
+  if (id < 1 || id > stack_frame_count()) return nullptr;
+  return &stack_frames_[static_cast<size_t>(id - 1)];
+}
+
+const Instruction* AsyncWrapped(const Instruction& async_op) {
+  const Opcode op = async_op.opcode();
+  if (op != Opcode::kAsyncStart && op != Opcode::kAsyncUpdate && op != Opcode::kAsyncDone) return nullptr;
+  if (async_op.called().empty()) return nullptr;
+  return async_op.called()[0]->root();
 }
 
 }  // namespace spmdsim::hlo

@@ -117,6 +117,36 @@ struct Sharding {
   std::string ToString() const;
 };
 
+// output_to_operand_aliasing={{0}: (1, {})} (fusion, custom-call, async-start): the output at `output_index`
+// shares the buffer of operand `operand_number` at `operand_index` (shape indices; {} is the whole value).
+struct OutputOperandAlias {
+  std::vector<int64_t> output_index;
+  int64_t operand_number = 0;
+  std::vector<int64_t> operand_index;
+};
+
+// The module header's input_output_alias={ {0}: (0, {}, may-alias), {1}: (1, {}, must-alias) }: the entry's
+// output at `output_index` reuses the buffer of parameter `parameter_number` at `parameter_index` (a donated
+// argument). must-alias: the runtime must alias them; may-alias: it may.
+struct InputOutputAlias {
+  std::vector<int64_t> output_index;
+  int64_t parameter_number = 0;
+  std::vector<int64_t> parameter_index;
+  bool must_alias = false;
+};
+
+// One Python stack frame of the module's debug information (the FileNames, FunctionNames, FileLocations and
+// StackFrames sections after the header), which metadata's stack_frame_id names.
+//   FileLocations  3 {file_name_id=1 function_name_id=3 line=133 end_line=133 column=18 end_column=18}
+//   StackFrames    3 {file_location_id=3 parent_frame_id=3}      (parent_frame_id is the parent's id + 1)
+// -> frame 3: file "/work/step.py", function "step", line 133, column 18, parent frame 2.
+struct StackFrame {
+  std::string file;
+  std::string function;
+  int64_t line = 0, end_line = 0, column = 0, end_column = 0;
+  int64_t parent_id = 0;  // the calling frame's id (1-based); 0 for the outermost frame
+};
+
 // Each group of a collective in order, each a list of ids (replica, partition or global device ids, as the
 // instruction's mode says; XLA's CollectiveOpGroupMode). Empty: every id in one group.
 using ReplicaGroups = std::vector<std::vector<int64_t>>;
@@ -158,13 +188,36 @@ struct Attributes {
   // while: backend_config={"known_trip_count":{"n":"4"}, ...}; -1 when absent.
   int64_t known_trip_count = -1;
   std::optional<Sharding> sharding;
-  std::string op_name;                      // metadata={op_name="jit(f)/dot_general" ...}
+  // metadata={op_name="jit(f)/dot_general" stack_frame_id=3 scheduling_name="dot.1" ...} (space-separated items).
+  std::string op_name;
+  std::string op_type, source_file, scheduling_name, deduplicated_name;
+  int64_t source_line = 0;
+  int64_t stack_frame_id = 0;               // Module::stack_frame(id); 0: none
+  // frontend_attributes={_xla_megascale_target="{1,2}x{0:15}",chain_id="0"}: key -> value (unquoted).
+  std::map<std::string, std::string> frontend_attributes;
+  // backend_config: the text as written (a JSON object, or a quoted string's value); what carries meaning is read
+  // into the fields below (and known_trip_count above) when it is JSON.
+  std::string backend_config;
+  bool is_sync = false;                     // GPU collective_backend_config.is_sync
+  bool is_pipelined = false;                // GPU collective_backend_config.is_pipelined
+  std::string gpu_fusion_kind;              // GPU fusion_backend_config.kind: "__triton_nested_gemm_fusion",
+                                            // "__triton", "__custom_fusion", "__cudnn$fmha", ...
+  bool has_async_collective_fusion_config = false;  // TPU: an all-gather fused into an async collective fusion
+  std::vector<OutputOperandAlias> output_to_operand_aliasing;  // fusion, custom-call, async-start
+  std::optional<int64_t> cross_program_prefetch_index;        // copy-start (TPU cross-program prefetch)
+  bool is_host_transfer = false;            // send, recv, send-done, recv-done
+  std::vector<Shape> operand_layout_constraints;  // custom-call: {s32[1024]{0:T(1024)}, ...}
+  bool custom_call_has_side_effect = false;
+  std::string api_version;                  // custom-call: API_VERSION_ORIGINAL, API_VERSION_TYPED_FFI, ...
+  // async-start (and the X-start shorthand): the thread the wrapped computation runs on ("sparsecore" on TPU7x).
+  std::string async_execution_thread = "main";
   // Every attribute as written (name -> value text), including the typed ones.
   std::vector<std::pair<std::string, std::string>> raw;
 };
 
-// A constant's elements, row-major, each in its dtype's native size (pred: one byte 0/1; bf16/f16: the bits).
-// `elided` when the text printed {...} (XLA elides large constants unless asked to print them).
+// A constant's elements, row-major, each in its dtype's native size (pred: one byte 0/1; bf16/f16: the bits;
+// c64/c128: real then imaginary part). `elided` when the text printed {...} (XLA elides large constants unless asked
+// to print them), and for f8 constants, whose values are read but not kept (no f8 arithmetic: they run abstract).
 struct Literal {
   std::vector<uint8_t> bytes;
   bool elided = false;
@@ -182,13 +235,17 @@ class Instruction {
   // two operands is listed twice).
   const std::vector<const Instruction*>& users() const { return users_; }
   // The computations it calls, by role: to_apply (reduce, all-reduce, map, sort comparator, scatter, reduce-window,
-  // select-and-scatter's scatter), calls (fusion, call, async-start), condition + body (while), branch_computations
-  // or true + false (conditional), select (select-and-scatter).
+  // select-and-scatter's scatter, call), calls (fusion, call, async-start), condition + body (while),
+  // branch_computations or true + false (conditional), select (select-and-scatter). async-update and async-done
+  // call their async-start's wrapped computation.
   const std::vector<const Computation*>& called() const { return called_; }
   const Computation* to_apply() const { return to_apply_; }
   const Computation* select() const { return select_; }
   const Attributes& attrs() const { return attrs_; }
   const Literal& literal() const { return literal_; }  // constant only
+  // control-predecessors={%a, %b}: instructions of the same computation that must run before this one (ordering
+  // only; no data flows).
+  const std::vector<const Instruction*>& control_predecessors() const { return control_predecessors_; }
   TextLocation location() const { return location_; }
   // Index in its computation's instruction list (the schedule order).
   int32_t index() const { return index_; }
@@ -210,10 +267,19 @@ class Instruction {
   const Computation* select_ = nullptr;
   Attributes attrs_;
   Literal literal_;
+  std::vector<const Instruction*> control_predecessors_;
   TextLocation location_;
   int32_t index_ = 0;
   const Computation* parent_ = nullptr;
 };
+
+// The instruction an async-start, async-update or async-done wraps: the root of its wrapped computation
+// (`reduce-scatter-start(...)` is read as an async-start wrapping a reduce-scatter, as XLA's parser reads it);
+// nullptr for any other instruction.
+// Example: for %rs = ((bf16[512]), bf16[64]) reduce-scatter-start(%x), dimensions={0}, to_apply=%add and its
+//   %rsd = bf16[64] reduce-scatter-done(%rs): AsyncWrapped(*rs)->opcode() == AsyncWrapped(*rsd)->opcode() ==
+//   Opcode::kReduceScatter, with dimensions {0} and to_apply %add.
+const Instruction* AsyncWrapped(const Instruction& async_op);
 
 class Computation {
  public:
@@ -227,11 +293,19 @@ class Computation {
   const Instruction* parameter(int64_t i) const { return parameters_[i]; }
   TextLocation location() const { return location_; }
   const Module* module() const { return module_; }
+  // The computation's trailer `}, execution_thread="sparsecore"`: the thread it runs on ("main" by default).
+  const std::string& execution_thread() const { return execution_thread_; }
+  // Made by the parser for an async shorthand (`reduce-scatter-start(...)`, `call-start(...)`): parameters for the
+  // start's operands and the wrapped instruction as root, named "<start>.async_wrapped". Not in the text: its
+  // instructions are located at the start's and are not counted by Module::instruction_count().
+  bool is_async_wrapped() const { return is_async_wrapped_; }
 
  private:
   friend class Parser;
   std::string name_;
   bool is_entry_ = false;
+  bool is_async_wrapped_ = false;
+  std::string execution_thread_ = "main";
   std::vector<std::unique_ptr<Instruction>> instructions_;
   std::vector<const Instruction*> parameters_;  // by parameter number
   const Instruction* root_ = nullptr;
@@ -261,9 +335,21 @@ class Module {
   const std::optional<Shape>& entry_result_layout() const { return entry_result_layout_; }
   // Header attributes as written (name -> value text).
   const std::vector<std::pair<std::string, std::string>>& header_attributes() const { return header_; }
+  // input_output_alias={...}: the entry's outputs that reuse parameters' buffers (verified: both exist and have
+  // the same array shape).
+  const std::vector<InputOutputAlias>& input_output_aliases() const { return input_output_aliases_; }
+  // The header's frontend_attributes={key="value", ...}: key -> value (a quoted value unquoted, a braced one as
+  // written).
+  const std::map<std::string, std::string, std::less<>>& frontend_attributes() const { return frontend_attributes_; }
+  // The debug information's stack frames (ids 1..stack_frame_count()).
+  int64_t stack_frame_count() const { return static_cast<int64_t>(stack_frames_.size()); }
+  // Frame `id` (metadata's stack_frame_id), or nullptr for 0 or an id the module does not list.
+  const StackFrame* stack_frame(int64_t id) const;
+  // The Python source location of an instruction: its stack frame (follow parent_id for the callers), or nullptr.
+  const StackFrame* SourceOf(const Instruction& ins) const { return stack_frame(ins.attrs().stack_frame_id); }
   // "file:line:col".
   std::string Where(TextLocation location) const;
-  // Every instruction in every computation.
+  // Every instruction written in the text (not those of the computations an async shorthand makes).
   int64_t instruction_count() const;
 
  private:
@@ -279,6 +365,9 @@ class Module {
   std::vector<Shape> entry_parameter_layouts_;
   std::optional<Shape> entry_result_layout_;
   std::vector<std::pair<std::string, std::string>> header_;
+  std::vector<InputOutputAlias> input_output_aliases_;
+  std::map<std::string, std::string, std::less<>> frontend_attributes_;
+  std::vector<StackFrame> stack_frames_;
 };
 
 }  // namespace spmdsim::hlo

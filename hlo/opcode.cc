@@ -40,7 +40,9 @@ bool IsElementwiseUnary(Opcode opcode) {
     case Opcode::kIsFinite: case Opcode::kLog: case Opcode::kLog1p: case Opcode::kLogistic:
     case Opcode::kNegate: case Opcode::kNot: case Opcode::kPopulationCount: case Opcode::kReal:
     case Opcode::kRoundNearestAfz: case Opcode::kRoundNearestEven: case Opcode::kRsqrt: case Opcode::kSign:
-    case Opcode::kSin: case Opcode::kSqrt: case Opcode::kTan: case Opcode::kTanh:
+    case Opcode::kSin: case Opcode::kSqrt: case Opcode::kTan: case Opcode::kTanh: case Opcode::kAcos:
+    case Opcode::kAcosh: case Opcode::kAsin: case Opcode::kAsinh: case Opcode::kAtan: case Opcode::kAtanh:
+    case Opcode::kCosh: case Opcode::kSinh:
       return true;
     default:
       return false;
@@ -53,7 +55,7 @@ bool IsElementwiseBinary(Opcode opcode) {
     case Opcode::kDivide: case Opcode::kMaximum: case Opcode::kMinimum: case Opcode::kMultiply:
     case Opcode::kOr: case Opcode::kPower: case Opcode::kRemainder: case Opcode::kShiftLeft:
     case Opcode::kShiftRightArithmetic: case Opcode::kShiftRightLogical: case Opcode::kSubtract:
-    case Opcode::kXor:
+    case Opcode::kXor: case Opcode::kMulhi:
       return true;
     default:
       return false;
@@ -66,7 +68,7 @@ bool IsCollective(Opcode opcode) {
     case Opcode::kAllReduce: case Opcode::kAllReduceStart: case Opcode::kAllReduceDone:
     case Opcode::kAllToAll: case Opcode::kCollectiveBroadcast: case Opcode::kCollectivePermute:
     case Opcode::kCollectivePermuteStart: case Opcode::kCollectivePermuteDone: case Opcode::kReduceScatter:
-    case Opcode::kRaggedAllToAll:
+    case Opcode::kRaggedAllToAll: case Opcode::kCollectiveReduce:
       return true;
     default:
       return false;

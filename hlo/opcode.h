@@ -1,5 +1,7 @@
 // HloOpcode: every opcode XLA's HLO text can hold, spelled as XLA prints it ("add", "all-reduce-start",
-// "dynamic-update-slice"). The parser knows all of them; which ones spmdsim executes and prices is decided
+// "dynamic-update-slice"): xla/hlo/ir/hlo_opcode.h's HLO_OPCODE_LIST, all of it. XLA's async shorthand
+// ("reduce-scatter-start", "call-done") is not an opcode: the parser reads it as async-start / async-done around the
+// opcode before the suffix (hlo/parser.h). The parser knows all of them; which ones spmdsim executes and prices is decided
 // by hlo/support.h, which refuses the rest before anything runs.
 //
 // Thread safety: pure functions.
@@ -14,6 +16,8 @@ namespace spmdsim::hlo {
 // X(enumerator, "text name")
 #define SPMDSIM_HLO_OPCODES(X)                                      \
   X(kAbs, "abs")                                                    \
+  X(kAcos, "acos")                                                  \
+  X(kAcosh, "acosh")                                                \
   X(kAdd, "add")                                                    \
   X(kAddDependency, "add-dependency")                               \
   X(kAfterAll, "after-all")                                         \
@@ -25,10 +29,14 @@ namespace spmdsim::hlo {
   X(kAllReduceDone, "all-reduce-done")                              \
   X(kAllToAll, "all-to-all")                                        \
   X(kAnd, "and")                                                    \
+  X(kAsin, "asin")                                                  \
+  X(kAsinh, "asinh")                                                \
   X(kAsyncStart, "async-start")                                     \
   X(kAsyncUpdate, "async-update")                                   \
   X(kAsyncDone, "async-done")                                       \
+  X(kAtan, "atan")                                                  \
   X(kAtan2, "atan2")                                                \
+  X(kAtanh, "atanh")                                                \
   X(kBatchNormGrad, "batch-norm-grad")                              \
   X(kBatchNormInference, "batch-norm-inference")                    \
   X(kBatchNormTraining, "batch-norm-training")                      \
@@ -45,6 +53,7 @@ namespace spmdsim::hlo {
   X(kCollectivePermute, "collective-permute")                       \
   X(kCollectivePermuteStart, "collective-permute-start")            \
   X(kCollectivePermuteDone, "collective-permute-done")              \
+  X(kCollectiveReduce, "collective-reduce")                         \
   X(kCompare, "compare")                                            \
   X(kComplex, "complex")                                            \
   X(kConcatenate, "concatenate")                                    \
@@ -56,6 +65,7 @@ namespace spmdsim::hlo {
   X(kCopyStart, "copy-start")                                       \
   X(kCopyDone, "copy-done")                                         \
   X(kCos, "cosine")                                                 \
+  X(kCosh, "cosh")                                                  \
   X(kCustomCall, "custom-call")                                     \
   X(kDivide, "divide")                                              \
   X(kDomain, "domain")                                              \
@@ -82,6 +92,7 @@ namespace spmdsim::hlo {
   X(kMap, "map")                                                    \
   X(kMaximum, "maximum")                                            \
   X(kMinimum, "minimum")                                            \
+  X(kMulhi, "mulhi")                                                \
   X(kMultiply, "multiply")                                          \
   X(kNegate, "negate")                                              \
   X(kNot, "not")                                                    \
@@ -94,6 +105,7 @@ namespace spmdsim::hlo {
   X(kPopulationCount, "popcnt")                                     \
   X(kPower, "power")                                                \
   X(kRaggedAllToAll, "ragged-all-to-all")                           \
+  X(kRaggedDot, "ragged-dot")                                       \
   X(kReal, "real")                                                  \
   X(kRecv, "recv")                                                  \
   X(kRecvDone, "recv-done")                                         \
@@ -111,6 +123,8 @@ namespace spmdsim::hlo {
   X(kRoundNearestAfz, "round-nearest-afz")                          \
   X(kRoundNearestEven, "round-nearest-even")                        \
   X(kRsqrt, "rsqrt")                                                \
+  X(kScaledDot, "scaled-dot")                                       \
+  X(kScan, "scan")                                                  \
   X(kScatter, "scatter")                                            \
   X(kSelect, "select")                                              \
   X(kSelectAndScatter, "select-and-scatter")                        \
@@ -120,8 +134,10 @@ namespace spmdsim::hlo {
   X(kShiftLeft, "shift-left")                                       \
   X(kShiftRightArithmetic, "shift-right-arithmetic")                \
   X(kShiftRightLogical, "shift-right-logical")                      \
+  X(kShuffle, "shuffle")                                            \
   X(kSign, "sign")                                                  \
   X(kSin, "sine")                                                   \
+  X(kSinh, "sinh")                                                  \
   X(kSlice, "slice")                                                \
   X(kSort, "sort")                                                  \
   X(kSqrt, "sqrt")                                                  \
@@ -147,8 +163,8 @@ std::string_view OpcodeName(Opcode opcode);
 // The opcode of a name as XLA prints it; false when there is none.
 bool ParseOpcode(std::string_view name, Opcode* opcode);
 
-// Elementwise ops of one operand (abs .. tanh, convert, bitcast-convert excluded), of two (add .. xor, compare
-// included), and select / clamp (three).
+// Elementwise ops of one operand (abs .. tanh, acos .. sinh; convert, bitcast-convert excluded), of two (add ..
+// xor, mulhi, compare included), and select / clamp (three).
 bool IsElementwiseUnary(Opcode opcode);
 bool IsElementwiseBinary(Opcode opcode);
 // Collectives, in their synchronous, -start and -done forms.

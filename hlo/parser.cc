@@ -1,8 +1,12 @@
 #include "hlo/parser.h"
 
 #include <map>
+#include <optional>
 #include <set>
+#include <tuple>
 #include <utility>
+
+#include <fmt/ranges.h>
 
 #include "common/error.h"
 #include "common/file.h"
@@ -37,9 +41,118 @@ std::vector<int64_t> ReadDims(Scanner& s) {
   return dims;
 }
 
-// "{1,0}" or "{1,0:T(8,128)S(1)}" (tiles and memory spaces skipped).
-std::vector<int64_t> ReadLayout(Scanner& s, int rank) {
+// The largest tile dimension, memory space or element size a layout may name.
+constexpr int64_t kMaxLayoutValue = int64_t{1} << 31;
+
+// "(n)" after a layout item's letter: a small non-negative integer.
+int64_t ReadLayoutNumber(Scanner& s, std::string_view what) {
+  if (s.Peek() != '(') s.Fail(fmt::format("expected '(' after {} in a layout, found {}", what, s.Found()));
+  s.set_pos(s.pos() + 1);
   const size_t at = s.pos();
+  const int64_t n = s.Int(what);
+  if (n < 0 || n > kMaxLayoutValue) s.FailAt(at, fmt::format("{} {} is outside 0..{}", what, n, kMaxLayoutValue));
+  if (s.Peek() != ')') s.Fail(fmt::format("expected ')' to close {}, found {}", what, s.Found()));
+  s.set_pos(s.pos() + 1);
+  return n;
+}
+
+// "T(8,128)(2,1)" after the 'T': one or more tiles, each dimension a positive integer or '*'.
+std::vector<std::vector<int64_t>> ReadTiles(Scanner& s) {
+  std::vector<std::vector<int64_t>> tiles;
+  if (s.Peek() != '(') s.Fail(fmt::format("expected '(' after T in a layout (T(8,128)), found {}", s.Found()));
+  while (s.Peek() == '(') {
+    s.set_pos(s.pos() + 1);
+    auto& tile = tiles.emplace_back();
+    while (true) {
+      if (s.Peek() == '*') {
+        s.set_pos(s.pos() + 1);
+        tile.push_back(Shape::kCombinedTileDimension);
+      } else {
+        const size_t at = s.pos();
+        const int64_t d = s.Int("a tile dimension");
+        if (d < 1 || d > kMaxLayoutValue) s.FailAt(at, fmt::format("tile dimension {} is outside 1..{}", d, kMaxLayoutValue));
+        tile.push_back(d);
+      }
+      if (tile.size() > static_cast<size_t>(kMaxRank)) s.Fail("a tile has too many dimensions");
+      const char c = s.Peek();
+      if (c != ',' && c != ')') s.Fail(fmt::format("expected ',' or ')' in a tile, found {}", s.Found()));
+      s.set_pos(s.pos() + 1);
+      if (c == ')') break;
+    }
+    if (tiles.size() > static_cast<size_t>(kMaxRank)) s.Fail("a layout has too many tiles");
+  }
+  return tiles;
+}
+
+// A layout item kept as text: its letters and one or more balanced "(...)" groups on this line.
+std::string ReadOtherLayoutItem(Scanner& s) {
+  const size_t begin = s.pos();
+  while (s.Peek() != '(' && s.Peek() != '}' && s.Peek() != '\n' && !s.AtEnd() && s.pos() - begin < 2) {
+    s.set_pos(s.pos() + 1);
+  }
+  if (s.Peek() != '(') s.FailAt(begin, "expected a layout item (T(...), E(n), S(n), L(n), #(type), *(type), SC(...), P(shape), M(n), D(...))");
+  while (s.Peek() == '(') {
+    int depth = 0;
+    do {
+      const char c = s.Peek();
+      if (s.AtEnd() || c == '\n') s.FailAt(begin, "unterminated layout item");
+      if (c == '(' || c == '{' || c == '[') ++depth;
+      if (c == ')' || c == '}' || c == ']') --depth;
+      if (depth > kMaxNesting) s.Fail("layout item nests too deeply");
+      s.set_pos(s.pos() + 1);
+    } while (depth > 0);
+  }
+  return std::string(s.text().substr(begin, s.pos() - begin));
+}
+
+// The items after ':' in a layout (xla/layout.cc prints them: T(...) L(n) #(t) *(t) E(n) S(n) SC(...) P(...)
+// M(n)), up to the closing '}'.
+void ReadLayoutItems(Scanner& s, Shape* shape) {
+  while (!s.AtEnd() && s.Peek() != '}') {
+    const size_t at = s.pos();
+    const char c = s.Peek();
+    const char next = s.PeekAt(1);
+    if (c == 'T' && next == '(') {
+      if (!shape->tiles.empty()) s.FailAt(at, "a layout has one T(...)");
+      s.set_pos(at + 1);
+      shape->tiles = ReadTiles(s);
+    } else if (c == 'E' && next == '(') {
+      s.set_pos(at + 1);
+      shape->element_size_in_bits = ReadLayoutNumber(s, "the element size E(n)");
+    } else if (c == 'S' && next == '(') {
+      s.set_pos(at + 1);
+      shape->memory_space = ReadLayoutNumber(s, "the memory space S(n)");
+    } else if (c == 'L' || c == '#' || c == '*' || c == 'M' || c == 'D' || c == 'P' || (c == 'S' && next == 'C')) {
+      shape->other_layout.push_back(ReadOtherLayoutItem(s));
+      if (shape->other_layout.size() > 16) s.FailAt(at, "a layout has too many items");
+    } else {
+      s.Fail(fmt::format("expected a layout item (T(...), E(n), S(n), L(n), #(type), *(type), SC(...), P(shape), "
+                         "M(n), D(...)) or '}}', found {}", s.Found()));
+    }
+  }
+}
+
+// Where the layout opened at `open` closes: the matching '}' on the same line (npos when there is none).
+size_t LayoutEnd(std::string_view text, size_t open) {
+  int depth = 0;
+  for (size_t i = open; i < text.size() && text[i] != '\n'; ++i) {
+    const char c = text[i];
+    if (c == '{' || c == '(' || c == '[') ++depth;
+    if (c == '}' || c == ')' || c == ']') --depth;
+    if (depth == 0) return i;
+  }
+  return std::string_view::npos;
+}
+
+// "{1,0}", "{1,0:T(8,128)(2,1)S(1)}", "{:S(2)}" (a scalar). A layout is written on one line.
+void ReadLayout(Scanner& outer, Shape* shape) {
+  const int rank = shape->rank();
+  const size_t at = outer.pos();
+  const size_t close = LayoutEnd(outer.text(), at);
+  if (close == std::string_view::npos || close >= at + outer.Rest().size()) {
+    outer.FailAt(at, "unterminated layout: no matching '}' on this line");
+  }
+  Scanner s(outer.source(), at, close + 1);
   s.Expect('{', "to open a layout");
   std::vector<int64_t> m;
   s.SkipSpace();
@@ -49,16 +162,12 @@ std::vector<int64_t> ReadLayout(Scanner& s, int rank) {
     s.SkipSpace();
     if (m.size() > static_cast<size_t>(kMaxRank)) s.Fail("layout has too many dimensions");
   }
-  if (s.TryConsume(':')) {
-    int depth = 0;
-    while (!s.AtEnd() && !(depth == 0 && s.Peek() == '}')) {
-      if (s.Peek() == '(') ++depth;
-      if (s.Peek() == ')') --depth;
-      if (s.Peek() == '\n') s.Fail("unterminated layout");
-      s.set_pos(s.pos() + 1);
-    }
+  if (s.Peek() == ':') {
+    s.set_pos(s.pos() + 1);
+    ReadLayoutItems(s, shape);
   }
   s.Expect('}', "to close a layout");
+  outer.set_pos(s.pos());
   if (!m.empty() && static_cast<int>(m.size()) != rank) {
     s.FailAt(at, fmt::format("layout has {} dimensions; the shape has {}", m.size(), rank));
   }
@@ -67,7 +176,7 @@ std::vector<int64_t> ReadLayout(Scanner& s, int rank) {
     if (d < 0 || d >= rank || seen[d]) s.FailAt(at, fmt::format("layout must be a permutation of 0..{}", rank - 1));
     seen[d] = true;
   }
-  return m;
+  shape->minor_to_major = std::move(m);
 }
 
 }  // namespace
@@ -99,7 +208,7 @@ Shape ReadShape(Scanner& s, int depth) {
   }
   Shape shape = Shape::Array(dtype, ReadDims(s));
   if (ElementCountOverflows(shape.dims, DTypeSize(dtype))) s.FailAt(at, "the shape's size overflows 64 bits");
-  if (s.Peek() == '{') shape.minor_to_major = ReadLayout(s, shape.rank());
+  if (s.Peek() == '{') ReadLayout(s, &shape);
   return shape;
 }
 
@@ -113,10 +222,10 @@ class Parser {
     module_ = std::make_unique<Module>();
     module_->file_ = source_.file;
     ParseHeader();
+    module_->stack_frames_ = internal::ReadDebugInfo(s_);
     while (true) {
       s_.SkipSpace();
       if (s_.AtEnd()) break;
-      if (SkipDebugSection()) continue;
       ParseComputation();
     }
     if (module_->computations_.empty()) s_.Fail("the module has no computation");
@@ -125,14 +234,18 @@ class Parser {
       last->is_entry_ = true;
       module_->entry_ = last;
     }
+    CheckInputOutputAliases();
     return std::move(module_);
   }
 
  private:
+  // An attribute of an instruction: its name and where its value is in the text.
   struct PendingAttr {
     std::string key;
-    size_t begin = 0, end = 0;
+    size_t key_at = 0, begin = 0, end = 0;
   };
+
+  // ---- the header ----
 
   void ParseHeader() {
     s_.SkipSpace();
@@ -143,16 +256,15 @@ class Parser {
       if (s_.Peek() != ',') break;
       s_.set_pos(s_.pos() + 1);
       s_.SkipBlanks();
-      const size_t key_at = s_.pos();
       std::string key(s_.Name("a module attribute"));
       s_.Expect('=', fmt::format("after module attribute {}", key));
       auto [b, e] = s_.RawValue(key);
-      module_->header_.emplace_back(key, std::string(source_.text.substr(b, e - b)));
-      ApplyHeaderAttribute(key, key_at, b, e);
+      module_->header_.emplace_back(key, internal::ValidUtf8(source_.text.substr(b, e - b)));
+      ApplyHeaderAttribute(key, b, e);
     }
   }
 
-  void ApplyHeaderAttribute(const std::string& key, size_t key_at, size_t b, size_t e) {
+  void ApplyHeaderAttribute(const std::string& key, size_t b, size_t e) {
     Scanner v(source_, b, e);
     if (key == "num_partitions" || key == "replica_count") {
       const int64_t n = v.Int(key);
@@ -172,6 +284,11 @@ class Parser {
       if (!v.TryConsume("->")) v.Fail("expected '->' before the result layout");
       module_->entry_result_layout_ = internal::ReadShape(v, 0);
       v.Expect('}', "to close entry_computation_layout");
+    } else if (key == "input_output_alias") {
+      module_->input_output_aliases_ = internal::ReadInputOutputAliases(v);
+      input_output_alias_at_ = b;
+    } else if (key == "frontend_attributes") {
+      for (auto& [k, value] : internal::ReadFrontendAttributes(v)) module_->frontend_attributes_.emplace(k, value);
     } else {
       return;
     }
@@ -179,20 +296,42 @@ class Parser {
     if (!v.AtEnd()) v.Fail(fmt::format("unexpected text after {}", key));
   }
 
-  // FileNames / FunctionNames / FileLocations / StackFrames and their numbered lines.
-  bool SkipDebugSection() {
-    const size_t at = s_.pos();
-    std::string_view word = s_.TryName();
-    if (word != "FileNames" && word != "FunctionNames" && word != "FileLocations" && word != "StackFrames") {
-      s_.set_pos(at);
-      return false;
-    }
-    while (true) {
-      s_.SkipSpace();
-      if (s_.Peek() < '0' || s_.Peek() > '9') return true;
-      while (!s_.AtEnd() && s_.Peek() != '\n') s_.set_pos(s_.pos() + 1);
+  // input_output_alias: every output index names an array of the entry's result, every parameter (index) one of
+  // its parameters, of the same shape (xla/hlo/ir/hlo_input_output_alias_config.cc SetUpAlias and Verify).
+  void CheckInputOutputAliases() {
+    const Computation* entry = module_->entry_;
+    for (const InputOutputAlias& a : module_->input_output_aliases_) {
+      auto fail = [&](const std::string& why) {
+        s_.FailAt(input_output_alias_at_, fmt::format("input_output_alias {{{}}}: ({}, {{{}}}): {}",
+                                                      fmt::join(a.output_index, ","), a.parameter_number,
+                                                      fmt::join(a.parameter_index, ","), why));
+      };
+      if (a.parameter_number >= entry->parameter_count()) {
+        fail(fmt::format("%{} has no parameter {} (it has {})", entry->name(), a.parameter_number,
+                         entry->parameter_count()));
+      }
+      const Shape* out = Subshape(entry->root()->shape(), a.output_index);
+      const Shape* in = Subshape(entry->parameter(a.parameter_number)->shape(), a.parameter_index);
+      if (out == nullptr) fail(fmt::format("the result {} has no such output", entry->root()->shape().ToString()));
+      if (in == nullptr) fail(fmt::format("parameter {} ({}) has no such index", a.parameter_number,
+                                          entry->parameter(a.parameter_number)->shape().ToString()));
+      if (!out->IsArray() || !out->Compatible(*in)) {
+        fail(fmt::format("the output is {} and the parameter {}; an alias needs one array shape", out->ToString(),
+                         in->ToString()));
+      }
     }
   }
+
+  static const Shape* Subshape(const Shape& shape, const std::vector<int64_t>& index) {
+    const Shape* s = &shape;
+    for (int64_t i : index) {
+      if (!s->IsTuple() || i < 0 || i >= static_cast<int64_t>(s->tuple.size())) return nullptr;
+      s = &s->tuple[static_cast<size_t>(i)];
+    }
+    return s;
+  }
+
+  // ---- computations ----
 
   void ParseComputation() {
     auto computation = std::make_unique<Computation>();
@@ -217,17 +356,30 @@ class Parser {
       if (s_.AtEnd()) s_.Fail(fmt::format("computation %{} is not closed with '}}'", c->name_));
       ParseInstruction(c);
     }
-    // After '}': optional ", execution_thread=..." attributes.
+    ParseComputationTrailer(c);
+    FinishComputation(c, at);
+    AddComputation(std::move(computation));
+  }
+
+  // After '}': ", execution_thread="sparsecore"" (XLA's only computation attribute).
+  void ParseComputationTrailer(Computation* c) {
     while (true) {
       s_.SkipBlanks();
       if (s_.Peek() != ',') break;
       s_.set_pos(s_.pos() + 1);
-      s_.Name("a computation attribute");
-      s_.Expect('=', "after a computation attribute");
-      s_.RawValue("a computation attribute");
+      s_.SkipBlanks();
+      const size_t at = s_.pos();
+      const std::string_view key = s_.Name("a computation attribute");
+      if (key != "execution_thread") {
+        s_.FailAt(at, fmt::format("unknown computation attribute {}; valid: execution_thread", QuoteForError(key)));
+      }
+      s_.Expect('=', "after execution_thread");
+      c->execution_thread_ = s_.QuotedString("execution_thread");
     }
-    FinishComputation(c, at);
-    module_->by_name_[c->name_] = c;
+  }
+
+  void AddComputation(std::unique_ptr<Computation> computation) {
+    module_->by_name_[computation->name_] = computation.get();
     module_->computations_.push_back(std::move(computation));
   }
 
@@ -273,6 +425,8 @@ class Parser {
     }
   }
 
+  // ---- instructions ----
+
   void ParseInstruction(Computation* c) {
     auto instruction = std::make_unique<Instruction>();
     Instruction* ins = instruction.get();
@@ -291,13 +445,17 @@ class Parser {
     ins->shape_ = internal::ReadShape(s_, 0);
     s_.SkipSpace();
     const size_t op_at = s_.pos();
-    std::string_view op = s_.Name("an opcode");
-    if (!ParseOpcode(op, &ins->opcode_)) {
-      s_.FailAt(op_at, fmt::format("unknown opcode {}: not one of XLA's (add, dot, fusion, all-reduce, ...)",
-                                   QuoteForError(op)));
-    }
+    const std::optional<Opcode> wrapped = ReadOpcode(ins);
     ParseOperands(ins);
-    ParseAttributes(ins);
+    const std::vector<PendingAttr> attrs = ReadAttributes();
+    if (wrapped.has_value() && ins->opcode_ == Opcode::kAsyncStart) {
+      WrapAsync(ins, *wrapped, attrs, op_at);
+      for (const PendingAttr& a : attrs) ApplyAttribute(ins, a, /*raw_only=*/!IsAsyncStartAttribute(a.key));
+    } else {
+      if (wrapped.has_value()) InheritWrapped(ins, *wrapped);
+      for (const PendingAttr& a : attrs) ApplyAttribute(ins, a, /*raw_only=*/false);
+      InheritAsyncComputation(ins);
+    }
     if (root) {
       if (c->root_ != nullptr) s_.FailAt(at, fmt::format("computation %{} has two ROOT instructions", c->name_));
       c->root_ = ins;
@@ -307,7 +465,116 @@ class Parser {
     c->instructions_.push_back(std::move(instruction));
   }
 
+  // The opcode; for XLA's async shorthand `X-start` / `X-update` / `X-done` of an X that has no opcode of that
+  // name (reduce-scatter-start, slice-start, call-start, ...), async-start / -update / -done and X.
+  std::optional<Opcode> ReadOpcode(Instruction* ins) {
+    const size_t at = s_.pos();
+    const std::string_view op = s_.Name("an opcode");
+    if (ParseOpcode(op, &ins->opcode_)) return std::nullopt;
+    constexpr std::pair<std::string_view, Opcode> kForms[] = {
+        {"-start", Opcode::kAsyncStart}, {"-update", Opcode::kAsyncUpdate}, {"-done", Opcode::kAsyncDone}};
+    for (const auto& [suffix, async] : kForms) {
+      Opcode wrapped = Opcode::kAdd;
+      if (!op.ends_with(suffix) || !ParseOpcode(op.substr(0, op.size() - suffix.size()), &wrapped)) continue;
+      if (wrapped == Opcode::kParameter || wrapped == Opcode::kConstant || wrapped == Opcode::kAsyncStart ||
+          wrapped == Opcode::kAsyncUpdate || wrapped == Opcode::kAsyncDone) {
+        s_.FailAt(at, fmt::format("{} cannot run asynchronously ({}{} is not an opcode)", OpcodeName(wrapped),
+                                  OpcodeName(wrapped), suffix));
+      }
+      ins->opcode_ = async;
+      return wrapped;
+    }
+    s_.FailAt(at, fmt::format("unknown opcode {}: not one of XLA's (add, dot, fusion, all-reduce, ...)", QuoteForError(op)));
+  }
+
+  // The attributes whose meaning is the async-start's own when it is written `X-start(...)`; the others belong to
+  // the wrapped X (metadata, backend_config and frontend_attributes to both, as XLA's parser gives them).
+  static bool IsAsyncStartAttribute(std::string_view key) {
+    return key == "metadata" || key == "backend_config" || key == "frontend_attributes" || key == "sharding" ||
+           key == "async_execution_thread" || key == "output_to_operand_aliasing" || key == "control-predecessors";
+  }
+  static bool IsWrappedAttribute(std::string_view key) {
+    return key != "async_execution_thread" && key != "output_to_operand_aliasing" && key != "control-predecessors" &&
+           key != "sharding";
+  }
+
+  // `X-start(operands), attributes`: an async-start calling a computation made here, as XLA's parser makes it:
+  // parameters for the operands, and X with the start's result (its shape's element 1) and X's attributes as root.
+  void WrapAsync(Instruction* start, Opcode wrapped_op, const std::vector<PendingAttr>& attrs, size_t op_at) {
+    const Shape& shape = start->shape_;
+    if (!shape.IsTuple() || shape.tuple.size() < 2 || !shape.tuple[0].IsTuple()) {
+      s_.FailAt(op_at, fmt::format("{}-start must produce ((operands...), result, context...), not {}",
+                                   OpcodeName(wrapped_op), shape.ToString()));
+    }
+    auto computation = std::make_unique<Computation>();
+    Computation* c = computation.get();
+    c->module_ = module_.get();
+    c->location_ = start->location_;
+    c->is_async_wrapped_ = true;
+    c->name_ = UniqueComputationName(start->name_ + ".async_wrapped");
+    auto add = [&](std::string name, Opcode op, Shape s) {
+      auto i = std::make_unique<Instruction>();
+      i->name_ = std::move(name);
+      i->opcode_ = op;
+      i->shape_ = std::move(s);
+      i->location_ = start->location_;
+      i->parent_ = c;
+      i->index_ = static_cast<int32_t>(c->instructions_.size());
+      c->instructions_.push_back(std::move(i));
+      return c->instructions_.back().get();
+    };
+    std::vector<const Instruction*> params;
+    for (size_t i = 0; i < start->operands_.size(); ++i) {
+      Instruction* p = add(fmt::format("async_param.{}", i), Opcode::kParameter, start->operands_[i]->shape_);
+      p->attrs_.parameter_number = static_cast<int64_t>(i);
+      params.push_back(p);
+    }
+    Instruction* root = add(start->name_, wrapped_op, shape.tuple[1]);
+    root->operands_ = std::move(params);
+    for (const PendingAttr& a : attrs) {
+      if (IsWrappedAttribute(a.key)) ApplyAttribute(root, a, /*raw_only=*/false);
+    }
+    c->root_ = root;
+    FinishComputation(c, op_at);
+    start->called_.push_back(c);
+    AddComputation(std::move(computation));
+  }
+
+  std::string UniqueComputationName(const std::string& base) {
+    std::string name = base;
+    for (int k = 1; module_->by_name_.count(name) > 0; ++k) name = fmt::format("{}.{}", base, k);
+    return name;
+  }
+
+  // `X-update(%start)` / `X-done(%start)`: the operand must be an async-start (or -update) wrapping X.
+  void InheritWrapped(Instruction* ins, Opcode wrapped_op) {
+    const std::string form = fmt::format("{}-{}", OpcodeName(wrapped_op),
+                                         ins->opcode_ == Opcode::kAsyncUpdate ? "update" : "done");
+    if (ins->operands_.size() != 1) {
+      s_.FailAt(operand_at_.empty() ? s_.pos() : operand_at_[0],
+                fmt::format("{} takes one operand, the {}-start (or -update)", form, OpcodeName(wrapped_op)));
+    }
+    const Instruction* from = ins->operands_[0];
+    const Instruction* wrapped = AsyncWrapped(*from);
+    if (from->opcode_ == Opcode::kAsyncDone || wrapped == nullptr || wrapped->opcode_ != wrapped_op) {
+      s_.FailAt(operand_at_[0], fmt::format("{}'s operand %{} is {}, not a {}-start", form, from->name_,
+                                            wrapped != nullptr && from->opcode_ != Opcode::kAsyncDone
+                                                ? fmt::format("an async {}", OpcodeName(wrapped->opcode_))
+                                                : fmt::format("a {}", OpcodeName(from->opcode_)),
+                                            OpcodeName(wrapped_op)));
+    }
+  }
+
+  // async-update / async-done call what their async-start calls (XLA: they share its wrapped computation).
+  static void InheritAsyncComputation(Instruction* ins) {
+    if (ins->opcode_ != Opcode::kAsyncUpdate && ins->opcode_ != Opcode::kAsyncDone) return;
+    if (!ins->called_.empty() || ins->operands_.size() != 1) return;
+    const Instruction* from = ins->operands_[0];
+    if (from->opcode_ == Opcode::kAsyncStart || from->opcode_ == Opcode::kAsyncUpdate) ins->called_ = from->called_;
+  }
+
   void ParseOperands(Instruction* ins) {
+    operand_at_.clear();
     s_.Expect('(', fmt::format("after opcode {}", OpcodeName(ins->opcode_)));
     if (ins->opcode_ == Opcode::kParameter) {
       ins->attrs_.parameter_number = s_.Int("the parameter number");
@@ -339,30 +606,37 @@ class Parser {
       if (is_shape || s_.Peek() == '(') internal::ReadShape(s_, 0);
     }
     s_.SkipSpace();
-    const size_t at = s_.pos();
-    std::string name(s_.Name("an operand name"));
+    operand_at_.push_back(s_.pos());
+    return LookupInstruction(s_, "operand");
+  }
+
+  // %name of an instruction defined above in this computation.
+  const Instruction* LookupInstruction(Scanner& v, std::string_view role) {
+    v.SkipSpace();
+    const size_t at = v.pos();
+    std::string_view name = v.Name(fmt::format("an {} name", role));
     auto it = names_.find(name);
     if (it == names_.end()) {
-      s_.FailAt(at, fmt::format("operand %{} is not defined above its use in this computation", name));
+      v.FailAt(at, fmt::format("{} %{} is not defined above its use in this computation", role, name));
     }
     return it->second;
   }
 
-  void ParseAttributes(Instruction* ins) {
-    std::set<std::string> seen;
+  std::vector<PendingAttr> ReadAttributes() {
+    std::vector<PendingAttr> attrs;
+    std::set<std::string, std::less<>> seen;
     while (true) {
       s_.SkipSpace();
-      if (s_.Peek() != ',') return;
+      if (s_.Peek() != ',') return attrs;
       s_.set_pos(s_.pos() + 1);
       s_.SkipSpace();
-      const size_t key_at = s_.pos();
-      std::string key(s_.Name("an attribute name"));
-      if (!seen.insert(key).second) s_.FailAt(key_at, fmt::format("attribute {} is given twice", key));
-      s_.Expect('=', fmt::format("after attribute {}", key));
-      auto [b, e] = key == "replica_groups" ? MeshValue() : s_.RawValue(key);
-      ins->attrs_.raw.emplace_back(key, std::string(source_.text.substr(b, e - b)));
-      Scanner v(source_, b, e);
-      ApplyAttribute(ins, key, v);
+      PendingAttr a;
+      a.key_at = s_.pos();
+      a.key = std::string(s_.Name("an attribute name"));
+      if (!seen.insert(a.key).second) s_.FailAt(a.key_at, fmt::format("attribute {} is given twice", a.key));
+      s_.Expect('=', fmt::format("after attribute {}", a.key));
+      std::tie(a.begin, a.end) = a.key == "replica_groups" ? MeshValue() : s_.RawValue(a.key);
+      attrs.push_back(std::move(a));
     }
   }
 
@@ -378,6 +652,24 @@ class Parser {
     s_.set_pos(open);
     auto [b, e] = s_.RawValue("replica_groups");
     return {begin, e};
+  }
+
+  // ---- attributes ----
+
+  void ApplyAttribute(Instruction* ins, const PendingAttr& pending, bool raw_only) {
+    ins->attrs_.raw.emplace_back(pending.key, internal::ValidUtf8(source_.text.substr(pending.begin, pending.end - pending.begin)));
+    if (raw_only) return;
+    Scanner v(source_, pending.begin, pending.end);
+    const std::string& key = pending.key;
+    Attributes& a = ins->attrs_;
+    if (ApplyComputationAttribute(ins, key, v) || ApplyDimsAttribute(a, key, v) || ApplyScalarAttribute(ins, key, v) ||
+        ApplyStructuredAttribute(ins, key, v)) {
+      // typed
+    } else {
+      return;  // kept as text only
+    }
+    v.SkipSpace();
+    if (!v.AtEnd()) v.Fail(fmt::format("unexpected text in attribute {}: {}", key, v.Found()));
   }
 
   const Computation* LookupComputation(Scanner& v) {
@@ -454,12 +746,17 @@ class Parser {
     else if (key == "exponent_bits") a.exponent_bits = v.Int(key);
     else if (key == "mantissa_bits") a.mantissa_bits = v.Int(key);
     else if (key == "channel_id") a.channel_id = v.Int(key);
+    else if (key == "cross_program_prefetch_index") a.cross_program_prefetch_index = v.Int(key);
     else if (key == "k") a.topk_k = v.Int(key);
     else if (key == "largest") a.topk_largest = internal::ReadBool(v, key);
     else if (key == "is_stable") a.is_stable = internal::ReadBool(v, key);
     else if (key == "indices_are_sorted") a.indices_are_sorted = internal::ReadBool(v, key);
     else if (key == "unique_indices") a.unique_indices = internal::ReadBool(v, key);
     else if (key == "use_global_device_ids") a.use_global_device_ids = internal::ReadBool(v, key);
+    else if (key == "is_host_transfer") a.is_host_transfer = internal::ReadBool(v, key);
+    else if (key == "custom_call_has_side_effect") a.custom_call_has_side_effect = internal::ReadBool(v, key);
+    else if (key == "api_version") a.api_version = std::string(v.Name(key));
+    else if (key == "async_execution_thread") a.async_execution_thread = v.QuotedString(key);
     else if (key == "direction") a.direction = internal::ReadDirection(v);
     else if (key == "type" && ins->opcode_ == Opcode::kCompare) a.comparison_type = internal::ReadComparisonType(v);
     else if (key == "kind" && ins->opcode_ == Opcode::kFusion) a.fusion_kind = std::string(v.Name(key));
@@ -470,11 +767,9 @@ class Parser {
     return true;
   }
 
-  void ApplyAttribute(Instruction* ins, const std::string& key, Scanner& v) {
+  bool ApplyStructuredAttribute(Instruction* ins, const std::string& key, Scanner& v) {
     Attributes& a = ins->attrs_;
-    if (ApplyComputationAttribute(ins, key, v) || ApplyDimsAttribute(a, key, v) || ApplyScalarAttribute(ins, key, v)) {
-      // typed
-    } else if (key == "slice") {
+    if (key == "slice") {
       a.slice = internal::ReadSlice(v);
     } else if (key == "padding") {
       a.padding = internal::ReadPadding(v);
@@ -491,21 +786,38 @@ class Parser {
     } else if (key == "sharding") {
       a.sharding = internal::ReadSharding(v, 0);
     } else if (key == "metadata") {
-      a.op_name = internal::ReadOpName(v);
-    } else if (key == "backend_config" && ins->opcode_ == Opcode::kWhile) {
-      a.known_trip_count = internal::ReadKnownTripCount(v.Rest());
-      return;
+      internal::ReadMetadata(v, &a);
+    } else if (key == "frontend_attributes") {
+      a.frontend_attributes = internal::ReadFrontendAttributes(v);
+    } else if (key == "backend_config") {
+      internal::ReadBackendConfig(v, &a);
+    } else if (key == "output_to_operand_aliasing") {
+      a.output_to_operand_aliasing = internal::ReadOutputOperandAliasing(v);
+    } else if (key == "operand_layout_constraints") {
+      v.Expect('{', "to open operand_layout_constraints");
+      while (!v.TryConsume('}')) {
+        if (!a.operand_layout_constraints.empty()) v.Expect(',', "between operand layouts");
+        a.operand_layout_constraints.push_back(internal::ReadShape(v, 0));
+        if (a.operand_layout_constraints.size() > (size_t{1} << 16)) v.Fail("too many operand layouts");
+      }
+    } else if (key == "control-predecessors") {
+      v.Expect('{', "to open control-predecessors");
+      while (!v.TryConsume('}')) {
+        if (!ins->control_predecessors_.empty()) v.Expect(',', "between control predecessors");
+        ins->control_predecessors_.push_back(LookupInstruction(v, "control predecessor"));
+      }
     } else {
-      return;  // kept as text only
+      return false;
     }
-    v.SkipSpace();
-    if (!v.AtEnd()) v.Fail(fmt::format("unexpected text in attribute {}: {}", key, v.Found()));
+    return true;
   }
 
   Source source_;
   Scanner s_;
   std::unique_ptr<Module> module_;
   std::map<std::string, const Instruction*, std::less<>> names_;  // of the computation being parsed
+  std::vector<size_t> operand_at_;   // where each operand of the instruction being parsed is written
+  size_t input_output_alias_at_ = 0;  // where the header's input_output_alias value starts
 };
 
 std::unique_ptr<Module> ParseModuleUnverified(std::string_view text, std::string file) {
@@ -517,6 +829,15 @@ std::unique_ptr<Module> ParseModule(std::string_view text, std::string file) {
   std::unique_ptr<Module> module = ParseModuleUnverified(text, std::move(file));
   Verify(*module);
   return module;
+}
+
+Shape ParseShape(std::string_view text) {
+  const Source source(text, "<shape>");
+  Scanner s(source);
+  Shape shape = internal::ReadShape(s, 0);
+  s.SkipSpace();
+  if (!s.AtEnd()) s.Fail(fmt::format("unexpected text after the shape: {}", s.Found()));
+  return shape;
 }
 
 std::unique_ptr<Module> LoadModule(const std::string& path) {

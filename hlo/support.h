@@ -3,18 +3,26 @@
 // simulation of thousands of devices.
 //
 // Runs with data (the interpreter): every opcode of a JAX program XLA compiles for CPU, for training and
-// inference: elementwise math and bit ops, compare, select, clamp, convert, bitcast(-convert), broadcast, reshape,
-// transpose, reverse, slice, dynamic-slice, dynamic-update-slice, concatenate, pad, iota, constant, reduce,
-// reduce-window, select-and-scatter, map, dot, convolution, gather, scatter, sort, topk, fusion, call, while,
-// conditional, tuple, get-tuple-element, parameter, partition-id, replica-id, copy, opt-barrier, after-all,
-// add-dependency, the collectives (all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute,
+// inference: elementwise math and bit ops, compare, select, clamp, convert, bitcast(-convert), reduce-precision,
+// broadcast, reshape, transpose, reverse, slice, dynamic-slice, dynamic-update-slice, concatenate, pad, iota,
+// constant, reduce, reduce-window, select-and-scatter, map, dot, convolution, gather, scatter, sort, topk, fusion,
+// call, while, conditional, tuple, get-tuple-element, parameter, partition-id, replica-id, copy, opt-barrier,
+// after-all, add-dependency, the collectives (all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute,
 // collective-broadcast) with their -start/-done and async-start/-update/-done forms; custom-calls "TopK" and
-// "Sharding". Element types: pred, s8..s64, u8..u64, f16, bf16, f32, f64 (complex and f8 are refused).
-// Abstract runs (shapes and the cost model only) accept the same opcodes, any element type, and elided
-// constants.
+// "Sharding". Element types: pred, s8..s64, u8..u64, f16, bf16, f32, f64 (complex and f8 are refused), one
+// floating-point type where XLA's rules want one (mixed precision, which only TPU and GPU compiles have, is refused).
+// Abstract runs (shapes and the cost model only) also accept what XLA's TPU and GPU compilers emit: copy-start /
+// copy-done, send / recv and their -done, ragged-all-to-all, get-dimension-size, the elementwise ops without a
+// kernel (acos .. sinh, mulhi, complex parts), the custom-call targets of the TPU runtime (AllocateBuffer,
+// ConcatBitcast, PrepareAsyncCallStart/Done, AsyncCollectiveStart/Done, AssumeGatherIndicesInBound,
+// GatherScatterIndicesBitpacked, SliceId, ZeroCrop, ...) and of the GPU libraries (__cublas$*, __cudnn$*,
+// __cusolver$*), any element type, elided constants and mixed precision. A run with data names what only runs
+// abstract and says "run it --abstract".
 //
-// Example: "model.txt:812:3: %fft.3 (fft) cannot run: fft is not supported (spmdsim runs the opcodes XLA CPU
-// compiles JAX training and inference programs to; docs/hlo.md lists them)".
+// Example: "model.txt:812:3: %fft.3 (fft) cannot run: fft is not supported (spmdsim runs the opcodes XLA compiles
+// JAX training and inference programs to; docs/hlo.md lists what runs)";
+// with data: "tpu.txt:42:3: %copy-start (copy-start) cannot run: copy-start comes from a TPU or GPU compile, which
+// spmdsim runs without data only; run it --abstract".
 //
 // SupportedModule is the module checked once, at the edge (the scenario reader, Python, a test), with its
 // per-device memory estimate; Execute (hlo/executor.h) and Predict (hlo/predict.h) take it and trust it.
@@ -71,8 +79,8 @@ class SupportedModule {
   MemoryEstimate memory_;
 };
 
-// Whether one instruction can run (its opcode / custom-call target); false with the reason in *why.
-bool IsSupported(const Instruction& ins, std::string* why);
+// Whether one instruction can be used so (its opcode / custom-call target); false with the reason in *why.
+bool IsSupported(const Instruction& ins, SupportedModule::Use use, std::string* why);
 
 }  // namespace spmdsim::hlo
 

@@ -32,7 +32,8 @@ class KernelContext {
   virtual DeviceIds ids() const = 0;
 };
 
-// Unary and binary elementwise ops, compare, select, clamp, convert, bitcast-convert, iota, constant.
+// Unary and binary elementwise ops, compare, select, clamp, convert, bitcast-convert, reduce-precision, iota,
+// constant.
 Value EvalElementwise(const Instruction& ins, Operands operands);
 // add or subtract `ins` (f32 / f64) of the product a x b, contracted into one fused multiply-add: product + c or
 // c + product (add), product - c or c - product (subtract; `product_first` says which operand the product is).

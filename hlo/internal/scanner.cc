@@ -25,6 +25,41 @@ bool IsNameChar(char c) {
 
 }  // namespace
 
+std::string ValidUtf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    size_t n = 0;            // continuation bytes
+    uint32_t min = 0;        // the smallest code point of that length (no overlong forms)
+    if (b < 0x80) {
+      out.push_back(static_cast<char>(b));
+      ++i;
+      continue;
+    }
+    if (b >= 0xc2 && b <= 0xdf) n = 1, min = 0x80;
+    else if (b >= 0xe0 && b <= 0xef) n = 2, min = 0x800;
+    else if (b >= 0xf0 && b <= 0xf4) n = 3, min = 0x10000;
+    bool ok = n > 0 && i + n < text.size();
+    uint32_t cp = n == 1 ? b & 0x1f : n == 2 ? b & 0x0f : b & 0x07;
+    for (size_t k = 1; ok && k <= n; ++k) {
+      const auto c = static_cast<unsigned char>(text[i + k]);
+      if ((c & 0xc0) != 0x80) ok = false;
+      cp = (cp << 6) | (c & 0x3f);
+    }
+    ok = ok && cp >= min && cp <= 0x10ffff && (cp < 0xd800 || cp > 0xdfff);
+    if (ok) {
+      out.append(text.substr(i, n + 1));
+      i += n + 1;
+    } else {
+      out.append("\xef\xbf\xbd");  // U+FFFD for the one byte that does not start a valid sequence
+      ++i;
+    }
+  }
+  return out;
+}
+
 void Scanner::SkipBlanks() {
   while (pos_ < end_) {
     const char c = text_[pos_];
@@ -112,16 +147,44 @@ std::string Scanner::QuotedString(std::string_view what) {
   while (true) {
     if (pos_ >= end_) FailAt(start, fmt::format("unterminated string ({})", what));
     const char c = text_[pos_++];
-    if (c == '"') return out;
-    if (c == '\\' && pos_ < end_) {
-      const char e = text_[pos_++];
-      switch (e) {
-        case 'n': out.push_back('\n'); break;
-        case 't': out.push_back('\t'); break;
-        default: out.push_back(e); break;
-      }
-    } else {
+    if (c == '"') return ValidUtf8(out);
+    if (c != '\\' || pos_ >= end_) {
       out.push_back(c);
+      continue;
+    }
+    // C escapes (absl::CUnescape, as XLA's lexer reads strings): \n \t \r \a \b \f \v, \NNN octal, \xNN hex,
+    // anything else is itself (\' \" \\ \?).
+    const char e = text_[pos_++];
+    auto digit_value = [](char d, int base) {
+      if (d >= '0' && d <= '9' && d - '0' < base) return d - '0';
+      if (base == 16 && d >= 'a' && d <= 'f') return d - 'a' + 10;
+      if (base == 16 && d >= 'A' && d <= 'F') return d - 'A' + 10;
+      return -1;
+    };
+    switch (e) {
+      case 'n': out.push_back('\n'); break;
+      case 't': out.push_back('\t'); break;
+      case 'r': out.push_back('\r'); break;
+      case 'a': out.push_back('\a'); break;
+      case 'b': out.push_back('\b'); break;
+      case 'f': out.push_back('\f'); break;
+      case 'v': out.push_back('\v'); break;
+      case 'x': {
+        int value = 0, n = 0;
+        while (n < 2 && pos_ < end_ && digit_value(text_[pos_], 16) >= 0) value = value * 16 + digit_value(text_[pos_++], 16), ++n;
+        if (n == 0) FailAt(pos_ - 2, "\\x needs hexadecimal digits");
+        out.push_back(static_cast<char>(value));
+        break;
+      }
+      default:
+        if (digit_value(e, 8) >= 0) {
+          int value = e - '0', n = 1;
+          while (n < 3 && pos_ < end_ && digit_value(text_[pos_], 8) >= 0) value = value * 8 + (text_[pos_++] - '0'), ++n;
+          out.push_back(static_cast<char>(value & 0xff));
+        } else {
+          out.push_back(e);
+        }
+        break;
     }
   }
 }

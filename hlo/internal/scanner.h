@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,7 +62,8 @@ class Scanner {
   std::string_view TryName();
   // A decimal integer (optional '-'), checked against int64. Fails with `what` when there is none.
   int64_t Int(std::string_view what);
-  // A quoted string with C escapes; returns its unescaped value.
+  // A quoted string with C escapes (\n \t \' \" \\ \xNN \NNN ...); returns its unescaped value as valid UTF-8
+  // (ValidUtf8).
   std::string QuotedString(std::string_view what);
   // A balanced value: a quoted string, or a run up to the next ',' / blank / line break at depth 0, where
   // (), [] and {} nest. Returns the text range [begin, end) (empty when a ',' or a line break is next).
@@ -84,6 +86,11 @@ class Scanner {
   size_t end_;
 };
 
+// `text` with every byte that does not start a valid UTF-8 sequence replaced by U+FFFD, so that every string the
+// parser keeps can go into JSON and Python (a module's op_name may hold any bytes).
+// Example: ValidUtf8("a\xffb") == "a\xef\xbf\xbdb";  ValidUtf8("caf\xc3\xa9") is unchanged.
+std::string ValidUtf8(std::string_view text);
+
 // The typed attribute readers (attributes.cc). Each parses the value text of one attribute in [begin, end) of
 // the module text and fails at the offending column.
 std::vector<int64_t> ReadIntList(Scanner& s, std::string_view what);  // {1,2,3} or {}
@@ -94,11 +101,23 @@ ConvDims ReadDimLabels(Scanner& s, int* rank);
 ReplicaGroups ReadReplicaGroups(Scanner& s);
 std::vector<std::pair<int64_t, int64_t>> ReadPairs(Scanner& s);
 Sharding ReadSharding(Scanner& s, int depth);
-std::string ReadOpName(Scanner& s);  // from metadata={...}: its op_name, or ""
-int64_t ReadKnownTripCount(std::string_view backend_config);  // -1 when absent
+// metadata={op_name="..." stack_frame_id=N ...}: the items spmdsim keeps, into `a`.
+void ReadMetadata(Scanner& s, Attributes* a);
+// frontend_attributes={key="value",...} (a value may also be braced text, as the module header's are).
+std::map<std::string, std::string> ReadFrontendAttributes(Scanner& s);
+std::vector<OutputOperandAlias> ReadOutputOperandAliasing(Scanner& s);  // {{0}: (1, {}), ...}
+std::vector<InputOutputAlias> ReadInputOutputAliases(Scanner& s);       // { {0}: (0, {}, may-alias), ... }
+// backend_config's value (a JSON object, or a quoted string holding one) into a->backend_config and the fields it
+// types (backend_config.cc). Text that is not JSON is kept as text; a known_trip_count that is not an integer
+// from 0 to 2^50 fails at its column.
+void ReadBackendConfig(Scanner& s, Attributes* a);
 ComparisonDirection ReadDirection(Scanner& s);
 ComparisonType ReadComparisonType(Scanner& s);
 bool ReadBool(Scanner& s, std::string_view what);
+
+// The FileNames / FunctionNames / FileLocations / StackFrames sections after the header (debug_info.cc), as the
+// stack frames they define (frame i + 1 at [i]); none when the text has no FileNames next.
+std::vector<StackFrame> ReadDebugInfo(Scanner& s);
 
 // Shapes (parser.cc): "f32[2,3]{1,0}", "(f32[], s32[2])", "token[]".
 Shape ReadShape(Scanner& s, int depth);

@@ -13,12 +13,42 @@ namespace spmdsim::hlo {
 
 namespace internal {
 
+namespace {
+
+// Whether the verification running on this thread allows mixed precision (set by Verifier for its duration).
+thread_local bool mixed_precision_allowed = false;
+
+class ScopedPrecision {
+ public:
+  explicit ScopedPrecision(bool allow) : saved_(mixed_precision_allowed) { mixed_precision_allowed = allow; }
+  ~ScopedPrecision() { mixed_precision_allowed = saved_; }
+  ScopedPrecision(const ScopedPrecision&) = delete;
+  ScopedPrecision& operator=(const ScopedPrecision&) = delete;
+
+ private:
+  bool saved_;
+};
+
+}  // namespace
+
+bool SameShape(const Shape& a, const Shape& b) {
+  return mixed_precision_allowed ? a.CompatibleIgnoringFpPrecision(b) : a.Compatible(b);
+}
+
+bool SameType(DType a, DType b) { return a == b || (mixed_precision_allowed && IsFloating(a) && IsFloating(b)); }
+
 void Verifier::Fail(const Instruction& ins, const std::string& message) {
   throw Error(ErrorCode::kInvalidArgument,
               fmt::format("{}: %{} ({}): {}", ins.Where(), ins.name(), OpcodeName(ins.opcode()), message));
 }
 
 std::string Str(const Shape& shape) { return shape.ToString(); }
+
+std::string WithArticle(Opcode opcode) {
+  const std::string_view name = OpcodeName(opcode);
+  const bool vowel = std::string_view("aeiou").find(name.front()) != std::string_view::npos;
+  return fmt::format("{} {}", vowel ? "an" : "a", name);
+}
 
 void ExpectOperandCount(const Instruction& ins, int64_t n) {
   if (ins.operand_count() != n) {
@@ -37,7 +67,7 @@ const Shape& ArrayOperand(const Instruction& ins, int64_t i) {
 }
 
 void ExpectShape(const Instruction& ins, const Shape& expected) {
-  if (!ins.shape().Compatible(expected)) {
+  if (!SameShape(ins.shape(), expected)) {
     Verifier::Fail(ins, fmt::format("declared shape {} does not match {} (from its operands and attributes)",
                                     Str(ins.shape()), Str(expected)));
   }
@@ -56,12 +86,12 @@ void ExpectSignature(const Instruction& ins, const Computation* c, const std::ve
                                     c->parameter_count(), params.size()));
   }
   for (size_t i = 0; i < params.size(); ++i) {
-    if (!c->parameter(static_cast<int64_t>(i))->shape().Compatible(params[i])) {
+    if (!SameShape(c->parameter(static_cast<int64_t>(i))->shape(), params[i])) {
       Verifier::Fail(ins, fmt::format("{} %{} parameter {} is {}; {} is needed", role, c->name(), i,
                                       Str(c->parameter(static_cast<int64_t>(i))->shape()), Str(params[i])));
     }
   }
-  if (result.has_value() && !c->root()->shape().Compatible(*result)) {
+  if (result.has_value() && !SameShape(c->root()->shape(), *result)) {
     Verifier::Fail(ins, fmt::format("{} %{} returns {}; {} is needed", role, c->name(), Str(c->root()->shape()),
                                     Str(*result)));
   }
@@ -90,6 +120,8 @@ bool FloatOnly(Opcode op) {
     case Opcode::kExpm1: case Opcode::kFloor: case Opcode::kIsFinite: case Opcode::kLog: case Opcode::kLog1p:
     case Opcode::kLogistic: case Opcode::kRoundNearestAfz: case Opcode::kRoundNearestEven: case Opcode::kRsqrt:
     case Opcode::kSin: case Opcode::kSqrt: case Opcode::kTan: case Opcode::kTanh: case Opcode::kAtan2:
+    case Opcode::kAcos: case Opcode::kAcosh: case Opcode::kAsin: case Opcode::kAsinh: case Opcode::kAtan:
+    case Opcode::kAtanh: case Opcode::kCosh: case Opcode::kSinh:
       return true;
     default:
       return false;
@@ -101,7 +133,7 @@ bool IntOrPredOnly(Opcode op) {
 }
 
 bool IntOnly(Opcode op) {
-  return op == Opcode::kPopulationCount || op == Opcode::kClz || op == Opcode::kShiftLeft ||
+  return op == Opcode::kPopulationCount || op == Opcode::kClz || op == Opcode::kShiftLeft || op == Opcode::kMulhi ||
          op == Opcode::kShiftRightArithmetic || op == Opcode::kShiftRightLogical;
 }
 
@@ -137,7 +169,7 @@ void Verifier::VerifyBinary(const Instruction& ins) {
   ExpectOperandCount(ins, 2);
   const Shape& a = ArrayOperand(ins, 0);
   const Shape& b = ArrayOperand(ins, 1);
-  if (!a.Compatible(b)) {
+  if (!SameShape(a, b)) {
     Fail(ins, fmt::format("operands have shapes {} and {}; elementwise operands need one shape (broadcast first)",
                           Str(a), Str(b)));
   }
@@ -159,7 +191,7 @@ bool Verifier::VerifyElementwise(const Instruction& ins) {
     const Shape& p = ArrayOperand(ins, 0);
     const Shape& t = ArrayOperand(ins, 1);
     if (p.dtype != DType::kBool) Fail(ins, fmt::format("the predicate is {}; it must be pred", Str(p)));
-    if (!t.Compatible(ArrayOperand(ins, 2))) Fail(ins, "on_true and on_false must have one shape");
+    if (!SameShape(t, ArrayOperand(ins, 2))) Fail(ins, "on_true and on_false must have one shape");
     if (p.rank() != 0 && p.dims != t.dims) Fail(ins, "the predicate must be a scalar or have the operands' dimensions");
     ExpectShape(ins, t);
   } else if (op == Opcode::kClamp) {
@@ -167,7 +199,7 @@ bool Verifier::VerifyElementwise(const Instruction& ins) {
     const Shape& x = ArrayOperand(ins, 1);
     for (int64_t i : {0, 2}) {
       const Shape& bound = ArrayOperand(ins, i);
-      if (bound.dtype != x.dtype || (bound.rank() != 0 && bound.dims != x.dims)) {
+      if (!SameType(bound.dtype, x.dtype) || (bound.rank() != 0 && bound.dims != x.dims)) {
         Fail(ins, fmt::format("bound {} is {}; a scalar or {} of {} is needed", i, Str(bound), Str(x), HloTypeName(x.dtype)));
       }
     }
@@ -187,7 +219,7 @@ void Verifier::VerifyBroadcast(const Instruction& ins) {
   ExpectOperandCount(ins, 1);
   const Shape& x = ArrayOperand(ins, 0);
   const Shape& out = ins.shape();
-  if (!out.IsArray() || out.dtype != x.dtype) Fail(ins, fmt::format("must keep the element type of {}", Str(x)));
+  if (!out.IsArray() || !SameType(out.dtype, x.dtype)) Fail(ins, fmt::format("must keep the element type of {}", Str(x)));
   if (static_cast<int>(a.dimensions.size()) != x.rank()) {
     Fail(ins, fmt::format("dimensions has {} entries; the operand {} has rank {}", a.dimensions.size(), Str(x), x.rank()));
   }
@@ -229,7 +261,7 @@ void Verifier::VerifyDynamicSlice(const Instruction& ins) {
     if (idx.rank() != 0 || !IsInteger(idx.dtype)) Fail(ins, fmt::format("index operand {} is {}; an integer scalar is needed", i, Str(idx)));
   }
   const std::vector<int64_t>& sizes = update ? ArrayOperand(ins, 1).dims : a.dynamic_slice_sizes;
-  if (update && ArrayOperand(ins, 1).dtype != x.dtype) Fail(ins, "the update must have the operand's element type");
+  if (update && !SameType(ArrayOperand(ins, 1).dtype, x.dtype)) Fail(ins, "the update must have the operand's element type");
   if (static_cast<int>(sizes.size()) != x.rank()) Fail(ins, fmt::format("needs {} slice sizes", x.rank()));
   for (int i = 0; i < x.rank(); ++i) {
     if (sizes[i] < 0 || sizes[i] > x.dims[i]) {
@@ -244,7 +276,7 @@ void Verifier::VerifyPad(const Instruction& ins) {
   ExpectOperandCount(ins, 2);
   const Shape& x = ArrayOperand(ins, 0);
   const Shape& v = ArrayOperand(ins, 1);
-  if (v.rank() != 0 || v.dtype != x.dtype) Fail(ins, fmt::format("the padding value must be a {} scalar", HloTypeName(x.dtype)));
+  if (v.rank() != 0 || !SameType(v.dtype, x.dtype)) Fail(ins, fmt::format("the padding value must be a {} scalar", HloTypeName(x.dtype)));
   if (static_cast<int>(a.padding.size()) != x.rank()) Fail(ins, fmt::format("padding needs {} dimensions", x.rank()));
   std::vector<int64_t> dims;
   for (int i = 0; i < x.rank(); ++i) {
@@ -265,7 +297,7 @@ bool Verifier::VerifyShapeOp(const Instruction& ins) {
     case Opcode::kReshape: {
       ExpectOperandCount(ins, 1);
       const Shape& x = ArrayOperand(ins, 0);
-      if (!ins.shape().IsArray() || ins.shape().dtype != x.dtype || ins.shape().NumElements() != x.NumElements()) {
+      if (!ins.shape().IsArray() || !SameType(ins.shape().dtype, x.dtype) || ins.shape().NumElements() != x.NumElements()) {
         Fail(ins, fmt::format("{} has {} elements of {}; the result must have as many of the same type", Str(x),
                               x.NumElements(), HloTypeName(x.dtype)));
       }
@@ -274,8 +306,10 @@ bool Verifier::VerifyShapeOp(const Instruction& ins) {
     case Opcode::kBitcast: {
       ExpectOperandCount(ins, 1);
       const Shape& x = ArrayOperand(ins, 0);
-      if (!ins.shape().IsArray() || ins.shape().ByteSize() != x.ByteSize()) {
-        Fail(ins, fmt::format("{} holds {} bytes; a bitcast must keep them", Str(x), x.ByteSize()));
+      // XLA's ShapeVerifier compares the sizes with the backend's shape size: with a TPU layout, the tiled size.
+      if (!ins.shape().IsArray() || ins.shape().PhysicalByteSize() != x.PhysicalByteSize()) {
+        Fail(ins, fmt::format("{} holds {} bytes; a bitcast must keep them", x.ToString(x.HasLayoutItems()),
+                              x.PhysicalByteSize()));
       }
       return true;
     }
@@ -346,7 +380,7 @@ bool Verifier::VerifyDataMovement(const Instruction& ins) {
         const Shape& x = ArrayOperand(ins, i);
         std::vector<int64_t> a_dims = x.dims, f_dims = first.dims;
         if (x.rank() == first.rank()) a_dims[d] = f_dims[d] = 0;
-        if (x.dtype != first.dtype || a_dims != f_dims) {
+        if (!SameType(x.dtype, first.dtype) || a_dims != f_dims) {
           Fail(ins, fmt::format("operand {} is {}; every operand must be {} except along dimension {}", i, Str(x), Str(first), d));
         }
         dims[d] += x.dims[d];
@@ -441,14 +475,51 @@ void Verifier::VerifyEntryParameters() {
   }
   for (size_t i = 0; i < layouts.size(); ++i) {
     const Instruction* p = entry->parameter(static_cast<int64_t>(i));
-    if (!p->shape().Compatible(layouts[i])) {
+    if (!SameShape(p->shape(), layouts[i])) {
       Fail(*p, fmt::format("is {}; entry_computation_layout says {}", Str(p->shape()), Str(layouts[i])));
     }
   }
   const auto& result = module_.entry_result_layout();
-  if (result.has_value() && !entry->root()->shape().Compatible(*result)) {
+  if (result.has_value() && !SameShape(entry->root()->shape(), *result)) {
     Fail(*entry->root(), fmt::format("is {}; entry_computation_layout says the result is {}",
                                      Str(entry->root()->shape()), Str(*result)));
+  }
+}
+
+// A sharding fits its value: a tiled one tiles the array's rank (plus its subgroup dimensions) with distinct
+// devices; a tuple one has one sharding per leaf (XLA's HloSharding::Validate). Device ids are not bounded by the
+// module's device count: a multi-slice TPU module (one slice's program) shards its parameters over every slice's
+// devices.
+void Verifier::VerifySharding(const Instruction& ins) {
+  std::vector<const Shape*> leaves;
+  const auto collect = [&](const auto& self, const Shape& s) -> void {
+    if (!s.IsTuple()) {
+      leaves.push_back(&s);
+      return;
+    }
+    for (const Shape& e : s.tuple) self(self, e);
+  };
+  collect(collect, ins.shape());
+  const Sharding& sharding = *ins.attrs().sharding;
+  if (sharding.kind == Sharding::Kind::kTuple && sharding.tuple.size() != leaves.size()) {
+    Fail(ins, fmt::format("sharding {} has {} elements; the value {} has {} leaves", sharding.ToString(),
+                          sharding.tuple.size(), Str(ins.shape()), leaves.size()));
+  }
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const Sharding& s = sharding.kind == Sharding::Kind::kTuple ? sharding.tuple[i] : sharding;
+    const Shape& leaf = *leaves[i];
+    if (s.kind == Sharding::Kind::kTuple) Fail(ins, fmt::format("sharding {} nests a tuple sharding", sharding.ToString()));
+    if (s.kind != Sharding::Kind::kTiled || leaf.IsToken()) continue;
+    const int data_dims = static_cast<int>(s.tile_dims.size()) - s.subgroup_dims;
+    if (data_dims != leaf.rank()) {
+      Fail(ins, fmt::format("sharding {} tiles {} dimensions; {} has {}", s.ToString(), data_dims, Str(leaf), leaf.rank()));
+    }
+    std::vector<int64_t> sorted = s.tile_devices;
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t k = 0; k < sorted.size(); ++k) {
+      if (sorted[k] < 0) Fail(ins, fmt::format("sharding {} names device {}", s.ToString(), sorted[k]));
+      if (k > 0 && sorted[k] == sorted[k - 1]) Fail(ins, fmt::format("sharding {} names device {} twice", s.ToString(), sorted[k]));
+    }
   }
 }
 
@@ -456,9 +527,16 @@ void Verifier::VerifyInstruction(const Instruction& ins) {
   VerifyElementwise(ins) || VerifyShapeOp(ins) || VerifyDataMovement(ins) || VerifyControlFlow(ins) ||
       VerifyReduction(ins) || VerifyWindowed(ins) || VerifyContraction(ins) || VerifyIndexing(ins) ||
       VerifyCollective(ins) || VerifyMisc(ins);
+  if (ins.attrs().sharding.has_value()) VerifySharding(ins);
+}
+
+void Verifier::VerifyOne(const Instruction& ins) {
+  const ScopedPrecision precision(allow_mixed_precision_);
+  VerifyInstruction(ins);
 }
 
 void Verifier::Run() {
+  const ScopedPrecision precision(allow_mixed_precision_);
   for (int64_t c = 0; c < module_.computation_count(); ++c) {
     const Computation* comp = module_.computation(c);
     for (int64_t i = 0; i < comp->instruction_count(); ++i) VerifyInstruction(*comp->instruction(i));

@@ -15,8 +15,13 @@ namespace spmdsim::hlo::internal {
 
 class Verifier {
  public:
-  explicit Verifier(const Module& module) : module_(module) {}
+  // allow_mixed_precision: as XLA's TPU and GPU pipelines verify (HloVerifier's allow_mixed_precision): floating-
+  // point element types may differ wherever XLA's ShapeVerifier then compares shapes ignoring FP precision.
+  Verifier(const Module& module, bool allow_mixed_precision)
+      : module_(module), allow_mixed_precision_(allow_mixed_precision) {}
   void Run();
+  // One instruction's checks (not its computation's or module's).
+  void VerifyOne(const Instruction& ins);
 
   // Throws "file:line:col: %name (opcode): message".
   [[noreturn]] static void Fail(const Instruction& ins, const std::string& message);
@@ -49,8 +54,19 @@ class Verifier {
   void VerifyPad(const Instruction& ins);
   int64_t GroupSize(const Instruction& ins);
 
+  void VerifyCopyStart(const Instruction& ins);
+  void VerifySendRecv(const Instruction& ins);
+  void VerifySharding(const Instruction& ins);
+
   const Module& module_;
+  bool allow_mixed_precision_;
 };
+
+// Shapes and element types compared under the verification in progress on this thread: exactly, or ignoring
+// floating-point precision (f32 and bf16 alike; ShapeUtil::CompatibleIgnoringFpPrecision) when it allows mixed
+// precision. Layouts are ignored.
+bool SameShape(const Shape& a, const Shape& b);
+bool SameType(DType a, DType b);
 
 // Helpers (verify.cc).
 void ExpectOperandCount(const Instruction& ins, int64_t n);
@@ -65,6 +81,8 @@ const Computation* Called(const Instruction& ins, size_t i, std::string_view rol
 // Dimension numbers must be distinct and in [0, rank).
 void ExpectDims(const Instruction& ins, const std::vector<int64_t>& dims, int64_t rank, std::string_view what);
 std::vector<Shape> ScalarShapes(const std::vector<DType>& dtypes);
+// "a copy-start", "an async-start": an opcode's name with its indefinite article, for messages.
+std::string WithArticle(Opcode opcode);
 std::string Str(const Shape& shape);
 
 }  // namespace spmdsim::hlo::internal

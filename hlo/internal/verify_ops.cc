@@ -97,7 +97,7 @@ void Verifier::VerifySelectAndScatter(const Instruction& ins) {
   const Shape& x = ArrayOperand(ins, 0);
   const Shape& source = ArrayOperand(ins, 1);
   const Shape& init = ArrayOperand(ins, 2);
-  if (init.rank() != 0 || init.dtype != x.dtype || source.dtype != x.dtype) {
+  if (init.rank() != 0 || !SameType(init.dtype, x.dtype) || !SameType(source.dtype, x.dtype)) {
     Fail(ins, "source and init value must have the operand's element type (init a scalar)");
   }
   ExpectWindow(ins, ins.attrs().window, x.rank());
@@ -261,7 +261,7 @@ void Verifier::VerifyScatter(const Instruction& ins) {
   for (int64_t i = 0; i < n; ++i) {
     const Shape& op = ArrayOperand(ins, i);
     const Shape& upd = ArrayOperand(ins, n + 1 + i);
-    if (op.dims != x.dims || upd.dtype != op.dtype) Fail(ins, "operands must share dimensions; updates their types");
+    if (op.dims != x.dims || !SameType(upd.dtype, op.dtype)) Fail(ins, "operands must share dimensions; updates their types");
     if (static_cast<size_t>(upd.rank()) != s.update_window_dims.size() + batch_dims.size() ||
         s.update_window_dims.size() + inserted.size() != static_cast<size_t>(x.rank())) {
       Fail(ins, fmt::format("update {} is {}: its rank must be the window dimensions plus the index batch dimensions", i, Str(upd)));

@@ -286,6 +286,43 @@ ENTRY %e (x: f32[2], b: s32[]) -> ((s32[], f32[2]), f32[2]) {
   EXPECT_THAT(Elements<float>(out.element(1)), ElementsAre(2, -1));  // index 5 is out of range: the last branch
 }
 
+// reduce-precision rounds the mantissa to nearest even and clamps the exponent range as XLA does (values worked
+// by hand; tests/hlo/python/test_target_modules.py compares more with jax.lax.reduce_precision).
+TEST(Interpreter, ReducePrecisionRoundsToNearestEvenAndClampsTheExponentRange) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // bfloat16's precision (8 exponent bits, 7 mantissa bits): 1 + 2^-8 and 1 + 3 x 2^-8 are ties (to even: 1 and
+  // 1 + 2^-6); 1 + 2^-8 + 2^-20 is above the tie (1 + 2^-7); 3.4e38 rounds up into the exponent: inf.
+  Value bf = RunText("HloModule t\nENTRY %e (a: f32[6]) -> f32[6] {\n  %a = f32[6] parameter(0)\n"
+                     "  ROOT %r = f32[6] reduce-precision(%a), exponent_bits=8, mantissa_bits=7\n}\n",
+                     {F32({6}, {1.00390625f, 1.01171875f, 1.0f + 0x1p-8f + 0x1p-20f, -2.5f, 3.4e38f, nan})});
+  const auto b = Elements<float>(bf);
+  EXPECT_EQ(b[0], 1.0f);
+  EXPECT_EQ(b[1], 1.015625f);
+  EXPECT_EQ(b[2], 1.0078125f);
+  EXPECT_EQ(b[3], -2.5f);
+  EXPECT_EQ(b[4], inf);
+  EXPECT_TRUE(std::isnan(b[5]));
+  // float16's range (5 exponent bits, 10 mantissa bits): 65504 stays, 65536 overflows to inf, 2^-14 (the smallest
+  // normal) stays, 2^-15 (a half denormal) flushes to a zero of its sign. No mantissa bit left: 1.6 rounds to 2,
+  // a NaN stays a NaN (XLA CPU's lowering; its older emitter made it inf).
+  Value h = RunText("HloModule t\nENTRY %e (a: f32[5]) -> f32[5] {\n  %a = f32[5] parameter(0)\n"
+                    "  ROOT %r = f32[5] reduce-precision(%a), exponent_bits=5, mantissa_bits=10\n}\n",
+                    {F32({5}, {65504.0f, -65536.0f, 0x1p-14f, -0x1p-15f, 0.1f})});
+  const auto f = Elements<float>(h);
+  EXPECT_EQ(f[0], 65504.0f);
+  EXPECT_EQ(f[1], -inf);
+  EXPECT_EQ(f[2], 0x1p-14f);
+  EXPECT_EQ(f[3], 0.0f);
+  EXPECT_TRUE(std::signbit(f[3]));
+  EXPECT_EQ(f[4], 0.0999755859375f);  // float16(0.1)
+  Value z = RunText("HloModule t\nENTRY %e (a: f32[2]) -> f32[2] {\n  %a = f32[2] parameter(0)\n"
+                    "  ROOT %r = f32[2] reduce-precision(%a), exponent_bits=8, mantissa_bits=0\n}\n",
+                    {F32({2}, {nan, 1.6f})});
+  EXPECT_TRUE(std::isnan(Elements<float>(z)[0]));
+  EXPECT_EQ(Elements<float>(z)[1], 2.0f);
+}
+
 TEST(Interpreter, RefusesArgumentsOfTheWrongShape) {
   try {
     RunText(Module("ENTRY %e (x: f32[2]) -> f32[2] {\n  ROOT %x = f32[2] parameter(0)\n}"), {F32({3}, {1, 2, 3})});

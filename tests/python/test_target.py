@@ -1,9 +1,8 @@
 """spmdsim.compile_for: JAX programs compiled for TPU pods and GPU clusters by their real compilers (libtpu, the
 CUDA plugin), device-free (docs/targets.md). Every compile here is a few seconds: small programs on small slices.
 
-The end-to-end runs through run_hlo use GPU modules, which spmdsim's parser reads today; TPU modules (copy-start,
-tiled layouts) are refused until the parser learns them: that test is an expected failure, strict, so it fails the
-day the parser lands and must then be turned into a plain test."""
+The end-to-end runs through run_hlo use GPU and TPU modules, both of which spmdsim's parser reads (TPU modules with
+their copy-starts, tiled layouts and mixed precision, docs/hlo.md)."""
 import os
 import subprocess
 import sys
@@ -343,14 +342,7 @@ def test_from_jax_on_a_gpu_target_predicts_the_compiled_module_beside_the_compil
         spmdsim.from_jax(mlp, *mlp_args(mesh))
 
 
-@pytest.mark.xfail(raises=(NotImplementedError, ValueError), strict=True,
-                   reason="spmdsim's HLO parser does not read TPU modules yet (copy-start, tiled layouts); when it "
-                          "does, this passes and strict=True fails it: make it a plain test then")
 def test_from_jax_on_a_tpu_target_predicts_the_compiled_module():
     mesh = spmdsim.target_mesh("tpu-v5e:2x4", data=4, model=2)
-    try:
-        _, report = spmdsim.from_jax(mlp, *mlp_args(mesh), target="tpu-v5e:2x4")
-    except Exception as e:
-        assert "module.txt" in "".join(getattr(e, "__notes__", []))  # the note says where the module is
-        raise
+    _, report = spmdsim.from_jax(mlp, *mlp_args(mesh), target="tpu-v5e:2x4")
     assert report["hlo"]["compiler_memory"]["argument_size_in_bytes"] > 0
