@@ -1,20 +1,26 @@
 #include "hlo/memory.h"
 
 #include <algorithm>
-#include <cctype>
 #include <map>
 #include <set>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "hlo/compiled_for.h"
+
 namespace spmdsim::hlo {
 namespace {
 
-// XLA:CPU places every temporary at a 64-byte boundary inside its temp allocation (xla/backends/cpu/alignment.h).
-constexpr int64_t kAlignment = 64;
-int64_t Aligned(int64_t bytes) {
-  return bytes > INT64_MAX - kAlignment ? INT64_MAX : (bytes + kAlignment - 1) / kAlignment * kAlignment;
+// The boundary each backend places temporaries at inside its temp allocation: XLA CPU 64 bytes
+// (xla/backends/cpu/alignment.h); XLA GPU 128 (its allocator's buffer alignment); TPU 512 (its buffer assignment
+// gives a scalar or a tuple's index table 512 bytes: the memory-usage report of an --xla_dump_to compile).
+int64_t AlignmentFor(CompiledFor compiled_for) {
+  switch (compiled_for) {
+    case CompiledFor::kTpu: return 512;
+    case CompiledFor::kGpu: return 128;
+    default: return 64;
+  }
 }
 
 int64_t SaturatingAdd(int64_t a, int64_t b) {
@@ -34,7 +40,7 @@ void ArrayLeaves(const Shape& s, std::vector<int64_t>* bytes) {
   if (s.IsTuple()) {
     for (const Shape& e : s.tuple) ArrayLeaves(e, bytes);
   } else if (s.IsArray()) {
-    bytes->push_back(s.ByteSize());
+    bytes->push_back(s.PhysicalByteSize());
   }
 }
 
@@ -53,8 +59,9 @@ bool SameShape(const Shape* a, const Shape* b) {
 }
 
 // kAliased: an entry output XLA writes into a donated argument's buffer (input_output_alias): neither a
-// temporary nor an output allocation of its own.
-enum class BufferKind : uint8_t { kTemp, kArgument, kConstant, kCaller, kAliased };
+// temporary nor an output allocation of its own. kOnChip: a value in a memory space other than the default
+// (TPU: S(1) VMEM, S(2) sync flags, ...): not device memory (HBM), counted nowhere.
+enum class BufferKind : uint8_t { kTemp, kArgument, kConstant, kCaller, kAliased, kOnChip };
 
 // An HloBuffer: the values that must share memory (an instruction's array and its views).
 struct Buffer {
@@ -75,8 +82,23 @@ bool IsView(Opcode op) {
   return op == Opcode::kBitcast || op == Opcode::kGetTupleElement || op == Opcode::kTuple ||
          op == Opcode::kOptimizationBarrier || op == Opcode::kAddDependency || op == Opcode::kDomain ||
          op == Opcode::kWhile || op == Opcode::kAllReduceDone || op == Opcode::kAllGatherDone ||
-         op == Opcode::kCollectivePermuteDone || op == Opcode::kAsyncDone || op == Opcode::kAsyncUpdate ||
-         op == Opcode::kCopyDone;
+         op == Opcode::kCollectivePermuteDone || op == Opcode::kAsyncDone || op == Opcode::kAsyncUpdate;
+}
+
+// The leaf of `shape` that output index `index` names (a path into nested tuples), or -1.
+int64_t LeafOf(const Shape& shape, const std::vector<int64_t>& index) {
+  int64_t leaf = 0;
+  const Shape* s = &shape;
+  for (int64_t k : index) {
+    if (!s->IsTuple() || k < 0 || k >= static_cast<int64_t>(s->tuple.size())) return -1;
+    for (int64_t j = 0; j < k; ++j) {
+      std::vector<int64_t> bytes;
+      ArrayLeaves(s->tuple[static_cast<size_t>(j)], &bytes);
+      leaf += static_cast<int64_t>(bytes.size());
+    }
+    s = &s->tuple[static_cast<size_t>(k)];
+  }
+  return s->IsArray() ? leaf : -1;
 }
 
 // The operand whose buffer output leaf `leaf` of `ins` must be written into (XLA's in-place ops, its
@@ -104,32 +126,13 @@ int64_t InPlaceOperand(const Instruction& ins, size_t leaf) {
   return target->opcode() == Opcode::kParameter ? target->attrs().parameter_number : -1;
 }
 
-// The entry's outputs written into donated arguments: `input_output_alias={ {0}: (0, {}, may-alias), ... }` as
-// output leaf index (the first element of the output index; {} for a non-tuple result) -> parameter number.
+// The entry's outputs written into donated arguments (input_output_alias): (output leaf, parameter number), the
+// output leaf the index of the aliased array among the root's array leaves.
 std::vector<std::pair<int64_t, int64_t>> EntryAliases(const Module& m) {
   std::vector<std::pair<int64_t, int64_t>> out;
-  for (const auto& [key, value] : m.header_attributes()) {
-    if (key != "input_output_alias") continue;
-    // Each entry: "{i...}: (p, {...}, kind)"; the output's first index and the parameter number are what count.
-    size_t at = 0;
-    while ((at = value.find('{', at)) != std::string::npos) {
-      const size_t close = value.find('}', at);
-      const size_t colon = value.find(':', close == std::string::npos ? at : close);
-      const size_t paren = value.find('(', colon == std::string::npos ? at : colon);
-      if (close == std::string::npos || colon == std::string::npos || paren == std::string::npos) break;
-      const std::string_view index(value.data() + at + 1, close - at - 1);
-      int64_t leaf = 0, param = 0;
-      for (char ch : index) {
-        if (ch == ',') break;
-        if (std::isdigit(static_cast<unsigned char>(ch))) leaf = leaf * 10 + (ch - '0');
-      }
-      size_t k = paren + 1;
-      while (k < value.size() && std::isdigit(static_cast<unsigned char>(value[k]))) param = param * 10 + (value[k++] - '0');
-      out.emplace_back(leaf, param);
-      const size_t end = value.find(')', paren);
-      if (end == std::string::npos) break;
-      at = end;
-    }
+  for (const InputOutputAlias& a : m.input_output_aliases()) {
+    const int64_t leaf = LeafOf(m.entry()->root()->shape(), a.output_index);
+    if (leaf >= 0 && a.parameter_index.empty()) out.emplace_back(leaf, a.parameter_number);
   }
   return out;
 }
@@ -186,7 +189,8 @@ bool HasOwnTable(const Instruction& ins) {
 // Buffer liveness over one computation.
 class Liveness {
  public:
-  explicit Liveness(const std::unordered_map<const Computation*, int64_t>* callee_peaks) : callee_peaks_(callee_peaks) {}
+  Liveness(const std::unordered_map<const Computation*, int64_t>* callee_peaks, int64_t alignment)
+      : callee_peaks_(callee_peaks), alignment_(alignment) {}
 
   // The peak of `c`'s temporaries, the computation's own parameters and root excluded (its caller holds
   // them); for the entry, parameters are arguments and the root's buffers are outputs.
@@ -212,7 +216,8 @@ class Liveness {
  private:
   int NewBuffer(const Instruction& maker, const Shape* shape, BufferKind kind) {
     Buffer b;
-    b.bytes = shape->ByteSize();
+    b.bytes = shape->PhysicalByteSize();  // tiled layouts (TPU) pad their minor dimensions
+    if (shape->memory_space != 0 && kind != BufferKind::kArgument) kind = BufferKind::kOnChip;
     b.shape = shape;
     b.kind = kind;
     b.maker = &maker;
@@ -239,6 +244,18 @@ class Liveness {
       out = Element(ins.operand(0)->shape(), leaves_[ins.operand(0)->index()], ins.attrs().index);
     } else if (op == Opcode::kAllGatherDone || op == Opcode::kCollectivePermuteDone || op == Opcode::kAsyncDone) {
       out = Element(ins.operand(0)->shape(), leaves_[ins.operand(0)->index()], 1);
+    } else if (op == Opcode::kCopyDone || op == Opcode::kRecvDone) {
+      // copy-start is (destination, source, context); recv is (data, context, token): the -done is element 0.
+      out = Element(ins.operand(0)->shape(), leaves_[ins.operand(0)->index()], 0);
+    } else if (op == Opcode::kSendDone) {
+      // a token
+    } else if (op == Opcode::kCopyStart || op == Opcode::kSend) {
+      // copy-start: (destination, source = the operand, context); send: (the operand, context, token).
+      const std::vector<int>& source = leaves_[ins.operand(0)->index()];
+      for (size_t k = 0; k < shapes.size(); ++k) {
+        const bool is_source = (op == Opcode::kCopyStart ? k == 1 : k == 0) && source.size() == 1;
+        out.push_back(is_source ? source[0] : NewBuffer(ins, shapes[k], BufferKind::kTemp));
+      }
     } else if (op == Opcode::kAddDependency) {
       out = leaves_[ins.operand(0)->index()];
     } else if (IsView(op)) {
@@ -259,6 +276,14 @@ class Liveness {
   // a scatter, such fusions: XLA's copy insertion leaves them a temporary of their own to update), or a sort's
   // operand k when that operand has no other user (XLA's CanShareOperandBufferWithUser for sort).
   int ReusedOperandBuffer(const Instruction& ins, size_t k, const Shape* shape) const {
+    // output_to_operand_aliasing (fusions, custom-calls: TPU's async collective fusions) names the buffer outright.
+    for (const OutputOperandAlias& a : ins.attrs().output_to_operand_aliasing) {
+      if (LeafOf(ins.shape(), a.output_index) != static_cast<int64_t>(k) || a.operand_number >= ins.operand_count()) continue;
+      const Instruction& o = *ins.operand(a.operand_number);
+      const int64_t leaf = LeafOf(o.shape(), a.operand_index);
+      const std::vector<int>& src = leaves_[o.index()];
+      if (leaf >= 0 && leaf < static_cast<int64_t>(src.size())) return src[static_cast<size_t>(leaf)];
+    }
     int64_t operand = InPlaceOperand(ins, k);
     const bool sort = operand < 0 && ins.opcode() == Opcode::kSort && static_cast<int64_t>(k) < ins.operand_count() &&
                       ins.operand(static_cast<int64_t>(k))->users().size() == 1;
@@ -454,7 +479,9 @@ class Liveness {
     std::vector<int64_t> out;
     ArrayLeaves(c.root()->shape(), &out);
     for (int64_t b : out) e->output_bytes = SaturatingAdd(e->output_bytes, b);
-    e->output_bytes = SaturatingAdd(e->output_bytes, TupleTableBytes(c.root()->shape()));
+    // A TPU gives the output tuple's index table an allocation of its own (512 bytes); CPU and GPU count its bytes.
+    const int64_t table = TupleTableBytes(c.root()->shape());
+    e->output_bytes = SaturatingAdd(e->output_bytes, table > 0 && alignment_ >= 512 ? Aligned(table) : table);
   }
 
   bool InHeap(const Buffer& b) const { return b.kind == BufferKind::kTemp && !b.output && !b.in_output; }
@@ -571,7 +598,12 @@ class Liveness {
   std::vector<Buffer> buffers_;
   std::vector<int64_t> last_use_;  // per instruction: the last use of its value
   // The peaks of the computations this one calls, computed before it (EstimateMemory).
+  int64_t Aligned(int64_t bytes) const {
+    return bytes > INT64_MAX - alignment_ ? INT64_MAX : (bytes + alignment_ - 1) / alignment_ * alignment_;
+  }
+
   const std::unordered_map<const Computation*, int64_t>* callee_peaks_;
+  int64_t alignment_;
   std::vector<std::pair<int, int>> aliased_;  // (donated argument's buffer, the output written into it)
   mutable std::map<std::pair<const Instruction*, const Instruction*>, bool> can_share_;
 };
@@ -605,8 +637,9 @@ std::vector<const Computation*> CalleesFirst(const Computation& entry) {
 MemoryEstimate EstimateMemory(const Module& module) {
   std::unordered_map<const Computation*, int64_t> peaks;
   MemoryEstimate e;
+  const int64_t alignment = AlignmentFor(CompiledForOf(module));
   for (const Computation* c : CalleesFirst(*module.entry())) {
-    Liveness liveness(&peaks);
+    Liveness liveness(&peaks, alignment);
     if (c == module.entry()) {
       e.temp_bytes = liveness.Peak(*c, true, &e);
     } else {

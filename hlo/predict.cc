@@ -79,23 +79,71 @@ double MessageBytes(const Instruction& ins, bool narrow) {
 
 }  // namespace
 
+namespace {
+
+// Through copies, bitcasts, integer converts and reshapes (XLA TPU copies loop counters' initial values and sinks
+// constants into loop bodies): the instruction that makes the value.
+const Instruction* Source(const Instruction* x) {
+  for (int i = 0; i < 8; ++i) {
+    const Opcode op = x->opcode();
+    if (op != Opcode::kCopy && op != Opcode::kBitcast && op != Opcode::kReshape &&
+        !(op == Opcode::kConvert && IsInteger(x->shape().dtype))) {
+      break;
+    }
+    x = x->operand(0);
+  }
+  return x;
+}
+
+// A scalar integer constant through Source, or one a loop passes through unchanged (body root element k is its own
+// parameter element k) with a constant initial value in `init` (a tuple).
+bool LoopConstant(const Instruction* x, const Instruction* init, const Instruction* body_root, int64_t* value) {
+  x = Source(x);
+  if (IntConstant(x, value)) return true;
+  int64_t k = 0;
+  if (!IsStateElement(x, &k) || init->opcode() != Opcode::kTuple || body_root->opcode() != Opcode::kTuple ||
+      k >= init->operand_count() || k >= body_root->operand_count()) {
+    return false;
+  }
+  int64_t same = -1;
+  return IsStateElement(Source(body_root->operand(k)), &same) && same == k && IntConstant(Source(init->operand(k)), value);
+}
+
+}  // namespace
+
 int64_t StaticTripCount(const Instruction& loop) {
   if (loop.attrs().known_trip_count >= 0) return loop.attrs().known_trip_count;
   const Computation& cond = *loop.called()[0];
   const Computation& body = *loop.called()[1];
-  const Instruction* cmp = cond.root();
-  if (cmp->opcode() != Opcode::kCompare || cmp->attrs().direction != ComparisonDirection::kLt) return -1;
-  int64_t k = 0, limit = 0, k2 = 0, start = 0, step = 0;
-  if (!IsStateElement(cmp->operand(0), &k) || !IntConstant(cmp->operand(1), &limit)) return -1;
-  const Instruction* init = loop.operand(0);
-  if (init->opcode() != Opcode::kTuple || k >= init->operand_count() || !IntConstant(init->operand(k), &start)) return -1;
+  const Instruction* init = Source(loop.operand(0));
   const Instruction* next = body.root();
-  if (next->opcode() != Opcode::kTuple || k >= next->operand_count()) return -1;
-  const Instruction* add = next->operand(k);
-  if (add->opcode() != Opcode::kAdd || !IsStateElement(add->operand(0), &k2) || k2 != k ||
-      !IntConstant(add->operand(1), &step) || step <= 0) {
+  const Instruction* cmp = Source(cond.root());
+  if (cmp->opcode() != Opcode::kCompare || init->opcode() != Opcode::kTuple || next->opcode() != Opcode::kTuple) return -1;
+  // i < limit, i <= limit, limit > i, limit >= i with i a state element.
+  ComparisonDirection d = cmp->attrs().direction;
+  const Instruction* counter = Source(cmp->operand(0));
+  const Instruction* bound = cmp->operand(1);
+  int64_t k = 0;
+  if (!IsStateElement(counter, &k)) {
+    counter = Source(cmp->operand(1));
+    bound = cmp->operand(0);
+    if (!IsStateElement(counter, &k)) return -1;
+    d = d == ComparisonDirection::kGt ? ComparisonDirection::kLt : d == ComparisonDirection::kGe ? ComparisonDirection::kLe : d;
+  }
+  if ((d != ComparisonDirection::kLt && d != ComparisonDirection::kLe) || k >= init->operand_count() ||
+      k >= next->operand_count()) {
     return -1;
   }
+  int64_t limit = 0, start = 0, step = 0, k2 = 0;
+  if (!LoopConstant(bound, init, next, &limit) || !IntConstant(Source(init->operand(k)), &start)) return -1;
+  const Instruction* add = Source(next->operand(k));
+  if (add->opcode() != Opcode::kAdd) return -1;
+  const int which = IsStateElement(Source(add->operand(0)), &k2) && k2 == k ? 1 : 0;
+  if (!IsStateElement(Source(add->operand(1 - which)), &k2) || k2 != k || !LoopConstant(add->operand(which), init, next, &step) ||
+      step <= 0) {
+    return -1;
+  }
+  if (d == ComparisonDirection::kLe) ++limit;
   return std::max<int64_t>(0, (limit - start + step - 1) / step);
 }
 
