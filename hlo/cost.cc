@@ -5,6 +5,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace spmdsim::hlo {
 namespace {
 
@@ -38,6 +40,51 @@ bool IsFree(Opcode op) {
          op == Opcode::kParameter || op == Opcode::kConstant || op == Opcode::kAfterAll ||
          op == Opcode::kAddDependency || op == Opcode::kOptimizationBarrier || op == Opcode::kDomain ||
          op == Opcode::kPartitionId || op == Opcode::kReplicaId;
+}
+
+// TPU custom-calls that move no data: buffer allocation, async-call preparation, views and compiler assumptions.
+bool IsFreeCustomCall(const Instruction& ins) {
+  if (ins.opcode() != Opcode::kCustomCall) return false;
+  const std::string& t = ins.attrs().custom_call_target;
+  return t == "AllocateBuffer" || t == "PrepareAsyncCallStart" || t == "PrepareAsyncCallDone" || t == "SliceId" ||
+         t == "ConcatBitcast" || t == "AssumeGatherIndicesInBound" || t == "Sharding" || t == "SPMDFullToShardShape" ||
+         t == "SPMDShardToFullShape";
+}
+
+// A cuBLAS GEMM custom-call (XLA GPU's __cublas$gemm, __cublas$lt$matmul and its fp8 form): its contraction from
+// gemm_backend_config's dot_dimension_numbers, or invalid dims when it is not one.
+ContractionDims GemmDims(const Instruction& ins) {
+  const std::string& t = ins.attrs().custom_call_target;
+  if (ins.opcode() != Opcode::kCustomCall || !t.starts_with("__cublas") || ins.operand_count() < 2) return {};
+  for (const auto& [key, value] : ins.attrs().raw) {
+    if (key != "backend_config") continue;
+    const nlohmann::json config = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
+    if (!config.is_object() || !config.contains("gemm_backend_config")) return {};
+    const nlohmann::json& dnums = config["gemm_backend_config"].value("dot_dimension_numbers", nlohmann::json::object());
+    auto dims = [&](const char* name) {
+      std::vector<int64_t> out;
+      for (const auto& d : dnums.value(name, nlohmann::json::array())) {
+        out.push_back(d.is_string() ? std::stoll(d.get<std::string>()) : d.get<int64_t>());
+      }
+      return out;
+    };
+    const Shape& l = ins.operand(0)->shape();
+    const Shape& r = ins.operand(1)->shape();
+    const std::vector<int64_t> lb = dims("lhs_batch_dimensions"), lc = dims("lhs_contracting_dimensions");
+    const std::vector<int64_t> rb = dims("rhs_batch_dimensions"), rc = dims("rhs_contracting_dimensions");
+    ContractionDims c{1, 1, 1, 1};
+    auto in = [](const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+    for (int i = 0; i < l.rank(); ++i) {
+      if (in(lb, i)) c.batch *= l.dims[i];
+      else if (in(lc, i)) c.k *= l.dims[i];
+      else c.m *= l.dims[i];
+    }
+    for (int i = 0; i < r.rank(); ++i) {
+      if (!in(rb, i) && !in(rc, i)) c.n *= r.dims[i];
+    }
+    return c;
+  }
+  return {};
 }
 
 ContractionDims DotDimsOf(const Instruction& dot) {
@@ -373,7 +420,7 @@ std::string InstructionClass(const Instruction& ins) {
     case Opcode::kGather: case Opcode::kScatter: case Opcode::kReshape: case Opcode::kBroadcast:
       return "data movement";
     case Opcode::kSort: case Opcode::kTopK: return "sort";
-    case Opcode::kCustomCall: return "custom-call";
+    case Opcode::kCustomCall: return GemmDims(ins).valid() ? "dot (cuBLAS)" : "custom-call";
     case Opcode::kWhile: case Opcode::kCall: case Opcode::kConditional: case Opcode::kAsyncStart:
     case Opcode::kAsyncUpdate: case Opcode::kAsyncDone:
       return "control";
@@ -390,8 +437,16 @@ double NarrowBytes(const Instruction& value) { return ValueBytes(&value, nullptr
 InstructionCost CostOf(const Instruction& ins, bool narrow_types) {
   InstructionCost cost;
   cost.dtype = FirstType(ins.shape());
-  if (IsFree(ins.opcode())) return cost;
+  if (IsFree(ins.opcode()) || IsFreeCustomCall(ins)) return cost;
   AddArithmetic(ins, narrow_types, &cost);
+  if (const ContractionDims gemm = GemmDims(ins); gemm.valid()) {  // cuBLAS: priced as the dot it is
+    cost.flops += 2.0 * static_cast<double>(gemm.batch) * gemm.m * gemm.n * gemm.k;
+    cost.dims = gemm;
+    cost.dtype = ins.operand(0)->shape().dtype;
+    cost.bytes_read = static_cast<double>(ins.operand(0)->shape().ByteSize() + ins.operand(1)->shape().ByteSize());
+    cost.bytes_written = static_cast<double>(ins.shape().IsTuple() ? ins.shape().tuple[0].ByteSize() : ins.shape().ByteSize());
+    return cost;
+  }
   cost.bytes_read = OperandBytesRead(ins, narrow_types);
   cost.bytes_written = ResultBytesWritten(ins, narrow_types);
   if (!cost.dims.valid()) cost.dims = ContractionDims{};

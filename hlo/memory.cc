@@ -189,8 +189,9 @@ bool HasOwnTable(const Instruction& ins) {
 // Buffer liveness over one computation.
 class Liveness {
  public:
-  Liveness(const std::unordered_map<const Computation*, int64_t>* callee_peaks, int64_t alignment)
-      : callee_peaks_(callee_peaks), alignment_(alignment) {}
+  Liveness(const std::unordered_map<const Computation*, int64_t>* callee_peaks, CompiledFor compiled_for)
+      : callee_peaks_(callee_peaks), alignment_(AlignmentFor(compiled_for)),
+        in_place_all_reduce_(compiled_for == CompiledFor::kTpu) {}
 
   // The peak of `c`'s temporaries, the computation's own parameters and root excluded (its caller holds
   // them); for the entry, parameters are arguments and the root's buffers are outputs.
@@ -285,8 +286,12 @@ class Liveness {
       if (leaf >= 0 && leaf < static_cast<int64_t>(src.size())) return src[static_cast<size_t>(leaf)];
     }
     int64_t operand = InPlaceOperand(ins, k);
-    const bool sort = operand < 0 && ins.opcode() == Opcode::kSort && static_cast<int64_t>(k) < ins.operand_count() &&
-                      ins.operand(static_cast<int64_t>(k))->users().size() == 1;
+    // A sort's output k may take its operand k when nothing else uses it (XLA's CanShareOperandBufferWithUser); on a
+    // TPU an all-reduce's output k may take its operand k's buffer when that dies there (reduced in place).
+    const bool shares_kth = (ins.opcode() == Opcode::kSort && ins.operand(static_cast<int64_t>(std::min<size_t>(
+                                 k, static_cast<size_t>(ins.operand_count() - 1))))->users().size() == 1) ||
+                            (in_place_all_reduce_ && ins.opcode() == Opcode::kAllReduce);
+    const bool sort = operand < 0 && shares_kth && static_cast<int64_t>(k) < ins.operand_count();
     if (sort) operand = static_cast<int64_t>(k);
     if (operand < 0 || operand >= ins.operand_count()) return -1;
     const std::vector<int>& src = leaves_[ins.operand(operand)->index()];
@@ -604,6 +609,7 @@ class Liveness {
 
   const std::unordered_map<const Computation*, int64_t>* callee_peaks_;
   int64_t alignment_;
+  bool in_place_all_reduce_;
   std::vector<std::pair<int, int>> aliased_;  // (donated argument's buffer, the output written into it)
   mutable std::map<std::pair<const Instruction*, const Instruction*>, bool> can_share_;
 };
@@ -637,9 +643,9 @@ std::vector<const Computation*> CalleesFirst(const Computation& entry) {
 MemoryEstimate EstimateMemory(const Module& module) {
   std::unordered_map<const Computation*, int64_t> peaks;
   MemoryEstimate e;
-  const int64_t alignment = AlignmentFor(CompiledForOf(module));
+  const CompiledFor compiled_for = CompiledForOf(module);
   for (const Computation* c : CalleesFirst(*module.entry())) {
-    Liveness liveness(&peaks, alignment);
+    Liveness liveness(&peaks, compiled_for);
     if (c == module.entry()) {
       e.temp_bytes = liveness.Peak(*c, true, &e);
     } else {

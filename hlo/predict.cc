@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "cost/compute_model.h"
 #include "cost/link_model.h"
+#include "hlo/compiled_for.h"
 #include "hlo/cost.h"
 #include "hlo/groups.h"
 #include "hlo/internal/streams.h"
@@ -260,6 +261,14 @@ std::string UnionOfAxes(const std::string& axes, const std::string& more) {
   return out;
 }
 
+// Narrow types undo XLA CPU's widening of bf16 / f16 on a TPU or GPU topology; a module a TPU or GPU compiler made
+// holds the types it computes in already.
+bool NarrowByDefault(const Module& m, const Topology& topology) {
+  if (topology.platform() == Platform::kCpu) return false;
+  const CompiledFor c = CompiledForOf(m);
+  return c == CompiledFor::kCpu || c == CompiledFor::kUnknown;
+}
+
 // What an iteration (or a whole loop) adds: the clocks, the totals and every group's sums.
 struct Snapshot {
   double compute_clock = 0;
@@ -278,7 +287,7 @@ class Predictor {
  public:
   Predictor(const Module& m, const Mesh& mesh, const PredictOptions& o)
       : module_(m), mesh_(mesh), options_(o), compute_(*mesh.topology(), o.roofline), collectives_(mesh, o.collectives),
-        streams_(Slowdown()), narrow_(o.narrow_types.value_or(mesh.topology()->platform() != Platform::kCpu)) {
+        streams_(Slowdown()), narrow_(o.narrow_types.value_or(NarrowByDefault(m, *mesh.topology()))) {
     FindAsyncCollectiveFusions();
   }
 

@@ -57,7 +57,8 @@ struct PredictOptions {
   // module as compiled.
   bool overlap_collectives = false;
   bool record_events = true;         // keep one OpEvent per executed instruction (traces)
-  // Price values XLA CPU widened from bf16 / f16 in their narrow type (above); unset: on TPUs and GPUs, not on CPUs.
+  // Price values XLA CPU widened from bf16 / f16 in their narrow type (above); unset: on TPUs and GPUs for a module
+  // XLA CPU compiled (or one that does not tell, hlo/compiled_for.h), never on CPUs or for a TPU / GPU module.
   std::optional<bool> narrow_types{};
 };
 
