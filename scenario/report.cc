@@ -336,9 +336,9 @@ std::string HloReport(const WorkloadResult& r) {
   by_class.steps = h.by_class;
   by_class.totals = r.totals;
   std::string out = fmt::format("by instruction class:\n{}", StepsTable(by_class));
-  out += fmt::format("module {} on {} devices ({} simulated: every device runs the same program), {} instructions "
-                     "executed; communication exposed {}, hidden under compute {}\n",
-                     h.module, h.devices, h.simulated_devices,
+  out += fmt::format("module {} ({} instructions, compiled for {}) on {} devices ({} simulated: every device runs "
+                     "the same program), {} instructions executed; communication exposed {}, hidden under compute {}\n",
+                     h.module, h.instructions, h.compiled_for, h.devices, h.simulated_devices,
                      h.executed_ops == INT64_MAX ? std::string("more than 9.2e18") : std::to_string(h.executed_ops),
                      FormatSeconds(h.exposed_comm_seconds),
                      FormatSeconds(h.hidden_comm_seconds));
@@ -366,7 +366,8 @@ std::string HloReport(const WorkloadResult& r) {
 nlohmann::json HloJson(const HloSummary& h) {
   nlohmann::json by_class = nlohmann::json::array();
   for (const StepResult& s : h.by_class) by_class.push_back(StepJson(s));
-  return {{"module", h.module}, {"devices", h.devices}, {"simulated_devices", h.simulated_devices},
+  return {{"module", h.module}, {"instructions", h.instructions}, {"compiled_for", h.compiled_for},
+          {"devices", h.devices}, {"simulated_devices", h.simulated_devices},
           {"executed_ops", h.executed_ops}, {"exposed_comm_seconds", h.exposed_comm_seconds},
           {"hidden_comm_seconds", h.hidden_comm_seconds}, {"by_class", by_class},
           {"argument_bytes", h.argument_bytes}, {"output_bytes", h.output_bytes}, {"temp_bytes", h.temp_bytes},

@@ -12,6 +12,7 @@
 #include "common/host_memory.h"
 #include "common/shape.h"
 #include "cost/link_model.h"
+#include "hlo/compiled_for.h"
 #include "hlo/cost.h"
 #include "hlo/executor.h"
 #include "hlo/predict.h"
@@ -305,6 +306,8 @@ WorkloadResult RunHlo(const WorkloadContext& context, const HloConfig& config, s
   r.hlo = HloSummary{};
   r.hlo->module = m.name();
   r.hlo->devices = supported.device_count();
+  r.hlo->instructions = m.instruction_count();
+  r.hlo->compiled_for = std::string(hlo::CompiledForName(hlo::CompiledForOf(m)));
   if (!context.abstract) {
     CheckHostMemory(config, supported);
     const Arguments args = MakeArguments(config, supported);

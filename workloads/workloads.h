@@ -223,6 +223,8 @@ struct PartitionResult {
 // The hlo workload's totals by instruction class, its memory estimate and notes (workloads/hlo_workload.h).
 struct HloSummary {
   std::string module;                  // the module's name
+  int64_t instructions = 0;            // instructions in the module's computations (every one read)
+  std::string compiled_for;            // the compiler that made it: "cpu", "tpu", "gpu", "unknown" (hlo/compiled_for.h)
   int64_t devices = 0;                 // logical devices it runs on (replica_count x num_partitions)
   int64_t simulated_devices = 1;       // devices simulated for the prediction (docs/hlo.md)
   int64_t executed_ops = 0;            // instructions executed on the simulated device (loops unrolled)
