@@ -81,8 +81,14 @@ std::vector<std::string> Mutations(const std::string& text, uint64_t seed, int c
       case 0: m = text.substr(0, text.empty() ? 0 : rng() % text.size()); break;
       case 1: m.insert(text.empty() ? 0 : rng() % text.size(), kTokens[rng() % std::size(kTokens)]); break;
       case 2: if (!m.empty()) m[rng() % m.size()] = static_cast<char>(rng()); break;
-      case 3: if (!ls.empty()) ls.erase(ls.begin() + static_cast<long>(rng() % ls.size())); m = spmdsim_fuzz::JoinLines(ls); break;
-      case 4: if (ls.size() > 1) std::swap(ls[rng() % ls.size()], ls[rng() % ls.size()]); m = spmdsim_fuzz::JoinLines(ls); break;
+      case 3:
+        if (!ls.empty()) ls.erase(ls.begin() + static_cast<long>(rng() % ls.size()));
+        m = spmdsim_fuzz::JoinLines(ls);
+        break;
+      case 4:
+        if (ls.size() > 1) std::swap(ls[rng() % ls.size()], ls[rng() % ls.size()]);
+        m = spmdsim_fuzz::JoinLines(ls);
+        break;
       default: {  // a digit replaced by a huge number
         const size_t at = m.find_first_of("0123456789", text.empty() ? 0 : rng() % text.size());
         if (at != std::string::npos) m.replace(at, 1, kTokens[18 + rng() % 2]);

@@ -20,7 +20,8 @@ std::vector<int64_t> ReadXList(Scanner& s, std::string_view what) {
   while (s.Peek() == 'x') {
     s.set_pos(s.pos() + 1);
     values.push_back(s.Int(what));
-    if (values.size() > static_cast<size_t>(kMaxRank)) s.Fail(fmt::format("{} has more than {} dimensions", what, kMaxRank));
+    if (values.size() > static_cast<size_t>(kMaxRank))
+      s.Fail(fmt::format("{} has more than {} dimensions", what, kMaxRank));
   }
   return values;
 }
@@ -45,7 +46,8 @@ std::vector<int64_t> ExpandIota(Scanner& s, size_t at, const std::vector<int64_t
                                 const std::vector<int64_t>& perm) {
   int64_t n = 1;
   for (int64_t d : reshape) {
-    if (d < 1 || n > kMaxIotaDevices / d) s.FailAt(at, fmt::format("iota device list must have 1 to {} devices", kMaxIotaDevices));
+    if (d < 1 || n > kMaxIotaDevices / d)
+      s.FailAt(at, fmt::format("iota device list must have 1 to {} devices", kMaxIotaDevices));
     n *= d;
   }
   const size_t rank = reshape.size();
@@ -232,7 +234,10 @@ std::vector<WindowDim> ReadWindow(Scanner& s) {
       else if (key == "lhs_dilate") dims[i].lhs_dilation = v[i];
       else if (key == "rhs_dilate") dims[i].rhs_dilation = v[i];
       else if (key == "rhs_reversal") dims[i].reversal = v[i] != 0;
-      else s.FailAt(at, fmt::format("unknown window field {}; valid: size, stride, pad, lhs_dilate, rhs_dilate, rhs_reversal", QuoteForError(key)));
+      else
+        s.FailAt(at,
+                 fmt::format("unknown window field {}; valid: size, stride, pad, lhs_dilate, rhs_dilate, rhs_reversal",
+                             QuoteForError(key)));
     }
   }
   return dims;
@@ -265,7 +270,8 @@ void ReadLabels(Scanner& s, char first, char second, int64_t* first_dim, int64_t
     s.FailAt(at, fmt::format("dimension labels {} need '{}' and '{}'", QuoteForError(labels), first, second));
   }
   for (size_t k = 0; k < num_spatial; ++k) {
-    if (by_digit[k] < 0) s.FailAt(at, fmt::format("dimension labels {} lack spatial dimension {}", QuoteForError(labels), k));
+    if (by_digit[k] < 0)
+      s.FailAt(at, fmt::format("dimension labels {} lack spatial dimension {}", QuoteForError(labels), k));
     spatial->push_back(by_digit[k]);
   }
 }
@@ -408,7 +414,8 @@ ReplicaGroups MeshAxesGroups(Scanner& s, size_t at, const std::vector<int64_t>& 
   std::vector<int64_t> perm;
   int64_t group_size = 1;
   for (size_t d = 0; d < dims.size(); ++d) {
-    if (std::find(grouped.begin(), grouped.end(), static_cast<int64_t>(d)) == grouped.end()) perm.push_back(static_cast<int64_t>(d));
+    if (std::find(grouped.begin(), grouped.end(), static_cast<int64_t>(d)) == grouped.end())
+      perm.push_back(static_cast<int64_t>(d));
   }
   for (size_t a = 0; a < axes.size(); ++a) {
     perm.push_back(grouped[a]);
@@ -472,7 +479,8 @@ ReplicaGroups ReadReplicaGroups(Scanner& s) {
     const int64_t n = Product(s, shape, "replica groups");
     std::vector<int64_t> ids = ReadIotaDevices(s);
     if (static_cast<int64_t>(ids.size()) != n) {
-      s.FailAt(at, fmt::format("replica groups [{},{}] need {} ids; the iota list has {}", shape[0], shape[1], n, ids.size()));
+      s.FailAt(at, fmt::format("replica groups [{},{}] need {} ids; the iota list has {}", shape[0], shape[1], n,
+                               ids.size()));
     }
     for (int64_t g = 0; g < shape[0]; ++g) {
       groups.emplace_back(ids.begin() + g * shape[1], ids.begin() + (g + 1) * shape[1]);
@@ -521,7 +529,8 @@ Sharding ReadSharding(Scanner& s, int depth) {
   while (!s.TryConsume('}')) {
     const size_t at = s.pos();
     std::string_view word = s.TryName();
-    if (word.empty()) s.Fail(fmt::format("expected a sharding (replicated, maximal, manual, devices=...), found {}", s.Found()));
+    if (word.empty())
+      s.Fail(fmt::format("expected a sharding (replicated, maximal, manual, devices=...), found {}", s.Found()));
     if (word == "replicated") {
       out.kind = Sharding::Kind::kReplicated;
     } else if (word == "manual") {

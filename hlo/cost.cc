@@ -60,7 +60,8 @@ ContractionDims GemmDims(const Instruction& ins) {
     if (key != "backend_config") continue;
     const nlohmann::json config = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
     if (!config.is_object() || !config.contains("gemm_backend_config")) return {};
-    const nlohmann::json& dnums = config["gemm_backend_config"].value("dot_dimension_numbers", nlohmann::json::object());
+    const nlohmann::json& dnums = config["gemm_backend_config"].value("dot_dimension_numbers",
+                                                                      nlohmann::json::object());
     auto dims = [&](const char* name) {
       std::vector<int64_t> out;
       for (const auto& d : dnums.value(name, nlohmann::json::array())) {
@@ -114,7 +115,8 @@ ContractionDims DotDimsOf(const Instruction& dot) {
 // convolution whose spatial dimension carries the batch through padding and dilation; counting every window
 // position would multiply its FLOPs by the window.
 double ValidPositions(const WindowDim& w, int64_t input, int64_t kernel, int64_t output) {
-  if (w.lhs_dilation == 1) {  // per kernel index, the output indices o with 0 <= o*stride - pad_low + k*rhs_dilation < input
+  if (w.lhs_dilation ==
+      1) {  // per kernel index, the output indices o with 0 <= o*stride - pad_low + k*rhs_dilation < input
     double count = 0;
     for (int64_t k = 0; k < kernel; ++k) {
       const int64_t offset = k * w.rhs_dilation - w.pad_low;  // input index = o * stride + offset
@@ -163,7 +165,8 @@ double ConvolutionPositions(const Instruction& conv) {
   double positions = 1;
   for (size_t d = 0; d < c.kernel_spatial.size(); ++d) {
     const WindowDim w = d < conv.attrs().window.size() ? conv.attrs().window[d] : WindowDim{};
-    positions *= ValidPositions(w, in.dims[c.input_spatial[d]], k.dims[c.kernel_spatial[d]], out.dims[c.output_spatial[d]]);
+    positions *= ValidPositions(w, in.dims[c.input_spatial[d]], k.dims[c.kernel_spatial[d]],
+                                out.dims[c.output_spatial[d]]);
   }
   return positions;
 }
@@ -173,8 +176,10 @@ double ConvolutionFlops(const Instruction& conv) {
   const Shape& in = conv.operand(0)->shape();
   const Shape& out = conv.shape();
   const double positions = ConvolutionPositions(conv);
-  const double features = static_cast<double>(in.dims[c.input_feature]) / static_cast<double>(conv.attrs().feature_group_count);
-  const double batch = static_cast<double>(in.dims[c.input_batch]) / static_cast<double>(conv.attrs().batch_group_count);
+  const double features = static_cast<double>(in.dims[c.input_feature]) /
+                          static_cast<double>(conv.attrs().feature_group_count);
+  const double batch = static_cast<double>(in.dims[c.input_batch]) /
+                       static_cast<double>(conv.attrs().batch_group_count);
   return 2.0 * features * static_cast<double>(out.dims[c.output_feature]) * batch * positions;
 }
 
@@ -381,7 +386,8 @@ double OperandBytesRead(const Instruction& ins, bool narrow) {
     for (int64_t i = 0; i < c.parameter_count(); ++i) bytes += ParameterBytesRead(*c.parameter(i), ins, narrow);
     return bytes;
   }
-  if (op == Opcode::kDynamicSlice || op == Opcode::kSlice || op == Opcode::kGather) return ValueBytes(&ins, nullptr, narrow);
+  if (op == Opcode::kDynamicSlice || op == Opcode::kSlice || op == Opcode::kGather)
+    return ValueBytes(&ins, nullptr, narrow);
   double bytes = 0;
   for (int64_t k = 0; k < ins.operand_count(); ++k) {
     if (op == Opcode::kDynamicUpdateSlice && k == 0) continue;  // in place
@@ -444,7 +450,8 @@ InstructionCost CostOf(const Instruction& ins, bool narrow_types) {
     cost.dims = gemm;
     cost.dtype = ins.operand(0)->shape().dtype;
     cost.bytes_read = static_cast<double>(ins.operand(0)->shape().ByteSize() + ins.operand(1)->shape().ByteSize());
-    cost.bytes_written = static_cast<double>(ins.shape().IsTuple() ? ins.shape().tuple[0].ByteSize() : ins.shape().ByteSize());
+    cost.bytes_written = static_cast<double>(ins.shape().IsTuple() ? ins.shape().tuple[0].ByteSize()
+                                                                   : ins.shape().ByteSize());
     return cost;
   }
   cost.bytes_read = OperandBytesRead(ins, narrow_types);

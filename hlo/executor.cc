@@ -28,9 +28,11 @@ CollectivePlan PlanCollectives(const Module& m) {
       const Instruction* ins = comp.instruction(i);
       const Opcode op = ins->opcode();
       if (op == Opcode::kCollectivePermute || op == Opcode::kCollectivePermuteStart) {
-        plan.pairs[ins] = std::make_unique<spmdsim::PermutePairs>(n, PairsOf(*ins, m.replica_count(), m.num_partitions()));
+        plan.pairs[ins] = std::make_unique<spmdsim::PermutePairs>(n,
+                                                                  PairsOf(*ins, m.replica_count(), m.num_partitions()));
       } else if (IsCollective(op) && !IsAsyncCollectiveDone(op)) {
-        plan.groups[ins] = std::make_unique<spmdsim::DeviceGroups>(n, GroupsOf(*ins, m.replica_count(), m.num_partitions()));
+        plan.groups[ins] = std::make_unique<spmdsim::DeviceGroups>(n, GroupsOf(*ins, m.replica_count(),
+                                                                               m.num_partitions()));
       }
     }
   }

@@ -66,7 +66,8 @@ std::shared_ptr<const InterpreterPlan> InterpreterPlan::Build(const Module& modu
     std::vector<int64_t> last_use(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) last_use[i] = i;  // unused values die right after they are made
     for (int64_t i = 0; i < n; ++i) {
-      for (const Instruction* o : comp.instruction(i)->operands()) last_use[o->index()] = std::max(last_use[o->index()], i);
+      for (const Instruction* o : comp.instruction(i)->operands())
+        last_use[o->index()] = std::max(last_use[o->index()], i);
     }
     if (fused.count(&comp) > 0) {
       for (int64_t i = 0; i < n; ++i) {
@@ -76,7 +77,8 @@ std::shared_ptr<const InterpreterPlan> InterpreterPlan::Build(const Module& modu
         per->contraction[i] = m;
         per->contraction[m] = kContracted;
         // The multiply's operands are read by the fused multiply-add instead.
-        for (const Instruction* o : comp.instruction(m)->operands()) last_use[o->index()] = std::max(last_use[o->index()], i);
+        for (const Instruction* o : comp.instruction(m)->operands())
+          last_use[o->index()] = std::max(last_use[o->index()], i);
       }
     }
     per->released_after.resize(static_cast<size_t>(n));

@@ -166,14 +166,16 @@ void ReadNested(Scanner& s, const Shape& shape, int dim, std::vector<uint8_t>* b
 Literal ReadLiteral(Scanner& s, const Shape& shape) {
   Literal lit;
   s.SkipSpace();
-  if (!shape.IsArray()) s.Fail(fmt::format("constants of shape {} are not supported; use array constants", shape.ToString()));
+  if (!shape.IsArray())
+    s.Fail(fmt::format("constants of shape {} are not supported; use array constants", shape.ToString()));
   if (s.Rest().substr(0, 5) == "{...}") {
     s.set_pos(s.pos() + 5);
     lit.elided = true;
     return lit;
   }
   const int64_t n = shape.NumElements();
-  if (n > kMaxLiteralElements) s.Fail(fmt::format("constant of {} elements is too large (at most {})", n, kMaxLiteralElements));
+  if (n > kMaxLiteralElements)
+    s.Fail(fmt::format("constant of {} elements is too large (at most {})", n, kMaxLiteralElements));
   lit.bytes.reserve(static_cast<size_t>(n * DTypeSize(shape.dtype)));
   ReadNested(s, shape, 0, &lit.bytes);
   // f8 values are read (their syntax checked) but not kept: spmdsim has no f8 arithmetic (runs are abstract).

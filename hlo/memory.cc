@@ -108,7 +108,8 @@ int64_t LeafOf(const Shape& shape, const std::vector<int64_t>& index) {
 int64_t InPlaceOperand(const Instruction& ins, size_t leaf) {
   const Opcode op = ins.opcode();
   if (op == Opcode::kDynamicUpdateSlice) return leaf == 0 ? 0 : -1;
-  if (op == Opcode::kScatter) return static_cast<int64_t>(leaf) < (ins.operand_count() - 1) / 2 ? static_cast<int64_t>(leaf) : -1;
+  if (op == Opcode::kScatter)
+    return static_cast<int64_t>(leaf) < (ins.operand_count() - 1) / 2 ? static_cast<int64_t>(leaf) : -1;
   if (op != Opcode::kFusion) return -1;
   const Instruction* root = ins.called()[0]->root();
   if (root->opcode() == Opcode::kTuple) {
@@ -202,7 +203,8 @@ class Liveness {
     last_use_.assign(static_cast<size_t>(n), 0);
     for (int64_t i = 0; i < n; ++i) last_use_[i] = i;
     for (int64_t i = 0; i < n; ++i) {
-      for (const Instruction* o : c.instruction(i)->operands()) last_use_[o->index()] = std::max(last_use_[o->index()], i);
+      for (const Instruction* o : c.instruction(i)->operands())
+        last_use_[o->index()] = std::max(last_use_[o->index()], i);
     }
     last_use_[c.root()->index()] = n;
     for (int64_t i = 0; i < n; ++i) Define(*c.instruction(i), entry);
@@ -229,7 +231,8 @@ class Liveness {
 
   std::vector<int> OperandLeaves(const Instruction& ins) const {
     std::vector<int> out;
-    for (const Instruction* o : ins.operands()) out.insert(out.end(), leaves_[o->index()].begin(), leaves_[o->index()].end());
+    for (const Instruction* o : ins.operands())
+      out.insert(out.end(), leaves_[o->index()].begin(), leaves_[o->index()].end());
     return out;
   }
 
@@ -239,7 +242,9 @@ class Liveness {
     std::vector<const Shape*> shapes;
     ArrayShapes(ins.shape(), &shapes);
     if (op == Opcode::kParameter || op == Opcode::kConstant) {
-      const BufferKind kind = op == Opcode::kConstant ? BufferKind::kConstant : entry ? BufferKind::kArgument : BufferKind::kCaller;
+      const BufferKind kind = op == Opcode::kConstant ? BufferKind::kConstant
+                              : entry                 ? BufferKind::kArgument
+                                                      : BufferKind::kCaller;
       for (const Shape* b : shapes) out.push_back(NewBuffer(ins, b, kind));
     } else if (op == Opcode::kGetTupleElement) {
       out = Element(ins.operand(0)->shape(), leaves_[ins.operand(0)->index()], ins.attrs().index);
@@ -279,7 +284,8 @@ class Liveness {
   int ReusedOperandBuffer(const Instruction& ins, size_t k, const Shape* shape) const {
     // output_to_operand_aliasing (fusions, custom-calls: TPU's async collective fusions) names the buffer outright.
     for (const OutputOperandAlias& a : ins.attrs().output_to_operand_aliasing) {
-      if (LeafOf(ins.shape(), a.output_index) != static_cast<int64_t>(k) || a.operand_number >= ins.operand_count()) continue;
+      if (LeafOf(ins.shape(), a.output_index) != static_cast<int64_t>(k) || a.operand_number >= ins.operand_count())
+        continue;
       const Instruction& o = *ins.operand(a.operand_number);
       const int64_t leaf = LeafOf(o.shape(), a.operand_index);
       const std::vector<int>& src = leaves_[o.index()];
@@ -315,7 +321,8 @@ class Liveness {
   void MarkAliased(const Computation& entry, MemoryEstimate* estimate) {
     const std::vector<int>& out = leaves_[entry.root()->index()];
     for (const auto& [leaf, param] : EntryAliases(*entry.module())) {
-      if (leaf < 0 || leaf >= static_cast<int64_t>(out.size()) || param < 0 || param >= entry.parameter_count()) continue;
+      if (leaf < 0 || leaf >= static_cast<int64_t>(out.size()) || param < 0 || param >= entry.parameter_count())
+        continue;
       const int output = out[static_cast<size_t>(leaf)];
       Buffer& b = buffers_[output];
       if (estimate != nullptr) estimate->alias_bytes = SaturatingAdd(estimate->alias_bytes, b.bytes);
@@ -337,7 +344,8 @@ class Liveness {
       const std::vector<int>& src = leaves_[o->index()];
       if (src.size() != 1 || src[0] == out[0] || !CanShare(ins, *o)) continue;
       const Buffer& b = buffers_[src[0]];
-      if (b.kind == BufferKind::kTemp && !b.output && SameShape(b.shape, buffers_[out[0]].shape) && b.end == ins.index()) {
+      if (b.kind == BufferKind::kTemp && !b.output && SameShape(b.shape, buffers_[out[0]].shape) &&
+          b.end == ins.index()) {
         buffers_[out[0]].shares = src[0];
         return;
       }
@@ -511,7 +519,8 @@ class Liveness {
   }
 
   // The largest slots live now, for MemoryEstimate::live_at_peak.
-  std::vector<std::pair<std::string, int64_t>> Largest(const std::vector<int>& slot, const std::vector<bool>& live) const {
+  std::vector<std::pair<std::string, int64_t>> Largest(const std::vector<int>& slot,
+                                                       const std::vector<bool>& live) const {
     std::vector<std::pair<std::string, int64_t>> out;
     std::vector<bool> seen(live.size(), false);
     for (size_t b = 0; b < buffers_.size(); ++b) {
@@ -535,7 +544,8 @@ class Liveness {
     Slots(&slot, &slot_end, &slot_bytes, &slot_raw);
     const int64_t n = c.instruction_count();
     std::vector<std::vector<int>> dying(static_cast<size_t>(n) + 1);
-    for (size_t s = 0; s < slot_end.size(); ++s) dying[std::clamp<int64_t>(slot_end[s], 0, n)].push_back(static_cast<int>(s));
+    for (size_t s = 0; s < slot_end.size(); ++s)
+      dying[std::clamp<int64_t>(slot_end[s], 0, n)].push_back(static_cast<int>(s));
     std::vector<std::vector<int64_t>> tables_dying(static_cast<size_t>(n) + 1);
     std::vector<bool> live(slot_end.size(), false);
     std::multiset<std::pair<int64_t, int64_t>> live_sizes;  // (raw bytes, alignment padding) of live slots and tables

@@ -1,8 +1,8 @@
 // HloOpcode: every opcode XLA's HLO text can hold, spelled as XLA prints it ("add", "all-reduce-start",
 // "dynamic-update-slice"): xla/hlo/ir/hlo_opcode.h's HLO_OPCODE_LIST, all of it. XLA's async shorthand
 // ("reduce-scatter-start", "call-done") is not an opcode: the parser reads it as async-start / async-done around the
-// opcode before the suffix (hlo/parser.h). The parser knows all of them; which ones spmdsim executes and prices is decided
-// by hlo/support.h, which refuses the rest before anything runs.
+// opcode before the suffix (hlo/parser.h). The parser knows all of them; which ones spmdsim executes and prices is
+// decided by hlo/support.h, which refuses the rest before anything runs.
 //
 // Thread safety: pure functions.
 #ifndef SPMDSIM_HLO_OPCODE_H_

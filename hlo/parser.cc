@@ -70,7 +70,8 @@ std::vector<std::vector<int64_t>> ReadTiles(Scanner& s) {
       } else {
         const size_t at = s.pos();
         const int64_t d = s.Int("a tile dimension");
-        if (d < 1 || d > kMaxLayoutValue) s.FailAt(at, fmt::format("tile dimension {} is outside 1..{}", d, kMaxLayoutValue));
+        if (d < 1 || d > kMaxLayoutValue)
+          s.FailAt(at, fmt::format("tile dimension {} is outside 1..{}", d, kMaxLayoutValue));
         tile.push_back(d);
       }
       if (tile.size() > static_cast<size_t>(kMaxRank)) s.Fail("a tile has too many dimensions");
@@ -90,7 +91,9 @@ std::string ReadOtherLayoutItem(Scanner& s) {
   while (s.Peek() != '(' && s.Peek() != '}' && s.Peek() != '\n' && !s.AtEnd() && s.pos() - begin < 2) {
     s.set_pos(s.pos() + 1);
   }
-  if (s.Peek() != '(') s.FailAt(begin, "expected a layout item (T(...), E(n), S(n), L(n), #(type), *(type), SC(...), P(shape), M(n), D(...))");
+  if (s.Peek() != '(')
+    s.FailAt(begin,
+             "expected a layout item (T(...), E(n), S(n), L(n), #(type), *(type), SC(...), P(shape), M(n), D(...))");
   while (s.Peek() == '(') {
     int depth = 0;
     do {
@@ -249,7 +252,8 @@ class Parser {
 
   void ParseHeader() {
     s_.SkipSpace();
-    if (s_.TryName() != "HloModule") s_.Fail(fmt::format("expected 'HloModule name' at the start, found {}", s_.Found()));
+    if (s_.TryName() != "HloModule")
+      s_.Fail(fmt::format("expected 'HloModule name' at the start, found {}", s_.Found()));
     module_->name_ = std::string(s_.Name("the module's name"));
     while (true) {
       s_.SkipBlanks();
@@ -484,7 +488,8 @@ class Parser {
       ins->opcode_ = async;
       return wrapped;
     }
-    s_.FailAt(at, fmt::format("unknown opcode {}: not one of XLA's (add, dot, fusion, all-reduce, ...)", QuoteForError(op)));
+    s_.FailAt(at, fmt::format("unknown opcode {}: not one of XLA's (add, dot, fusion, all-reduce, ...)",
+                              QuoteForError(op)));
   }
 
   // The attributes whose meaning is the async-start's own when it is written `X-start(...)`; the others belong to
@@ -657,7 +662,8 @@ class Parser {
   // ---- attributes ----
 
   void ApplyAttribute(Instruction* ins, const PendingAttr& pending, bool raw_only) {
-    ins->attrs_.raw.emplace_back(pending.key, internal::ValidUtf8(source_.text.substr(pending.begin, pending.end - pending.begin)));
+    ins->attrs_.raw.emplace_back(pending.key,
+                                 internal::ValidUtf8(source_.text.substr(pending.begin, pending.end - pending.begin)));
     if (raw_only) return;
     Scanner v(source_, pending.begin, pending.end);
     const std::string& key = pending.key;

@@ -31,9 +31,24 @@ bool IntConstant(const Instruction* ins, int64_t* value) {
   const auto& b = ins->literal().bytes;
   int64_t v = 0;
   switch (b.size()) {
-    case 1: { int8_t x; std::memcpy(&x, b.data(), 1); v = IsUnsigned(ins->shape().dtype) ? static_cast<uint8_t>(x) : x; break; }
-    case 2: { int16_t x; std::memcpy(&x, b.data(), 2); v = IsUnsigned(ins->shape().dtype) ? static_cast<uint16_t>(x) : x; break; }
-    case 4: { int32_t x; std::memcpy(&x, b.data(), 4); v = IsUnsigned(ins->shape().dtype) ? static_cast<uint32_t>(x) : x; break; }
+    case 1: {
+      int8_t x;
+      std::memcpy(&x, b.data(), 1);
+      v = IsUnsigned(ins->shape().dtype) ? static_cast<uint8_t>(x) : x;
+      break;
+    }
+    case 2: {
+      int16_t x;
+      std::memcpy(&x, b.data(), 2);
+      v = IsUnsigned(ins->shape().dtype) ? static_cast<uint16_t>(x) : x;
+      break;
+    }
+    case 4: {
+      int32_t x;
+      std::memcpy(&x, b.data(), 4);
+      v = IsUnsigned(ins->shape().dtype) ? static_cast<uint32_t>(x) : x;
+      break;
+    }
     case 8: std::memcpy(&v, b.data(), 8); break;
     default: return false;
   }
@@ -51,7 +66,9 @@ bool IsStateElement(const Instruction* ins, int64_t* k) {
 CollectiveOp OpOf(Opcode op) {
   switch (op) {
     case Opcode::kAllReduce: case Opcode::kAllReduceStart: return CollectiveOp::kAllReduce;
-    case Opcode::kAllGather: case Opcode::kAllGatherStart: case Opcode::kCollectiveBroadcast: return CollectiveOp::kAllGather;
+    case Opcode::kAllGather:
+    case Opcode::kAllGatherStart:
+    case Opcode::kCollectiveBroadcast: return CollectiveOp::kAllGather;
     case Opcode::kReduceScatter: return CollectiveOp::kReduceScatter;
     case Opcode::kAllToAll: case Opcode::kRaggedAllToAll: return CollectiveOp::kAllToAll;
     default: return CollectiveOp::kPermute;
@@ -107,7 +124,8 @@ bool LoopConstant(const Instruction* x, const Instruction* init, const Instructi
     return false;
   }
   int64_t same = -1;
-  return IsStateElement(Source(body_root->operand(k)), &same) && same == k && IntConstant(Source(init->operand(k)), value);
+  return IsStateElement(Source(body_root->operand(k)), &same) && same == k &&
+         IntConstant(Source(init->operand(k)), value);
 }
 
 }  // namespace
@@ -119,7 +137,8 @@ int64_t StaticTripCount(const Instruction& loop) {
   const Instruction* init = Source(loop.operand(0));
   const Instruction* next = body.root();
   const Instruction* cmp = Source(cond.root());
-  if (cmp->opcode() != Opcode::kCompare || init->opcode() != Opcode::kTuple || next->opcode() != Opcode::kTuple) return -1;
+  if (cmp->opcode() != Opcode::kCompare || init->opcode() != Opcode::kTuple || next->opcode() != Opcode::kTuple)
+    return -1;
   // i < limit, i <= limit, limit > i, limit >= i with i a state element.
   ComparisonDirection d = cmp->attrs().direction;
   const Instruction* counter = Source(cmp->operand(0));
@@ -129,7 +148,9 @@ int64_t StaticTripCount(const Instruction& loop) {
     counter = Source(cmp->operand(1));
     bound = cmp->operand(0);
     if (!IsStateElement(counter, &k)) return -1;
-    d = d == ComparisonDirection::kGt ? ComparisonDirection::kLt : d == ComparisonDirection::kGe ? ComparisonDirection::kLe : d;
+    d = d == ComparisonDirection::kGt   ? ComparisonDirection::kLt
+        : d == ComparisonDirection::kGe ? ComparisonDirection::kLe
+                                        : d;
   }
   if ((d != ComparisonDirection::kLt && d != ComparisonDirection::kLe) || k >= init->operand_count() ||
       k >= next->operand_count()) {
@@ -140,8 +161,8 @@ int64_t StaticTripCount(const Instruction& loop) {
   const Instruction* add = Source(next->operand(k));
   if (add->opcode() != Opcode::kAdd) return -1;
   const int which = IsStateElement(Source(add->operand(0)), &k2) && k2 == k ? 1 : 0;
-  if (!IsStateElement(Source(add->operand(1 - which)), &k2) || k2 != k || !LoopConstant(add->operand(which), init, next, &step) ||
-      step <= 0) {
+  if (!IsStateElement(Source(add->operand(1 - which)), &k2) || k2 != k ||
+      !LoopConstant(add->operand(which), init, next, &step) || step <= 0) {
     return -1;
   }
   if (d == ComparisonDirection::kLe) ++limit;
@@ -180,9 +201,9 @@ int64_t SaturatingAdd(int64_t a, int64_t b) {
 // An asynchronous -start (or the -update / -done that names it): the instruction the others refer to.
 const Instruction* StartOf(const Instruction& ins) {
   const Instruction* s = &ins;
-  while (s->operand_count() > 0 &&
-         (s->opcode() == Opcode::kAsyncUpdate || s->opcode() == Opcode::kAsyncDone || s->opcode() == Opcode::kCopyDone ||
-          s->opcode() == Opcode::kSendDone || s->opcode() == Opcode::kRecvDone || IsAsyncCollectiveDone(s->opcode()))) {
+  while (s->operand_count() > 0 && (s->opcode() == Opcode::kAsyncUpdate || s->opcode() == Opcode::kAsyncDone ||
+                                    s->opcode() == Opcode::kCopyDone || s->opcode() == Opcode::kSendDone ||
+                                    s->opcode() == Opcode::kRecvDone || IsAsyncCollectiveDone(s->opcode()))) {
     s = s->operand(0);
   }
   return s;
@@ -219,24 +240,12 @@ bool IsFusionRootTarget(const Instruction& fusion, std::string_view target) {
 }
 
 // XLA GPU's collective_backend_config "is_sync": true runs the collective on the compute stream.
-bool IsSync(const Instruction& ins) {
-  for (const auto& [key, value] : ins.attrs().raw) {
-    if (key == "backend_config") return value.find("\"is_sync\":true") != std::string::npos;
-  }
-  return false;
-}
+bool IsSync(const Instruction& ins) { return ins.attrs().is_sync; }
 
 // A send / recv of a host transfer or a cross-slice (DCN) exchange: its frontend attribute, or "".
-std::string FrontendAttribute(const Instruction& ins, std::string_view name) {
-  for (const auto& [key, value] : ins.attrs().raw) {
-    if (key != "frontend_attributes") continue;
-    const size_t at = value.find(std::string(name) + "=\"");
-    if (at == std::string::npos) return "";
-    const size_t begin = at + name.size() + 2;
-    const size_t end = value.find('"', begin);
-    return end == std::string::npos ? "" : value.substr(begin, end - begin);
-  }
-  return "";
+std::string FrontendAttribute(const Instruction& ins, const std::string& name) {
+  const auto it = ins.attrs().frontend_attributes.find(name);
+  return it == ins.attrs().frontend_attributes.end() ? "" : it->second;
 }
 
 // Debug and host callbacks (jax.debug.print, io_callback, pure_callback): they run on the host and, compiled
@@ -244,8 +253,8 @@ std::string FrontendAttribute(const Instruction& ins, std::string_view name) {
 bool IsHostCallback(const Instruction& ins) {
   if (ins.opcode() != Opcode::kCustomCall) return false;
   const std::string& t = ins.attrs().custom_call_target;
-  return t.find("callback") != std::string::npos || t == "xla_python_cpu_callback" || t == "xla_ffi_python_cpu_callback" ||
-         t == "xla_python_gpu_callback" || t == "xla_ffi_python_gpu_callback";
+  return t.find("callback") != std::string::npos || t == "xla_python_cpu_callback" ||
+         t == "xla_ffi_python_cpu_callback" || t == "xla_python_gpu_callback" || t == "xla_ffi_python_gpu_callback";
 }
 
 // "data,model" with the axes of `more` not in it appended ("data" + "model,data" -> "data,model").
@@ -469,7 +478,7 @@ class Predictor {
       if (!expanded) {
         todo.emplace_back(comp, true);
         for (int64_t i = 0; i < comp->instruction_count(); ++i) {
-          if (comp->instruction(i)->opcode() == Opcode::kFusion) continue;
+          if (!CountsCallees(*comp->instruction(i))) continue;
           for (const Computation* callee : comp->instruction(i)->called()) {
             if (sizes_.count(callee) == 0) todo.emplace_back(callee, false);
           }
@@ -478,7 +487,7 @@ class Predictor {
       }
       int64_t n = comp->instruction_count();
       for (int64_t i = 0; i < comp->instruction_count(); ++i) {
-        if (comp->instruction(i)->opcode() == Opcode::kFusion) continue;
+        if (!CountsCallees(*comp->instruction(i))) continue;
         for (const Computation* callee : comp->instruction(i)->called()) {
           const auto found = sizes_.find(callee);
           n = SaturatingAdd(n, found == sizes_.end() ? 0 : found->second);
@@ -487,6 +496,13 @@ class Predictor {
       sizes_[comp] = n;
     }
     return sizes_[&c];
+  }
+
+  // Whether the instructions `ins` calls run as instructions of their own: not a fusion's (one kernel), nor the
+  // wrapped computation that an async-update or -done names again after its start.
+  static bool CountsCallees(const Instruction& ins) {
+    const Opcode op = ins.opcode();
+    return op != Opcode::kFusion && op != Opcode::kAsyncUpdate && op != Opcode::kAsyncDone;
   }
 
   Snapshot Take() const {
@@ -561,7 +577,8 @@ class Predictor {
     out_.copy_seconds += times * d.totals.copy_seconds;
     out_.network_seconds += times * d.totals.network_seconds;
     out_.exposed_transfer_seconds += times * d.totals.exposed_transfer_seconds;
-    for (const auto& [axes, seconds] : d.totals.comm_seconds_by_axis) out_.comm_seconds_by_axis[axes] += times * seconds;
+    for (const auto& [axes, seconds] : d.totals.comm_seconds_by_axis)
+      out_.comm_seconds_by_axis[axes] += times * seconds;
     out_.flops += times * d.totals.flops;
     out_.contraction_flops += times * d.totals.contraction_flops;
     const double ops = std::min(times * static_cast<double>(d.totals.executed_ops), 9.2e18);
@@ -571,7 +588,8 @@ class Predictor {
   }
   static void AddGroups(std::vector<OpGroup>& into, const std::vector<OpGroup>& d, double k) {
     for (size_t i = 0; i < into.size() && i < d.size(); ++i) {
-      into[i].count = SaturatingAdd(into[i].count, static_cast<int64_t>(std::min(k * static_cast<double>(d[i].count), 9.2e18)));
+      into[i].count = SaturatingAdd(into[i].count,
+                                    static_cast<int64_t>(std::min(k * static_cast<double>(d[i].count), 9.2e18)));
       into[i].compute_seconds += k * d[i].compute_seconds;
       into[i].comm_seconds += k * d[i].comm_seconds;
       into[i].exposed_comm_seconds += k * d[i].exposed_comm_seconds;
@@ -687,7 +705,8 @@ class Predictor {
     for (int64_t i = 0; i < c.instruction_count(); ++i) {
       const InstructionCost cost = CostOf(*c.instruction(i), narrow_);
       if (cost.flops > 0 || cost.bytes() > 0) {
-        seconds += compute_.Cost(cost.flops, cost.bytes(), cost.dims, PricedType(cost.dtype), options_.speed_factor).seconds;
+        seconds +=
+            compute_.Cost(cost.flops, cost.bytes(), cost.dims, PricedType(cost.dtype), options_.speed_factor).seconds;
       }
     }
     return seconds;
@@ -698,8 +717,9 @@ class Predictor {
   // the device's peers in the other slices; other transfers as the bytes over the DCN link (PCIe for host
   // transfers, or where the topology has no DCN).
   void Transfer(const Instruction& ins) {
-    const Shape& data = ins.opcode() == Opcode::kSend ? ins.operand(0)->shape() : ins.shape().tuple.empty()
-                                                                                      ? ins.shape() : ins.shape().tuple[0];
+    const Shape& data = ins.opcode() == Opcode::kSend ? ins.operand(0)->shape()
+                        : ins.shape().tuple.empty()   ? ins.shape()
+                                                      : ins.shape().tuple[0];
     const double bytes = static_cast<double>(data.ByteSize());
     if (ins.opcode() == Opcode::kRecv && !FrontendAttribute(ins, "_xla_megascale_transfer_type").empty()) {
       return StartTransfer(ins, Queue::kNetwork, 0, 0);  // the matching send carries the exchange
@@ -736,7 +756,8 @@ class Predictor {
       narrowed_.insert(&ins);
       if (const DType t = NarrowType(ins); t != DType::kF32 && !ins.shape().IsTuple()) narrowed_type_ = t;
     }
-    const LocalOpCost t = compute_.Cost(cost.flops, cost.bytes(), cost.dims, PricedType(cost.dtype), options_.speed_factor);
+    const LocalOpCost t = compute_.Cost(cost.flops, cost.bytes(), cost.dims, PricedType(cost.dtype),
+                                        options_.speed_factor);
     const auto [start, end] = streams_.Compute(t.seconds);
     OpGroup& cls = Group(out_.by_class, by_class_, InstructionClass(ins));
     OpGroup& scope = Group(out_.by_scope, by_scope_, ScopeOf(ins));
@@ -814,7 +835,8 @@ class Predictor {
     std::string key = fmt::format("{}|{}|{}|{}", static_cast<int>(op), bytes, span.ToString(), fmt::join(axes, ","));
     for (const auto& coords : span.member_coords) key += fmt::format("|{}", fmt::join(coords, ","));
     auto it = span_cache_.find(key);
-    if (it == span_cache_.end()) it = span_cache_.emplace(key, collectives_.CostOfGroup(op, group, bytes, pairs, axes)).first;
+    if (it == span_cache_.end())
+      it = span_cache_.emplace(key, collectives_.CostOfGroup(op, group, bytes, pairs, axes)).first;
     return it->second;
   }
 
@@ -843,8 +865,8 @@ class Predictor {
     }
     Record(c, start, end, Stream::kCollectives, cost.bytes);
     if (options_.record_events) out_.events.back().axes = axes;
-    pending_[&handle] = {by_class_[cls.name], by_scope_[scope.name], options_.record_events ? out_.events.size() - 1 : SIZE_MAX,
-                         true};
+    pending_[&handle] = {by_class_[cls.name], by_scope_[scope.name],
+                         options_.record_events ? out_.events.size() - 1 : SIZE_MAX, true};
     scope_time_[scope.name][cls.name] += end - start;
   }
 
@@ -958,7 +980,8 @@ class Predictor {
   std::map<const Instruction*, Pending> pending_;
   std::map<std::string, std::map<std::string, double>> scope_time_;  // scope -> class -> seconds
   std::map<const Computation*, int64_t> sizes_;
-  std::map<const Instruction*, const Instruction*> fusion_collectives_;  // async collective start fusion -> its collective
+  std::map<const Instruction*, const Instruction*>
+      fusion_collectives_;  // async collective start fusion -> its collective
   std::map<const Instruction*, const Instruction*> fusion_dones_;        // async collective done fusion -> its start
   std::map<const Instruction*, std::pair<std::vector<double>, LoopEffect>> loop_effects_;
   std::set<const Instruction*> unknown_trips_, cached_loops_, host_callbacks_;
@@ -986,7 +1009,8 @@ class Predictor {
 }  // namespace
 
 Prediction Predict(const SupportedModule& module, const Mesh& mesh, const PredictOptions& options) {
-  if (mesh.topology() == nullptr) Throw(ErrorCode::kFailedPrecondition, "predicting an HLO module needs a mesh with a topology");
+  if (mesh.topology() == nullptr)
+    Throw(ErrorCode::kFailedPrecondition, "predicting an HLO module needs a mesh with a topology");
   module.CheckDeviceCount(mesh.size(), "the mesh");
   Predictor p(module.module(), mesh, options);
   Prediction out = p.Run();

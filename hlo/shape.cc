@@ -137,7 +137,8 @@ int64_t Shape::PhysicalByteSize() const {
   if (IsToken()) return 0;
   if (IsTuple()) {
     int64_t total = 0;
-    for (const Shape& e : tuple) total = std::min(total + e.PhysicalByteSize(), std::numeric_limits<int64_t>::max() / 2);
+    for (const Shape& e : tuple)
+      total = std::min(total + e.PhysicalByteSize(), std::numeric_limits<int64_t>::max() / 2);
     return total;
   }
   int64_t elements = 1;

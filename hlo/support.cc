@@ -84,7 +84,9 @@ bool TargetRunsAbstract(const std::string& target) {
   return false;
 }
 
-bool HasArithmetic(DType t) { return t != DType::kC64 && t != DType::kC128 && t != DType::kF8E4M3FN && t != DType::kF8E5M2; }
+bool HasArithmetic(DType t) {
+  return t != DType::kC64 && t != DType::kC128 && t != DType::kF8E4M3FN && t != DType::kF8E5M2;
+}
 
 bool ShapeHasArithmetic(const Shape& s, DType* bad) {
   if (s.IsTuple()) {

@@ -22,7 +22,8 @@ DType CarrierDType(DType dtype) {
 }
 
 Value Value::FromArray(DType dtype, Array storage) {
-  SPMDSIM_CHECK(storage.dtype() == CarrierDType(dtype), "{} stored as {}", HloTypeName(dtype), DTypeName(storage.dtype()));
+  SPMDSIM_CHECK(storage.dtype() == CarrierDType(dtype), "{} stored as {}", HloTypeName(dtype),
+                DTypeName(storage.dtype()));
   Value v;
   v.kind_ = Kind::kArray;
   v.dtype_ = dtype;

@@ -35,7 +35,8 @@ Mesh ModuleMesh(const WorkloadContext& context, const HloConfig& config, const h
   const int64_t n = m.device_count();
   std::vector<int> ids = config.device_assignment;
   if (ids.empty()) ids = context.mesh.devices().ids();
-  m.CheckDeviceCount(static_cast<int64_t>(ids.size()), config.device_assignment.empty() ? "the mesh" : "device_assignment",
+  m.CheckDeviceCount(static_cast<int64_t>(ids.size()),
+                     config.device_assignment.empty() ? "the mesh" : "device_assignment",
                      fmt::format("give a mesh of {} devices or a device_assignment of {} ids", n, n));
   if (config.device_assignment.empty()) return context.mesh;
   if (!config.mesh_axes.empty()) {
@@ -68,17 +69,20 @@ Value GlobalInput(const HloInput& in, const hlo::Instruction& p, const hlo::Shar
       break;
     case HloInput::Kind::kData: {
       if (in.shape != global) {
-        Throw(ErrorCode::kInvalidArgument, "input {} of %{} is [{}]; the parameter's global shape is [{}] ({} on each device{})",
+        Throw(ErrorCode::kInvalidArgument,
+              "input {} of %{} is [{}]; the parameter's global shape is [{}] ({} on each device{})",
               p.attrs().parameter_number, p.parent()->name(), fmt::join(in.shape, ","), fmt::join(global, ","),
               s.ToString(), sharding.kind == hlo::Sharding::Kind::kTiled ? ", " + sharding.ToString() : "");
       }
       if (in.dtype == s.dtype) {
         hlo::ValueBuilder b(s.dtype, global);
-        std::memcpy(b.raw(), in.bytes.data(), std::min<size_t>(in.bytes.size(), static_cast<size_t>(b.size() * DTypeSize(s.dtype))));
+        std::memcpy(b.raw(), in.bytes.data(),
+                    std::min<size_t>(in.bytes.size(), static_cast<size_t>(b.size() * DTypeSize(s.dtype))));
         return std::move(b).Finish();
       }
       hlo::ValueBuilder raw(in.dtype, global);
-      std::memcpy(raw.raw(), in.bytes.data(), std::min<size_t>(in.bytes.size(), static_cast<size_t>(raw.size() * DTypeSize(in.dtype))));
+      std::memcpy(raw.raw(), in.bytes.data(),
+                  std::min<size_t>(in.bytes.size(), static_cast<size_t>(raw.size() * DTypeSize(in.dtype))));
       const std::vector<double> converted = hlo::ValueToDoubles(std::move(raw).Finish());
       return hlo::ValueFromDoubles(s.dtype, global, converted);
     }
@@ -111,7 +115,8 @@ Arguments MakeArguments(const HloConfig& config, const hlo::SupportedModule& sup
   const Module& m = supported.module();
   const hlo::Computation& entry = *m.entry();
   if (!config.device_arguments.empty()) {
-    supported.CheckDeviceCount(static_cast<int64_t>(config.device_arguments.size()), "the list of per-device arguments");
+    supported.CheckDeviceCount(static_cast<int64_t>(config.device_arguments.size()),
+                               "the list of per-device arguments");
     a.given = &config.device_arguments;
     return a;
   }
@@ -121,7 +126,8 @@ Arguments MakeArguments(const HloConfig& config, const hlo::SupportedModule& sup
   }
   for (int64_t i = 0; i < entry.parameter_count(); ++i) {
     const hlo::Instruction& p = *entry.parameter(i);
-    if (!p.shape().IsArray()) Throw(ErrorCode::kUnimplemented, "{}: tuple-shaped entry parameters are not supported", p.Where());
+    if (!p.shape().IsArray())
+      Throw(ErrorCode::kUnimplemented, "{}: tuple-shaped entry parameters are not supported", p.Where());
     a.shardings.push_back(hlo::ElementSharding(p.attrs().sharding, 0, 1));
     HloInput in;
     in.seed = static_cast<uint64_t>(i);
@@ -255,7 +261,8 @@ void CheckOutputs(const HloConfig& config, const Module& m, const std::vector<Va
                            "replicated, device 0's block; give that block as the expected value)");
     }
     hlo::ValueBuilder want(e.dtype, e.shape);
-    std::memcpy(want.raw(), e.bytes.data(), std::min<size_t>(e.bytes.size(), static_cast<size_t>(want.size() * DTypeSize(e.dtype))));
+    std::memcpy(want.raw(), e.bytes.data(),
+                std::min<size_t>(e.bytes.size(), static_cast<size_t>(want.size() * DTypeSize(e.dtype))));
     const std::string name = fmt::format("output {}", e.output);
     CheckedValue v = internal::CompareArrays(name, AsArray(outputs[e.output]), AsArray(std::move(want).Finish()),
                                              config.rtol, config.atol);
@@ -284,9 +291,11 @@ void CheckHostMemory(const HloConfig& config, const hlo::SupportedModule& m) {
 
 }  // namespace
 
-WorkloadResult RunHlo(const WorkloadContext& context, const HloConfig& config, std::vector<hlo::Value>* device_outputs) {
+WorkloadResult RunHlo(const WorkloadContext& context, const HloConfig& config,
+                      std::vector<hlo::Value>* device_outputs) {
   if (config.module == nullptr) Throw(ErrorCode::kInvalidArgument, "hlo workload '{}' has no module", config.name);
-  if (context.mesh.topology() == nullptr) Throw(ErrorCode::kFailedPrecondition, "the hlo workload needs a mesh with a topology");
+  if (context.mesh.topology() == nullptr)
+    Throw(ErrorCode::kFailedPrecondition, "the hlo workload needs a mesh with a topology");
   const auto t0 = std::chrono::steady_clock::now();
   const hlo::SupportedModule supported = hlo::SupportedModule::Check(
       config.module, context.abstract ? hlo::SupportedModule::Use::kAbstract : hlo::SupportedModule::Use::kWithData);
@@ -295,7 +304,8 @@ WorkloadResult RunHlo(const WorkloadContext& context, const HloConfig& config, s
   hlo::PredictOptions options;
   options.roofline = context.cost.roofline;
   options.collectives = context.cost.collectives;
-  for (const auto& [id, factor] : context.cost.speed_factors) options.speed_factor = std::min(options.speed_factor, factor);
+  for (const auto& [id, factor] : context.cost.speed_factors)
+    options.speed_factor = std::min(options.speed_factor, factor);
   options.record_events = context.record_trace;
   options.overlap_collectives = config.overlap_collectives;
   options.narrow_types = config.narrow_types;
@@ -324,7 +334,8 @@ WorkloadResult RunHlo(const WorkloadContext& context, const HloConfig& config, s
     const std::vector<Value> outputs = GlobalOutputs(m, runs);
     CheckOutputs(config, m, outputs, &r);
     if (context.keep_arrays) {
-      for (size_t k = 0; k < outputs.size(); ++k) r.outputs.emplace_back(fmt::format("output_{}", k), AsArray(outputs[k]));
+      for (size_t k = 0; k < outputs.size(); ++k)
+        r.outputs.emplace_back(fmt::format("output_{}", k), AsArray(outputs[k]));
     }
     if (device_outputs != nullptr) {
       for (hlo::DeviceRun& run : runs) device_outputs->push_back(std::move(run.output));

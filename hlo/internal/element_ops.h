@@ -116,9 +116,12 @@ void DispatchBinary(Opcode op, G&& g) {
   } else if constexpr (kIsInt<T>) {
     using U = Unsigned<T>;
     switch (op) {
-      case Opcode::kAdd: return g([](T a, T b) { return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b))); });
-      case Opcode::kSubtract: return g([](T a, T b) { return static_cast<T>(static_cast<U>(static_cast<U>(a) - static_cast<U>(b))); });
-      case Opcode::kMultiply: return g([](T a, T b) { return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b))); });
+      case Opcode::kAdd:
+        return g([](T a, T b) { return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b))); });
+      case Opcode::kSubtract:
+        return g([](T a, T b) { return static_cast<T>(static_cast<U>(static_cast<U>(a) - static_cast<U>(b))); });
+      case Opcode::kMultiply:
+        return g([](T a, T b) { return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b))); });
       case Opcode::kDivide: return g([](T a, T b) { return IntDivide(a, b); });
       case Opcode::kRemainder: return g([](T a, T b) { return IntRemainder(a, b); });
       case Opcode::kMaximum: return g([](T a, T b) { return a > b ? a : b; });
@@ -216,7 +219,8 @@ auto TotalOrderKey(T x) {
 template <typename T>
 bool Compare(ComparisonDirection d, ComparisonType type, T a, T b) {
   if constexpr (kIsFloat<T>) {
-    if (type == ComparisonType::kTotalOrder) return Compare(d, ComparisonType::kSigned, TotalOrderKey(a), TotalOrderKey(b));
+    if (type == ComparisonType::kTotalOrder)
+      return Compare(d, ComparisonType::kSigned, TotalOrderKey(a), TotalOrderKey(b));
     const auto x = Widen(a), y = Widen(b);
     switch (d) {
       case ComparisonDirection::kEq: return x == y;

@@ -98,8 +98,8 @@ Value Concatenate(const std::vector<Array>& members, DType dtype, int64_t d) {
   for (size_t j = 0; j < members.size(); ++j) {
     const Array& m = members[j];
     if (m.size() == 0) continue;
-    StridedCopy(m.raw_data(), 0, RowMajorStrides(m.shape()), out.raw(), static_cast<int64_t>(j) * m.shape()[d] * os[d], os,
-                m.shape(), DTypeSize(dtype));
+    StridedCopy(m.raw_data(), 0, RowMajorStrides(m.shape()), out.raw(), static_cast<int64_t>(j) * m.shape()[d] * os[d],
+                os, m.shape(), DTypeSize(dtype));
   }
   return std::move(out).Finish();
 }

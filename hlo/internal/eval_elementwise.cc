@@ -147,7 +147,8 @@ T ReducePrecision(T x, int64_t exponent_bits, int64_t mantissa_bits) {
     const Bits exponent_mask = static_cast<Bits>(((Bits{1} << kExponent) - 1) << kMantissa);
     const Bits bias = static_cast<Bits>((Bits{1} << (kExponent - 1)) - 1);
     const Bits reduced_bias = static_cast<Bits>((Bits{1} << (exponent_bits - 1)) - 1);
-    const Bits max_exponent = static_cast<Bits>(bias + reduced_bias), min_exponent = static_cast<Bits>(bias - reduced_bias);
+    const Bits max_exponent = static_cast<Bits>(bias + reduced_bias),
+               min_exponent = static_cast<Bits>(bias - reduced_bias);
     const Bits e = static_cast<Bits>(v & exponent_mask);
     if (e > static_cast<Bits>(max_exponent << kMantissa)) v = static_cast<Bits>((v & sign) | exponent_mask);
     if (e <= static_cast<Bits>(min_exponent << kMantissa)) v = static_cast<Bits>(v & sign);
@@ -231,9 +232,11 @@ Value EvalMultiplyAdd(const Instruction& ins, const Value& a, const Value& b, co
   ValueBuilder out(ins.shape().dtype, ins.shape().dims);
   const bool subtract = ins.opcode() == Opcode::kSubtract;
   if (ins.shape().dtype == DType::kF64) {
-    MultiplyAdd(a.data<double>(), b.data<double>(), c.data<double>(), out.data<double>(), c.size(), subtract, product_first);
+    MultiplyAdd(a.data<double>(), b.data<double>(), c.data<double>(), out.data<double>(), c.size(), subtract,
+                product_first);
   } else {
-    MultiplyAdd(a.data<float>(), b.data<float>(), c.data<float>(), out.data<float>(), c.size(), subtract, product_first);
+    MultiplyAdd(a.data<float>(), b.data<float>(), c.data<float>(), out.data<float>(), c.size(), subtract,
+                product_first);
   }
   return std::move(out).Finish();
 }

@@ -152,7 +152,8 @@ Value Scatter(const Instruction& ins, Operands v, KernelContext& context) {
           const int64_t size = DTypeSize(v[k]->dtype());
           params[k] = params[n + k] = 0;
           std::memcpy(&params[k], static_cast<char*>(outs[k].raw()) + at * size, static_cast<size_t>(size));
-          std::memcpy(&params[n + k], static_cast<const char*>(v[n + 1 + k]->raw()) + uat * size, static_cast<size_t>(size));
+          std::memcpy(&params[n + k], static_cast<const char*>(v[n + 1 + k]->raw()) + uat * size,
+                      static_cast<size_t>(size));
         }
         f(params, result);
         for (int64_t k = 0; k < n; ++k) {

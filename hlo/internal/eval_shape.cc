@@ -75,7 +75,8 @@ Value Reverse(const Instruction& ins, const Value& x) {
     offset += (x.dims()[d] - 1) * src[d];
     src[d] = -src[d];
   }
-  if (x.size() > 0) StridedCopy(x.raw(), offset, src, out.raw(), 0, RowMajorStrides(x.dims()), x.dims(), ElementBytes(x));
+  if (x.size() > 0)
+    StridedCopy(x.raw(), offset, src, out.raw(), 0, RowMajorStrides(x.dims()), x.dims(), ElementBytes(x));
   return std::move(out).Finish();
 }
 
@@ -126,7 +127,8 @@ Value DynamicUpdateSlice(const Instruction& ins, Operands v) {
   std::memcpy(out.raw(), x.raw(), static_cast<size_t>(x.nbytes()));
   const std::vector<int64_t> xs = RowMajorStrides(x.dims());
   const int64_t offset = Offset(ClampedStarts(v, 2, x.dims(), u.dims()), xs);
-  if (u.size() > 0) StridedCopy(u.raw(), 0, RowMajorStrides(u.dims()), out.raw(), offset, xs, u.dims(), ElementBytes(x));
+  if (u.size() > 0)
+    StridedCopy(u.raw(), 0, RowMajorStrides(u.dims()), out.raw(), offset, xs, u.dims(), ElementBytes(x));
   return std::move(out).Finish();
 }
 
@@ -137,7 +139,8 @@ Value Concatenate(const Instruction& ins, Operands v) {
   const std::vector<int64_t> os = RowMajorStrides(s.dims);
   int64_t at = 0;
   for (const Value* x : v) {
-    if (x->size() > 0) StridedCopy(x->raw(), 0, RowMajorStrides(x->dims()), out.raw(), at * os[d], os, x->dims(), ElementBytes(*x));
+    if (x->size() > 0)
+      StridedCopy(x->raw(), 0, RowMajorStrides(x->dims()), out.raw(), at * os[d], os, x->dims(), ElementBytes(*x));
     at += x->dims()[d];
   }
   return std::move(out).Finish();

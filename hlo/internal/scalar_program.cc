@@ -8,7 +8,9 @@
 namespace spmdsim::hlo::internal {
 namespace {
 
-bool IsScalarArray(const Shape& s) { return s.IsArray() && s.rank() == 0 && !IsComplex(s.dtype) && DTypeSize(s.dtype) <= 8; }
+bool IsScalarArray(const Shape& s) {
+  return s.IsArray() && s.rank() == 0 && !IsComplex(s.dtype) && DTypeSize(s.dtype) <= 8;
+}
 
 bool Compilable(const Instruction& ins) {
   const Opcode op = ins.opcode();
@@ -109,7 +111,8 @@ uint64_t ScalarProgram::Execute(const Step& s, std::span<const uint64_t> r, std:
       return VisitType(s.dtype, [&](auto t) -> uint64_t {
         using T = decltype(t);
         uint64_t lo = 0;
-        DispatchBinary<T>(Opcode::kMaximum, [&](auto f) { lo = ToBits<T>(f(FromBits<T>(r[s.a]), FromBits<T>(r[s.b]))); });
+        DispatchBinary<T>(Opcode::kMaximum,
+                          [&](auto f) { lo = ToBits<T>(f(FromBits<T>(r[s.a]), FromBits<T>(r[s.b]))); });
         return BinaryBits<T>(Opcode::kMinimum, lo, r[s.c]);
       });
     default: break;

@@ -171,7 +171,8 @@ std::string Scanner::QuotedString(std::string_view what) {
       case 'v': out.push_back('\v'); break;
       case 'x': {
         int value = 0, n = 0;
-        while (n < 2 && pos_ < end_ && digit_value(text_[pos_], 16) >= 0) value = value * 16 + digit_value(text_[pos_++], 16), ++n;
+        while (n < 2 && pos_ < end_ && digit_value(text_[pos_], 16) >= 0)
+          value = value * 16 + digit_value(text_[pos_++], 16), ++n;
         if (n == 0) FailAt(pos_ - 2, "\\x needs hexadecimal digits");
         out.push_back(static_cast<char>(value));
         break;
@@ -179,7 +180,8 @@ std::string Scanner::QuotedString(std::string_view what) {
       default:
         if (digit_value(e, 8) >= 0) {
           int value = e - '0', n = 1;
-          while (n < 3 && pos_ < end_ && digit_value(text_[pos_], 8) >= 0) value = value * 8 + (text_[pos_++] - '0'), ++n;
+          while (n < 3 && pos_ < end_ && digit_value(text_[pos_], 8) >= 0)
+            value = value * 8 + (text_[pos_++] - '0'), ++n;
           out.push_back(static_cast<char>(value & 0xff));
         } else {
           out.push_back(e);
@@ -218,7 +220,8 @@ std::pair<size_t, size_t> Scanner::RawValue(std::string_view what) {
     ++pos_;
   }
   if (!closers.empty()) {
-    FailAt(start, fmt::format("unbalanced brackets in {}: missing '{}' before the end of the line", what, closers.back()));
+    FailAt(start,
+           fmt::format("unbalanced brackets in {}: missing '{}' before the end of the line", what, closers.back()));
   }
   return {start, pos_};
 }

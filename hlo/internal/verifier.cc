@@ -57,7 +57,8 @@ void ExpectOperandCount(const Instruction& ins, int64_t n) {
 }
 
 void ExpectOperandsAtLeast(const Instruction& ins, int64_t n) {
-  if (ins.operand_count() < n) Verifier::Fail(ins, fmt::format("takes at least {} operands, not {}", n, ins.operand_count()));
+  if (ins.operand_count() < n)
+    Verifier::Fail(ins, fmt::format("takes at least {} operands, not {}", n, ins.operand_count()));
 }
 
 const Shape& ArrayOperand(const Instruction& ins, int64_t i) {
@@ -146,7 +147,8 @@ void ExpectTypeFits(const Instruction& ins, DType t) {
   if (IntOrPredOnly(op) && !IsInteger(t) && t != DType::kBool) {
     Verifier::Fail(ins, fmt::format("needs an integer or pred operand, not {}", HloTypeName(t)));
   }
-  if (IntOnly(op) && !IsInteger(t)) Verifier::Fail(ins, fmt::format("needs an integer operand, not {}", HloTypeName(t)));
+  if (IntOnly(op) && !IsInteger(t))
+    Verifier::Fail(ins, fmt::format("needs an integer operand, not {}", HloTypeName(t)));
 }
 
 DType ComplexPart(DType t) { return t == DType::kC64 ? DType::kF32 : t == DType::kC128 ? DType::kF64 : t; }
@@ -200,14 +202,16 @@ bool Verifier::VerifyElementwise(const Instruction& ins) {
     for (int64_t i : {0, 2}) {
       const Shape& bound = ArrayOperand(ins, i);
       if (!SameType(bound.dtype, x.dtype) || (bound.rank() != 0 && bound.dims != x.dims)) {
-        Fail(ins, fmt::format("bound {} is {}; a scalar or {} of {} is needed", i, Str(bound), Str(x), HloTypeName(x.dtype)));
+        Fail(ins, fmt::format("bound {} is {}; a scalar or {} of {} is needed", i, Str(bound), Str(x),
+                              HloTypeName(x.dtype)));
       }
     }
     ExpectShape(ins, x);
   } else if (op == Opcode::kConvert || op == Opcode::kStochasticConvert) {
     ExpectOperandsAtLeast(ins, 1);
     const Shape& x = ArrayOperand(ins, 0);
-    if (!ins.shape().IsArray() || ins.shape().dims != x.dims) Fail(ins, fmt::format("must keep the dimensions of {}", Str(x)));
+    if (!ins.shape().IsArray() || ins.shape().dims != x.dims)
+      Fail(ins, fmt::format("must keep the dimensions of {}", Str(x)));
   } else {
     return false;
   }
@@ -219,9 +223,11 @@ void Verifier::VerifyBroadcast(const Instruction& ins) {
   ExpectOperandCount(ins, 1);
   const Shape& x = ArrayOperand(ins, 0);
   const Shape& out = ins.shape();
-  if (!out.IsArray() || !SameType(out.dtype, x.dtype)) Fail(ins, fmt::format("must keep the element type of {}", Str(x)));
+  if (!out.IsArray() || !SameType(out.dtype, x.dtype))
+    Fail(ins, fmt::format("must keep the element type of {}", Str(x)));
   if (static_cast<int>(a.dimensions.size()) != x.rank()) {
-    Fail(ins, fmt::format("dimensions has {} entries; the operand {} has rank {}", a.dimensions.size(), Str(x), x.rank()));
+    Fail(ins,
+         fmt::format("dimensions has {} entries; the operand {} has rank {}", a.dimensions.size(), Str(x), x.rank()));
   }
   ExpectDims(ins, a.dimensions, out.rank(), "broadcast dimension");
   for (int i = 0; i < x.rank(); ++i) {
@@ -242,7 +248,8 @@ void Verifier::VerifyBitcastConvert(const Instruction& ins) {
   if (in_size > out_size) dims.push_back(in_size / out_size);
   if (in_size < out_size) {
     if (x.rank() == 0 || x.dims.back() != out_size / in_size) {
-      Fail(ins, fmt::format("{} to {} needs a last dimension of {}", Str(x), HloTypeName(out.dtype), out_size / in_size));
+      Fail(ins,
+           fmt::format("{} to {} needs a last dimension of {}", Str(x), HloTypeName(out.dtype), out_size / in_size));
     }
     dims.pop_back();
   }
@@ -258,10 +265,12 @@ void Verifier::VerifyDynamicSlice(const Instruction& ins) {
   ExpectOperandCount(ins, first_index + x.rank());
   for (int i = first_index; i < ins.operand_count(); ++i) {
     const Shape& idx = ArrayOperand(ins, i);
-    if (idx.rank() != 0 || !IsInteger(idx.dtype)) Fail(ins, fmt::format("index operand {} is {}; an integer scalar is needed", i, Str(idx)));
+    if (idx.rank() != 0 || !IsInteger(idx.dtype))
+      Fail(ins, fmt::format("index operand {} is {}; an integer scalar is needed", i, Str(idx)));
   }
   const std::vector<int64_t>& sizes = update ? ArrayOperand(ins, 1).dims : a.dynamic_slice_sizes;
-  if (update && !SameType(ArrayOperand(ins, 1).dtype, x.dtype)) Fail(ins, "the update must have the operand's element type");
+  if (update && !SameType(ArrayOperand(ins, 1).dtype, x.dtype))
+    Fail(ins, "the update must have the operand's element type");
   if (static_cast<int>(sizes.size()) != x.rank()) Fail(ins, fmt::format("needs {} slice sizes", x.rank()));
   for (int i = 0; i < x.rank(); ++i) {
     if (sizes[i] < 0 || sizes[i] > x.dims[i]) {
@@ -276,7 +285,8 @@ void Verifier::VerifyPad(const Instruction& ins) {
   ExpectOperandCount(ins, 2);
   const Shape& x = ArrayOperand(ins, 0);
   const Shape& v = ArrayOperand(ins, 1);
-  if (v.rank() != 0 || !SameType(v.dtype, x.dtype)) Fail(ins, fmt::format("the padding value must be a {} scalar", HloTypeName(x.dtype)));
+  if (v.rank() != 0 || !SameType(v.dtype, x.dtype))
+    Fail(ins, fmt::format("the padding value must be a {} scalar", HloTypeName(x.dtype)));
   if (static_cast<int>(a.padding.size()) != x.rank()) Fail(ins, fmt::format("padding needs {} dimensions", x.rank()));
   std::vector<int64_t> dims;
   for (int i = 0; i < x.rank(); ++i) {
@@ -297,7 +307,8 @@ bool Verifier::VerifyShapeOp(const Instruction& ins) {
     case Opcode::kReshape: {
       ExpectOperandCount(ins, 1);
       const Shape& x = ArrayOperand(ins, 0);
-      if (!ins.shape().IsArray() || !SameType(ins.shape().dtype, x.dtype) || ins.shape().NumElements() != x.NumElements()) {
+      if (!ins.shape().IsArray() || !SameType(ins.shape().dtype, x.dtype) ||
+          ins.shape().NumElements() != x.NumElements()) {
         Fail(ins, fmt::format("{} has {} elements of {}; the result must have as many of the same type", Str(x),
                               x.NumElements(), HloTypeName(x.dtype)));
       }
@@ -316,7 +327,8 @@ bool Verifier::VerifyShapeOp(const Instruction& ins) {
     case Opcode::kTranspose: {
       ExpectOperandCount(ins, 1);
       const Shape& x = ArrayOperand(ins, 0);
-      if (static_cast<int>(a.dimensions.size()) != x.rank()) Fail(ins, "dimensions must be a permutation of the operand's");
+      if (static_cast<int>(a.dimensions.size()) != x.rank())
+        Fail(ins, "dimensions must be a permutation of the operand's");
       ExpectDims(ins, a.dimensions, x.rank(), "transpose dimension");
       std::vector<int64_t> dims;
       for (int64_t d : a.dimensions) dims.push_back(x.dims[d]);
@@ -381,7 +393,8 @@ bool Verifier::VerifyDataMovement(const Instruction& ins) {
         std::vector<int64_t> a_dims = x.dims, f_dims = first.dims;
         if (x.rank() == first.rank()) a_dims[d] = f_dims[d] = 0;
         if (!SameType(x.dtype, first.dtype) || a_dims != f_dims) {
-          Fail(ins, fmt::format("operand {} is {}; every operand must be {} except along dimension {}", i, Str(x), Str(first), d));
+          Fail(ins, fmt::format("operand {} is {}; every operand must be {} except along dimension {}", i, Str(x),
+                                Str(first), d));
         }
         dims[d] += x.dims[d];
       }
@@ -435,7 +448,8 @@ bool Verifier::VerifyControlFlow(const Instruction& ins) {
       ExpectOperandsAtLeast(ins, 1);
       const Shape& selector = ArrayOperand(ins, 0);
       const bool is_pred = selector.dtype == DType::kBool;
-      if (selector.rank() != 0 || (!is_pred && selector.dtype != DType::kI32)) Fail(ins, "the selector must be pred[] or s32[]");
+      if (selector.rank() != 0 || (!is_pred && selector.dtype != DType::kI32))
+        Fail(ins, "the selector must be pred[] or s32[]");
       const size_t branches = ins.called().size();
       if (branches == 0 || (is_pred && branches != 2) || static_cast<int64_t>(branches) + 1 != ins.operand_count()) {
         Fail(ins, fmt::format("has {} branches and {} branch operands; each branch takes one (pred: exactly two)",
@@ -508,17 +522,20 @@ void Verifier::VerifySharding(const Instruction& ins) {
   for (size_t i = 0; i < leaves.size(); ++i) {
     const Sharding& s = sharding.kind == Sharding::Kind::kTuple ? sharding.tuple[i] : sharding;
     const Shape& leaf = *leaves[i];
-    if (s.kind == Sharding::Kind::kTuple) Fail(ins, fmt::format("sharding {} nests a tuple sharding", sharding.ToString()));
+    if (s.kind == Sharding::Kind::kTuple)
+      Fail(ins, fmt::format("sharding {} nests a tuple sharding", sharding.ToString()));
     if (s.kind != Sharding::Kind::kTiled || leaf.IsToken()) continue;
     const int data_dims = static_cast<int>(s.tile_dims.size()) - s.subgroup_dims;
     if (data_dims != leaf.rank()) {
-      Fail(ins, fmt::format("sharding {} tiles {} dimensions; {} has {}", s.ToString(), data_dims, Str(leaf), leaf.rank()));
+      Fail(ins,
+           fmt::format("sharding {} tiles {} dimensions; {} has {}", s.ToString(), data_dims, Str(leaf), leaf.rank()));
     }
     std::vector<int64_t> sorted = s.tile_devices;
     std::sort(sorted.begin(), sorted.end());
     for (size_t k = 0; k < sorted.size(); ++k) {
       if (sorted[k] < 0) Fail(ins, fmt::format("sharding {} names device {}", s.ToString(), sorted[k]));
-      if (k > 0 && sorted[k] == sorted[k - 1]) Fail(ins, fmt::format("sharding {} names device {} twice", s.ToString(), sorted[k]));
+      if (k > 0 && sorted[k] == sorted[k - 1])
+        Fail(ins, fmt::format("sharding {} names device {} twice", s.ToString(), sorted[k]));
     }
   }
 }

@@ -38,6 +38,12 @@ class Verifier {
   bool VerifyIndexing(const Instruction& ins);
   bool VerifyCollective(const Instruction& ins);
   bool VerifyMisc(const Instruction& ins);
+  void VerifyAfterAll(const Instruction& ins);
+  void VerifyReducePrecision(const Instruction& ins);
+  void VerifyGetDimensionSize(const Instruction& ins);
+  void VerifyRngBitGenerator(const Instruction& ins);
+  void VerifyCustomCall(const Instruction& ins);
+  void VerifyTopK(const Instruction& ins);
   void VerifyUnary(const Instruction& ins);
   void VerifyBinary(const Instruction& ins);
   void VerifyEntryParameters();

@@ -39,7 +39,8 @@ std::vector<Shape> ScaledShapes(const Instruction& ins, int64_t n, bool gather) 
     Shape s = ArrayOperand(ins, i);
     const int64_t d = OneDimension(ins, s.rank());
     if (!gather && s.dims[d] % n != 0) {
-      Verifier::Fail(ins, fmt::format("dimension {} of {} does not divide into the {} members of a group", d, Str(s), n));
+      Verifier::Fail(ins,
+                     fmt::format("dimension {} of {} does not divide into the {} members of a group", d, Str(s), n));
     }
     s.dims[d] = gather ? s.dims[d] * n : s.dims[d] / n;
     s.minor_to_major.clear();
@@ -120,9 +121,11 @@ bool Verifier::VerifyCollective(const Instruction& ins) {
         ExpectOperandCount(ins, 1);
         const Shape& x = ArrayOperand(ins, 0);
         const int64_t d = OneDimension(ins, x.rank());
-        if (x.dims[d] % n != 0) Fail(ins, fmt::format("split dimension {} of {} does not divide into {} members", d, Str(x), n));
+        if (x.dims[d] % n != 0)
+          Fail(ins, fmt::format("split dimension {} of {} does not divide into {} members", d, Str(x), n));
       } else if (ins.operand_count() != n) {
-        Fail(ins, fmt::format("the tuple form takes one operand per group member ({}), not {}", n, ins.operand_count()));
+        Fail(ins,
+             fmt::format("the tuple form takes one operand per group member ({}), not {}", n, ins.operand_count()));
       }
       ExpectShape(ins, MaybeTuple(OperandShapes(ins)));
       return true;
@@ -171,7 +174,8 @@ void Verifier::VerifyCopyStart(const Instruction& ins) {
     const Shape& out = ins.shape();
     if (!out.IsTuple() || out.tuple.size() != 3 || !SameShape(out.tuple[0], x) || !SameShape(out.tuple[1], x) ||
         !SameShape(out.tuple[2], Shape::Array(DType::kU32, {}))) {
-      Fail(ins, fmt::format("must produce ({0}, {0}, u32[]) (destination, source, context), not {1}", Str(x), Str(out)));
+      Fail(ins,
+           fmt::format("must produce ({0}, {0}, u32[]) (destination, source, context), not {1}", Str(x), Str(out)));
     }
     return;
   }
@@ -200,14 +204,16 @@ void Verifier::VerifySendRecv(const Instruction& ins) {
     case Opcode::kRecv:
       ExpectOperandCount(ins, 1);
       if (!ins.operand(0)->shape().IsToken()) Fail(ins, "its operand must be a token");
-      if (!is_channel_tuple(ins.shape())) Fail(ins, fmt::format("must produce (data, u32[], token[]), not {}", Str(ins.shape())));
+      if (!is_channel_tuple(ins.shape()))
+        Fail(ins, fmt::format("must produce (data, u32[], token[]), not {}", Str(ins.shape())));
       return;
     case Opcode::kSendDone:
     case Opcode::kRecvDone: {
       ExpectOperandCount(ins, 1);
       const Shape& from = ins.operand(0)->shape();
       const char* start = ins.opcode() == Opcode::kSendDone ? "send" : "recv";
-      if (!is_channel_tuple(from)) Fail(ins, fmt::format("its operand must be a {} ((data, u32[], token[])), not {}", start, Str(from)));
+      if (!is_channel_tuple(from))
+        Fail(ins, fmt::format("its operand must be a {} ((data, u32[], token[])), not {}", start, Str(from)));
       ExpectShape(ins, ins.opcode() == Opcode::kSendDone ? token : Shape::Tuple({from.tuple[0], token}));
       return;
     }
@@ -216,43 +222,83 @@ void Verifier::VerifySendRecv(const Instruction& ins) {
   }
 }
 
+void Verifier::VerifyAfterAll(const Instruction& ins) {
+  for (int64_t i = 0; i < ins.operand_count(); ++i) {
+    if (!ins.operand(i)->shape().IsToken())
+      Fail(ins, fmt::format("operand {} is {}; after-all takes tokens", i, Str(ins.operand(i)->shape())));
+  }
+  ExpectShape(ins, Shape::Token());
+}
+
+void Verifier::VerifyReducePrecision(const Instruction& ins) {
+  ExpectOperandCount(ins, 1);
+  const Shape& x = ArrayOperand(ins, 0);
+  if (!IsFloating(x.dtype)) Fail(ins, fmt::format("needs a floating-point operand, not {}", HloTypeName(x.dtype)));
+  if (ins.attrs().exponent_bits < 1 || ins.attrs().mantissa_bits < 0) {
+    Fail(ins, fmt::format("exponent_bits={} must be >= 1 and mantissa_bits={} >= 0", ins.attrs().exponent_bits,
+                          ins.attrs().mantissa_bits));
+  }
+  ExpectShape(ins, x);
+}
+
+void Verifier::VerifyGetDimensionSize(const Instruction& ins) {
+  ExpectOperandCount(ins, 1);
+  const Shape& x = ArrayOperand(ins, 0);
+  if (ins.attrs().dimensions.size() != 1) Fail(ins, "dimensions must name one dimension");
+  ExpectDims(ins, ins.attrs().dimensions, x.rank(), "dimension");
+  ExpectShape(ins, Shape::Array(DType::kI32, {}));
+}
+
+void Verifier::VerifyRngBitGenerator(const Instruction& ins) {
+  ExpectOperandCount(ins, 1);
+  const Shape& state = ArrayOperand(ins, 0);
+  const Shape& out = ins.shape();
+  if (!out.IsTuple() || out.tuple.size() != 2 || !out.tuple[0].Compatible(state) || !out.tuple[1].IsArray()) {
+    Fail(ins, fmt::format("must produce ({}, an array of random bits)", Str(state)));
+  }
+}
+
+// Custom-calls with a meaning spmdsim knows (Sharding, TopK); any other target has whatever shapes it has.
+void Verifier::VerifyCustomCall(const Instruction& ins) {
+  const std::string& target = ins.attrs().custom_call_target;
+  if (target == "Sharding") {
+    ExpectOperandCount(ins, 1);
+    ExpectShape(ins, ins.operand(0)->shape());
+  } else if (target == "TopK") {
+    ExpectOperandCount(ins, 1);
+    const Shape& x = ArrayOperand(ins, 0);
+    const Shape& out = ins.shape();
+    if (x.rank() == 0 || !out.IsTuple() || out.tuple.size() != 2 || !out.tuple[0].IsArray() ||
+        out.tuple[0].rank() != x.rank() || out.tuple[0].dims.back() > x.dims.back()) {
+      Fail(ins, fmt::format("TopK of {} must produce (values[..., k], s32[..., k]) with k <= {}", Str(x),
+                            x.dims.back()));
+    }
+    Shape values = Shape::Array(x.dtype, x.dims);
+    values.dims.back() = out.tuple[0].dims.back();
+    ExpectShape(ins, Shape::Tuple({values, Shape::Array(DType::kI32, values.dims)}));
+  }
+}
+
+void Verifier::VerifyTopK(const Instruction& ins) {
+  ExpectOperandCount(ins, 1);
+  const Shape& x = ArrayOperand(ins, 0);
+  if (x.rank() == 0 || ins.attrs().topk_k < 0 || ins.attrs().topk_k > x.dims.back()) {
+    Fail(ins, fmt::format("k={} must be from 0 to the last dimension of {}", ins.attrs().topk_k, Str(x)));
+  }
+  Shape values = Shape::Array(x.dtype, x.dims);
+  values.dims.back() = ins.attrs().topk_k;
+  ExpectShape(ins, Shape::Tuple({values, Shape::Array(DType::kI32, values.dims)}));
+}
+
 bool Verifier::VerifyMisc(const Instruction& ins) {
   switch (ins.opcode()) {
-    case Opcode::kCopyStart:
-    case Opcode::kCopyDone:
-      VerifyCopyStart(ins);
-      return true;
-    case Opcode::kSend:
-    case Opcode::kRecv:
-    case Opcode::kSendDone:
-    case Opcode::kRecvDone:
+    case Opcode::kCopyStart: case Opcode::kCopyDone: VerifyCopyStart(ins); return true;
+    case Opcode::kSend: case Opcode::kRecv: case Opcode::kSendDone: case Opcode::kRecvDone:
       VerifySendRecv(ins);
       return true;
-    case Opcode::kAfterAll:
-      for (int64_t i = 0; i < ins.operand_count(); ++i) {
-        if (!ins.operand(i)->shape().IsToken()) Fail(ins, fmt::format("operand {} is {}; after-all takes tokens", i, Str(ins.operand(i)->shape())));
-      }
-      ExpectShape(ins, Shape::Token());
-      return true;
-    case Opcode::kReducePrecision: {
-      ExpectOperandCount(ins, 1);
-      const Shape& x = ArrayOperand(ins, 0);
-      if (!IsFloating(x.dtype)) Fail(ins, fmt::format("needs a floating-point operand, not {}", HloTypeName(x.dtype)));
-      if (ins.attrs().exponent_bits < 1 || ins.attrs().mantissa_bits < 0) {
-        Fail(ins, fmt::format("exponent_bits={} must be >= 1 and mantissa_bits={} >= 0", ins.attrs().exponent_bits,
-                              ins.attrs().mantissa_bits));
-      }
-      ExpectShape(ins, x);
-      return true;
-    }
-    case Opcode::kGetDimensionSize: {
-      ExpectOperandCount(ins, 1);
-      const Shape& x = ArrayOperand(ins, 0);
-      if (ins.attrs().dimensions.size() != 1) Fail(ins, "dimensions must name one dimension");
-      ExpectDims(ins, ins.attrs().dimensions, x.rank(), "dimension");
-      ExpectShape(ins, Shape::Array(DType::kI32, {}));
-      return true;
-    }
+    case Opcode::kAfterAll: VerifyAfterAll(ins); return true;
+    case Opcode::kReducePrecision: VerifyReducePrecision(ins); return true;
+    case Opcode::kGetDimensionSize: VerifyGetDimensionSize(ins); return true;
     case Opcode::kPartitionId:
     case Opcode::kReplicaId:
       ExpectOperandCount(ins, 0);
@@ -268,45 +314,9 @@ bool Verifier::VerifyMisc(const Instruction& ins) {
       ExpectOperandCount(ins, 2);
       ExpectShape(ins, ins.operand(0)->shape());
       return true;
-    case Opcode::kRngBitGenerator: {
-      ExpectOperandCount(ins, 1);
-      const Shape& state = ArrayOperand(ins, 0);
-      const Shape& out = ins.shape();
-      if (!out.IsTuple() || out.tuple.size() != 2 || !out.tuple[0].Compatible(state) || !out.tuple[1].IsArray()) {
-        Fail(ins, fmt::format("must produce ({}, an array of random bits)", Str(state)));
-      }
-      return true;
-    }
-    case Opcode::kCustomCall: {
-      const std::string& target = ins.attrs().custom_call_target;
-      if (target == "Sharding") {
-        ExpectOperandCount(ins, 1);
-        ExpectShape(ins, ins.operand(0)->shape());
-      } else if (target == "TopK") {
-        ExpectOperandCount(ins, 1);
-        const Shape& x = ArrayOperand(ins, 0);
-        const Shape& out = ins.shape();
-        if (x.rank() == 0 || !out.IsTuple() || out.tuple.size() != 2 || !out.tuple[0].IsArray() ||
-            out.tuple[0].rank() != x.rank() || out.tuple[0].dims.back() > x.dims.back()) {
-          Fail(ins, fmt::format("TopK of {} must produce (values[..., k], s32[..., k]) with k <= {}", Str(x), x.dims.back()));
-        }
-        Shape values = Shape::Array(x.dtype, x.dims);
-        values.dims.back() = out.tuple[0].dims.back();
-        ExpectShape(ins, Shape::Tuple({values, Shape::Array(DType::kI32, values.dims)}));
-      }
-      return true;
-    }
-    case Opcode::kTopK: {
-      ExpectOperandCount(ins, 1);
-      const Shape& x = ArrayOperand(ins, 0);
-      if (x.rank() == 0 || ins.attrs().topk_k < 0 || ins.attrs().topk_k > x.dims.back()) {
-        Fail(ins, fmt::format("k={} must be from 0 to the last dimension of {}", ins.attrs().topk_k, Str(x)));
-      }
-      Shape values = Shape::Array(x.dtype, x.dims);
-      values.dims.back() = ins.attrs().topk_k;
-      ExpectShape(ins, Shape::Tuple({values, Shape::Array(DType::kI32, values.dims)}));
-      return true;
-    }
+    case Opcode::kRngBitGenerator: VerifyRngBitGenerator(ins); return true;
+    case Opcode::kCustomCall: VerifyCustomCall(ins); return true;
+    case Opcode::kTopK: VerifyTopK(ins); return true;
     default:
       return false;
   }

@@ -106,7 +106,8 @@ void Verifier::VerifySelectAndScatter(const Instruction& ins) {
   }
   std::vector<int64_t> dims;
   for (int d = 0; d < x.rank(); ++d) dims.push_back(WindowedSize(x.dims[d], ins.attrs().window[d]));
-  if (source.dims != dims) Fail(ins, fmt::format("source is {}; the windows give [{}]", Str(source), fmt::join(dims, ",")));
+  if (source.dims != dims)
+    Fail(ins, fmt::format("source is {}; the windows give [{}]", Str(source), fmt::join(dims, ",")));
   const Shape scalar = Shape::Array(x.dtype, {});
   ExpectSignature(ins, ins.select(), {scalar, scalar}, Shape::Array(DType::kBool, {}), "select");
   ExpectSignature(ins, ins.to_apply(), {scalar, scalar}, scalar, "scatter");
@@ -139,17 +140,20 @@ void Verifier::VerifyConvolution(const Instruction& ins) {
   if (a.feature_group_count < 1 || a.batch_group_count < 1 || fin != kin * a.feature_group_count ||
       kout % a.feature_group_count != 0 || batch % a.batch_group_count != 0 || kout % a.batch_group_count != 0) {
     Fail(ins, fmt::format("input features {} must equal kernel input features {} x feature_group_count {}, and the "
-                          "group counts must divide the batch and the output features", fin, kin, a.feature_group_count));
+                          "group counts must divide the batch and the output features",
+                          fin, kin, a.feature_group_count));
   }
   ExpectWindow(ins, a.window, rank - 2);
   std::vector<int64_t> dims(static_cast<size_t>(rank));
   dims[c.output_batch] = batch / a.batch_group_count;
   dims[c.output_feature] = kout;
   for (int s = 0; s < rank - 2; ++s) {
-    if (a.window[s].size != k.dims[c.kernel_spatial[s]]) Fail(ins, "window sizes must equal the kernel's spatial sizes");
+    if (a.window[s].size != k.dims[c.kernel_spatial[s]])
+      Fail(ins, "window sizes must equal the kernel's spatial sizes");
     dims[c.output_spatial[s]] = WindowedSize(x.dims[c.input_spatial[s]], a.window[s]);
   }
-  if (ins.shape().dims != dims) Fail(ins, fmt::format("declared {}; the convolution gives [{}]", Str(ins.shape()), fmt::join(dims, ",")));
+  if (ins.shape().dims != dims)
+    Fail(ins, fmt::format("declared {}; the convolution gives [{}]", Str(ins.shape()), fmt::join(dims, ",")));
 }
 
 bool Verifier::VerifyContraction(const Instruction& ins) {
@@ -202,16 +206,20 @@ void Verifier::VerifyGather(const Instruction& ins) {
   if (g.index_vector_dim < 0 || g.index_vector_dim > idx.rank()) Fail(ins, "index_vector_dim is out of range");
   const int64_t index_len = g.index_vector_dim == idx.rank() ? 1 : idx.dims[g.index_vector_dim];
   if (static_cast<int64_t>(g.start_index_map.size()) != index_len) {
-    Fail(ins, fmt::format("start_index_map has {} entries; the index vectors have {}", g.start_index_map.size(), index_len));
+    Fail(ins,
+         fmt::format("start_index_map has {} entries; the index vectors have {}", g.start_index_map.size(), index_len));
   }
   ExpectDims(ins, g.start_index_map, x.rank(), "start_index_map entry");
   std::vector<int64_t> collapsed = g.collapsed_slice_dims;
   collapsed.insert(collapsed.end(), g.operand_batching_dims.begin(), g.operand_batching_dims.end());
   ExpectDims(ins, collapsed, x.rank(), "collapsed/batching dimension");
-  if (static_cast<int>(g.slice_sizes.size()) != x.rank()) Fail(ins, fmt::format("slice_sizes needs {} entries", x.rank()));
+  if (static_cast<int>(g.slice_sizes.size()) != x.rank())
+    Fail(ins, fmt::format("slice_sizes needs {} entries", x.rank()));
   for (int i = 0; i < x.rank(); ++i) {
-    if (g.slice_sizes[i] < 0 || g.slice_sizes[i] > x.dims[i]) Fail(ins, fmt::format("slice size {} exceeds dimension {}", g.slice_sizes[i], i));
-    if (Contains(collapsed, i) && g.slice_sizes[i] > 1) Fail(ins, fmt::format("collapsed dimension {} needs slice size <= 1", i));
+    if (g.slice_sizes[i] < 0 || g.slice_sizes[i] > x.dims[i])
+      Fail(ins, fmt::format("slice size {} exceeds dimension {}", g.slice_sizes[i], i));
+    if (Contains(collapsed, i) && g.slice_sizes[i] > 1)
+      Fail(ins, fmt::format("collapsed dimension {} needs slice size <= 1", i));
   }
   const size_t batch_rank = static_cast<size_t>(idx.rank()) - (g.index_vector_dim < idx.rank() ? 1 : 0);
   const size_t out_rank = g.offset_dims.size() + batch_rank;
@@ -261,17 +269,20 @@ void Verifier::VerifyScatter(const Instruction& ins) {
   for (int64_t i = 0; i < n; ++i) {
     const Shape& op = ArrayOperand(ins, i);
     const Shape& upd = ArrayOperand(ins, n + 1 + i);
-    if (op.dims != x.dims || !SameType(upd.dtype, op.dtype)) Fail(ins, "operands must share dimensions; updates their types");
+    if (op.dims != x.dims || !SameType(upd.dtype, op.dtype))
+      Fail(ins, "operands must share dimensions; updates their types");
     if (static_cast<size_t>(upd.rank()) != s.update_window_dims.size() + batch_dims.size() ||
         s.update_window_dims.size() + inserted.size() != static_cast<size_t>(x.rank())) {
-      Fail(ins, fmt::format("update {} is {}: its rank must be the window dimensions plus the index batch dimensions", i, Str(upd)));
+      Fail(ins, fmt::format("update {} is {}: its rank must be the window dimensions plus the index batch dimensions",
+                            i, Str(upd)));
     }
     ExpectDims(ins, s.update_window_dims, upd.rank(), "update window dimension");
     size_t w = 0, b = 0;
     for (int d = 0; d < upd.rank(); ++d) {
       if (Contains(s.update_window_dims, d)) {
         while (Contains(inserted, static_cast<int64_t>(w))) ++w;
-        if (upd.dims[d] > x.dims[w++]) Fail(ins, fmt::format("update window dimension {} is larger than the operand's", d));
+        if (upd.dims[d] > x.dims[w++])
+          Fail(ins, fmt::format("update window dimension {} is larger than the operand's", d));
       } else if (upd.dims[d] != batch_dims[b++]) {
         Fail(ins, fmt::format("update dimension {} must equal the indices' batch dimension", d));
       }
@@ -298,7 +309,8 @@ void Verifier::VerifySort(const Instruction& ins) {
     params.push_back(Shape::Array(x.dtype, {}));
     params.push_back(Shape::Array(x.dtype, {}));
   }
-  ExpectSignature(ins, Called(ins, 0, "to_apply= (the comparator)"), params, Shape::Array(DType::kBool, {}), "comparator");
+  ExpectSignature(ins, Called(ins, 0, "to_apply= (the comparator)"), params, Shape::Array(DType::kBool, {}),
+                  "comparator");
   ExpectShape(ins, MaybeTuple(outs));
 }
 

@@ -97,7 +97,8 @@ TEST(Execute, RefusesAMeshOfTheWrongSizeAndUnsupportedOpsBeforeRunning) {
 }
 
 TEST(Execute, RefusesAModuleCheckedForAbstractUseOnly) {
-  const SupportedModule m = SupportedModule::Check(ParseModule(kCollectives, "coll.txt"), SupportedModule::Use::kAbstract);
+  const SupportedModule m = SupportedModule::Check(ParseModule(kCollectives, "coll.txt"),
+                                                   SupportedModule::Use::kAbstract);
   try {
     Execute(m, Mesh::Iota({8}, {"devices"}), [](int64_t) { return std::vector<Value>{}; });
     FAIL();

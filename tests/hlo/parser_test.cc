@@ -19,7 +19,8 @@ using ::testing::HasSubstr;
 
 // What jax.jit(f).lower(x, w).compile().as_text() printed for a sharded matmul + tanh + sum on 8 CPU devices
 // (JAX 0.10.2), abridged to its computations.
-constexpr char kMatmulModule[] = R"(HloModule jit_f, is_scheduled=true, entry_computation_layout={(f32[2,2]{1,0}, f32[2,2]{1,0})->f32[2]{0}}, allow_spmd_sharding_propagation_to_parameters={false,false}, allow_spmd_sharding_propagation_to_output={true}, num_partitions=8
+constexpr char kMatmulModule[] =
+    R"(HloModule jit_f, is_scheduled=true, entry_computation_layout={(f32[2,2]{1,0}, f32[2,2]{1,0})->f32[2]{0}}, allow_spmd_sharding_propagation_to_parameters={false,false}, allow_spmd_sharding_propagation_to_output={true}, num_partitions=8
 
 FileNames
 1 "/tmp/t1.py"
@@ -261,7 +262,8 @@ TEST(Parser, KnowsEveryOpcodeXlaPrints) {
 }
 
 TEST(Parser, ErrorsNameFileLineAndColumn) {
-  EXPECT_EQ(ErrorOf(Entry("  ROOT %x = f32[] foo()")), "m.txt:4:19: unknown opcode 'foo': not one of XLA's (add, dot, fusion, all-reduce, ...)");
+  EXPECT_EQ(ErrorOf(Entry("  ROOT %x = f32[] foo()")),
+            "m.txt:4:19: unknown opcode 'foo': not one of XLA's (add, dot, fusion, all-reduce, ...)");
   EXPECT_THAT(ErrorOf(Entry("  ROOT %x = f32[] negate(%y)")),
               HasSubstr("m.txt:4:26: operand %y is not defined above its use in this computation"));
   EXPECT_THAT(ErrorOf(Entry("  ROOT %x = q32[] parameter(0)")), HasSubstr("m.txt:4:13: unknown element type 'q32'"));
@@ -304,7 +306,8 @@ TEST(Parser, SkipsIndexCommentsInOperandListsTupleShapesAndParameterLists) {
       "}\n");
   EXPECT_EQ(m->entry()->root()->operand_count(), 6);
   EXPECT_EQ(m->entry()->root()->shape().tuple.size(), 6u);
-  EXPECT_THAT(ErrorOf(Entry("  ROOT %a = f32[] parameter(0) /* open")), HasSubstr("m.txt:4:32: unterminated /* comment"));
+  EXPECT_THAT(ErrorOf(Entry("  ROOT %a = f32[] parameter(0) /* open")),
+              HasSubstr("m.txt:4:32: unterminated /* comment"));
 }
 
 // The debug information after the header: instructions' stack_frame_id name Python source locations.
@@ -350,7 +353,8 @@ TEST(Parser, RefusesDebugInformationThatNamesNothing) {
   EXPECT_THAT(ErrorOf(head + "1 {file_name_id=1 function_name_id=1 line=1}\nStackFrames\n"
                              "1 {file_location_id=1 parent_frame_id=3}\n" + entry),
               HasSubstr("m.txt:9:39: parent_frame_id 3 of frame 1 must be from 1 (no parent) to 1"));
-  EXPECT_THAT(ErrorOf(head + "1 {file_name_id=1 function_name_id=1 line=1}\nStackFrames\n1 {file_location_id=1}\n" + entry),
+  EXPECT_THAT(ErrorOf(head + "1 {file_name_id=1 function_name_id=1 line=1}\nStackFrames\n1 {file_location_id=1}\n" +
+                      entry),
               HasSubstr("m.txt:9:3: the entry has no parent_frame_id"));
   EXPECT_THAT(ErrorOf(head + "1 {file_name_id=1 colour=2}\n" + entry), HasSubstr("m.txt:7:19: unknown field 'colour'"));
   EXPECT_THAT(ErrorOf("HloModule m\nFileNames\n1 \"a.py\"\n" + entry),
@@ -360,7 +364,8 @@ TEST(Parser, RefusesDebugInformationThatNamesNothing) {
 // Strings hold C escapes (\' in op_name="p[\'embed\']"), and any bytes: invalid UTF-8 is made valid (U+FFFD) so
 // that reports in JSON and Python can hold them.
 TEST(Parser, UnescapesStringsAndMakesThemValidUtf8) {
-  auto m = ParseModule(Entry("  ROOT %p = f32[] parameter(0), metadata={op_name=\"p[\\'embed\\'] \\\"q\\\" \xff\xfe caf\xc3\xa9\"}"));
+  auto m = ParseModule(
+      Entry("  ROOT %p = f32[] parameter(0), metadata={op_name=\"p[\\'embed\\'] \\\"q\\\" \xff\xfe caf\xc3\xa9\"}"));
   EXPECT_EQ(m->entry()->root()->attrs().op_name, "p['embed'] \"q\" \xef\xbf\xbd\xef\xbf\xbd caf\xc3\xa9");
   auto c = ParseModule(Entry("  ROOT %c = f32[] custom-call(), custom_call_target=\"a\\x41\\101\xc0\xaf\""));
   EXPECT_EQ(c->entry()->root()->attrs().custom_call_target, "aAA\xef\xbf\xbd\xef\xbf\xbd");
@@ -395,8 +400,9 @@ TEST(Parser, ReadsTheModuleHeadersAliasesAndFrontendAttributes) {
 
 // TPU7x SparseCore computations end with `}, execution_thread="sparsecore"`.
 TEST(Parser, ReadsAComputationsExecutionThread) {
-  auto m = ParseModule("HloModule m\n%sc (a: f32[]) -> f32[] {\n  ROOT %a = f32[] parameter(0)\n}, execution_thread=\"sparsecore\"\n"
-                       "ENTRY %e {\n  %p = f32[] parameter(0)\n  ROOT %c = f32[] call(%p), to_apply=%sc\n}\n");
+  auto m = ParseModule(
+      "HloModule m\n%sc (a: f32[]) -> f32[] {\n  ROOT %a = f32[] parameter(0)\n}, execution_thread=\"sparsecore\"\n"
+      "ENTRY %e {\n  %p = f32[] parameter(0)\n  ROOT %c = f32[] call(%p), to_apply=%sc\n}\n");
   EXPECT_EQ(m->FindComputation("sc")->execution_thread(), "sparsecore");
   EXPECT_EQ(m->entry()->execution_thread(), "main");
   EXPECT_THAT(ErrorOf("HloModule m\nENTRY %e {\n  ROOT %a = f32[] parameter(0)\n}, colour=\"red\"\n"),
@@ -477,12 +483,14 @@ TEST(Parser, ReadsXlasAsyncShorthandAsAsyncStartAndDoneAroundTheWrappedOp) {
 TEST(Parser, RefusesAsyncShorthandThatDoesNotPair) {
   EXPECT_THAT(ErrorOf(Entry("  %a = f32[8] parameter(0)\n  ROOT %d = f32[4] slice-done(%a)")),
               HasSubstr("m.txt:5:31: slice-done's operand %a is a parameter, not a slice-start"));
-  EXPECT_THAT(ErrorOf(Entry("  %a = f32[8] parameter(0)\n  %s = ((f32[8]), f32[4], s32[]) slice-start(%a), slice={[0:4]}\n"
-                            "  ROOT %d = f32[4] reverse-done(%s)")),
+  EXPECT_THAT(ErrorOf(
+                  Entry("  %a = f32[8] parameter(0)\n  %s = ((f32[8]), f32[4], s32[]) slice-start(%a), slice={[0:4]}\n"
+                        "  ROOT %d = f32[4] reverse-done(%s)")),
               HasSubstr("m.txt:6:33: reverse-done's operand %s is an async slice, not a reverse-start"));
   EXPECT_THAT(ErrorOf(Entry("  %a = f32[8] parameter(0)\n  ROOT %s = f32[4] slice-start(%a), slice={[0:4]}")),
               HasSubstr("m.txt:5:20: slice-start must produce ((operands...), result, context...), not f32[4]"));
-  EXPECT_THAT(ErrorOf(Entry("  %a = f32[8] parameter(0)\n  ROOT %s = ((f32[8]), f32[5], s32[]) slice-start(%a), slice={[0:4]}")),
+  EXPECT_THAT(ErrorOf(Entry(
+                  "  %a = f32[8] parameter(0)\n  ROOT %s = ((f32[8]), f32[5], s32[]) slice-start(%a), slice={[0:4]}")),
               HasSubstr("m.txt:5:3: %s (slice): declared shape f32[5] does not match f32[4]"));
   EXPECT_THAT(ErrorOf(Entry("  ROOT %s = ((), f32[], s32[]) parameter-start()")),
               HasSubstr("m.txt:4:32: parameter cannot run asynchronously"));
@@ -497,7 +505,8 @@ TEST(Parser, ReadsTheAttributesOfTpuAndGpuCompiles) {
       "  %cs = (f32[4]{0:S(1)}, f32[4]{0}, u32[]{:S(2)}) copy-start(%a), cross_program_prefetch_index=0\n"
       "  %cd = f32[4]{0:S(1)} copy-done(%cs), control-predecessors={%a}\n"
       "  %fu = f32[4] fusion(%cd), kind=kCustom, calls=%f, output_to_operand_aliasing={{}: (0, {})}, "
-      "backend_config={\"operation_queue_id\":\"0\",\"fusion_backend_config\":{\"kind\":\"__triton_nested_gemm_fusion\"}}\n"
+      "backend_config={\"operation_queue_id\":\"0\",\"fusion_backend_config\":{\"kind\":\"__triton_nested_gemm_"
+      "fusion\"}}\n"
       "  %tok = token[] after-all(), frontend_attributes={MegascaleRendezvousKeyName=\"all-reduce.3_0\"}\n"
       "  %s = (f32[4], u32[], token[]) send(%fu, %tok), channel_id=2, is_host_transfer=true, "
       "frontend_attributes={_xla_megascale_target=\"{1,2}x{0:15}\",_xla_host_transfer_rendezvous=\"ar\"}\n"
@@ -505,9 +514,11 @@ TEST(Parser, ReadsTheAttributesOfTpuAndGpuCompiles) {
       "  %r = (f32[4], u32[], token[]) recv(%tok), channel_id=1, is_host_transfer=true\n"
       "  %rd = (f32[4], token[]) recv-done(%r), channel_id=1, is_host_transfer=true\n"
       "  %cc = s32[4]{0:T(1024)} custom-call(%a), custom_call_target=\"AssumeGatherIndicesInBound\", "
-      "operand_layout_constraints={f32[4]{0:T(1024)}}, custom_call_has_side_effect=true, api_version=API_VERSION_TYPED_FFI, "
+      "operand_layout_constraints={f32[4]{0:T(1024)}}, custom_call_has_side_effect=true, "
+      "api_version=API_VERSION_TYPED_FFI, "
       "backend_config={\"async_collective_fusion_config\":{\"flag_start\":\"2\"}}\n"
-      "  ROOT %t = (f32[4], token[], (f32[4], token[]), s32[4]) tuple(%fu, %sd, %rd, %cc), control-predecessors={%s, %r}\n"
+      "  ROOT %t = (f32[4], token[], (f32[4], token[]), s32[4]) tuple(%fu, %sd, %rd, %cc), control-predecessors={%s, "
+      "%r}\n"
       "}\n");
   const Computation* e = m->entry();
   EXPECT_EQ(e->instruction(1)->attrs().cross_program_prefetch_index, 0);
@@ -541,7 +552,11 @@ TEST(Parser, RefusesIntegersThatDoNotFitWhereTheyAreWritten) {
       "HloModule m\n%c (s: s32[]) -> pred[] {\n  %s = s32[] parameter(0)\n  ROOT %t = pred[] constant(true)\n}\n"
       "%b (s: s32[]) -> s32[] {\n  ROOT %s = s32[] parameter(0)\n}\nENTRY %e {\n  %i = s32[] parameter(0)\n"
       "  ROOT %w = s32[] while(%i), condition=%c, body=%b, backend_config=";
-  EXPECT_EQ(ParseModule(loop + "{\"known_trip_count\":{\"n\":\"1125899906842624\"}}\n}\n")->entry()->root()->attrs().known_trip_count,
+  EXPECT_EQ(ParseModule(loop + "{\"known_trip_count\":{\"n\":\"1125899906842624\"}}\n}\n")
+                ->entry()
+                ->root()
+                ->attrs()
+                .known_trip_count,
             int64_t{1} << 50);
   EXPECT_THAT(ErrorOf(loop + "{\"known_trip_count\":{\"n\":\"1125899906842625\"}}\n}\n"),
               HasSubstr("m.txt:11:94: known_trip_count '1125899906842625' must be an integer from 0 to 2^50"));
@@ -549,23 +564,31 @@ TEST(Parser, RefusesIntegersThatDoNotFitWhereTheyAreWritten) {
               HasSubstr("m.txt:11:94: known_trip_count '99999999999999999999999' must be an integer"));
   EXPECT_THAT(ErrorOf(Entry("  ROOT %p = f32[] parameter(0), metadata={stack_frame_id=9223372036854775808}")),
               HasSubstr("m.txt:4:58: stack_frame_id '9223372036854775808' does not fit in 64 bits"));
-  EXPECT_THAT(ErrorOf(Entry("  %p = f32[4] parameter(0)\n  ROOT %g = f32[4] all-gather(%p), channel_id=99999999999999999999, dimensions={0}")),
+  EXPECT_THAT(ErrorOf(Entry("  %p = f32[4] parameter(0)\n  ROOT %g = f32[4] all-gather(%p), "
+                            "channel_id=99999999999999999999, dimensions={0}")),
               HasSubstr("m.txt:5:47: channel_id '99999999999999999999' does not fit in 64 bits"));
 }
 
 // A parameter's sharding must fit it: the error is where the module says it, not only in the scenario.
 TEST(Verifier, LocatesAShardingThatDoesNotFitItsValue) {
-  EXPECT_THAT(ErrorOf("HloModule m, num_partitions=4\nENTRY %e {\n  ROOT %p = f32[4,4] parameter(0), sharding={devices=[2,2,2]<=[8]}\n}\n"),
-              HasSubstr("m.txt:3:3: %p (parameter): sharding {devices=[2,2,2]0,1,2,3,4,5,6,7} tiles 3 dimensions; f32[4,4] has 2"));
-  EXPECT_THAT(ErrorOf("HloModule m, num_partitions=2\nENTRY %e {\n  ROOT %p = f32[4] parameter(0), sharding={devices=[2]1,1}\n}\n"),
-              HasSubstr("m.txt:3:3: %p (parameter): sharding {devices=[2]1,1} names device 1 twice"));
-  EXPECT_THAT(ErrorOf("HloModule m\nENTRY %e {\n  ROOT %p = (f32[4], f32[]) parameter(0), sharding={{replicated}}\n}\n"),
+  EXPECT_THAT(
+      ErrorOf("HloModule m, num_partitions=4\nENTRY %e {\n  ROOT %p = f32[4,4] parameter(0), "
+              "sharding={devices=[2,2,2]<=[8]}\n}\n"),
+      HasSubstr(
+          "m.txt:3:3: %p (parameter): sharding {devices=[2,2,2]0,1,2,3,4,5,6,7} tiles 3 dimensions; f32[4,4] has 2"));
+  EXPECT_THAT(
+      ErrorOf(
+          "HloModule m, num_partitions=2\nENTRY %e {\n  ROOT %p = f32[4] parameter(0), sharding={devices=[2]1,1}\n}\n"),
+      HasSubstr("m.txt:3:3: %p (parameter): sharding {devices=[2]1,1} names device 1 twice"));
+  EXPECT_THAT(ErrorOf(
+                  "HloModule m\nENTRY %e {\n  ROOT %p = (f32[4], f32[]) parameter(0), sharding={{replicated}}\n}\n"),
               HasSubstr("sharding {{replicated}} has 1 elements; the value (f32[4], f32[]) has 2 leaves"));
 }
 
 TEST(Parser, ReadsComplexAndF8Constants) {
-  auto m = ParseModule(Entry("  %c = c64[2] constant({(1, -2), (0.5, 3)})\n  %s = c128[] constant((1, 0))\n"
-                             "  %f = f8e4m3fn[2] constant({1.5, -448})\n  ROOT %t = (c64[2], c128[], f8e4m3fn[2]) tuple(%c, %s, %f)"));
+  auto m = ParseModule(
+      Entry("  %c = c64[2] constant({(1, -2), (0.5, 3)})\n  %s = c128[] constant((1, 0))\n"
+            "  %f = f8e4m3fn[2] constant({1.5, -448})\n  ROOT %t = (c64[2], c128[], f8e4m3fn[2]) tuple(%c, %s, %f)"));
   const auto& c = m->entry()->instruction(0)->literal().bytes;
   ASSERT_EQ(c.size(), 16u);
   float parts[4];
@@ -574,7 +597,8 @@ TEST(Parser, ReadsComplexAndF8Constants) {
   EXPECT_EQ(parts[2], 0.5f);
   EXPECT_EQ(m->entry()->instruction(1)->literal().bytes.size(), 16u);
   EXPECT_TRUE(m->entry()->instruction(2)->literal().elided);
-  EXPECT_THAT(ErrorOf(Entry("  ROOT %c = c64[] constant((1, x))")), HasSubstr("m.txt:4:32: expected a number, found 'x'"));
+  EXPECT_THAT(ErrorOf(Entry("  ROOT %c = c64[] constant((1, x))")),
+              HasSubstr("m.txt:4:32: expected a number, found 'x'"));
 }
 
 // XLA's TPU and GPU pipelines verify with allow_mixed_precision: floating-point types may differ where XLA's
@@ -602,13 +626,16 @@ TEST(Verifier, ChecksCopyStartSendAndRecvAsXlaDoes) {
   EXPECT_THAT(ErrorOf(Entry("  %a = f32[4] parameter(0)\n  %t = token[] after-all()\n"
                             "  ROOT %s = (f32[2], u32[], token[]) send(%a, %t), channel_id=1")),
               HasSubstr("%s (send): declared shape (f32[2], u32[], token[]) does not match (f32[4], u32[], token[])"));
-  EXPECT_THAT(ErrorOf(Entry("  %a = f32[8] parameter(0)\n  %s = ((f32[8]), f32[4], s32[]) slice-start(%a), slice={[0:4]}\n"
-                            "  ROOT %d = f32[4] copy-done(%s)")),
+  EXPECT_THAT(ErrorOf(
+                  Entry("  %a = f32[8] parameter(0)\n  %s = ((f32[8]), f32[4], s32[]) slice-start(%a), slice={[0:4]}\n"
+                        "  ROOT %d = f32[4] copy-done(%s)")),
               HasSubstr("%d (copy-done): its operand must be a copy-start, not an async-start"));
   EXPECT_THAT(ErrorOf(Entry("  %a = f32[4] parameter(0)\n  ROOT %d = token[] send-done(%a), channel_id=1")),
               HasSubstr("%d (send-done): its operand must be a send ((data, u32[], token[])), not f32[4]"));
-  EXPECT_THAT(ErrorOf(Entry("  %a = f32[4] parameter(0)\n  ROOT %r = f32[4] reduce-precision(%a), exponent_bits=0, mantissa_bits=2")),
-              HasSubstr("exponent_bits=0 must be >= 1"));
+  EXPECT_THAT(
+      ErrorOf(Entry(
+          "  %a = f32[4] parameter(0)\n  ROOT %r = f32[4] reduce-precision(%a), exponent_bits=0, mantissa_bits=2")),
+      HasSubstr("exponent_bits=0 must be >= 1"));
 }
 
 }  // namespace

@@ -74,7 +74,8 @@ TEST(Cost, NarrowTypesPriceWhatXlaCpuWidenedInItsNarrowType) {
       "  %x = f32[8,32] convert(%r)\n  %b = f32[1,8,32] bitcast(%x)\n  %i = s32[] parameter(2)\n"
       "  %z = s32[] constant(0)\n  %d = f32[4,8,32] dynamic-update-slice(%w, %b, %i, %z, %z)\n"
       "  ROOT %n = bf16[4,8,32] convert(%d)\n}\n"
-      "ENTRY %e (a: bf16[8,64], b: bf16[32,64], c: f32[64,32], s: bf16[4,8,32], i: s32[]) -> (f32[8,32], f32[8,32], bf16[4,8,32]) {\n"
+      "ENTRY %e (a: bf16[8,64], b: bf16[32,64], c: f32[64,32], s: bf16[4,8,32], i: s32[]) -> (f32[8,32], f32[8,32], "
+      "bf16[4,8,32]) {\n"
       "  %a = bf16[8,64] parameter(0)\n  %b = bf16[32,64] parameter(1)\n  %c = f32[64,32] parameter(2)\n"
       "  %s = bf16[4,8,32] parameter(3)\n  %i = s32[] parameter(4)\n"
       "  %wa = f32[8,64] fusion(%a), kind=kLoop, calls=%widen\n"
@@ -100,18 +101,20 @@ TEST(Cost, NarrowTypesPriceWhatXlaCpuWidenedInItsNarrowType) {
 }
 
 TEST(Predict, PricesLocalOpsWithTheComputeModelAndCollectivesWithTheCollectiveModel) {
-  std::shared_ptr<const Module> m = ParseModule(std::string("HloModule m, num_partitions=8\n") +
-                       "%add (a: bf16[], b: bf16[]) -> bf16[] {\n  %a = bf16[] parameter(0)\n  %b = bf16[] parameter(1)\n"
-                       "  ROOT %c = bf16[] add(%a, %b)\n}\n"
-                       "ENTRY %e (a: bf16[1024,1024], b: bf16[1024,1024]) -> bf16[1024,1024] {\n"
-                       "  %a = bf16[1024,1024] parameter(0)\n  %b = bf16[1024,1024] parameter(1)\n"
-                       "  %d = bf16[1024,1024] dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-                       "  ROOT %r = bf16[1024,1024] all-reduce(%d), channel_id=1, replica_groups={{0,1,2,3,4,5,6,7}}, "
-                       "use_global_device_ids=true, to_apply=%add\n}\n");
+  std::shared_ptr<const Module> m = ParseModule(
+      std::string("HloModule m, num_partitions=8\n") +
+      "%add (a: bf16[], b: bf16[]) -> bf16[] {\n  %a = bf16[] parameter(0)\n  %b = bf16[] parameter(1)\n"
+      "  ROOT %c = bf16[] add(%a, %b)\n}\n"
+      "ENTRY %e (a: bf16[1024,1024], b: bf16[1024,1024]) -> bf16[1024,1024] {\n"
+      "  %a = bf16[1024,1024] parameter(0)\n  %b = bf16[1024,1024] parameter(1)\n"
+      "  %d = bf16[1024,1024] dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  ROOT %r = bf16[1024,1024] all-reduce(%d), channel_id=1, replica_groups={{0,1,2,3,4,5,6,7}}, "
+      "use_global_device_ids=true, to_apply=%add\n}\n");
   const Mesh mesh = DevicesOf("dgx-h100:1", 8);
   const Prediction p = Predict(Abstract(m), mesh);
   const ComputeModel compute(*mesh.topology());
-  const double dot = compute.Cost(2.0 * 1024 * 1024 * 1024, 3 * 1024 * 1024 * 2.0, {1, 1024, 1024, 1024}, DType::kBF16).seconds;
+  const double dot =
+      compute.Cost(2.0 * 1024 * 1024 * 1024, 3 * 1024 * 1024 * 2.0, {1, 1024, 1024, 1024}, DType::kBF16).seconds;
   CollectiveModel collectives(mesh);
   const std::vector<int64_t> all{0, 1, 2, 3, 4, 5, 6, 7};
   const double ar = collectives.CostOfGroup(CollectiveOp::kAllReduce, all, 1024 * 1024 * 2.0).seconds;
@@ -162,9 +165,10 @@ TEST(Predict, RunsWhileBodiesTheirTripCount) {
 }
 
 TEST(Memory, FollowsBufferLivenessAlongTheSchedule) {
-  std::shared_ptr<const Module> m = ParseModule("HloModule m\nENTRY %e (x: f32[1024]) -> f32[1024] {\n  %x = f32[1024] parameter(0)\n"
-                       "  %a = f32[1024] exponential(%x)\n  %b = f32[1024] exponential(%a)\n"
-                       "  ROOT %c = f32[1024] add(%a, %b)\n}\n");
+  std::shared_ptr<const Module> m = ParseModule(
+      "HloModule m\nENTRY %e (x: f32[1024]) -> f32[1024] {\n  %x = f32[1024] parameter(0)\n"
+      "  %a = f32[1024] exponential(%x)\n  %b = f32[1024] exponential(%a)\n"
+      "  ROOT %c = f32[1024] add(%a, %b)\n}\n");
   const MemoryEstimate e = EstimateMemory(*m);
   EXPECT_EQ(e.argument_bytes, 4096);
   EXPECT_EQ(e.output_bytes, 4096);
@@ -252,7 +256,8 @@ TEST(Memory, TheEstimateIsLinearInTheModulesSize) {
 }
 
 TEST(Predict, RefusesAMeshOfTheWrongSize) {
-  std::shared_ptr<const Module> m = ParseModule("HloModule m, num_partitions=4\nENTRY %e (x: f32[2]) -> f32[2] {\n  ROOT %x = f32[2] parameter(0)\n}\n");
+  std::shared_ptr<const Module> m = ParseModule(
+      "HloModule m, num_partitions=4\nENTRY %e (x: f32[2]) -> f32[2] {\n  ROOT %x = f32[2] parameter(0)\n}\n");
   try {
     Predict(Abstract(m), DevicesOf("cpu:8", 8));
     FAIL();

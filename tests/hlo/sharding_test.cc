@@ -15,8 +15,9 @@ namespace {
 using ::testing::ElementsAre;
 
 Sharding ShardingOf(const std::string& text) {
-  auto m = ParseModule("HloModule m\nENTRY %e (x: f32[4,8]) -> f32[4,8] {\n  ROOT %x = f32[4,8] parameter(0), sharding=" +
-                       text + "\n}\n");
+  auto m = ParseModule(
+      "HloModule m\nENTRY %e (x: f32[4,8]) -> f32[4,8] {\n  ROOT %x = f32[4,8] parameter(0), sharding=" + text +
+      "\n}\n");
   return *m->entry()->root()->attrs().sharding;
 }
 

@@ -50,14 +50,16 @@ TEST(SupportedModule, AcceptsWhatTpuAndGpuCompilesEmitWhenAbstract) {
   EXPECT_EQ(Refusal(kTpuOps, Use::kAbstract), "accepted");
   for (const char* target : {"__cublas$lt$matmul", "__cublas$gemm", "__cudnn$fmhaSoftmax", "__cudnn$norm",
                              "ConcatBitcast", "AsyncCollectiveStart", "SliceId", "ZeroCrop"}) {
-    EXPECT_EQ(Refusal(Entry(std::string("  ROOT %c = (f32[4], s8[16]) custom-call(), custom_call_target=\"") + target + "\""),
+    EXPECT_EQ(Refusal(Entry(std::string("  ROOT %c = (f32[4], s8[16]) custom-call(), custom_call_target=\"") + target +
+                            "\""),
                       Use::kAbstract),
               "accepted")
         << target;
   }
   EXPECT_THAT(Refusal(Entry("  ROOT %c = f32[4] custom-call(), custom_call_target=\"MyKernel\""), Use::kAbstract),
               HasSubstr("m.txt:3:3: %c (custom-call) cannot run: custom-call target \"MyKernel\" is not supported"));
-  EXPECT_THAT(Refusal(Entry("  %a = c64[8] parameter(0)\n  ROOT %f = c64[8] fft(%a), fft_type=FFT, fft_length={8}"), Use::kAbstract),
+  EXPECT_THAT(Refusal(Entry("  %a = c64[8] parameter(0)\n  ROOT %f = c64[8] fft(%a), fft_type=FFT, fft_length={8}"),
+                      Use::kAbstract),
               HasSubstr("m.txt:4:3: %f (fft) cannot run: fft is not supported"));
 }
 
@@ -74,9 +76,12 @@ TEST(SupportedModule, RefusesWhatOnlyRunsAbstractWithDataInOneLine) {
   EXPECT_EQ(Refusal(mixed, Use::kWithData),
             "m.txt:4:3: %b (broadcast) cannot run: it mixes floating-point precisions (must keep the element type of "
             "f32[4]), as only TPU and GPU compiles do; run it --abstract");
-  EXPECT_EQ(Refusal(Entry("  %a = f32[4] parameter(0)\n  ROOT %r = f32[4] reduce-precision(%a), exponent_bits=5, mantissa_bits=10"),
-                    Use::kWithData),
-            "accepted");
+  EXPECT_EQ(
+      Refusal(
+          Entry(
+              "  %a = f32[4] parameter(0)\n  ROOT %r = f32[4] reduce-precision(%a), exponent_bits=5, mantissa_bits=10"),
+          Use::kWithData),
+      "accepted");
 }
 
 }  // namespace

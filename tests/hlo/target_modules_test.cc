@@ -193,7 +193,8 @@ TEST(TargetModules, MalformedPiecesAreRefusedWithOneLocatedError) {
       {"target-missing-control-predecessor", ":17:80: control predecessor %copy-done.7 is not defined above"},
       {"target-send-without-token", ":17:3: %s (send): its second operand must be a token"},
       {"target-stack-frame-of-no-location", ":14:21: file_location_id 4 names no FileLocations entry (there are 1)"},
-      {"target-trip-count-overflow", ":28:122: known_trip_count '18446744073709551616' must be an integer from 0 to 2^50"},
+      {"target-trip-count-overflow",
+       ":28:122: known_trip_count '18446744073709551616' must be an integer from 0 to 2^50"},
       {"target-truncated-layout", ":16:26: unterminated layout: no matching '}' on this line"},
       {"target-unquoted-execution-thread", ":17:21: expected execution_thread (a quoted string), found 'sparsecore'"},
       {"target-unterminated-comment", ":17:48: unterminated /* comment"},
@@ -201,7 +202,8 @@ TEST(TargetModules, MalformedPiecesAreRefusedWithOneLocatedError) {
   };
   const std::string corpus = std::string(SPMDSIM_SOURCE_DIR) + "/fuzz/hlo_corpus/";
   size_t files = 0;
-  for (const auto& e : std::filesystem::directory_iterator(corpus)) files += e.path().filename().string().starts_with("target-");
+  for (const auto& e : std::filesystem::directory_iterator(corpus))
+    files += e.path().filename().string().starts_with("target-");
   EXPECT_EQ(files, expected.size());
   for (const auto& [name, message] : expected) {
     SCOPED_TRACE(name);
