@@ -426,6 +426,8 @@ std::string InstructionClass(const Instruction& ins) {
     case Opcode::kGather: case Opcode::kScatter: case Opcode::kReshape: case Opcode::kBroadcast:
       return "data movement";
     case Opcode::kSort: case Opcode::kTopK: return "sort";
+    case Opcode::kCopyStart: case Opcode::kCopyDone: return "async copy";
+    case Opcode::kSend: case Opcode::kRecv: case Opcode::kSendDone: case Opcode::kRecvDone: return "transfer";
     case Opcode::kCustomCall: return GemmDims(ins).valid() ? "dot (cuBLAS)" : "custom-call";
     case Opcode::kWhile: case Opcode::kCall: case Opcode::kConditional: case Opcode::kAsyncStart:
     case Opcode::kAsyncUpdate: case Opcode::kAsyncDone:

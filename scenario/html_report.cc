@@ -379,10 +379,120 @@ std::string AxisCommunicationFigure(const WorkloadTotals& t) {
                           {.unit = "ms", .scale = 1e3, .css_class = "communication"});
 }
 
+// --- an hlo workload: the simulated device's streams, its scopes, exposed and hidden communication ---
+
+// The colour series of an instruction's class on its stream.
+std::string StreamSeries(const TraceEvent& e) {
+  if (e.stream == "compute") return e.category.find("dot") != std::string::npos ||
+                                            e.category.find("convolution") != std::string::npos
+                                        ? "matmuls"
+                                        : "other compute";
+  if (e.stream == "collectives") return "collectives";
+  return "transfers and copies";
+}
+
+const svg::Legend& StreamLegend() {
+  static const svg::Legend legend = {{"matmuls", "#4e79a7"},
+                                     {"other compute", "#a0cbe8"},
+                                     {"collectives", "#b07aa1"},
+                                     {"transfers and copies", "#f28e2b"}};
+  return legend;
+}
+
+std::string StreamTimelineFigure(const WorkloadResult& r, const std::string& id) {
+  std::map<std::string, svg::Lane> lanes;
+  double end = 0;
+  for (const TraceEvent& e : r.trace) {
+    if (e.stream.empty() || !(e.sim_end > e.sim_start)) continue;
+    svg::Lane& lane = lanes[e.stream];
+    lane.label = e.stream;
+    std::string title = fmt::format("{} {}: {}", e.name, e.scope, FormatSeconds(e.sim_end - e.sim_start));
+    if (e.exposed_seconds > 0) title += fmt::format(", exposed {}", FormatSeconds(e.exposed_seconds));
+    lane.blocks.push_back({e.sim_start, e.sim_end, StreamSeries(e), title});
+    end = std::max(end, e.sim_end);
+  }
+  if (lanes.empty() || !(end > 0)) {
+    return R"(<p class="note">No events were recorded (run with --trace or --html to record them).</p>)";
+  }
+  svg::LaneGroup group{"simulated device", {}};
+  for (const char* stream : {"compute", "collectives", "network", "copies"}) {
+    if (auto it = lanes.find(stream); it != lanes.end()) group.lanes.push_back(std::move(it->second));
+  }
+  return svg::Timeline({group}, end, StreamLegend(), id) +
+         R"(<p class="note">One device is simulated: every device runs the same program. Collectives, transfers )"
+         R"(and copies run on their queues from their start to their done; the compute stream waits at a done )"
+         R"(for what is not finished (exposed).</p>)";
+}
+
+// The most expensive op_name scopes: their compute, and their collectives' time exposed and hidden.
+std::string ScopeFigure(const WorkloadResult& r) {
+  std::vector<const StepResult*> steps;
+  for (const StepResult& s : r.steps) steps.push_back(&s);
+  auto total = [](const StepResult* s) { return s->compute_seconds + s->communication_seconds; };
+  std::stable_sort(steps.begin(), steps.end(), [&](auto* a, auto* b) { return total(a) > total(b); });
+  if (steps.size() > 12) steps.resize(12);
+  std::vector<svg::Bar> bars;
+  for (const StepResult* s : steps) {
+    const double exposed = std::max(0.0, s->predicted_seconds - s->compute_seconds);
+    bars.push_back({ShortStepName(s->name, 28),
+                    {{"compute", s->compute_seconds},
+                     {"exposed communication", exposed},
+                     {"hidden communication", std::max(0.0, s->communication_seconds - exposed)}}});
+  }
+  if (bars.empty()) return R"(<p class="note">No steps.</p>)";
+  const svg::Legend legend = {{"compute", "#4e79a7"}, {"exposed communication", "#e15759"},
+                              {"hidden communication", "#8cd17d"}};
+  return svg::StackedBars(bars, legend, {.unit = "ms", .scale = 1e3, .css_class = "scopes"});
+}
+
+std::string CollectiveClassFigure(const HloSummary& h) {
+  std::vector<svg::Bar> bars;
+  for (const StepResult& c : h.by_class) {
+    if (c.communication_seconds <= 0) continue;
+    const double exposed = std::max(0.0, c.predicted_seconds - c.compute_seconds);
+    bars.push_back({c.name, {{"hidden under compute", std::max(0.0, c.communication_seconds - exposed)},
+                             {"exposed", exposed}}});
+  }
+  if (bars.empty()) return R"(<p class="note">No communication.</p>)";
+  return svg::StackedBars(bars, {{"hidden under compute", "#8cd17d"}, {"exposed", "#e15759"}},
+                          {.unit = "ms", .scale = 1e3, .css_class = "communication"});
+}
+
+std::string HloSection(const std::string& id, const WorkloadResult& r) {
+  const HloSummary& h = *r.hlo;
+  std::vector<std::pair<std::string, std::string>> rows = {
+      {"module", fmt::format("{} ({} instructions, compiled for {}), {} devices", h.module, h.instructions,
+                             h.compiled_for, h.devices)},
+      {"step time", FormatSeconds(r.totals.predicted_seconds)},
+      {"compute", FormatSeconds(r.totals.compute_seconds)},
+      {"communication", fmt::format("{} ({} exposed, {} hidden under compute)",
+                                    FormatSeconds(r.totals.communication_seconds),
+                                    FormatSeconds(h.exposed_comm_seconds), FormatSeconds(h.hidden_comm_seconds))}};
+  if (h.hfu > 0) {
+    std::string u = fmt::format("HFU {:.1f}%", 100 * h.hfu);
+    if (h.mfu > 0) u += fmt::format(", MFU {:.1f}%", 100 * h.mfu);
+    if (h.tokens_per_second > 0) u += fmt::format(", {:.4g} tokens/s", h.tokens_per_second);
+    rows.emplace_back("utilization", u);
+  }
+  rows.emplace_back("memory per device", fmt::format("{} (arguments {}, outputs {}, temporaries {}, aliased {})",
+                                                     HumanBytes(h.argument_bytes + h.output_bytes + h.temp_bytes -
+                                                                h.alias_bytes),
+                                                     HumanBytes(h.argument_bytes), HumanBytes(h.output_bytes),
+                                                     HumanBytes(h.temp_bytes), HumanBytes(h.alias_bytes)));
+  std::string out = SummaryTable(rows);
+  for (const std::string& note : h.notes) out += fmt::format(R"(<p class="note">{}</p>)", Escape(note));
+  out += "<h3>Streams of the simulated device</h3>" + StreamTimelineFigure(r, id);
+  out += "<h3>Time by op_name scope (the 12 longest)</h3>" + ScopeFigure(r);
+  out += "<h3>Communication by collective: hidden and exposed</h3>" + CollectiveClassFigure(h);
+  out += "<h3>Communication by mesh axis</h3>" + AxisCommunicationFigure(r.totals);
+  return out;
+}
+
 std::string WorkloadSection(const Scenario& s, const WorkloadResult& r, size_t index) {
   const std::string id = fmt::format("w{}", index);
   std::string out = fmt::format("<h2>{} <small>({})</small></h2>", Escape(r.name), Escape(r.kind));
   if (r.model && r.model_step) return out + ModelSection(id, *r.model, *r.model_step, s.mesh.mesh.size());
+  if (r.hlo) return out + HloSection(id, r);
   out += SummaryTable({{"predicted time", FormatSeconds(r.totals.predicted_seconds)},
                        {"compute", FormatSeconds(r.totals.compute_seconds)},
                        {"communication", FormatSeconds(r.totals.communication_seconds)},

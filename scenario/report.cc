@@ -77,6 +77,30 @@ std::string AxesText(const std::vector<std::string>& axes) {
   return axes.empty() ? std::string("-") : fmt::format("{}", fmt::join(axes, ","));
 }
 
+// A long op_name scope keeps its first component (the jitted function) and as many of its last ones as fit, the
+// middle elided (as XLA's profiler shows deep scopes):
+//   "jit(step)/transpose(jvp())/while/body/closed_call/checkpoint/bsd,dnh->bsnh"
+//   -> "jit(step)/.../while/body/closed_call/checkpoint/bsd,dnh->bsnh".
+}  // namespace
+
+std::string ShortStepName(const std::string& name, size_t columns) {
+  if (name.size() <= columns) return name;
+  const size_t first_end = name.find('/');
+  if (first_end == std::string::npos) return name.substr(0, columns - 3) + "...";  // no scope to keep
+  const std::string head = name.substr(0, first_end) + "/...";
+  std::string tail;
+  for (size_t at = name.size(); at > first_end;) {
+    const size_t slash = name.rfind('/', at - 1);
+    const std::string part = name.substr(slash + 1, at - slash - 1);
+    if (head.size() + tail.size() + part.size() + 1 > columns) break;
+    tail = "/" + part + tail;
+    at = slash;
+  }
+  return tail.empty() ? name.substr(0, columns - 3) + "..." : head + tail;
+}
+
+namespace {
+
 std::string StepsTable(const WorkloadResult& r) {
   double max_time = 0, max_bytes = 0;
   std::set<std::string> axes, links;
@@ -109,7 +133,7 @@ std::string StepsTable(const WorkloadResult& r) {
   auto row_of = [&](const std::string& name, const std::string& kind, const std::string& op, const std::string& ax,
                     double predicted, double compute, double comm, const std::map<std::string, double>& by_axis,
                     const std::map<std::string, double>& by_link, double flops, const std::string& count) {
-    std::vector<std::string> row = {name, kind, op, ax, Num(predicted, tu.scale), Num(compute, tu.scale),
+    std::vector<std::string> row = {ShortStepName(name), kind, op, ax, Num(predicted, tu.scale), Num(compute, tu.scale),
                                     Num(comm, tu.scale)};
     for (const std::string& a : axes) {
       auto it = by_axis.find(a);

@@ -39,6 +39,10 @@ nlohmann::json JsonReport(const Scenario& scenario, const std::vector<WorkloadRe
                           double wall_seconds, ExitCode exit_code);
 nlohmann::json WorkloadJson(const WorkloadResult& result);
 
+// A step's name as the tables show it, at most `columns` wide: a long op_name scope keeps its first component and
+// as many of its last ones as fit ("jit(step)/.../closed_call/checkpoint/bsd,dnh->bsnh").
+std::string ShortStepName(const std::string& name, size_t columns = 64);
+
 // True unless some performed check failed.
 bool AllChecksPassed(const std::vector<WorkloadResult>& results);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <string>
 #include <utility>
@@ -36,6 +37,7 @@ std::pair<double, double> AppendStepEvents(const WorkloadResult& r, double sim_o
                                            nlohmann::json& events) {
   double sim_end = 0, wall_end = 0;
   for (const TraceEvent& e : r.trace) {
+    if (!e.stream.empty()) continue;  // the hlo workload's streams: a process of their own (AppendStreamProcess)
     const nlohmann::json args = {{"workload", r.name}, {"mesh_position", e.position}};
     const std::string cat(StepKindName(e.kind));
     events.push_back({{"name", e.name}, {"cat", cat}, {"ph", "X"}, {"pid", kTraceSimulatedPid},
@@ -48,6 +50,44 @@ std::pair<double, double> AppendStepEvents(const WorkloadResult& r, double sim_o
     wall_end = std::max(wall_end, e.wall_end * 1e6);
   }
   return {std::max(sim_end, r.totals.predicted_seconds * 1e6), std::max(wall_end, r.wall_seconds * 1e6)};
+}
+
+// --- the hlo workload's simulated device: one track per stream ---
+
+constexpr std::string_view kStreams[] = {"compute", "collectives", "network", "copies"};
+
+int StreamTrack(const std::string& stream) {
+  for (size_t i = 0; i < std::size(kStreams); ++i) {
+    if (kStreams[i] == stream) return static_cast<int>(i) + 1;
+  }
+  return 1;
+}
+
+// The hlo workload's events as a process of their own: the simulated device's compute stream and its queues, each
+// event with its class, op_name scope, bytes, mesh axes and the compute stream's wait for it. Returns whether the
+// workload had any.
+bool AppendStreamProcess(const WorkloadResult& r, int pid, double sim_offset, nlohmann::json& events) {
+  bool any = false;
+  for (const TraceEvent& e : r.trace) {
+    if (e.stream.empty()) continue;
+    if (!any) {
+      events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 0},
+                        {"args", {{"name", fmt::format("{}: device {} (simulated; every device runs the same "
+                                                       "program)", r.name, e.device_id)}}}});
+      for (size_t i = 0; i < std::size(kStreams); ++i) {
+        events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", static_cast<int>(i) + 1},
+                          {"args", {{"name", fmt::format("{} stream", kStreams[i])}}}});
+      }
+      any = true;
+    }
+    nlohmann::json args = {{"class", e.category}, {"op_name scope", e.scope}, {"bytes", e.bytes}};
+    if (!e.axes.empty()) args["mesh axes"] = e.axes;
+    if (e.stream != "compute") args["exposed_seconds"] = e.exposed_seconds;
+    events.push_back({{"name", e.name}, {"cat", e.stream}, {"ph", "X"}, {"pid", pid}, {"tid", StreamTrack(e.stream)},
+                      {"ts", sim_offset + e.sim_start * 1e6}, {"dur", std::max(0.0, (e.sim_end - e.sim_start) * 1e6)},
+                      {"args", args}});
+  }
+  return any;
 }
 
 // --- a model workload's simulated step (ModelStepTimes::schedule) ---
@@ -201,6 +241,7 @@ nlohmann::json ChromeTrace(const Scenario& s, const std::vector<WorkloadResult>&
   double sim_offset = 0, wall_offset = 0;  // microseconds
   for (const WorkloadResult& r : results) {
     const auto [sim_end, wall_end] = AppendStepEvents(r, sim_offset, wall_offset, events);
+    if (AppendStreamProcess(r, next_pid, sim_offset, events)) ++next_pid;
     const std::shared_ptr<const StepSchedule> schedule = r.model_step ? r.model_step->schedule : nullptr;
     if (schedule != nullptr) {
       model_steps.push_back(ScheduleSummary(r, *schedule, next_pid));

@@ -229,10 +229,16 @@ void FillPrediction(const hlo::Prediction& p, const Mesh& mesh, const WorkloadCo
     for (const hlo::OpEvent& e : p.events) {
       TraceEvent t;
       t.device_id = mesh.devices().ids()[0];
-      t.name = fmt::format("%{} ({})", e.instruction->name(), hlo::InstructionClass(*e.instruction));
-      t.kind = e.collective ? StepKind::kCollective : StepKind::kCompute;
+      t.category = hlo::InstructionClass(*e.instruction);
+      t.name = fmt::format("%{} ({})", e.instruction->name(), t.category);
+      t.kind = e.stream == hlo::Stream::kCompute ? StepKind::kCompute : StepKind::kCollective;
       t.sim_start = e.start;
       t.sim_end = e.end;
+      t.stream = std::string(hlo::StreamName(e.stream));
+      t.scope = hlo::ScopeOf(*e.instruction);
+      t.bytes = e.bytes;
+      t.axes = e.axes;
+      t.exposed_seconds = e.exposed;
       r->trace.push_back(std::move(t));
     }
   }

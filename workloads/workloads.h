@@ -177,6 +177,16 @@ struct TraceEvent {
   StepKind kind = StepKind::kCompute;
   double sim_start = 0, sim_end = 0;    // seconds on the device's simulated clock
   double wall_start = 0, wall_end = 0;  // wall seconds since the workload started
+  // The hlo workload's events (one per executed instruction of the simulated device) also say on which of the
+  // device's streams they ran ("compute", "collectives", "network", "copies"; "" for other workloads), their class
+  // ("fusion (dot)", "collective all-gather", ...), op_name scope, bytes (local ops: HBM bytes; collectives: S),
+  // the mesh axes of a collective, and how long the compute stream waited for it (exposed).
+  std::string stream;
+  std::string category;
+  std::string scope;
+  double bytes = 0;
+  std::string axes;
+  double exposed_seconds = 0;
 };
 
 // One row of a collectives sweep (nccl-tests' output line).

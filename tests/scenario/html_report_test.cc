@@ -97,6 +97,28 @@ TEST(RunHtmlReport, TheModelTimelineShowsEveryStageStreamPhaseExposureAndBubble)
   EXPECT_THAT(page, HasSubstr("class=\"seg s-hidden-under-compute"));
 }
 
+// A module the TPU compiler made (tests/hlo/testdata/targets): its page shows the simulated device's streams, the
+// op_name scopes with their exposed and hidden communication, the collectives, and the mesh axes.
+TEST(RunHtmlReport, AnHloWorkloadShowsItsStreamsScopesAndExposedAndHiddenCommunication) {
+  const std::string yaml =
+      std::string("name: hlo page\ntopology: {preset: 'tpu-v5e:4x4'}\nmesh: {axes: {data: 16}}\n") +
+                           "workloads:\n  - kind: hlo\n    file: " + SPMDSIM_SOURCE_DIR +
+                           "/tests/hlo/testdata/targets/tpu_v5e__transformer_fsdp.txt\n";
+  const Scenario s = ParseScenario(yaml, "hlo.yaml");
+  const std::vector<WorkloadResult> results = RunScenario(s, {.abstract = true, .record_trace = true});
+  const std::string page = RunHtmlReport(s, results, "spmdsim run hlo.yaml --abstract --html out.html");
+  ExpectSelfContained(page);
+  EXPECT_THAT(page, HasSubstr("compiled for tpu"));
+  for (const char* lane : {">compute<", ">collectives<", ">copies<"}) EXPECT_THAT(page, HasSubstr(lane)) << lane;
+  for (const char* series : {"s-matmuls", "s-other-compute", "s-collectives"})
+    EXPECT_THAT(page, HasSubstr("class=\"block " + std::string(series))) << series;
+  EXPECT_THAT(page, HasSubstr("class=\"seg s-exposed-communication"));
+  EXPECT_THAT(page, HasSubstr("class=\"seg s-hidden-communication"));
+  EXPECT_THAT(page, HasSubstr("collective collective-permute"));
+  EXPECT_THAT(page, Not(HasSubstr("No communication.")));
+  EXPECT_THAT(page, HasSubstr(">data<"));  // communication by mesh axis
+}
+
 TEST(PlanHtmlReport, ScattersEveryEvaluatedConfigurationAndMarksTheWinners) {
   const Scenario s = ParseScenario(kScenario, "html.yaml");
   const ScenarioPlan plan = PlanScenario(s, {.topology = "dgx-h100:1", .top = 3, .threads = 2,

@@ -162,5 +162,15 @@ workloads:
                                              "documented for this device: the prediction is an upper bound)"));
 }
 
+TEST(ShortStepName, KeepsTheFunctionAndTheLastScopesOfALongOpName) {
+  const std::string name =
+      "jit(step)/transpose(jvp())/while/body/closed_call/checkpoint/rematted_computation/bsd,dnh->bsnh";
+  EXPECT_EQ(ShortStepName(name), "jit(step)/.../checkpoint/rematted_computation/bsd,dnh->bsnh");
+  EXPECT_LE(ShortStepName(name).size(), 64u);
+  EXPECT_EQ(ShortStepName(name, 28), "jit(step)/.../bsd,dnh->bsnh");
+  EXPECT_EQ(ShortStepName("fwd/h"), "fwd/h");  // short names stay as they are
+  EXPECT_EQ(ShortStepName(std::string(100, 'x'), 20), std::string(17, 'x') + "...");
+}
+
 }  // namespace
 }  // namespace spmdsim

@@ -179,6 +179,36 @@ TEST(ChromeTrace, ComputeEventsNestInTaskAndLayerSpansAfterThePreviousWorkload) 
   }
 }
 
+// An hlo workload (a module the TPU compiler made): its events on the simulated device's streams, a process of their
+// own, each with its class, op_name scope and bytes; collectives with their mesh axes and exposed time.
+TEST(ChromeTrace, AnHloWorkloadHasItsDevicesStreamsAsTracksWithScopesAndBytes) {
+  const std::string yaml =
+      std::string("name: hlo trace\ntopology: {preset: 'tpu-v5e:4x4'}\nmesh: {axes: {data: 16}}\n") +
+                           "workloads:\n  - kind: hlo\n    file: " + SPMDSIM_SOURCE_DIR +
+                           "/tests/hlo/testdata/targets/tpu_v5e__mlp_dp.txt\n";
+  const Scenario s = ParseScenario(yaml, "hlo.yaml");
+  const nlohmann::json trace = ChromeTrace(s, RunScenario(s, {.abstract = true, .record_trace = true}));
+  std::set<std::string> tracks;
+  int collectives = 0, compute = 0;
+  for (const nlohmann::json& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name" && e["pid"].get<int>() >= kTraceFirstModelPid)
+      tracks.insert(e["args"]["name"].get<std::string>());
+    if (e["ph"] != "X" || !e.contains("cat")) continue;
+    if (e["cat"] == "compute") {
+      ++compute;
+      EXPECT_TRUE(e["args"].contains("op_name scope"));
+      EXPECT_TRUE(e["args"].contains("bytes"));
+    } else if (e["cat"] == "collectives") {
+      ++collectives;
+      EXPECT_EQ(e["args"]["mesh axes"], "data");
+      EXPECT_TRUE(e["args"].contains("exposed_seconds"));
+    }
+  }
+  EXPECT_GT(compute, 0);
+  EXPECT_GT(collectives, 0);
+  EXPECT_EQ(tracks, (std::set<std::string>{"compute stream", "collectives stream", "network stream", "copies stream"}));
+}
+
 TEST(StepEventName, SaysWhereInTheStepAndWhat) {
   StepEvent e{.kind = StepEvent::Kind::kCompute, .category = "forward", .phase = "forward", .op = "qkv matmul",
               .layer = 5};
