@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -727,18 +728,32 @@ class Predictor {
     const std::string type = FrontendAttribute(ins, "_xla_megascale_transfer_type");
     const Topology& t = *mesh_.topology();
     if (!type.empty() && t.num_slices() > 1) {
-      std::vector<int64_t> peers;
-      const int64_t per_slice = mesh_.size() / t.num_slices();
-      for (int s = 0; s < t.num_slices(); ++s) peers.push_back(s * per_slice);
       const CollectiveOp op = type == "ALL_GATHER" ? CollectiveOp::kAllGather
                               : type == "REDUCE_SCATTER" ? CollectiveOp::kReduceScatter
                               : type == "ALL_TO_ALL" ? CollectiveOp::kAllToAll : CollectiveOp::kAllReduce;
-      const CollectiveCost cost = Cached(op, peers, bytes, {}, {});
-      return StartTransfer(ins, Queue::kNetwork, cost.seconds, bytes);
+      return StartTransfer(ins, Queue::kNetwork, CrossSliceSeconds(op, bytes), bytes);
     }
     const bool dcn = t.links().count(LinkClass::kDcn) > 0;
     const LinkSpec& link = t.link(dcn ? LinkClass::kDcn : LinkClass::kPcie);
     StartTransfer(ins, Queue::kNetwork, link.latency_s + bytes / link.bandwidth_Bps, bytes);
+  }
+
+  // A collective of the simulated device (mesh position 0) with its peers in the other slices: the same place in
+  // each slice (topology device ids are slice-major), priced on a mesh of the whole topology, since a multi-slice
+  // module is one slice's program and its mesh holds that slice's devices only.
+  double CrossSliceSeconds(CollectiveOp op, double bytes) {
+    const Topology& t = *mesh_.topology();
+    if (!all_slices_) {
+      std::vector<int> ids(static_cast<size_t>(t.num_devices()));
+      for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int>(i);
+      all_slices_.emplace(Mesh(DeviceArray({t.num_devices()}, ids), {"devices"}, mesh_.shared_topology()),
+                          options_.collectives);
+    }
+    const int64_t per_slice = t.num_devices() / t.num_slices();
+    const int64_t first = mesh_.devices().ids()[0] % per_slice;
+    std::vector<int64_t> peers;
+    for (int s = 0; s < t.num_slices(); ++s) peers.push_back(first + s * per_slice);
+    return all_slices_->CostOfGroup(op, peers, bytes).seconds;
   }
 
   void StartTransfer(const Instruction& ins, Queue q, double seconds, double bytes) {
@@ -970,6 +985,7 @@ class Predictor {
   const PredictOptions& options_;
   ComputeModel compute_;
   CollectiveModel collectives_;
+  std::optional<CollectiveModel> all_slices_;  // a mesh of every slice's devices (cross-slice transfers)
   Streams streams_;
   Prediction out_;
   std::map<std::string, size_t> by_class_, by_scope_;
