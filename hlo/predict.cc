@@ -252,10 +252,7 @@ std::string FrontendAttribute(const Instruction& ins, const std::string& name) {
 // Debug and host callbacks (jax.debug.print, io_callback, pure_callback): they run on the host and, compiled
 // for an accelerator, cost a host round trip that spmdsim prices at 0.
 bool IsHostCallback(const Instruction& ins) {
-  if (ins.opcode() != Opcode::kCustomCall) return false;
-  const std::string& t = ins.attrs().custom_call_target;
-  return t.find("callback") != std::string::npos || t == "xla_python_cpu_callback" ||
-         t == "xla_ffi_python_cpu_callback" || t == "xla_python_gpu_callback" || t == "xla_ffi_python_gpu_callback";
+  return ins.opcode() == Opcode::kCustomCall && IsHostCallbackTarget(ins.attrs().custom_call_target);
 }
 
 // "data,model" with the axes of `more` not in it appended ("data" + "model,data" -> "data,model").

@@ -81,7 +81,7 @@ bool TargetRunsAbstract(const std::string& target) {
   for (std::string_view prefix : {"__cublas$", "__cudnn$", "__cusolver$", "__gpu$"}) {
     if (target.starts_with(prefix)) return true;
   }
-  return false;
+  return IsHostCallbackTarget(target);
 }
 
 bool HasArithmetic(DType t) {
@@ -109,6 +109,10 @@ bool ShapeHasArithmetic(const Shape& s, DType* bad) {
 
 }  // namespace
 
+bool IsHostCallbackTarget(std::string_view target) {
+  return target.find("callback") != std::string_view::npos;  // xla_python_cpu_callback, xla_ffi_python_gpu_callback
+}
+
 bool IsSupported(const Instruction& ins, SupportedModule::Use use, std::string* why) {
   const Opcode op = ins.opcode();
   const bool with_data = use == SupportedModule::Use::kWithData;
@@ -127,6 +131,13 @@ bool IsSupported(const Instruction& ins, SupportedModule::Use use, std::string* 
     if (!TargetRunsAbstract(target)) {
       *why = fmt::format("custom-call target \"{}\" is not supported; supported targets: \"TopK\", \"Sharding\" and, "
                          "without data, those of XLA's TPU and GPU compiles ({})", target, kListed);
+      return false;
+    }
+    if (with_data && IsHostCallbackTarget(target)) {
+      *why = fmt::format("custom-call target \"{}\" is a host callback (jax.debug.print, io_callback, pure_callback), "
+                         "which calls Python on the host: spmdsim does not run it; take the callback out of the program "
+                         "(or behind a flag) to run it with data, or run it --abstract (priced at 0, with a note)",
+                         target);
       return false;
     }
     if (with_data && !TargetRunsWithData(target)) {

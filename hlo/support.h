@@ -80,6 +80,11 @@ class SupportedModule {
 };
 
 // Whether one instruction can be used so (its opcode / custom-call target); false with the reason in *why.
+// Whether a custom-call target is a host callback: jax.debug.print, io_callback and pure_callback lower to
+// xla_python_cpu_callback / xla_ffi_python_cpu_callback (and their GPU forms), which call Python on the host.
+// Abstract runs price them at 0 with a note; runs with data refuse them, saying how to take them out.
+bool IsHostCallbackTarget(std::string_view target);
+
 bool IsSupported(const Instruction& ins, SupportedModule::Use use, std::string* why);
 
 }  // namespace spmdsim::hlo

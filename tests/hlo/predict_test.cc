@@ -255,6 +255,39 @@ TEST(Memory, TheEstimateIsLinearInTheModulesSize) {
   EXPECT_EQ(e.temp_bytes, 1024);
 }
 
+// A type the topology has no peak for is priced at a type of its width, with a note, never refused: f16 on a TPU
+// (its peak is bf16's), f64 on a TPU (at f32's).
+TEST(Predict, ATypeWithoutAPeakIsPricedAtATypeOfItsWidthWithANote) {
+  for (const char* type : {"f16", "f64"}) {
+    const std::string t = type;
+    const Prediction p = Predict(Abstract(ParseModule(
+        "HloModule m\nENTRY %e (a: " + t + "[512,512], b: " + t + "[512,512]) -> " + t + "[512,512] {\n  %a = " + t +
+        "[512,512] parameter(0)\n  %b = " + t + "[512,512] parameter(1)\n  ROOT %d = " + t +
+        "[512,512] dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n")),
+        DevicesOf("tpu-v5e:1x1", 1));
+    EXPECT_GT(p.step_seconds, 0) << type;
+    EXPECT_THAT(p.notes, Contains(HasSubstr("has no " + t + " peak"))) << type;
+  }
+}
+
+// jax.debug.print / io_callback lower to host callbacks: abstract runs price them at 0 with a note; runs with data
+// refuse them in one line saying how to take them out.
+TEST(Predict, HostCallbacksArePricedAtZeroWithANoteAndRefusedWithData) {
+  const std::string text =
+      "HloModule m\nENTRY %e (x: f32[4]) -> f32[4] {\n  %x = f32[4] parameter(0)\n"
+      "  %cb = () custom-call(%x), custom_call_target=\"xla_ffi_python_cpu_callback\", custom_call_has_side_effect=true\n"
+      "  ROOT %y = f32[4] negate(%x)\n}\n";
+  const Prediction p = Predict(Abstract(ParseModule(text, "debug_print.txt")), DevicesOf("cpu:1", 1));
+  EXPECT_THAT(p.notes, Contains(HasSubstr("1 host callback(s) (jax.debug.print, io_callback, pure_callback)")));
+  try {
+    SupportedModule::Check(ParseModule(text, "debug_print.txt"), SupportedModule::Use::kWithData);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), HasSubstr("debug_print.txt:4:3: %cb (custom-call) cannot run"));
+    EXPECT_THAT(e.message(), HasSubstr("take the callback out of the program"));
+  }
+}
+
 TEST(Predict, RefusesAMeshOfTheWrongSize) {
   std::shared_ptr<const Module> m = ParseModule(
       "HloModule m, num_partitions=4\nENTRY %e (x: f32[2]) -> f32[2] {\n  ROOT %x = f32[2] parameter(0)\n}\n");
