@@ -134,8 +134,9 @@ bool IsSupported(const Instruction& ins, SupportedModule::Use use, std::string* 
       return false;
     }
     if (with_data && IsHostCallbackTarget(target)) {
-      *why = fmt::format("custom-call target \"{}\" is a host callback (jax.debug.print, io_callback, pure_callback), "
-                         "which calls Python on the host: spmdsim does not run it; take the callback out of the program "
+      *why = fmt::format("custom-call target \"{}\" is a host callback (jax.debug.print, io_callback, "
+                         "pure_callback), which calls Python on the host: spmdsim does not run it; take the callback "
+                         "out of the program "
                          "(or behind a flag) to run it with data, or run it --abstract (priced at 0, with a note)",
                          target);
       return false;

@@ -275,7 +275,8 @@ TEST(Predict, ATypeWithoutAPeakIsPricedAtATypeOfItsWidthWithANote) {
 TEST(Predict, HostCallbacksArePricedAtZeroWithANoteAndRefusedWithData) {
   const std::string text =
       "HloModule m\nENTRY %e (x: f32[4]) -> f32[4] {\n  %x = f32[4] parameter(0)\n"
-      "  %cb = () custom-call(%x), custom_call_target=\"xla_ffi_python_cpu_callback\", custom_call_has_side_effect=true\n"
+      "  %cb = () custom-call(%x), custom_call_target=\"xla_ffi_python_cpu_callback\", "
+      "custom_call_has_side_effect=true\n"
       "  ROOT %y = f32[4] negate(%x)\n}\n";
   const Prediction p = Predict(Abstract(ParseModule(text, "debug_print.txt")), DevicesOf("cpu:1", 1));
   EXPECT_THAT(p.notes, Contains(HasSubstr("1 host callback(s) (jax.debug.print, io_callback, pure_callback)")));
