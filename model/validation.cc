@@ -374,18 +374,25 @@ ModelValidationRow NemoLlamaRow(const NemoLlamaRun& p) {
                      fmt::format("NVIDIA dgxc-benchmarking, llama3.1/README_{}.md", big ? "70b" : "8b"), p.seconds, t);
 }
 
-// MaxText's published TPU configs, MaxText's default decoder (llama2 block: SwiGLU, RMSNorm, rotary, MHA with
-// head_dim 128, vocab 32000, untied output) scaled by global_parameter_scale as its get_individual_scales does,
-// seq 2048, flash attention, FSDP over the slice (ici_fsdp_parallelism -1) with tensor parallelism where the
-// config sets ici_tensor_parallelism, data parallelism over the slices on DCN (dcn_data_parallelism).
-//   v5e (MaxText/configs/v5e/README.md and {16b,32b,64b}.sh): per-device batch 6 / 4 / 2, remat full, 1-32
-//   v5e-256 slices.
-//   v5p (MaxText/configs/v5p/README.md and {32b,64b,128b,256b}.sh): per-device batch 7 / 3 / 1 / 1, tensor 4 / 4 /
-//   8 / 8, remat "minimal" (matmul outputs saved; priced as no recompute), 1 or 2 slices of v5p-128 (64 chips) to
-//   v5p-1024 (512 chips).
-// The measured step is MaxText's per-device FLOPs of the step, counted as its calculate_tflops_training_per_device
-// first did (6 x every parameter x tokens + 12 x heads x layers x head_dim x seq^2 x batch / 2, causal), over the
-// reported TFLOP/s per chip.
+// MaxText's published TPU tables, with the decoder and scripts MaxText had when they were measured (its default
+// decoder changed in February 2024): base.yml of late 2023 (base_emb_dim 2560, 8 heads of head_dim 256, MLP 8192,
+// 16 layers, vocab 32768, mlp_activations relu, logits_via_embedding (tied), attention and MLP in parallel off one
+// RMSNorm, rotary) scaled by global_parameter_scale as its get_individual_scales does (16B: 5120 wide, 32 heads,
+// MLP 32768, 32 layers), seq 2048, flash attention, FSDP over the slice (ici_fsdp_parallelism -1) with tensor
+// parallelism where the script sets ici_tensor_parallelism, data parallelism over the slices (dcn_data_parallelism).
+//   v5e (configs/v5e/README.md, first published 2023-10-27, and its {16b,32b,64b,128b}.sh): per-device batch
+//   6 / 4 / 2 / 1, tensor 1 / 1 / 1 / 16, remat full, 1-32 v5e-256 slices.
+//   v5p (configs/v5p/README.md of 2023-12-15 and its {32b,64b,128b,256b}.sh of that day): per-device batch
+//   8 / 4 / 2 / 2, tensor 4 / 4 / 8 / 8, remat "minimal" (matmul outputs saved; priced as no recompute), 1 or 2
+//   slices. Not here: 512B and 1024B (tensor 16 on an 8x8x8 slice, which JAX's device-mesh rule places only with
+//   allow_split_physical_axes, a later option).
+// ReLU is priced as the model's non-gated GELU (the same two matmuls; the activation itself is elementwise), the
+// parallel block as two sequential blocks (the second norm and the second tensor-parallel reduction are the
+// difference, docs/model-validation.md).
+// The measured step is MaxText's per-device FLOPs of the step as its calculate_training_tflops counted them on
+// the table's date (6 x every parameter x tokens + 12 x heads x layers x head_dim x seq^2 x batch: the attention
+// halved for causality from 2023-11-08 on, so in the v5p tables and not in the v5e ones), over the reported
+// TFLOP/s per chip.
 struct MaxTextRun {
   const char* size;
   int64_t d_model, layers, heads, d_ff, per_device_batch;
@@ -393,58 +400,85 @@ struct MaxTextRun {
   const char* accelerator;
   int64_t chips, tensor;
   bool remat_full;
+  bool causal_flops;
   int64_t slices;
   double tflops_per_chip;
 };
+
+// MaxText's get_individual_scales: the doublings of (embed, heads and MLP, layers) for a power-of-two scale.
+struct MaxTextDims {
+  int64_t d_model, layers, heads, d_ff;
+};
+MaxTextDims MaxText2023Dims(int scale_log2) {
+  const int base = scale_log2 / 3, rem = scale_log2 % 3;
+  const int heads = base + (rem > 0 ? 1 : 0), embed = base + (rem > 1 ? 1 : 0);
+  return {int64_t{2560} << embed, int64_t{16} << base, int64_t{8} << heads, int64_t{8192} << heads};
+}
 
 std::vector<MaxTextRun> MaxTextRuns() {
   std::vector<MaxTextRun> runs;
   struct V5e {
     const char* size;
-    int64_t d_model, layers, heads, d_ff, batch;
+    int scale_log2;
+    int64_t batch, tensor;
     double tflops[6];  // 1, 2, 4, 8, 16, 32 slices
   };
-  constexpr V5e kV5e[] = {{"16B", 4096, 32, 64, 28672, 6, {120, 117, 117, 115, 111, 108}},
-                          {"32B", 8192, 32, 64, 28672, 4, {132, 128, 126, 125, 123, 119}},
-                          {"64B", 8192, 64, 64, 28672, 2, {118, 112, 110, 108, 105, 99}}};
-  for (const V5e& r : kV5e)
+  constexpr V5e kV5e[] = {{"16B", 4, 6, 1, {120, 117, 117, 115, 111, 108}},
+                          {"32B", 5, 4, 1, {132, 128, 126, 125, 123, 119}},
+                          {"64B", 6, 2, 1, {118, 112, 110, 108, 105, 99}},
+                          {"128B", 7, 1, 16, {110, 110, 108, 104, 100, 91}}};
+  for (const V5e& r : kV5e) {
+    const MaxTextDims d = MaxText2023Dims(r.scale_log2);
     for (int i = 0; i < 6; ++i)
-      runs.push_back({r.size, r.d_model, r.layers, r.heads, r.d_ff, r.batch, "tpu-v5e:16x16", "v5e-256", 256, 1, true,
-                      int64_t{1} << i, r.tflops[i]});
+      runs.push_back({r.size, d.d_model, d.layers, d.heads, d.d_ff, r.batch, "tpu-v5e:16x16", "v5e-256", 256,
+                      r.tensor, true, false, int64_t{1} << i, r.tflops[i]});
+  }
   struct V5p {
     const char* size;
-    int64_t d_model, layers, heads, d_ff, batch;
+    int scale_log2;
+    int64_t batch;
     const char* topology;
     const char* accelerator;
     int64_t chips, tensor;
+    bool remat_full;
     double tflops[2];  // 1, 2 slices
   };
-  constexpr V5p kV5p[] = {{"32B", 8192, 32, 64, 28672, 7, "tpu-v5p:4x4x4", "v5p-128", 64, 4, {328, 319}},
-                          {"64B", 8192, 64, 64, 28672, 3, "tpu-v5p:4x4x4", "v5p-128", 64, 4, {323, 309}},
-                          {"128B", 8192, 64, 128, 57344, 1, "tpu-v5p:4x4x8", "v5p-256", 128, 8, {315, 305}},
-                          {"128B", 8192, 64, 128, 57344, 1, "tpu-v5p:4x8x8", "v5p-512", 256, 8, {316, 274}},
-                          {"256B", 16384, 64, 128, 57344, 1, "tpu-v5p:8x8x8", "v5p-1024", 512, 8, {308, 289}}};
-  for (const V5p& r : kV5p)
+  constexpr V5p kV5p[] = {{"32B", 5, 8, "tpu-v5p:4x4x4", "v5p-128", 64, 4, false, {328, 319}},
+                          {"64B", 6, 4, "tpu-v5p:4x4x4", "v5p-128", 64, 4, false, {323, 309}},
+                          {"128B", 7, 2, "tpu-v5p:4x4x8", "v5p-256", 128, 8, false, {315, 305}},
+                          {"128B", 7, 2, "tpu-v5p:4x8x8", "v5p-512", 256, 8, false, {316, 274}},
+                          {"256B", 8, 2, "tpu-v5p:8x8x8", "v5p-1024", 512, 8, false, {308, 289}}};
+  for (const V5p& r : kV5p) {
+    const MaxTextDims d = MaxText2023Dims(r.scale_log2);
     for (int i = 0; i < 2; ++i)
-      runs.push_back({r.size, r.d_model, r.layers, r.heads, r.d_ff, r.batch, r.topology, r.accelerator, r.chips,
-                      r.tensor, false, int64_t{1} << i, r.tflops[i]});
+      runs.push_back({r.size, d.d_model, d.layers, d.heads, d.d_ff, r.batch, r.topology, r.accelerator, r.chips,
+                      r.tensor, r.remat_full, true, int64_t{1} << i, r.tflops[i]});
+  }
   return runs;
 }
 
-ModelValidationRow MaxTextRow(const MaxTextRun& p) {
+ModelConfig MaxText2023Config(const MaxTextRun& p) {
   ModelConfig c = LlamaModel(p.d_model, p.layers, p.heads, p.heads, p.d_ff, 2048);
   c.name = fmt::format("maxtext-{}", p.size);
-  c.head_dim = 128;
+  c.vocab = 32768;
+  c.head_dim = 256;
+  c.activation = Activation::kGelu;
+  c.tied_embeddings = true;
   c.flash_attention = true;
   c.stack = SoftwareStack::kMaxText;
   c.micro_batch = p.per_device_batch * p.tensor;  // the batch of one data (fsdp) rank: its tensor group's chips
   c.global_batch = p.per_device_batch * p.chips * p.slices;
   c.recompute = p.remat_full ? Recompute::kFull : Recompute::kNone;
   c.parallel = {.data_axes = {"data", "fsdp"}, .zero_stage = 3, .zero_axes = {"fsdp"}};
+  if (p.tensor > 1) c.parallel.tensor_axes = {"tensor"};
+  return c;
+}
+
+ModelValidationRow MaxTextRow(const MaxTextRun& p) {
+  const ModelConfig c = MaxText2023Config(p);
   std::vector<std::pair<std::string, int64_t>> ici = {{"data", 1}, {"fsdp", p.chips / p.tensor}};
   std::vector<std::pair<std::string, int64_t>> dcn = {{"data", p.slices}, {"fsdp", 1}};
   if (p.tensor > 1) {
-    c.parallel.tensor_axes = {"tensor"};
     ici.push_back({"tensor", p.tensor});
     dcn.push_back({"tensor", 1});
   }
@@ -452,8 +486,9 @@ ModelValidationRow MaxTextRow(const MaxTextRun& p) {
       c, MakeDeviceMesh(std::make_shared<const Topology>(Topology::Parse(p.topology, static_cast<int>(p.slices))), ici,
                         dcn));
   const double tokens = static_cast<double>(p.per_device_batch * c.seq);  // per chip
-  const double maxtext_flops = 6 * AccountModel(model).params.total * tokens +
-                               12.0 * p.heads * p.layers * 128 * static_cast<double>(c.seq) * tokens / 2;
+  const double attention = 12.0 * p.heads * p.layers * 256 * static_cast<double>(c.seq) * tokens;
+  const double maxtext_flops =
+      6 * AccountModel(model).params.total * tokens + (p.causal_flops ? attention / 2 : attention);
   const ModelStepTimes t = PredictModelStep(model);
   return UnseenRowOf(fmt::format("MaxText {} on {} x {} (FSDP {}{}{}, batch {} per chip)", p.size, p.slices,
                                  p.accelerator, p.chips / p.tensor,
