@@ -29,6 +29,30 @@ def test_the_llama_decoder_learns_on_a_cpu_under_its_sharding_rules():
     assert int(state["step"]) == 4
 
 
+@pytest.mark.parametrize("style", ["llama", "maxtext-2023"])
+def test_blockwise_attention_is_the_dense_attention_and_its_gradient(style):
+    # float32 activations: the two orders of summation agree to rounding (bf16 would differ by its own rounding)
+    dense = models.DecoderConfig.tiny(style=style, dtype="float32")
+    blockwise = models.DecoderConfig.tiny(style=style, dtype="float32", attention="blockwise", attention_block=8)
+    params = models.init_params(dense, seed=3)
+    tokens = jnp.asarray(np.random.default_rng(3).integers(0, dense.vocab, (2, 32)), jnp.int32)
+    targets = jnp.roll(tokens, -1, axis=1)
+    (la, ga), (lb, gb) = (jax.value_and_grad(models.loss_fn)(params, tokens, targets, c) for c in (dense, blockwise))
+    np.testing.assert_allclose(float(la), float(lb), rtol=1e-5)
+    for a, b in zip(jax.tree_util.tree_leaves(ga), jax.tree_util.tree_leaves(gb)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-3, atol=1e-6)
+    with pytest.raises(ValueError, match="does not divide the sequence length"):
+        models.loss_fn(params, tokens[:, :30], targets[:, :30], blockwise)
+    with pytest.raises(ValueError, match="attention must be"):
+        models.DecoderConfig.tiny(attention="flash")
+
+
+def test_embed_activations_over_tensor_shards_the_residual_stream():
+    assert dict(models.logical_rules(("fsdp", "tensor")))["act_embed"] is None
+    rules = models.logical_rules(("fsdp", "tensor"), embed_activations_over_tensor=True)
+    assert models.logical_to_spec(("batch", "length", "act_embed"), rules) == P("fsdp", None, "tensor")
+
+
 def test_the_maxtext_2023_decoder_learns_with_tied_embeddings_and_a_remat_policy():
     cfg = models.DecoderConfig.tiny(style="maxtext-2023", remat="dots_with_no_batch_dims_saveable")
     assert "unembed" not in models.param_shapes(cfg) and "wi" in models.param_shapes(cfg)["layers"]

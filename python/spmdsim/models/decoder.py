@@ -44,6 +44,8 @@ class DecoderConfig:
     dtype: str = "bfloat16"    # activations and matmul inputs
     param_dtype: str = "float32"  # parameters and optimizer state
     remat: str = "full"        # "none" | "full" | a jax.checkpoint_policies name
+    attention: str = "dense"   # "dense": the whole score matrix; "blockwise": causal blocks, online softmax
+    attention_block: int = 512  # the query and key block of "blockwise"
 
     @classmethod
     def tiny(cls, **overrides):
@@ -56,6 +58,10 @@ class DecoderConfig:
             raise ValueError(f"style must be 'llama' or 'maxtext-2023', not {self.style!r}")
         if self.n_heads % self.n_kv_heads:
             raise ValueError(f"n_heads {self.n_heads} is not a multiple of n_kv_heads {self.n_kv_heads}")
+        if self.attention not in ("dense", "blockwise"):
+            raise ValueError(f"attention must be 'dense' or 'blockwise', not {self.attention!r}")
+        if self.attention_block <= 0:
+            raise ValueError(f"attention_block must be positive, not {self.attention_block}")
         if self.remat not in ("none", "full") and not hasattr(jax.checkpoint_policies, self.remat):
             raise ValueError(f"remat must be 'none', 'full' or a jax.checkpoint_policies name, not {self.remat!r}")
 
@@ -63,13 +69,17 @@ class DecoderConfig:
 # ---------------------------------------------------------------------------------------------------------------
 # Logical axes
 
-def logical_rules(mesh_axes, *, fsdp="fsdp", data="data", tensor="tensor", sequence="sequence"):
+def logical_rules(mesh_axes, *, fsdp="fsdp", data="data", tensor="tensor", sequence="sequence",
+                  embed_activations_over_tensor=False):
     """Rules (logical name, mesh axes) for a mesh with axes `mesh_axes`; an axis the mesh lacks maps to nothing.
     Parameters: "embed" over FSDP, "heads" / "kv_heads" / "mlp" / "vocab" over tensor. Activations: "batch" over
-    data and FSDP, "length" over sequence, "act_heads" / "act_mlp" / "act_vocab" over tensor."""
+    data and FSDP, "length" over sequence, "act_heads" / "act_mlp" / "act_vocab" over tensor, and "act_embed" (the
+    residual stream between blocks) over tensor with embed_activations_over_tensor (MaxText's
+    ['activation_embed', 'tensor'] rule of 2023: each chip of a tensor group keeps a slice of it)."""
     have = lambda *axes: tuple(a for a in axes if a in mesh_axes) or None  # noqa: E731
     return (
-        ("batch", have(data, fsdp)), ("length", have(sequence)), ("act_embed", None),
+        ("batch", have(data, fsdp)), ("length", have(sequence)),
+        ("act_embed", have(tensor) if embed_activations_over_tensor else None),
         ("act_heads", have(tensor)), ("act_mlp", have(tensor)), ("act_vocab", have(tensor)),
         ("vocab", have(tensor)), ("embed", have(fsdp)), ("heads", have(tensor)), ("kv_heads", have(tensor)),
         ("kv", None), ("mlp", have(tensor)), ("layers", None), ("norm", None),
@@ -161,6 +171,44 @@ def _rope(x, theta):
     return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1).astype(x.dtype)
 
 
+def _dense_attention(q, k, v, dt, block):
+    """Causal attention over the whole score matrix: q [b, s, kv_heads, group, d], k / v [b, s, kv_heads, d]."""
+    s, dh = q.shape[1], q.shape[-1]
+    scores = jnp.einsum("bskgd,btkd->bkgst", q, k).astype(jnp.float32) / math.sqrt(dh)
+    causal = jnp.tril(jnp.ones((s, s), bool))
+    probs = jax.nn.softmax(jnp.where(causal, scores, -1e30), axis=-1).astype(dt)
+    return jnp.einsum("bkgst,btkd->bskgd", probs, v)
+
+
+def _blockwise_attention(q, k, v, dt, block):
+    """Causal attention block by block with an online softmax (Rabe & Staats 2021; Dao et al. 2022): query block i
+    meets key blocks 0..i only, so the masked half of the scores is never computed and no score matrix larger
+    than block x block lives at once: what a flash-attention kernel does, written in XLA's ops."""
+    s, dh = q.shape[1], q.shape[-1]
+    if s % block:
+        raise ValueError(f"attention_block {block} does not divide the sequence length {s}")
+    outs, diagonal = [], jnp.tril(jnp.ones((block, block), bool))
+    for i in range(s // block):
+        qi = q[:, i * block:(i + 1) * block]
+        m = l = acc = None
+        for j in range(i + 1):
+            kj, vj = k[:, j * block:(j + 1) * block], v[:, j * block:(j + 1) * block]
+            sc = jnp.einsum("bqkgd,btkd->bkgqt", qi, kj).astype(jnp.float32) / math.sqrt(dh)
+            if j == i:
+                sc = jnp.where(diagonal, sc, -1e30)
+            m_new = sc.max(-1) if m is None else jnp.maximum(m, sc.max(-1))
+            p = jnp.exp(sc - m_new[..., None])
+            pv = jnp.einsum("bkgqt,btkd->bkgqd", p.astype(dt), vj).astype(jnp.float32)
+            if m is None:
+                l, acc = p.sum(-1), pv
+            else:
+                corr = jnp.exp(m - m_new)
+                l, acc = l * corr + p.sum(-1), acc * corr[..., None] + pv
+            m = m_new
+        outs.append((acc / l[..., None]).astype(dt))
+    return jnp.moveaxis(jnp.concatenate(outs, axis=3), 3, 1)  # [b, kv_heads, group, s, d] -> [b, s, kv, g, d]
+
+
 def _attention(h, p, cfg, constrain):
     """Causal grouped-query attention: n_heads queries share n_kv_heads keys and values in groups."""
     dt = jnp.dtype(cfg.dtype)
@@ -172,10 +220,8 @@ def _attention(h, p, cfg, constrain):
     b, s, _, dh = q.shape
     g = cfg.n_heads // cfg.n_kv_heads
     q = q.reshape(b, s, cfg.n_kv_heads, g, dh)
-    scores = jnp.einsum("bskgd,btkd->bkgst", q, k).astype(jnp.float32) / math.sqrt(dh)
-    causal = jnp.tril(jnp.ones((s, s), bool))
-    probs = jax.nn.softmax(jnp.where(causal, scores, -1e30), axis=-1).astype(dt)
-    out = jnp.einsum("bkgst,btkd->bskgd", probs, v).reshape(b, s, cfg.n_heads, dh)
+    attend = _blockwise_attention if cfg.attention == "blockwise" else _dense_attention
+    out = attend(q, k, v, dt, min(cfg.attention_block, s)).reshape(b, s, cfg.n_heads, dh)
     out = constrain(out, ("batch", "length", "act_heads", "kv"))
     return jnp.einsum("bshk,hkd->bsd", out, p["wo"].astype(dt))
 
