@@ -214,7 +214,7 @@ ModelFlops CountFlops(const ModelConfig& c) {
   f.backward = 2 * f.forward;
   if (c.recompute == Recompute::kFull) f.recompute = tokens * layers;
   // Selective recompute reruns the attention core when its scores are materialised; flash attention stores none,
-  // and the step recomputes nothing then (model/step.cc).
+  // and the step recomputes nothing then (model/layer_ops.h).
   if (c.recompute == Recompute::kSelective && !c.flash_attention) f.recompute = tokens * cores;
   if (c.is_mla() && c.mla.recompute_up_proj)
     f.recompute += tokens * (c.layers + c.mtp_layers) * 2.0 * MlaProjections(c).up;

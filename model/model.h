@@ -4,8 +4,9 @@
 //   model/pipeline.h    Megatron's pipeline schedules: PipelineOrder, InFlightChunks, PipelineBubbleFraction
 //   model/stack.h       the software stacks (Megatron / TE, PyTorch FSDP eager, MaxText) and their figures
 //   model/step.h        PredictModelStep: the simulated step on compute and communication streams
-// and, separately, model/plan.h (PlanModel, the configuration search) and model/validation.h (the published
-// rows the step is checked against).
+// and, separately, model/layer_ops.h (LayerOps: the ops of each layer, which the step prices and the data run
+// executes), model/plan.h (PlanModel, the configuration search) and model/validation.h (the published rows the
+// step is checked against).
 #ifndef SPMDSIM_MODEL_MODEL_H_
 #define SPMDSIM_MODEL_MODEL_H_
 

@@ -7,12 +7,13 @@
 //                 Learned positions [S, d] are added (split on seq under SP).
 //   layers        pre-norm: x + attn(norm1(x)), then + mlp(norm2(.)); attention column/row parallel over heads
 //                 (KV heads split, GQA groups kept whole), rotary embeddings on q and k (rope), causal mask; MLP
-//                 over d_ff.
+//                 over d_ff. Each layer's steps come from the step's description of it (model/layer_ops.h), op
+//                 by op: workloads/internal/model_layer_program.h.
 //   head          final norm, logits = h @ W_out with W_out [d, V] split on V (tied: h @ E^T); vocab-parallel
 //                 cross-entropy (pmax / psum of the softmax statistics over tensor_axes); loss = mean over all
 //                 tokens of the global batch.
-//   context       the sequence split over context_axes; attention all_gathers the keys and values on seq
-//                 (psum_scatter of their gradients); gradients psum'd over context_axes as over data_axes.
+//   context       the sequence split over context_axes; attention all_gathers the keys and values on seq, as
+//                 one buffer (psum_scatter of their gradients); gradients psum'd over context_axes as over data_axes.
 //   data          the batch split over data_axes, weight gradients psum'd over them (ZeRO-3: layer weights
 //                 all_gathered and their gradients psum_scattered, ProgramBuilder's FSDP).
 //   pipeline      layers split evenly over pipeline_axes, each stage's weights stacked on a leading stage
@@ -39,12 +40,12 @@
 #include "common/host_memory.h"
 #include "ops/random.h"
 #include "ops/ops.h"
+#include "workloads/internal/model_layer_program.h"
 #include "workloads/internal/program_builder.h"
 
 namespace spmdsim::internal {
 namespace {
 
-constexpr double kNormEpsilon = 1e-5;  // Megatron-LM's --norm-epsilon default
 // Model FLOPs (forward + backward, every device together) above which the data run is refused: ~15 s of this
 // simulator's float32 arithmetic, the one-device reference included (a 1.1e10-FLOP step took 3.1 s on 2 cores).
 constexpr double kMaxDataRunFlops = 5e10;
@@ -60,13 +61,6 @@ struct WeightShape {
       if (roles[i] == 'f') return static_cast<int>(i);
     return -1;
   }
-};
-
-struct Dims {
-  int64_t V, d, n, g, k, f, S, B;
-  int64_t stages, layers_per_stage, micro_batches, rows;  // rows: sequences per micro-batch on one data rank
-  int64_t tensor, data, context;
-  int64_t local_seq;  // S / context: the tokens of a sequence on one context rank
 };
 
 // The data of the step: tokens and next tokens of every sequence, uniform over the vocabulary.
@@ -87,7 +81,7 @@ TokenData MakeTokens(const ModelConfig& c) {
 }
 
 // One-hot rows [M, B / M, S, V] of `ids` (the global batch in order, reshaped into M micro-batches).
-Array OneHot(const std::vector<int64_t>& ids, const Dims& d) {
+Array OneHot(const std::vector<int64_t>& ids, const ModelDims& d) {
   std::vector<float> v(static_cast<size_t>(d.B * d.S * d.V), 0.0f);
   for (size_t i = 0; i < ids.size(); ++i) v[i * static_cast<size_t>(d.V) + static_cast<size_t>(ids[i])] = 1.0f;
   return Array::FromVector<float>(v, {d.micro_batches, d.B / d.micro_batches, d.S, d.V});
@@ -121,19 +115,11 @@ Array CausalMask(int64_t s, int64_t window = 0) {
   return Array::FromVector<float>(v, {s, s});
 }
 
-class ModelBuilder {
+class ModelBuilder final : public LayerWeights {
  public:
   ModelBuilder(const ValidatedModel& model, ModelProgram* out)
-      : c_(model.config()), out_(out), p_(&out->program), sh_(Sharding(c_)), b_(p_, sh_) {
-    const ModelConfig& c = c_;
-    const ParallelDegrees& deg = model.degrees();
-    d_ = Dims{.V = c.vocab, .d = c.d_model, .n = c.effective_kv_heads(), .g = c.heads / c.effective_kv_heads(),
-              .k = c.effective_head_dim(), .f = c.d_ff, .S = c.seq, .B = c.global_batch,
-              .stages = deg.pipeline, .layers_per_stage = c.layers / deg.pipeline,
-              .micro_batches = deg.micro_batches, .rows = c.micro_batch, .tensor = deg.tensor, .data = deg.data,
-              .context = deg.context, .local_seq = c.seq / deg.context};
-    pp_ = d_.stages > 1;
-  }
+      : c_(model.config()), out_(out), p_(&out->program), sh_(Sharding(c_)), b_(p_, sh_), d_(DimsOf(model)),
+        pp_(d_.stages > 1), ops_(model), layers_(&b_, c_, d_, ops_, this) {}
 
   void Build() {
     p_->name = c_.name;
@@ -141,8 +127,8 @@ class ModelBuilder {
     p_->atol = c_.atol;
     AddInputs();
     if (pp_) {
-      stage_ = b_.Step(Named("stage_index", "axis_index", {}, c_.parallel.pipeline_axes));
-      const std::string sf = b_.Step(Cast("stage_f32", stage_));
+      stage_ = b_.Step(ProgramBuilder::Named("stage_index", "axis_index", {}, c_.parallel.pipeline_axes));
+      const std::string sf = b_.Cast("stage_f32", stage_);
       // 1 on stage 0, else 0: relu(1 - s); 1 on the last stage: relu(s - (P - 2)).
       const std::string one_minus = b_.Op("one_minus_stage", "add", {b_.Op("neg_stage", "neg", {sf})}, 1.0);
       is_first_ = b_.Op("is_first_stage", "relu", {one_minus});
@@ -155,6 +141,16 @@ class ModelBuilder {
   }
 
  private:
+  static ModelDims DimsOf(const ValidatedModel& model) {
+    const ModelConfig& c = model.config();
+    const ParallelDegrees& deg = model.degrees();
+    return ModelDims{.V = c.vocab, .d = c.d_model, .n = c.effective_kv_heads(), .g = c.heads / c.effective_kv_heads(),
+                     .k = c.effective_head_dim(), .f = c.d_ff, .S = c.seq, .B = c.global_batch,
+                     .stages = deg.pipeline, .layers_per_stage = c.layers / deg.pipeline,
+                     .micro_batches = deg.micro_batches, .rows = c.micro_batch, .tensor = deg.tensor,
+                     .data = deg.data, .context = deg.context, .local_seq = c.seq / deg.context};
+  }
+
   static LayerSharding Sharding(const ModelConfig& c) {
     LayerSharding sh;
     // Every axis that splits tokens: the batch over data axes, the sequence over context axes.
@@ -166,39 +162,8 @@ class ModelBuilder {
     return sh;
   }
 
-  static ProgramStep Named(const std::string& name, const std::string& op, std::vector<std::string> args,
-                           std::vector<std::string> axes = {}) {
-    ProgramStep s;
-    s.name = name;
-    s.op = op;
-    s.args = std::move(args);
-    s.axes = std::move(axes);
-    return s;
-  }
-  static ProgramStep Cast(const std::string& name, const std::string& x) {
-    ProgramStep s = Named(name, "cast", {x});
-    s.dtype = DType::kF32;
-    return s;
-  }
-  std::string Reduce(const std::string& name, const std::string& op, const std::string& x, std::vector<int> dims,
-                     bool keepdims) {
-    ProgramStep s = Named(name, op, {x});
-    s.dims = std::move(dims);
-    s.keepdims = keepdims;
-    return b_.Step(std::move(s));
-  }
-  std::string Psum(const std::string& name, const std::string& x, const std::vector<std::string>& axes) {
-    return b_.Step(Named(name, "psum", {x}, axes));
-  }
-  std::string Add(const std::string& name, const std::string& a, const std::string& b) {
-    return b_.Op(name, "add", {a, b});
-  }
-  std::string Mul(const std::string& name, const std::string& a, const std::string& b) {
-    return b_.Op(name, "mul", {a, b});
-  }
-
   // The weights of stage-layer j (the same structure on every stage: CheckModelRunsWithData).
-  std::vector<WeightShape> LayerWeights(int64_t j) const {
+  std::vector<WeightShape> WeightsOf(int64_t j) const {
     const double s_in = 1.0 / std::sqrt(static_cast<double>(d_.d));
     std::vector<WeightShape> w = {
         {"norm1.scale", {d_.d}, {'-'}, 0},
@@ -298,7 +263,7 @@ class ModelBuilder {
       p_->inputs.push_back({"final_norm.bias", WeightValue(bias, -1, 1), vector});
     }
     for (int64_t j = 0; j < (pp_ ? d_.layers_per_stage : c_.layers); ++j) {
-      const std::vector<WeightShape> weights = LayerWeights(j);
+      const std::vector<WeightShape> weights = WeightsOf(j);
       for (size_t wi = 0; wi < weights.size(); ++wi) {
         const WeightShape& w = weights[wi];
         if (!pp_) {
@@ -320,7 +285,7 @@ class ModelBuilder {
   static std::string Letters(size_t rank) { return std::string("abcdefgh").substr(0, rank); }
 
   // The local (gathered) weight `w` of stage-layer j, as the layer body uses it.
-  std::string W(int64_t j, const std::string& w) {
+  std::string Weight(int64_t j, const std::string& w) override {
     const std::string key = fmt::format("{}/{}", j, w);
     if (auto it = weight_cache_.find(key); it != weight_cache_.end()) return it->second;
     const WeightShape shape = FindWeight(j, w);
@@ -339,7 +304,7 @@ class ModelBuilder {
   }
 
   WeightShape FindWeight(int64_t j, const std::string& name) const {
-    for (const WeightShape& w : LayerWeights(j))
+    for (const WeightShape& w : WeightsOf(j))
       if (w.name == name) return w;
     SPMDSIM_CHECK(false, "unknown layer weight");
     return {};
@@ -349,54 +314,13 @@ class ModelBuilder {
   std::string MicroBatch(const std::string& pre, const std::string& which, int64_t m) {
     const std::string key = fmt::format("{}/{}", which, m);
     if (auto it = micro_cache_.find(key); it != micro_cache_.end()) return it->second;
-    ProgramStep s = Named(fmt::format("{}{}_mb{}_slice", pre, which, m), "slice", {which});
+    ProgramStep s = ProgramBuilder::Named(fmt::format("{}{}_mb{}_slice", pre, which, m), "slice", {which});
     s.start = {m, 0, 0, 0};
     s.limit = {m + 1, d_.rows, d_.local_seq, d_.V / d_.tensor};
     const std::string sliced = b_.Step(std::move(s));
     const std::string v = b_.Einsum(fmt::format("{}{}_mb{}", pre, which, m), "mbsv->bsv", {sliced});
     micro_cache_[key] = v;
     return v;
-  }
-
-  struct NormValues {
-    std::string y, xhat, rs;
-  };
-
-  NormValues NormForward(const std::string& pre, const std::string& x, const std::string& scale,
-                         const std::string& bias) {
-    NormValues n;
-    std::string centred = x;
-    if (c_.norm == Norm::kLayerNorm) {
-      const std::string mu = Reduce(pre + "mean", "mean", x, {2}, true);
-      centred = b_.Op(pre + "centred", "sub", {x, mu});
-    }
-    const std::string sq = b_.Op(pre + "square", "square", {centred});
-    const std::string var = Reduce(pre + "variance", "mean", sq, {2}, true);
-    n.rs = b_.Op(pre + "rsqrt", "rsqrt", {b_.Op(pre + "variance_eps", "add", {var}, kNormEpsilon)});
-    n.xhat = Mul(pre + "normalized", centred, n.rs);
-    n.y = Mul(pre + "scaled", n.xhat, scale);
-    if (!bias.empty()) n.y = Add(pre + "out", n.y, bias);
-    return n;
-  }
-
-  // dx of the norm (local), and the local gradients of its scale and bias (summed over batch and seq).
-  struct NormGrads {
-    std::string dx, dscale, dbias;
-  };
-  NormGrads NormBackward(const std::string& pre, const std::string& dy, const NormValues& n,
-                         const std::string& scale) {
-    NormGrads g;
-    g.dscale = Reduce(pre + "dscale_local", "sum", Mul(pre + "dy_xhat", dy, n.xhat), {0, 1}, false);
-    if (c_.norm == Norm::kLayerNorm) g.dbias = Reduce(pre + "dbias_local", "sum", dy, {0, 1}, false);
-    const std::string dxhat = Mul(pre + "dxhat", dy, scale);
-    const std::string m2 = Reduce(pre + "mean_dxhat_xhat", "mean", Mul(pre + "dxhat_xhat", dxhat, n.xhat), {2}, true);
-    std::string inner = b_.Op(pre + "minus_proj", "sub", {dxhat, Mul(pre + "xhat_proj", n.xhat, m2)});
-    if (c_.norm == Norm::kLayerNorm) {
-      const std::string m1 = Reduce(pre + "mean_dxhat", "mean", dxhat, {2}, true);
-      inner = b_.Op(pre + "minus_mean", "sub", {inner, m1});
-    }
-    g.dx = Mul(pre + "dx", inner, n.rs);
-    return g;
   }
 
   bool Rope() const { return c_.position == PositionEmbedding::kRope; }
@@ -407,273 +331,9 @@ class ModelBuilder {
     return PartitionSpec({EntryOf(axes), PartitionSpec::Entry::None()});
   }
 
-  // Context parallelism: the whole sequence's keys / values from every context rank (all_gather on seq), and the
-  // adjoint for their gradients (psum_scatter on seq). Identity without context axes.
-  std::string GatherContext(const std::string& name, const std::string& x) {
-    if (c_.parallel.context_axes.empty()) return x;
-    return b_.Collective(name, "all_gather", x, c_.parallel.context_axes, 1);
-  }
-  std::string ScatterContext(const std::string& name, const std::string& x) {
-    if (c_.parallel.context_axes.empty()) return x;
-    return b_.Collective(name, "psum_scatter", x, c_.parallel.context_axes, 1);
-  }
-
-  // Rotary embedding of q ([b, S, kv, g, k]) or k ([b, S, kv, k]) on this device: x cos + rotate_half(x) sin,
-  // rotate_half(x) = concat(-x2, x1) over the halves of the last dimension. `transpose`: its adjoint, for the
-  // backward: dy cos + rotate_half^T(dy sin), rotate_half^T(y) = concat(y2, -y1).
-  std::string RopeApply(const std::string& pre, const std::string& x, bool is_q, bool transpose) {
-    std::vector<int64_t> shape = {d_.rows, d_.local_seq, d_.n / d_.tensor};
-    if (is_q) shape.push_back(d_.g);
-    shape.push_back(d_.k);
-    const int last = static_cast<int>(shape.size()) - 1;
-    auto half = [&](const std::string& name, const std::string& v, bool second) {
-      ProgramStep s = Named(name, "slice", {v});
-      s.start.assign(shape.size(), 0);
-      s.limit = shape;
-      if (second) s.start[last] = d_.k / 2;
-      else s.limit[last] = d_.k / 2;
-      return b_.Step(std::move(s));
-    };
-    const std::string suffix = is_q ? "_q" : "_k";
-    const std::string cos = "rope_cos" + suffix, sin = "rope_sin" + suffix;
-    const std::string rotated_in = transpose ? Mul(pre + "times_sin", x, sin) : x;
-    const std::string x1 = half(pre + "first_half", rotated_in, false);
-    const std::string x2 = half(pre + "second_half", rotated_in, true);
-    ProgramStep cat = transpose ? Named(pre + "rotated", "concatenate", {x2, b_.Op(pre + "neg_first", "neg", {x1})})
-                                : Named(pre + "rotated", "concatenate", {b_.Op(pre + "neg_second", "neg", {x2}), x1});
-    cat.axis = last;
-    const std::string rotated = b_.Step(std::move(cat));
-    const std::string straight = Mul(pre + "times_cos", x, cos);
-    return Add(pre + "out", straight, transpose ? rotated : Mul(pre + "rotated_sin", rotated, sin));
-  }
-
-  struct LayerValues {
-    NormValues n1, n2;
-    std::string X, q, k, v, pr, o;  // attention (X: the gathered normalized input)
-    std::string X2, h1, h3, s1, a;  // MLP (h1: x W1 = gelu's input or swiglu's gate; h3: swiglu's up)
-    std::string probs, mask, gates, xr, ob;  // MoE: router softmax, top-k mask, gates, expert inputs and outputs
-    std::string sh1, sh3, ss1, sa;           // MoE: the shared experts' MLP (as h1, h3, s1, a)
-    std::string r;
-  };
-
-  std::string LayerForward(const std::string& pre, int64_t j, const std::string& x, LayerValues* lv) {
-    const std::string bias1 = c_.norm == Norm::kLayerNorm ? W(j, "norm1.bias") : "";
-    lv->n1 = NormForward(pre + "norm1/", x, W(j, "norm1.scale"), bias1);
-    lv->X = b_.GatherSeq(pre + "attn/x", lv->n1.y);
-    lv->q = b_.Einsum(pre + "attn/q", "bsd,dngk->bsngk", {lv->X, W(j, "attn.wq")});
-    lv->k = b_.Einsum(pre + "attn/k", "bsd,dnk->bsnk", {lv->X, W(j, "attn.wk")});
-    if (Rope()) {
-      lv->q = RopeApply(pre + "attn/q_rope/", lv->q, true, false);
-      lv->k = RopeApply(pre + "attn/k_rope/", lv->k, false, false);
-    }
-    lv->v = b_.Einsum(pre + "attn/v", "bsd,dnk->bsnk", {lv->X, W(j, "attn.wv")});
-    lv->k = GatherContext(pre + "attn/k_all_gather", lv->k);
-    lv->v = GatherContext(pre + "attn/v_all_gather", lv->v);
-    const std::string sc = b_.Einsum(pre + "attn/scores", "bqngk,bsnk->bngqs", {lv->q, lv->k});
-    const std::string ss = b_.Op(pre + "attn/scaled", "mul", {sc}, 1.0 / std::sqrt(static_cast<double>(d_.k)));
-    const std::string sm = Add(pre + "attn/masked", ss, c_.is_windowed_layer(j) ? "window_mask" : "causal_mask");
-    lv->pr = b_.Op(pre + "attn/probs", "softmax", {sm}, std::nullopt, 4);
-    lv->o = b_.Einsum(pre + "attn/context", "bngqs,bsnk->bqngk", {lv->pr, lv->v});
-    const std::string z = b_.Einsum(pre + "attn/out_partial", "bqngk,ngkd->bqd", {lv->o, W(j, "attn.wo")});
-    const std::string attn = b_.ReduceTensor(pre + "attn/out", z);
-    lv->r = Add(pre + "residual1", x, attn);
-    const std::string bias2 = c_.norm == Norm::kLayerNorm ? W(j, "norm2.bias") : "";
-    lv->n2 = NormForward(pre + "norm2/", lv->r, W(j, "norm2.scale"), bias2);
-    lv->X2 = b_.GatherSeq(pre + "mlp/x", lv->n2.y);
-    if (c_.is_moe_layer(j)) return Add(pre + "residual2", lv->r, MoeForward(pre + "moe/", j, lv));
-    lv->h1 = b_.Einsum(pre + "mlp/h", "bsd,df->bsf", {lv->X2, W(j, "mlp.w1")});
-    if (c_.activation == Activation::kSwiglu) {
-      lv->h3 = b_.Einsum(pre + "mlp/up", "bsd,df->bsf", {lv->X2, W(j, "mlp.w3")});
-      lv->s1 = b_.Op(pre + "mlp/silu", "silu", {lv->h1});
-      lv->a = Mul(pre + "mlp/act", lv->s1, lv->h3);
-    } else {
-      lv->a = b_.Op(pre + "mlp/act", "gelu", {lv->h1});
-    }
-    const std::string z2 = b_.Einsum(pre + "mlp/out_partial", "bsf,fd->bsd", {lv->a, W(j, "mlp.w2")});
-    const std::string mlp = b_.ReduceTensor(pre + "mlp/out", z2);
-    return Add(pre + "residual2", lv->r, mlp);
-  }
-
-  void Accumulate(const std::string& key, const std::string& value) {
+  void Accumulate(const std::string& key, const std::string& value) override {
     auto [it, inserted] = grads_.emplace(key, value);
-    if (!inserted) it->second = Add(value + "_acc", it->second, value);
-  }
-
-  std::string LayerBackward(const std::string& pre, int64_t j, const std::string& dy, const LayerValues& lv) {
-    const std::string gk = fmt::format("{}/", j);
-    const std::string dn2 = c_.is_moe_layer(j) ? MoeBackward(pre + "moe/", j, dy, lv) : MlpBackward(pre, j, dy, lv);
-    NormGrads g2 = NormBackward(pre + "norm2/", dn2, lv.n2, W(j, "norm2.scale"));
-    Accumulate(gk + "norm2.scale", g2.dscale);
-    if (!g2.dbias.empty()) Accumulate(gk + "norm2.bias", g2.dbias);
-    const std::string dr = Add(pre + "residual1_grad", dy, g2.dx);
-    return AttentionBackward(pre, j, dr, lv);
-  }
-
-  // The activation's gradient: swiglu (dh1 for the gate x w1, dh3 for the up projection x w3) or gelu (dh1).
-  // `p` prefixes the step names.
-  std::pair<std::string, std::string> ActivationBackward(const std::string& p, const std::string& da,
-                                                         const std::string& h1, const std::string& h3,
-                                                         const std::string& s1) {
-    if (c_.activation != Activation::kSwiglu) return {b_.Op(p + "dh", "gelu_grad", {h1, da}), ""};
-    const std::string dh3 = Mul(p + "d_up", da, s1);
-    const std::string sg = b_.Op(p + "sigmoid", "sigmoid", {h1});
-    const std::string one_minus = b_.Op(p + "one_minus_sigmoid", "add", {b_.Op(p + "neg_sigmoid", "neg", {sg})}, 1.0);
-    const std::string t1 = b_.Op(p + "silu_grad_inner", "add", {Mul(p + "h_one_minus", h1, one_minus)}, 1.0);
-    const std::string dsilu = Mul(p + "silu_grad", sg, t1);
-    return {Mul(p + "dh", Mul(p + "d_silu", da, h3), dsilu), dh3};
-  }
-
-  std::string MlpBackward(const std::string& pre, int64_t j, const std::string& dy, const LayerValues& lv) {
-    const std::string gk = fmt::format("{}/", j);
-    const std::string DY = b_.GatherSeq(pre + "mlp/dy", dy);
-    const std::string da = b_.Einsum(pre + "mlp/d_act", "bsd,fd->bsf", {DY, W(j, "mlp.w2")});
-    Accumulate(gk + "mlp.w2", b_.Einsum(pre + "mlp/dw2_local", "bsf,bsd->fd", {lv.a, DY}));
-    const auto [dh1, dh3] = ActivationBackward(pre + "mlp/", da, lv.h1, lv.h3, lv.s1);
-    Accumulate(gk + "mlp.w1", b_.Einsum(pre + "mlp/dw1_local", "bsd,bsf->df", {lv.X2, dh1}));
-    std::string dxp = b_.Einsum(pre + "mlp/dx_gate", "bsf,df->bsd", {dh1, W(j, "mlp.w1")});
-    if (!dh3.empty()) {
-      Accumulate(gk + "mlp.w3", b_.Einsum(pre + "mlp/dw3_local", "bsd,bsf->df", {lv.X2, dh3}));
-      dxp = Add(pre + "mlp/dx_partial", dxp, b_.Einsum(pre + "mlp/dx_up", "bsf,df->bsd", {dh3, W(j, "mlp.w3")}));
-    }
-    return b_.ReduceTensor(pre + "mlp/dx", dxp);
-  }
-
-  // An all_to_all over the expert axes (tiled): dispatch (split experts, concat rows) or combine (the reverse).
-  std::string ExpertAllToAll(const std::string& name, const std::string& x, bool dispatch) {
-    ProgramStep s = Named(name, "all_to_all", {x}, c_.parallel.expert_axes);
-    s.split_axis = dispatch ? 0 : 1;
-    s.concat_axis = dispatch ? 1 : 0;
-    s.tiled = true;
-    return b_.Step(std::move(s));
-  }
-
-  // The MoE block on the gathered normalized input lv->X2 (GShard / Switch with softmax top-k gates, dropless):
-  // each token's row goes to every expert, zero unless the expert is one of its top_k; the rows are exchanged
-  // with all_to_all over the expert axes (each rank holds experts / ep experts), run through the experts' MLPs
-  // (d_ff split over tensor ranks), sent back and combined with the gates. Returns the block's output.
-  std::string MoeForward(const std::string& pre, int64_t j, LayerValues* lv) {
-    const std::string logits = b_.Einsum(pre + "router_logits", "bsd,de->bse", {lv->X2, W(j, "moe.router")});
-    lv->probs = b_.Op(pre + "router_probs", "softmax", {logits}, std::nullopt, 2);
-    std::string rest = lv->probs;
-    for (int64_t i = 0; i < c_.moe.top_k; ++i) {
-      const std::string mx = Reduce(fmt::format("{}top{}_max", pre, i), "max_reduce", rest, {2}, true);
-      const std::string sel = b_.Step(Cast(fmt::format("{}top{}_mask", pre, i),
-                                           b_.Op(fmt::format("{}top{}_ge", pre, i), "greater_equal", {rest, mx})));
-      lv->mask = i == 0 ? sel : Add(fmt::format("{}top{}_mask_sum", pre, i), lv->mask, sel);
-      // Probabilities are in [0, 1]: subtracting 2 puts the chosen expert below every other.
-      if (i + 1 < c_.moe.top_k) {
-        rest = b_.Op(fmt::format("{}top{}_rest", pre, i), "sub",
-                     {rest, b_.Op(fmt::format("{}top{}_drop", pre, i), "mul", {sel}, 2.0)});
-      }
-    }
-    lv->gates = Mul(pre + "gates", lv->probs, lv->mask);
-    const std::string xe = b_.Einsum(pre + "dispatch_rows", "bsd,bse->ebsd", {lv->X2, lv->mask});
-    lv->xr = ExpertAllToAll(pre + "dispatch", xe, true);
-    lv->h1 = b_.Einsum(pre + "h", "ebsd,edf->ebsf", {lv->xr, W(j, "moe.w1")});
-    if (c_.activation == Activation::kSwiglu) {
-      lv->h3 = b_.Einsum(pre + "up", "ebsd,edf->ebsf", {lv->xr, W(j, "moe.w3")});
-      lv->s1 = b_.Op(pre + "silu", "silu", {lv->h1});
-      lv->a = Mul(pre + "act", lv->s1, lv->h3);
-    } else {
-      lv->a = b_.Op(pre + "act", "gelu", {lv->h1});
-    }
-    const std::string oe = b_.Einsum(pre + "expert_out", "ebsf,efd->ebsd", {lv->a, W(j, "moe.w2")});
-    lv->ob = ExpertAllToAll(pre + "combine", oe, false);
-    std::string yp = b_.Einsum(pre + "out_partial", "ebsd,bse->bsd", {lv->ob, lv->gates});
-    if (c_.moe.shared_d_ff > 0) yp = Add(pre + "with_shared", yp, SharedForward(pre + "shared/", j, lv));
-    return b_.ReduceTensor(pre + "out", yp);
-  }
-
-  // The shared experts on the gathered input: a dense MLP whose output (a partial sum over tensor ranks) adds to
-  // the routed experts'.
-  std::string SharedForward(const std::string& pre, int64_t j, LayerValues* lv) {
-    lv->sh1 = b_.Einsum(pre + "h", "bsd,df->bsf", {lv->X2, W(j, "moe.shared.w1")});
-    if (c_.activation == Activation::kSwiglu) {
-      lv->sh3 = b_.Einsum(pre + "up", "bsd,df->bsf", {lv->X2, W(j, "moe.shared.w3")});
-      lv->ss1 = b_.Op(pre + "silu", "silu", {lv->sh1});
-      lv->sa = Mul(pre + "act", lv->ss1, lv->sh3);
-    } else {
-      lv->sa = b_.Op(pre + "act", "gelu", {lv->sh1});
-    }
-    return b_.Einsum(pre + "out_partial", "bsf,fd->bsd", {lv->sa, W(j, "moe.shared.w2")});
-  }
-
-  // Its backward from the gathered output gradient DY; returns its partial input gradient.
-  std::string SharedBackward(const std::string& pre, int64_t j, const std::string& DY, const LayerValues& lv) {
-    const std::string gk = fmt::format("{}/", j);
-    const std::string da = b_.Einsum(pre + "d_act", "bsd,fd->bsf", {DY, W(j, "moe.shared.w2")});
-    Accumulate(gk + "moe.shared.w2", b_.Einsum(pre + "dw2_local", "bsf,bsd->fd", {lv.sa, DY}));
-    const auto [dh1, dh3] = ActivationBackward(pre, da, lv.sh1, lv.sh3, lv.ss1);
-    Accumulate(gk + "moe.shared.w1", b_.Einsum(pre + "dw1_local", "bsd,bsf->df", {lv.X2, dh1}));
-    std::string dx = b_.Einsum(pre + "dx_gate", "bsf,df->bsd", {dh1, W(j, "moe.shared.w1")});
-    if (!dh3.empty()) {
-      Accumulate(gk + "moe.shared.w3", b_.Einsum(pre + "dw3_local", "bsd,bsf->df", {lv.X2, dh3}));
-      dx = Add(pre + "dx", dx, b_.Einsum(pre + "dx_up", "bsf,df->bsd", {dh3, W(j, "moe.shared.w3")}));
-    }
-    return dx;
-  }
-
-  std::string MoeBackward(const std::string& pre, int64_t j, const std::string& dy, const LayerValues& lv) {
-    const std::string gk = fmt::format("{}/", j);
-    const std::string DY = b_.GatherSeq(pre + "dy", dy);
-    // The expert outputs are partial sums over tensor ranks (d_ff split): so are the gates' gradients.
-    const std::string dgates = Psum(pre + "d_gates", b_.Einsum(pre + "d_gates_partial", "ebsd,bsd->bse", {lv.ob, DY}),
-                                    sh_.tensor_axes);
-    const std::string dob = b_.Einsum(pre + "d_combined", "bsd,bse->ebsd", {DY, lv.gates});
-    const std::string doe = ExpertAllToAll(pre + "d_combine", dob, true);
-    const std::string da = b_.Einsum(pre + "d_act", "ebsd,efd->ebsf", {doe, W(j, "moe.w2")});
-    Accumulate(gk + "moe.w2", b_.Einsum(pre + "dw2_local", "ebsf,ebsd->efd", {lv.a, doe}));
-    const auto [dh1, dh3] = ActivationBackward(pre, da, lv.h1, lv.h3, lv.s1);
-    Accumulate(gk + "moe.w1", b_.Einsum(pre + "dw1_local", "ebsd,ebsf->edf", {lv.xr, dh1}));
-    std::string dxr = b_.Einsum(pre + "dx_gate", "ebsf,edf->ebsd", {dh1, W(j, "moe.w1")});
-    if (!dh3.empty()) {
-      Accumulate(gk + "moe.w3", b_.Einsum(pre + "dw3_local", "ebsd,ebsf->edf", {lv.xr, dh3}));
-      dxr = Add(pre + "dx_experts", dxr, b_.Einsum(pre + "dx_up", "ebsf,edf->ebsd", {dh3, W(j, "moe.w3")}));
-    }
-    const std::string dxe = ExpertAllToAll(pre + "d_dispatch", dxr, false);
-    const std::string dx_disp = b_.Einsum(pre + "dx_dispatch", "ebsd,bse->bsd", {dxe, lv.mask});
-    // The router (the same on every tensor rank): its input gradient enters the sum over tensor ranks once.
-    const std::string dlogits = b_.Op(pre + "d_router_logits", "softmax_grad",
-                                      {lv.probs, Mul(pre + "d_router_probs", dgates, lv.mask)}, std::nullopt, 2);
-    Accumulate(gk + "moe.router", b_.Einsum(pre + "drouter_local", "bsd,bse->de", {lv.X2, dlogits}));
-    std::string dx_router = b_.Einsum(pre + "dx_router", "bse,de->bsd", {dlogits, W(j, "moe.router")});
-    if (d_.tensor > 1) {
-      dx_router = b_.Op(pre + "dx_router_share", "mul", {dx_router}, 1.0 / static_cast<double>(d_.tensor));
-    }
-    std::string dxp = Add(pre + "dx_partial", dx_disp, dx_router);
-    if (c_.moe.shared_d_ff > 0) dxp = Add(pre + "dx_with_shared", dxp, SharedBackward(pre + "shared/", j, DY, lv));
-    return b_.ReduceTensor(pre + "dx", dxp);
-  }
-
-  std::string AttentionBackward(const std::string& pre, int64_t j, const std::string& dr, const LayerValues& lv) {
-    const std::string gk = fmt::format("{}/", j);
-    const std::string DR = b_.GatherSeq(pre + "attn/dout", dr);
-    const std::string dO = b_.Einsum(pre + "attn/d_context", "bqd,ngkd->bqngk", {DR, W(j, "attn.wo")});
-    Accumulate(gk + "attn.wo", b_.Einsum(pre + "attn/dwo_local", "bqngk,bqd->ngkd", {lv.o, DR}));
-    const std::string dp = b_.Einsum(pre + "attn/d_probs", "bqngk,bsnk->bngqs", {dO, lv.v});
-    const std::string dv = ScatterContext(pre + "attn/dv_psum_scatter",
-                                          b_.Einsum(pre + "attn/dv", "bngqs,bqngk->bsnk", {lv.pr, dO}));
-    const std::string ds = b_.Op(pre + "attn/d_masked", "softmax_grad", {lv.pr, dp}, std::nullopt, 4);
-    const std::string dss = b_.Op(pre + "attn/d_scores", "mul", {ds}, 1.0 / std::sqrt(static_cast<double>(d_.k)));
-    std::string dq = b_.Einsum(pre + "attn/dq", "bngqs,bsnk->bqngk", {dss, lv.k});
-    std::string dk = ScatterContext(pre + "attn/dk_psum_scatter",
-                                    b_.Einsum(pre + "attn/dk", "bngqs,bqngk->bsnk", {dss, lv.q}));
-    if (Rope()) {
-      dq = RopeApply(pre + "attn/dq_rope/", dq, true, true);
-      dk = RopeApply(pre + "attn/dk_rope/", dk, false, true);
-    }
-    Accumulate(gk + "attn.wq", b_.Einsum(pre + "attn/dwq_local", "bsd,bsngk->dngk", {lv.X, dq}));
-    Accumulate(gk + "attn.wk", b_.Einsum(pre + "attn/dwk_local", "bsd,bsnk->dnk", {lv.X, dk}));
-    Accumulate(gk + "attn.wv", b_.Einsum(pre + "attn/dwv_local", "bsd,bsnk->dnk", {lv.X, dv}));
-    const std::string dxq = b_.Einsum(pre + "attn/dx_q", "bsngk,dngk->bsd", {dq, W(j, "attn.wq")});
-    const std::string dxk = b_.Einsum(pre + "attn/dx_k", "bsnk,dnk->bsd", {dk, W(j, "attn.wk")});
-    const std::string dxv = b_.Einsum(pre + "attn/dx_v", "bsnk,dnk->bsd", {dv, W(j, "attn.wv")});
-    const std::string adxp = Add(pre + "attn/dx_partial", Add(pre + "attn/dx_qk", dxq, dxk), dxv);
-    const std::string dn1 = b_.ReduceTensor(pre + "attn/dx", adxp);
-    NormGrads g1 = NormBackward(pre + "norm1/", dn1, lv.n1, W(j, "norm1.scale"));
-    Accumulate(gk + "norm1.scale", g1.dscale);
-    if (!g1.dbias.empty()) Accumulate(gk + "norm1.bias", g1.dbias);
-    return Add(pre + "dx", dr, g1.dx);
+    if (!inserted) it->second = b_.Add(value + "_acc", it->second, value);
   }
 
   // The embedding of micro-batch m: a partial sum over the vocabulary shards, reduced over tensor_axes.
@@ -681,7 +341,7 @@ class ModelBuilder {
     const std::string oh = MicroBatch(pre, "tokens", m);
     const std::string partial = b_.Einsum(pre + "embed_partial", "bsv,vd->bsd", {oh, "embed"});
     const std::string x = b_.ReduceTensor(pre + "embed", partial);
-    return Rope() ? x : Add(pre + "embed_positions", x, "positions");
+    return Rope() ? x : b_.Add(pre + "embed_positions", x, "positions");
   }
 
   struct HeadValues {
@@ -695,26 +355,26 @@ class ModelBuilder {
   // Final norm, logits, vocab-parallel cross-entropy of micro-batch m; returns the local loss sum (masked to the
   // last stage).
   std::string HeadForward(const std::string& pre, const std::string& x, int64_t m, HeadValues* hv) {
-    hv->n = NormForward(pre + "final_norm/", x, "final_norm.scale",
+    hv->n = layers_.NormForward(pre + "final_norm/", x, "final_norm.scale",
                         c_.norm == Norm::kLayerNorm ? "final_norm.bias" : "");
     hv->H = b_.GatherSeq(pre + "head/x", hv->n.y);
     const std::string logits = b_.Einsum(pre + "head/logits", LogitsWeightEquation(), {hv->H, OutputWeight()});
     const std::vector<std::string>& t = sh_.tensor_axes;
-    const std::string mx = b_.Step(Named(pre + "head/max", "pmax",
-                                         {Reduce(pre + "head/max_local", "max_reduce", logits, {2}, true)}, t));
+    const std::string mx = b_.Step(ProgramBuilder::Named(pre + "head/max", "pmax",
+                                         {b_.Reduce(pre + "head/max_local", "max_reduce", logits, {2}, true)}, t));
     const std::string shifted = b_.Op(pre + "head/shifted", "sub", {logits, mx});
     const std::string e = b_.Op(pre + "head/exp", "exp", {shifted});
-    const std::string se = Psum(pre + "head/sum_exp", Reduce(pre + "head/sum_exp_local", "sum", e, {2}, true), t);
+    const std::string se = b_.Psum(pre + "head/sum_exp", b_.Reduce(pre + "head/sum_exp_local", "sum", e, {2}, true), t);
     const std::string lse = b_.Op(pre + "head/log_sum_exp", "log", {se});
     hv->targets = MicroBatch(pre, "targets", m);
-    const std::string tl = Psum(pre + "head/target_logit",
-                                Reduce(pre + "head/target_logit_local", "sum",
-                                       Mul(pre + "head/target_picked", shifted, hv->targets), {2}, true), t);
+    const std::string tl = b_.Psum(pre + "head/target_logit",
+                                b_.Reduce(pre + "head/target_logit_local", "sum",
+                                       b_.Mul(pre + "head/target_picked", shifted, hv->targets), {2}, true), t);
     // softmax over the whole vocabulary, this rank's columns: exp(shifted - lse).
     hv->p = b_.Op(pre + "head/probs", "exp", {b_.Op(pre + "head/log_probs", "sub", {shifted, lse})});
     const std::string token_loss = b_.Op(pre + "head/token_loss", "sub", {lse, tl});
-    std::string loss = Reduce(pre + "head/loss_local", "sum", token_loss, {}, false);
-    if (pp_) loss = Mul(pre + "head/loss_masked", loss, is_last_);
+    std::string loss = b_.Reduce(pre + "head/loss_local", "sum", token_loss, {}, false);
+    if (pp_) loss = b_.Mul(pre + "head/loss_masked", loss, is_last_);
     return loss;
   }
 
@@ -724,7 +384,7 @@ class ModelBuilder {
     const double inv_tokens = 1.0 / static_cast<double>(d_.B * d_.S);
     std::string dl = b_.Op(pre + "head/dlogits_unscaled", "sub", {hv.p, hv.targets});
     dl = b_.Op(pre + "head/dlogits_mean", "mul", {dl}, inv_tokens);
-    if (pp_) dl = Mul(pre + "head/dlogits", dl, is_last_);
+    if (pp_) dl = b_.Mul(pre + "head/dlogits", dl, is_last_);
     if (c_.tied_embeddings) {
       Accumulate("embed", b_.Einsum(pre + "head/dembed_local", "bsd,bsv->vd", {hv.H, dl}));
     } else {
@@ -733,21 +393,20 @@ class ModelBuilder {
     const std::string eq = c_.tied_embeddings ? "bsv,vd->bsd" : "bsv,dv->bsd";
     const std::string dhp = b_.Einsum(pre + "head/dx_partial", eq, {dl, OutputWeight()});
     const std::string dh = b_.ReduceTensor(pre + "head/dx", dhp);
-    NormGrads g = NormBackward(pre + "final_norm/", dh, hv.n, "final_norm.scale");
-    Accumulate("final_norm.scale", g.dscale);
-    if (!g.dbias.empty()) Accumulate("final_norm.bias", g.dbias);
+    NormGrads g = layers_.NormBackward(pre + "final_norm/", dh, hv.n, "final_norm.scale");
+    layers_.AccumulateNorm("final_norm.", g);
     return g.dx;
   }
 
   void EmbedBackward(const std::string& pre, const std::string& dx, int64_t m) {
-    std::string d = pp_ ? Mul(pre + "embed/dx_first_stage", dx, is_first_) : dx;
+    std::string d = pp_ ? b_.Mul(pre + "embed/dx_first_stage", dx, is_first_) : dx;
     const std::string D = b_.GatherSeq(pre + "embed/dx", d);
     Accumulate("embed", b_.Einsum(pre + "embed/dembed_local", "bsv,bsd->vd", {MicroBatch(pre, "tokens", m), D}));
-    if (!Rope()) Accumulate("positions", Reduce(pre + "embed/dpositions_local", "sum", d, {0}, false));
+    if (!Rope()) Accumulate("positions", b_.Reduce(pre + "embed/dpositions_local", "sum", d, {0}, false));
   }
 
   std::string Ppermute(const std::string& name, const std::string& x, bool forward) {
-    ProgramStep s = Named(name, "ppermute", {x}, c_.parallel.pipeline_axes);
+    ProgramStep s = ProgramBuilder::Named(name, "ppermute", {x}, c_.parallel.pipeline_axes);
     for (int64_t i = 0; i + 1 < d_.stages; ++i) s.pairs.push_back(forward ? std::pair{i, i + 1} : std::pair{i + 1, i});
     return b_.Step(std::move(s));
   }
@@ -765,21 +424,21 @@ class ModelBuilder {
       std::string x;
       if (t < M) {
         const std::string emb = Embed(pre, t);
-        x = recv.empty() ? emb : Add(pre + "stage_input", Mul(pre + "embed_first_stage", emb, is_first_), recv);
+        x = recv.empty() ? emb : b_.Add(pre + "stage_input", b_.Mul(pre + "embed_first_stage", emb, is_first_), recv);
       } else {
         x = recv;
       }
       for (int64_t j = 0; j < d_.layers_per_stage; ++j) {
-        x = LayerForward(fmt::format("{}l{}/", pre, j), j, x, &layer_values_[t][j]);
+        x = layers_.Forward(fmt::format("{}l{}/", pre, j), j, x, &layer_values_[t][j]);
       }
       if (t >= P - 1) losses.push_back(HeadForward(pre, x, t - (P - 1), &head_values_[t]));
       if (pp_ && t + 1 < T) recv = Ppermute(pre + "send", x, true);
     }
     std::string total = losses[0];
-    for (size_t i = 1; i < losses.size(); ++i) total = Add(fmt::format("fwd/loss_sum{}", i), total, losses[i]);
+    for (size_t i = 1; i < losses.size(); ++i) total = b_.Add(fmt::format("fwd/loss_sum{}", i), total, losses[i]);
     std::vector<std::string> axes = sh_.batch_axes;
     axes.insert(axes.end(), c_.parallel.pipeline_axes.begin(), c_.parallel.pipeline_axes.end());
-    const std::string summed = Psum("fwd/loss_sum", total, axes);
+    const std::string summed = b_.Psum("fwd/loss_sum", total, axes);
     loss_ = b_.Op("loss", "mul", {summed}, 1.0 / static_cast<double>(d_.B * d_.S));
   }
 
@@ -792,12 +451,12 @@ class ModelBuilder {
       std::string dx;
       if (tb < M) {
         const std::string dh = HeadBackward(pre, head_values_[tf]);
-        dx = recv.empty() ? dh : Add(pre + "stage_grad", dh, recv);
+        dx = recv.empty() ? dh : b_.Add(pre + "stage_grad", dh, recv);
       } else {
         dx = recv;
       }
       for (int64_t j = d_.layers_per_stage - 1; j >= 0; --j) {
-        dx = LayerBackward(fmt::format("{}l{}/", pre, j), j, dx, layer_values_[tf][j]);
+        dx = layers_.Backward(fmt::format("{}l{}/", pre, j), j, dx, layer_values_[tf][j]);
       }
       if (tb >= P - 1) EmbedBackward(pre, dx, M - 1 - (tb - (P - 1)));
       if (pp_ && tb + 1 < T) recv = Ppermute(pre + "send", dx, false);
@@ -811,7 +470,7 @@ class ModelBuilder {
     axes.insert(axes.end(), c_.parallel.pipeline_axes.begin(), c_.parallel.pipeline_axes.end());
     if (token_split_by_sp && b_.sequence_parallel())
       axes.insert(axes.end(), sh_.tensor_axes.begin(), sh_.tensor_axes.end());
-    return Psum(name, local, axes);
+    return b_.Psum(name, local, axes);
   }
 
   // The axes a layer weight without an FSDP dimension has its gradient psum'd over: experts over the data axes that
@@ -841,7 +500,7 @@ class ModelBuilder {
     if (!Rope()) {
       std::vector<std::string> axes = c_.parallel.data_axes;  // not the context axes: they split the positions
       axes.insert(axes.end(), c_.parallel.pipeline_axes.begin(), c_.parallel.pipeline_axes.end());
-      Output(Psum("grad/positions", grads_.at("positions"), axes), PositionsSpec(), {{"grad/positions"}, false});
+      Output(b_.Psum("grad/positions", grads_.at("positions"), axes), PositionsSpec(), {{"grad/positions"}, false});
     }
     if (!c_.tied_embeddings) {
       Output(ReduceReplicated("grad/head", grads_.at("head"), false),
@@ -854,7 +513,7 @@ class ModelBuilder {
              {{"grad/final_norm.bias"}, false});
     }
     for (int64_t j = 0; j < d_.layers_per_stage; ++j) {
-      for (const WeightShape& w : LayerWeights(j)) {
+      for (const WeightShape& w : WeightsOf(j)) {
         std::string g = grads_.at(fmt::format("{}/{}", j, w.name));
         ModelOutputLabel label;
         label.stacked = pp_;
@@ -874,9 +533,9 @@ class ModelBuilder {
           // Under SP the router's input is all_gathered (varying over tensor ranks for shard_map's check), though
           // every tensor rank computes the same gradient: pmean states that.
           if (w.name == "moe.router" && b_.sequence_parallel()) {
-            g = b_.Step(Named(name + "_tensor_pmean", "pmean", {g}, sh_.tensor_axes));
+            g = b_.Step(ProgramBuilder::Named(name + "_tensor_pmean", "pmean", {g}, sh_.tensor_axes));
           }
-          g = Psum(name, g, ReplicatedGradAxes(w));
+          g = b_.Psum(name, g, ReplicatedGradAxes(w));
         }
         Output(g, SpecOf(w, pp_), label);
       }
@@ -888,8 +547,10 @@ class ModelBuilder {
   ShardMapConfig* p_;
   LayerSharding sh_;
   ProgramBuilder b_;
-  Dims d_{};
+  ModelDims d_;
   bool pp_ = false;
+  LayerOps ops_;          // the layers' ops, as the simulated step prices them (model/layer_ops.h)
+  LayerProgram layers_;   // the layers' program steps, from ops_
   std::string stage_, is_first_, is_last_, loss_;
   std::map<std::string, std::string> weight_cache_, micro_cache_, grads_;
   std::vector<std::vector<LayerValues>> layer_values_;

@@ -60,6 +60,38 @@ class ProgramBuilder {
     s.axis = axis;
     return Step(std::move(s));
   }
+  // A step of `op` over `args` (collectives: over `axes`), its other fields at their defaults.
+  static ProgramStep Named(const std::string& name, const std::string& op, std::vector<std::string> args,
+                           std::vector<std::string> axes = {}) {
+    ProgramStep s;
+    s.name = name;
+    s.op = op;
+    s.args = std::move(args);
+    s.axes = std::move(axes);
+    return s;
+  }
+  std::string Add(const std::string& name, const std::string& a, const std::string& b) {
+    return Op(name, "add", {a, b});
+  }
+  std::string Mul(const std::string& name, const std::string& a, const std::string& b) {
+    return Op(name, "mul", {a, b});
+  }
+  std::string Cast(const std::string& name, const std::string& x) {
+    ProgramStep s = Named(name, "cast", {x});
+    s.dtype = DType::kF32;
+    return Step(std::move(s));
+  }
+  // A reduction (`op`: sum, mean, max_reduce) over `dims`.
+  std::string Reduce(const std::string& name, const std::string& op, const std::string& x, std::vector<int> dims,
+                     bool keepdims) {
+    ProgramStep s = Named(name, op, {x});
+    s.dims = std::move(dims);
+    s.keepdims = keepdims;
+    return Step(std::move(s));
+  }
+  std::string Psum(const std::string& name, const std::string& x, const std::vector<std::string>& axes) {
+    return Step(Named(name, "psum", {x}, axes));
+  }
   std::string Collective(const std::string& name, const std::string& op, const std::string& arg,
                          const std::vector<std::string>& axes, int axis = 0) {
     ProgramStep s;
