@@ -191,11 +191,6 @@ std::string FormatBandwidth(double bytes_per_s) {
   if (bytes_per_s >= 1e9) return fmt::format("{:g} GB/s", bytes_per_s / 1e9);
   return fmt::format("{:g} MB/s", bytes_per_s / 1e6);
 }
-// "1 us", "0.1 us", "2 ms".
-std::string FormatSeconds(double s) {
-  if (s >= 1e-3) return fmt::format("{:g} ms", s * 1e3);
-  return fmt::format("{:g} us", s * 1e6);
-}
 
 nlohmann::json TopologyJson(const Topology& t) {
   nlohmann::json links = nlohmann::json::object();
@@ -246,7 +241,7 @@ void PrintTopology(const Topology& t) {
   }
   for (const auto& [link_class, spec] : t.links()) {
     fmt::print("  link {:<11} {:>10} one-way, latency {}\n", LinkClassName(link_class),
-               FormatBandwidth(spec.bandwidth_Bps), FormatSeconds(spec.latency_s));
+               FormatBandwidth(spec.bandwidth_Bps), FormatSeconds(spec.latency_s, SecondsStyle::kAsWritten));
   }
 }
 

@@ -15,12 +15,14 @@
 #include <string>
 #include <string_view>
 
+#include "common/strings.h"
+
 namespace spmdsim {
 
 // The largest text file (scenario, rules) spmdsim reads: 16 MiB. Hand-written scenario files are a few KiB.
-inline constexpr int64_t kMaxTextFileBytes = int64_t{16} << 20;
+inline constexpr int64_t kMaxTextFileBytes = 16 * kMiB;
 // The largest .npy input file: 4 GiB (the array is then also checked against the host's memory).
-inline constexpr int64_t kMaxNpyFileBytes = int64_t{4} << 30;
+inline constexpr int64_t kMaxNpyFileBytes = 4 * kGiB;
 
 // The whole content of the regular file at `path`, at most `max_bytes` long. `what` names the file's role in
 // messages ("scenario file", "--rules-file"). Throws Error(kNotFound) when it does not exist or cannot be

@@ -1,6 +1,7 @@
 #include "common/strings.h"
 
 #include <charconv>
+#include <cmath>
 
 #include "common/error.h"
 #include "common/user_text.h"
@@ -68,6 +69,29 @@ std::string ExactBytes(int64_t bytes) {
   if (bytes >= kMiB && bytes % kMiB == 0) return fmt::format("{}MiB", bytes / kMiB);
   if (bytes >= kKiB && bytes % kKiB == 0) return fmt::format("{}KiB", bytes / kKiB);
   return fmt::format("{}B", bytes);
+}
+
+Unit TimeUnitFor(double max_seconds) {
+  if (max_seconds >= 1) return {"s", 1};
+  if (max_seconds >= 1e-3) return {"ms", 1e-3};
+  if (max_seconds >= 1e-6 || max_seconds == 0) return {"us", 1e-6};
+  return {"ns", 1e-9};
+}
+
+Unit ByteUnitFor(double max_bytes) {
+  if (max_bytes >= kGiB) return {"GiB", static_cast<double>(kGiB)};
+  if (max_bytes >= kMiB) return {"MiB", static_cast<double>(kMiB)};
+  if (max_bytes >= kKiB) return {"KiB", static_cast<double>(kKiB)};
+  return {"B", 1};
+}
+
+std::string FormatSeconds(double seconds, SecondsStyle style) {
+  if (style == SecondsStyle::kAsWritten) {
+    if (seconds >= 1e-3) return fmt::format("{:g} ms", seconds * 1e3);
+    return fmt::format("{:g} us", seconds * 1e6);
+  }
+  const Unit u = TimeUnitFor(std::fabs(seconds));
+  return fmt::format("{:.3g} {}", seconds / u.scale, u.name);
 }
 
 std::vector<std::string> Split(std::string_view text, char separator) {

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "common/error.h"
+#include "common/strings.h"
 
 namespace spmdsim {
 namespace {
@@ -32,7 +33,7 @@ constexpr double kTreeCorrection[3][24] = {
 // src/include/device.h: NCCL_STEPS, the slots of every channel's FIFO.
 constexpr int kNcclSteps = 8;
 // src/transport/nvls.cc: NVLS chunk size (NCCL_NVLS_CHUNKSIZE default) and channels per architecture.
-constexpr double kNvlsChunk = 128 * 1024;
+constexpr double kNvlsChunk = 128 * kKiB;
 
 int GenerationIndex(GpuGeneration generation) {
   switch (generation) {
@@ -151,7 +152,7 @@ double NvlsWindowBytes(const NcclGroup& g, double S, bool tree) {
   const double channels = g.generation == GpuGeneration::kBlackwell ? (g.nodes > 1 ? 32 : 24) : 16;
   double chunk = kNvlsChunk;
   if (tree) {
-    if (g.nodes >= 4) chunk = 64 * 1024;
+    if (g.nodes >= 4) chunk = 64 * kKiB;
     if (S < 4 * channels * chunk && chunk > 65536) chunk = 65536;
   } else {
     if (S < 64 * channels * chunk && chunk > 65536) chunk = 65536;

@@ -66,7 +66,7 @@ void AddH100DefaultCurve(std::vector<ValidationRow>* rows) {
   struct Point {
     double bytes, us;
   };
-  for (Point p : {Point{8, 13.67}, Point{1 << 20, 27.37}, Point{1 << 24, 123.8}, Point{1 << 27, 586.4},
+  for (Point p : {Point{8, 13.67}, Point{kMiB, 27.37}, Point{16 * kMiB, 123.8}, Point{128 * kMiB, 586.4},
                   Point{kGiB, 4029}, Point{8 * kGiB, 31307}}) {
     CollectiveCost cost = model.Cost(CollectiveOp::kAllReduce, all, p.bytes);
     ValidationRow row{fmt::format("8xH100 all-reduce time, default algorithm, S = {}",

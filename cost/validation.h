@@ -16,11 +16,13 @@
 #include <string>
 #include <vector>
 
+#include "common/strings.h"
+
 namespace spmdsim {
 
 inline constexpr double kValidationTolerance = 0.10;    // messages >= kLargeMessageBytes
 inline constexpr double kSmallMessageTolerance = 0.20;  // messages below kLargeMessageBytes
-inline constexpr double kLargeMessageBytes = 64.0 * 1024 * 1024;
+inline constexpr double kLargeMessageBytes = 64.0 * kMiB;
 // The tolerance of a row about a message of `bytes`.
 inline double ToleranceForBytes(double bytes) {
   return bytes >= kLargeMessageBytes ? kValidationTolerance : kSmallMessageTolerance;

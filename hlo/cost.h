@@ -40,6 +40,9 @@ namespace spmdsim::hlo {
 // concatenate, pad, gather, scatter, ...), "elementwise", "reduce", "sort", "control" (while, call, ...).
 std::string InstructionClass(const Instruction& ins);
 
+// bytes_read / bytes_written are double, as flops are: cost-model inputs (the roofline divides them by
+// bandwidths, hlo/predict.h scales them by loop trip counts), exact for whole counts below 2^53 bytes; not
+// buffers (docs/architecture.md, "Byte counts").
 struct InstructionCost {
   double flops = 0;
   double transcendentals = 0;

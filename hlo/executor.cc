@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "hlo/groups.h"
 #include "sim/group_exchange.h"
+#include "sim/runtime_options.h"
 
 namespace spmdsim::hlo {
 namespace {
@@ -74,7 +75,7 @@ std::vector<DeviceRun> Execute(const SupportedModule& supported, const Mesh& mes
   const std::shared_ptr<const InterpreterPlan> plan = InterpreterPlan::Build(module);
   const CollectivePlan collectives = PlanCollectives(module);
   RuntimeOptions runtime_options = options.runtime;
-  runtime_options.fiber_stack_bytes = std::max<size_t>(runtime_options.fiber_stack_bytes, size_t{1} << 20);
+  runtime_options.fiber_stack_bytes = std::max(runtime_options.fiber_stack_bytes, kEigenFiberStackBytes);
   Runtime runtime(mesh, runtime_options);
   GroupExchange exchange(runtime);
   std::vector<DeviceRun> runs(static_cast<size_t>(n));

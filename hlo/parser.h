@@ -33,12 +33,13 @@
 #include <string>
 #include <string_view>
 
+#include "common/strings.h"
 #include "hlo/ir.h"
 
 namespace spmdsim::hlo {
 
 // The largest HLO text file spmdsim reads (a module with its large constants printed): 1 GiB.
-inline constexpr int64_t kMaxHloFileBytes = int64_t{1} << 30;
+inline constexpr int64_t kMaxHloFileBytes = kGiB;
 
 // Parses and verifies `text`; `file` names it in messages.
 std::unique_ptr<Module> ParseModule(std::string_view text, std::string file = "<text>");

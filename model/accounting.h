@@ -47,7 +47,9 @@ struct ModelFlops {
   // head each.
 };
 
-// Memory of one device in bytes, by category.
+// Memory of one device in bytes, by category. double: modelled shares (a tensor's share of a ZeRO / FSDP data
+// degree, activation estimates) are fractional; whole buffers are int64_t elsewhere (docs/architecture.md,
+// "Byte counts").
 struct DeviceMemory {
   double parameters = 0;         // compute-dtype weights (2 bytes each; ZeRO-3 shards them over data)
   double gradients = 0;          // 2 bytes each (ZeRO-2/3 shard them)

@@ -1,4 +1,4 @@
-// ValidateModel and the names of the model's enums (model/config.h).
+// ValidateModel (model/config.h).
 #include "model/config.h"
 
 #include <algorithm>
@@ -12,36 +12,6 @@
 #include "common/user_text.h"
 
 namespace spmdsim {
-
-std::string_view ActivationName(Activation a) { return a == Activation::kGelu ? "gelu" : "swiglu"; }
-std::string_view NormName(Norm n) { return n == Norm::kLayerNorm ? "layernorm" : "rmsnorm"; }
-std::string_view PositionEmbeddingName(PositionEmbedding p) {
-  return p == PositionEmbedding::kRope ? "rope" : "learned";
-}
-std::string_view PipelineScheduleName(PipelineSchedule s) {
-  switch (s) {
-    case PipelineSchedule::kGpipe: return "gpipe";
-    case PipelineSchedule::k1F1B: return "1f1b";
-    case PipelineSchedule::kInterleaved1F1B: return "interleaved";
-  }
-  return "?";
-}
-std::string_view RecomputeName(Recompute r) {
-  switch (r) {
-    case Recompute::kNone: return "none";
-    case Recompute::kSelective: return "selective";
-    case Recompute::kFull: return "full";
-  }
-  return "?";
-}
-std::string_view MoeRouterName(MoeRouter r) {
-  switch (r) {
-    case MoeRouter::kAuxLoss: return "aux_loss";
-    case MoeRouter::kSinkhorn: return "sinkhorn";
-    case MoeRouter::kNone: return "none";
-  }
-  return "?";
-}
 
 namespace {
 

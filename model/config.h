@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "common/dtype.h"
+#include "common/enum_names.h"
 #include "common/error.h"
 #include "mesh/mesh.h"
 #include "model/stack.h"
@@ -44,12 +45,28 @@ enum class Recompute { kNone, kSelective, kFull };
 // Megatron's --moe-router-load-balancing-type.
 enum class MoeRouter { kAuxLoss, kSinkhorn, kNone };
 
-std::string_view ActivationName(Activation a);       // "gelu", "swiglu"
-std::string_view NormName(Norm n);                   // "layernorm", "rmsnorm"
-std::string_view PositionEmbeddingName(PositionEmbedding p);  // "rope", "learned"
-std::string_view PipelineScheduleName(PipelineSchedule s);    // "gpipe", "1f1b", "interleaved"
-std::string_view RecomputeName(Recompute r);         // "none", "selective", "full"
-std::string_view MoeRouterName(MoeRouter r);         // "aux_loss", "sinkhorn", "none"
+// Each enum's names, as a scenario file writes them: the one table that reports print from and the scenario
+// reader and writer use (NameOf / ParseName / NamesOf, common/enum_names.h).
+inline constexpr EnumName<Activation> kActivationNames[] = {{Activation::kGelu, "gelu"},
+                                                            {Activation::kSwiglu, "swiglu"}};
+inline constexpr EnumName<Norm> kNormNames[] = {{Norm::kLayerNorm, "layernorm"}, {Norm::kRmsNorm, "rmsnorm"}};
+inline constexpr EnumName<PositionEmbedding> kPositionEmbeddingNames[] = {{PositionEmbedding::kRope, "rope"},
+                                                                          {PositionEmbedding::kLearned, "learned"}};
+inline constexpr EnumName<PipelineSchedule> kPipelineScheduleNames[] = {
+    {PipelineSchedule::kGpipe, "gpipe"}, {PipelineSchedule::k1F1B, "1f1b"},
+    {PipelineSchedule::kInterleaved1F1B, "interleaved"}};
+inline constexpr EnumName<Recompute> kRecomputeNames[] = {
+    {Recompute::kNone, "none"}, {Recompute::kSelective, "selective"}, {Recompute::kFull, "full"}};
+inline constexpr EnumName<MoeRouter> kMoeRouterNames[] = {
+    {MoeRouter::kAuxLoss, "aux_loss"}, {MoeRouter::kSinkhorn, "sinkhorn"}, {MoeRouter::kNone, "none"}};
+
+// NameOf over the tables above.
+inline std::string_view ActivationName(Activation a) { return NameOf(kActivationNames, a); }
+inline std::string_view NormName(Norm n) { return NameOf(kNormNames, n); }
+inline std::string_view PositionEmbeddingName(PositionEmbedding p) { return NameOf(kPositionEmbeddingNames, p); }
+inline std::string_view PipelineScheduleName(PipelineSchedule s) { return NameOf(kPipelineScheduleNames, s); }
+inline std::string_view RecomputeName(Recompute r) { return NameOf(kRecomputeNames, r); }
+inline std::string_view MoeRouterName(MoeRouter r) { return NameOf(kMoeRouterNames, r); }
 
 // Mixture of experts (Megatron-Core MoE / Switch / GShard / DeepSeekMoE). Dense model when experts == 0.
 // Layer l is MoE when l >= first_dense and (l + 1) % every == 0.

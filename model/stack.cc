@@ -2,7 +2,11 @@
 #include "model/stack.h"
 
 #include <cctype>
+#include <optional>
 #include <string>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/error.h"
 
@@ -118,24 +122,12 @@ StackSpec MaxTextSpec() {
 
 }  // namespace
 
-std::string_view StackName(SoftwareStack stack) {
-  switch (stack) {
-    case SoftwareStack::kAuto: return "auto";
-    case SoftwareStack::kMegatron: return "megatron";
-    case SoftwareStack::kPytorchFsdp: return "pytorch-fsdp";
-    case SoftwareStack::kMaxText: return "maxtext";
-  }
-  return "?";
-}
-
 SoftwareStack ParseStack(std::string_view name) {
   std::string lower(name);
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (SoftwareStack s :
-       {SoftwareStack::kAuto, SoftwareStack::kMegatron, SoftwareStack::kPytorchFsdp, SoftwareStack::kMaxText}) {
-    if (StackName(s) == lower) return s;
-  }
-  Throw(ErrorCode::kInvalidArgument, "unknown stack '{}'; valid: auto, megatron, pytorch-fsdp, maxtext", name);
+  if (const std::optional<SoftwareStack> s = ParseName(kSoftwareStackNames, lower)) return *s;
+  Throw(ErrorCode::kInvalidArgument, "unknown stack '{}'; valid: {}", name,
+        fmt::join(NamesOf(kSoftwareStackNames), ", "));
 }
 
 SoftwareStack DefaultStack(const Topology& topology) {

@@ -12,6 +12,7 @@
 
 #include <string_view>
 
+#include "common/enum_names.h"
 #include "mesh/topology.h"
 
 namespace spmdsim {
@@ -23,8 +24,14 @@ enum class SoftwareStack {
   kMaxText,      // JAX / XLA as MaxText runs it: one compiled program, XLA's fusions
 };
 
-std::string_view StackName(SoftwareStack stack);  // "auto", "megatron", "pytorch-fsdp", "maxtext"
-// Throws Error(kInvalidArgument) naming the valid names for anything else.
+// The stacks' names, as a scenario file and `--stack` write them (common/enum_names.h).
+inline constexpr EnumName<SoftwareStack> kSoftwareStackNames[] = {{SoftwareStack::kAuto, "auto"},
+                                                                  {SoftwareStack::kMegatron, "megatron"},
+                                                                  {SoftwareStack::kPytorchFsdp, "pytorch-fsdp"},
+                                                                  {SoftwareStack::kMaxText, "maxtext"}};
+inline std::string_view StackName(SoftwareStack stack) { return NameOf(kSoftwareStackNames, stack); }
+// A name of kSoftwareStackNames, in any case; throws Error(kInvalidArgument) naming the valid names for anything
+// else.
 SoftwareStack ParseStack(std::string_view name);
 // GPU topologies: kMegatron (the stack NVIDIA publishes its DGX training results with); TPU and CPU: kMaxText.
 SoftwareStack DefaultStack(const Topology& topology);

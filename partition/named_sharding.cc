@@ -53,7 +53,11 @@ int64_t ShardingLayout::ShardBytes(int64_t element_bytes) const { return NumElem
 
 NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec) : mesh_(std::move(mesh)), spec_(std::move(spec)) {
   if (mesh_.empty()) {
-    Throw(ErrorCode::kInvalidArgument, "NamedSharding needs a mesh with at least one device; got an empty mesh");
+    // JAX: NamedSharding(Mesh(), P()) is the replicated sharding eformer's get_corrected_named_sharding returns
+    // without a mesh; a spec naming axes cannot be placed on no devices.
+    if (spec_.empty()) return;
+    Throw(ErrorCode::kInvalidArgument,
+          "NamedSharding needs a mesh with at least one device; got an empty mesh (only P() is allowed on it)");
   }
   ValidateSpec(spec_, mesh_);
   // JAX (NamedSharding.__init__ -> check_pspec_mix_axis_type): UNCONSTRAINED needs an Auto axis to leave open.

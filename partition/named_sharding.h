@@ -66,7 +66,8 @@ struct ShardingLayout {
 class NamedSharding {
  public:
   // Checks the spec against the mesh as JAX's constructor does (duplicates, then unknown axes): throws SpecError.
-  // REQUIRES: mesh not empty.
+  // An empty mesh takes only P() (JAX's NamedSharding(Mesh(), P()): replicated, on no devices; nothing can be
+  // laid out on it); any other spec on it throws Error(kInvalidArgument).
   NamedSharding(Mesh mesh, PartitionSpec spec);
 
   const Mesh& mesh() const { return mesh_; }

@@ -15,6 +15,7 @@
 #include "hlo/sharding.h"
 #include "python/bindings.h"
 #include "scenario/report.h"
+#include "sim/runtime_options.h"
 #include "workloads/hlo_workload.h"
 
 namespace spmdsim::python {
@@ -170,7 +171,7 @@ py::tuple RunHloModule(const std::string& text, const std::string& file, py::han
   context.abstract = abstract;
   context.record_trace = trace;
   context.runtime.num_threads = threads;
-  context.runtime.fiber_stack_bytes = size_t{1} << 20;
+  context.runtime.fiber_stack_bytes = kEigenFiberStackBytes;
   std::vector<hlo::Value> outputs;
   nlohmann::json json;
   {

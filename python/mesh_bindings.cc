@@ -110,6 +110,13 @@ std::vector<std::string> AxisNamesFromPy(py::handle names) {
     throw py::type_error(fmt::format("axis_names must be a str or a sequence of str, got {}",
                                      py::type::handle_of(names).attr("__name__").cast<std::string>()));
   }
+  // JAX's check and message (jax.sharding.Mesh.__new__), before the type check below.
+  for (py::handle n : names) {
+    if (n.is_none()) {
+      const py::tuple got(py::reinterpret_borrow<py::object>(names));
+      throw py::value_error(fmt::format("Mesh axis names cannot be None. Got: {}", py::repr(got).cast<std::string>()));
+    }
+  }
   std::vector<std::string> out;
   for (py::handle n : names) {
     if (!py::isinstance<py::str>(n)) {

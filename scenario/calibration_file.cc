@@ -9,8 +9,10 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "common/enum_names.h"
 #include "common/error.h"
 #include "common/file.h"
+#include "model/stack.h"
 #include "scenario/internal/scenario_yaml.h"
 #include "scenario/scenario.h"
 
@@ -78,7 +80,9 @@ CalibrationProfile ParseCalibrationProfileNode(const YamlContext& ctx, const YAM
              "rms_log_error_before", "rms_log_error_after"});
   CalibrationProfile p;
   p.device_kind = ctx.String(m.Need("device_kind"), m.Key("device_kind"));
-  p.stack = ParseStack(ctx.Choice(m.Need("stack"), m.Key("stack"), {"megatron", "pytorch-fsdp", "maxtext"}));
+  std::vector<std::string> stacks = NamesOf(kSoftwareStackNames);  // a profile prices one stack: not "auto"
+  std::erase(stacks, StackName(SoftwareStack::kAuto));
+  p.stack = ParseStack(ctx.Choice(m.Need("stack"), m.Key("stack"), stacks));
   auto scale = [&](std::string_view key) {
     return m.Has(key) ? ctx.NumberIn(m.Get(key), m.Key(key), 1.0 / 64, 64) : 1.0;
   };

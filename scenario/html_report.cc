@@ -19,7 +19,6 @@ namespace {
 
 using svg::Escape;
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr size_t kMaxTraceDevices = 32;  // devices drawn in a non-model workload's timeline
 constexpr size_t kMaxMemoryRows = 32;
 
@@ -275,7 +274,7 @@ std::string ModelMemoryFigure(const ModelAccounting& a, int64_t devices) {
                      {"activations", m.activations}, {"communication", m.communication}}});
   }
   return svg::StackedBars(bars, legend,
-                          {.unit = "GiB", .scale = 1 / kGiB, .limit = a.capacity_bytes,
+                          {.unit = "GiB", .scale = 1.0 / kGiB, .limit = a.capacity_bytes,
                            .limit_label = fmt::format("capacity {:.4g} GiB", a.capacity_bytes / kGiB),
                            .css_class = "memory"});
 }
@@ -366,7 +365,7 @@ std::string DeviceMemoryFigure(const MemoryResult& m) {
   }
   const auto capacity = static_cast<double>(m.capacity_bytes);
   return svg::StackedBars(bars, {{"peak", "#4e79a7"}},
-                          {.unit = "GiB", .scale = 1 / kGiB, .limit = capacity,
+                          {.unit = "GiB", .scale = 1.0 / kGiB, .limit = capacity,
                            .limit_label = fmt::format("capacity {:.4g} GiB", capacity / kGiB), .css_class = "memory"});
 }
 
@@ -490,7 +489,7 @@ std::string HloSection(const std::string& id, const WorkloadResult& r) {
 
 std::string WorkloadSection(const Scenario& s, const WorkloadResult& r, size_t index) {
   const std::string id = fmt::format("w{}", index);
-  std::string out = fmt::format("<h2>{} <small>({})</small></h2>", Escape(r.name), Escape(r.kind));
+  std::string out = fmt::format("<h2>{} <small>({})</small></h2>", Escape(r.name), WorkloadKindName(r.kind));
   if (r.model && r.model_step) return out + ModelSection(id, *r.model, *r.model_step, s.mesh.mesh.size());
   if (r.hlo) return out + HloSection(id, r);
   out += SummaryTable({{"predicted time", FormatSeconds(r.totals.predicted_seconds)},
@@ -528,7 +527,7 @@ std::string PlanScatterFigure(const PlanResult& plan) {
                       static_cast<int>(k)});
   }
   return svg::Scatter(points, {.x_label = "peak memory per device (GiB)", .y_label = "step time (s)",
-                               .x_scale = 1 / kGiB, .x_limit = plan.capacity_bytes * (1 - plan.memory_headroom),
+                               .x_scale = 1.0 / kGiB, .x_limit = plan.capacity_bytes * (1 - plan.memory_headroom),
                                .x_limit_label = MemoryLimitLabel(plan)});
 }
 

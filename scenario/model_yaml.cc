@@ -1,9 +1,12 @@
 // ModelScenarioYaml: a model workload written back as a scenario file (scenario/scenario.h).
 #include <sstream>
+#include <string_view>
+#include <vector>
 
 #include <yaml-cpp/yaml.h>
 
 #include "common/dtype.h"
+#include "scenario/internal/model_styles.h"
 #include "scenario/scenario.h"
 
 namespace spmdsim {
@@ -33,18 +36,41 @@ void EmitParallel(YAML::Emitter& out, const ModelParallelism& p) {
   out << YAML::EndMap;
 }
 
-void EmitModel(YAML::Emitter& out, const ModelConfig& c) {
-  out << YAML::BeginMap;
-  out << YAML::Key << "kind" << YAML::Value << "model";
-  out << YAML::Key << "name" << YAML::Value << c.name;
-  for (auto [key, value] : {std::pair<const char*, int64_t>{"vocab", c.vocab}, {"d_model", c.d_model},
-                            {"layers", c.layers}, {"heads", c.heads}, {"kv_heads", c.kv_heads},
-                            {"head_dim", c.head_dim}, {"d_ff", c.d_ff}, {"seq", c.seq},
-                            {"global_batch", c.global_batch}, {"micro_batch", c.micro_batch}}) {
-    if ((std::string_view(key) == "kv_heads" || std::string_view(key) == "head_dim") && value == 0) continue;
-    out << YAML::Key << key << YAML::Value << value;
+// `activation:`, or MaxText's mlp_activations list.
+void EmitActivation(YAML::Emitter& out, const ModelConfig& c, ModelKeyFamily family) {
+  out << YAML::Key << std::string(ModelKeyIn(family, "activation")) << YAML::Value;
+  if (family != ModelKeyFamily::kMaxText) {
+    out << std::string(ActivationName(c.activation));
+  } else {
+    out << YAML::Flow
+        << (c.activation == Activation::kSwiglu ? std::vector<std::string>{"silu", "linear"}
+                                                : std::vector<std::string>{"gelu"});
   }
-  out << YAML::Key << "activation" << YAML::Value << std::string(ActivationName(c.activation));
+}
+
+// `recompute:`, or NeMo's recompute_granularity (null for none).
+void EmitRecompute(YAML::Emitter& out, const ModelConfig& c, ModelKeyFamily family) {
+  out << YAML::Key << std::string(ModelKeyIn(family, "recompute")) << YAML::Value;
+  if (family == ModelKeyFamily::kNemo && c.recompute == Recompute::kNone) {
+    out << YAML::Null;
+  } else {
+    out << std::string(RecomputeName(c.recompute));
+  }
+}
+
+void EmitModel(YAML::Emitter& out, const ModelConfig& c, ModelKeyFamily family) {
+  const auto named = [&](std::string_view field) { return std::string(ModelKeyIn(family, field)); };
+  out << YAML::BeginMap;
+  out << YAML::Key << "kind" << YAML::Value << std::string(WorkloadKindName(WorkloadKind::kModel));
+  out << YAML::Key << named("name") << YAML::Value << c.name;
+  for (auto [field, value] : {std::pair<std::string_view, int64_t>{"vocab", c.vocab}, {"d_model", c.d_model},
+                              {"layers", c.layers}, {"heads", c.heads}, {"kv_heads", c.kv_heads},
+                              {"head_dim", c.head_dim}, {"d_ff", c.d_ff}, {"seq", c.seq},
+                              {"global_batch", c.global_batch}, {"micro_batch", c.micro_batch}}) {
+    if ((field == "kv_heads" || field == "head_dim") && value == 0) continue;
+    out << YAML::Key << named(field) << YAML::Value << value;
+  }
+  EmitActivation(out, c, family);
   out << YAML::Key << "norm" << YAML::Value << std::string(NormName(c.norm));
   out << YAML::Key << "position" << YAML::Value << std::string(PositionEmbeddingName(c.position));
   out << YAML::Key << "tied_embeddings" << YAML::Value << c.tied_embeddings;
@@ -82,7 +108,7 @@ void EmitModel(YAML::Emitter& out, const ModelConfig& c) {
   }
   if (c.mtp_layers > 0) out << YAML::Key << "mtp_layers" << YAML::Value << c.mtp_layers;
   EmitParallel(out, c.parallel);
-  out << YAML::Key << "recompute" << YAML::Value << std::string(RecomputeName(c.recompute));
+  EmitRecompute(out, c, family);
   if (c.stack != SoftwareStack::kAuto) out << YAML::Key << "stack" << YAML::Value << std::string(StackName(c.stack));
   out << YAML::EndMap;
 }
@@ -91,7 +117,8 @@ void EmitModel(YAML::Emitter& out, const ModelConfig& c) {
 
 std::string ModelScenarioYaml(const std::string& name, const std::string& description, const std::string& topology,
                               const std::vector<std::pair<std::string, int64_t>>& mesh_axes, const ModelConfig& config,
-                              const std::string& comment, bool allow_split_physical_axes) {
+                              const std::string& comment, bool allow_split_physical_axes,
+                              ModelKeyFamily family) {
   YAML::Emitter out;
   out << YAML::BeginMap;
   out << YAML::Key << "name" << YAML::Value << name;
@@ -105,7 +132,7 @@ std::string ModelScenarioYaml(const std::string& name, const std::string& descri
   if (allow_split_physical_axes) out << YAML::Key << "allow_split_physical_axes" << YAML::Value << true;
   out << YAML::EndMap;
   out << YAML::Key << "workloads" << YAML::Value << YAML::BeginSeq;
-  EmitModel(out, config);
+  EmitModel(out, config, family);
   out << YAML::EndSeq << YAML::EndMap;
   std::string text;
   std::istringstream lines(comment);

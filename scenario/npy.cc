@@ -278,7 +278,7 @@ NpyArray ParseNpy(std::string_view bytes, std::string_view what) {
 
 NpyHeader ReadNpyHeader(const std::string& path) {
   int64_t size = 0;
-  const std::string head = ReadFileHead(path, kMaxNpyFileBytes, int64_t{1} << 20, ".npy file", &size);
+  const std::string head = ReadFileHead(path, kMaxNpyFileBytes, kMiB, ".npy file", &size);
   return ParseHeader(head, size, path);
 }
 

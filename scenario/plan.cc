@@ -54,6 +54,12 @@ PlanOptions SearchOptions(const PlanScenarioOptions& o, const StepCalibration& c
 ScenarioPlan PlanScenario(const Scenario& scenario, const PlanScenarioOptions& options) {
   ScenarioPlan plan;
   plan.model = FirstModelWorkload(scenario);
+  for (const ScenarioWorkload& w : scenario.workloads) {
+    if (w.kind != WorkloadKind::kModel) continue;
+    plan.model_keys = w.model_keys;
+    plan.model_defaults = w.model_defaults;
+    break;
+  }
   if (!options.stack.empty()) plan.model.stack = ParseStack(options.stack);
   plan.topology = options.topology.empty() ? scenario.topology.topology
                                            : std::make_shared<const Topology>(Topology::Parse(options.topology));
@@ -67,12 +73,13 @@ ScenarioPlan PlanScenario(const Scenario& scenario, const PlanScenarioOptions& o
   return plan;
 }
 
-std::string PlanReport(const PlanResult& r, const ModelConfig& model) {
+std::string PlanReport(const PlanResult& r, const ModelConfig& model, const std::vector<std::string>& defaults) {
   std::string out = fmt::format(
       "plan {} on {} devices of {}; global batch {}: {} configurations, {} invalid or unplaceable, {} over memory, {} "
       "evaluated in {:.1f} s\n",
       model.name, r.devices, r.topology, model.global_batch, r.enumerated, r.invalid, r.over_memory, r.evaluated,
       r.wall_seconds);
+  out += DefaultsNote(defaults);
   out += fmt::format("memory: at most {} of the {} per device ({:g}% kept free: --memory-headroom)\n",
                      HumanBytes(static_cast<int64_t>(r.capacity_bytes * (1 - r.memory_headroom))),
                      HumanBytes(static_cast<int64_t>(r.capacity_bytes)), 100 * r.memory_headroom);
@@ -147,7 +154,8 @@ std::string PlanScenarioYaml(const ScenarioPlan& plan, const std::string& comman
   const std::string file = PlanFileName(plan);  // what the file describes
   const std::string name = file.substr(0, file.size() - std::string(".plan.yaml").size()) + "-plan";
   return ModelScenarioYaml(name, fmt::format("fastest configuration found by spmdsim plan: {}", best.Describe()),
-                           topology.ToString(), best.mesh_axes, best.config(), comment, best.split_physical_axes);
+                           topology.ToString(), best.mesh_axes, best.config(), comment, best.split_physical_axes,
+                           plan.model_keys);
 }
 
 }  // namespace spmdsim

@@ -26,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -63,6 +64,10 @@ struct PlanScenarioOptions {
 struct ScenarioPlan {
   // The model planned: the scenario's first `kind: model` workload with the options' stack and global batch.
   ModelConfig model;
+  // That workload's key family (PlanScenarioYaml writes the model in it) and the fields it left to their
+  // defaults (ScenarioWorkload::model_defaults; PlanReport lists them).
+  ModelKeyFamily model_keys = ModelKeyFamily::kSpmdsim;
+  std::vector<std::string> model_defaults;
   std::shared_ptr<const Topology> topology;  // the topology planned on
   StepCalibration calibration{};             // the figures every configuration was predicted with
   PlanResult result;
@@ -77,8 +82,12 @@ ScenarioPlan PlanScenario(const Scenario& scenario, const PlanScenarioOptions& o
 
 // The table `spmdsim plan` prints: the counts, the memory limit with its headroom, the rejections by reason, the
 // fastest configurations, their warnings.
-std::string PlanReport(const PlanResult& result, const ModelConfig& model);
-inline std::string PlanReport(const ScenarioPlan& plan) { return PlanReport(plan.result, plan.model); }
+// `defaults`: the model's fields its file left to their defaults, listed in a note.
+std::string PlanReport(const PlanResult& result, const ModelConfig& model,
+                       const std::vector<std::string>& defaults = {});
+inline std::string PlanReport(const ScenarioPlan& plan) {
+  return PlanReport(plan.result, plan.model, plan.model_defaults);
+}
 
 // What `spmdsim plan --json` prints: {"devices", "topology", "enumerated", "invalid", "over_memory", "evaluated",
 // "rejected_because", "memory_headroom", "capacity_bytes", "split_placements", "wall_seconds",

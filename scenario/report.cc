@@ -13,26 +13,6 @@
 namespace spmdsim {
 namespace {
 
-struct Unit {
-  std::string name;
-  double scale;  // value / scale is printed
-};
-
-// The unit that keeps the largest value of a column readable.
-Unit TimeUnit(double max_seconds) {
-  if (max_seconds >= 1) return {"s", 1};
-  if (max_seconds >= 1e-3) return {"ms", 1e-3};
-  if (max_seconds >= 1e-6 || max_seconds == 0) return {"us", 1e-6};
-  return {"ns", 1e-9};
-}
-
-Unit ByteUnit(double max_bytes) {
-  if (max_bytes >= kGiB) return {"GiB", static_cast<double>(kGiB)};
-  if (max_bytes >= kMiB) return {"MiB", static_cast<double>(kMiB)};
-  if (max_bytes >= kKiB) return {"KiB", static_cast<double>(kKiB)};
-  return {"B", 1};
-}
-
 std::string Num(double v, double scale) {
   double x = v / scale;
   if (x == 0) return "0";
@@ -121,8 +101,8 @@ std::string StepsTable(const WorkloadResult& r) {
     max_bytes = std::max(max_bytes, b);
   }
   for (const auto& [axis, t] : r.totals.communication_seconds_by_axis) axes.insert(axis);
-  Unit tu = TimeUnit(max_time);
-  Unit bu = ByteUnit(max_bytes);
+  Unit tu = TimeUnitFor(max_time);
+  Unit bu = ByteUnitFor(max_bytes);
   std::vector<std::string> header = {"step", "kind", "op", "axes", fmt::format("predicted [{}]", tu.name),
                                      fmt::format("compute [{}]", tu.name), fmt::format("comm [{}]", tu.name)};
   for (const std::string& a : axes) header.push_back(fmt::format("comm {} [{}]", a, tu.name));
@@ -159,7 +139,7 @@ std::string StepsTable(const WorkloadResult& r) {
 std::string SweepTable(const WorkloadResult& r) {
   double max_time = 0;
   for (const SweepRow& row : r.sweep) max_time = std::max({max_time, row.predicted_seconds, row.measured_seconds});
-  Unit tu = TimeUnit(max_time);
+  Unit tu = TimeUnitFor(max_time);
   Table table({"op", "axes", "n", "size [B]", "count [elements]", "dtype", fmt::format("predicted [{}]", tu.name),
                "algbw [GB/s]", "busbw [GB/s]", fmt::format("measured [{}]", tu.name), "meas algbw [GB/s]",
                "meas busbw [GB/s]", "algorithm", "protocol", "check"});
@@ -179,7 +159,7 @@ std::string SweepTable(const WorkloadResult& r) {
 std::string PartitionTable(const PartitionResult& p) {
   double max_bytes = 0;
   for (const PartitionParamResult& q : p.params) max_bytes = std::max<double>(max_bytes, q.global_bytes);
-  Unit bu = ByteUnit(max_bytes);
+  Unit bu = ByteUnitFor(max_bytes);
   Table table({"param", "shape", "dtype", "source", "requested spec", "spec", fmt::format("global [{}]", bu.name),
                fmt::format("per device [{}]", bu.name), "replication [devices]", "corrections"});
   for (const PartitionParamResult& q : p.params) {
@@ -215,7 +195,7 @@ std::string ModelReport(const ModelAccounting& a) {
                      a.flops.model, a.flops.forward, a.flops.backward, a.flops.recompute, a.flops.hardware,
                      a.tokens_per_step);
   double max_bytes = a.peak_bytes;
-  Unit bu = ByteUnit(max_bytes);
+  Unit bu = ByteUnitFor(max_bytes);
   Table table({"stage", "layers", "in-flight chunks", fmt::format("params [{}]", bu.name),
                fmt::format("grads [{}]", bu.name), fmt::format("optimizer [{}]", bu.name),
                fmt::format("activations [{}]", bu.name), fmt::format("comm buffers [{}]", bu.name),
@@ -424,11 +404,6 @@ nlohmann::json MapJson(const std::map<std::string, double>& m) {
 
 }  // namespace
 
-std::string FormatSeconds(double seconds) {
-  Unit u = TimeUnit(std::fabs(seconds));
-  return fmt::format("{:.3g} {}", seconds / u.scale, u.name);
-}
-
 std::string HumanHeader(const Scenario& s, bool abstract) {
   const Topology& t = *s.topology.topology;
   std::string out = fmt::format("scenario {} ({})\n", s.name, s.path);
@@ -451,15 +426,22 @@ std::string HumanHeader(const Scenario& s, bool abstract) {
   return out;
 }
 
+std::string DefaultsNote(const std::vector<std::string>& defaults) {
+  if (defaults.empty()) return "";
+  return fmt::format("note: defaults applied (not in the file): {}\n", fmt::join(defaults, ", "));
+}
+
 std::string HumanReport(const Scenario& s, const WorkloadResult& r) {
-  std::string out = fmt::format("\n== workload {} ({}) ==\n", r.name, r.kind);
+  std::string out = fmt::format("\n== workload {} ({}) ==\n", r.name, WorkloadKindName(r.kind));
+  for (const ScenarioWorkload& w : s.workloads)
+    if (w.name == r.name) out += DefaultsNote(w.model_defaults);
   if (!r.sweep.empty()) out += SweepTable(r);
   if (r.partition) out += PartitionTable(*r.partition);
   if (!r.steps.empty() && r.sweep.empty()) out += StepsTable(r);
   if (r.model) out += ModelReport(*r.model);
   if (r.model_step) out += ModelStepReport(*r.model_step);
   if (r.hlo) out += HloReport(r);
-  if (r.kind != "partition" && !r.model) {
+  if (r.kind != WorkloadKind::kPartition && !r.model) {
     const MemoryResult& m = r.memory;
     out +=
         fmt::format("predicted time {} (compute {}, communication {}, waiting for stragglers {}); simulator wall {}\n",
@@ -497,7 +479,7 @@ std::string HumanSummary(const std::vector<WorkloadResult>& results, double wall
 nlohmann::json WorkloadJson(const WorkloadResult& r) {
   nlohmann::json w;
   w["name"] = r.name;
-  w["kind"] = r.kind;
+  w["kind"] = std::string(WorkloadKindName(r.kind));
   w["abstract"] = r.abstract;
   w["wall_seconds"] = r.wall_seconds;
   w["totals"] = {{"predicted_seconds", r.totals.predicted_seconds},

@@ -23,11 +23,12 @@
 
 namespace spmdsim {
 
-// "1.50 us": a value with a unit chosen for its size (for prose lines, not table cells). Bytes: HumanBytes
-// (common/strings.h).
-std::string FormatSeconds(double seconds);
+// "note: defaults applied (not in the file): activation: gelu, norm: layernorm\n" for a model's defaulted fields
+// (ScenarioWorkload::model_defaults); "" when there are none.
+std::string DefaultsNote(const std::vector<std::string>& defaults);
 
-// The human report of one workload (several tables for sweeps and partitions).
+// The human report of one workload (several tables for sweeps and partitions); a model's lists its defaulted
+// fields (DefaultsNote).
 std::string HumanReport(const Scenario& scenario, const WorkloadResult& result);
 // The header of the whole run: scenario, topology, mesh, mode.
 std::string HumanHeader(const Scenario& scenario, bool abstract);

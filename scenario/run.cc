@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/error_context.h"
 #include "sim/multiprocess.h"
+#include "sim/runtime_options.h"
 
 namespace spmdsim {
 namespace {
@@ -54,10 +55,7 @@ WorkloadContext ScenarioWorkloadContext(const Scenario& scenario, const Scenario
   ctx.mesh = scenario.mesh.mesh;
   ctx.runtime.num_threads = options.num_threads;
   ctx.runtime.process_group = options.process_group;
-  // Eigen's GEMM keeps up to 128 KiB of blocks on the stack (EIGEN_STACK_ALLOCATION_LIMIT); the runtime's default
-  // fiber stack (RuntimeOptions::fiber_stack_bytes) overflowed on a 128x256x128 matmul. Untouched stack pages
-  // cost nothing.
-  ctx.runtime.fiber_stack_bytes = size_t{1} << 20;
+  ctx.runtime.fiber_stack_bytes = kEigenFiberStackBytes;  // Eigen's GEMM (sim/runtime_options.h)
   ctx.abstract = options.abstract;
   ctx.cost.roofline = scenario.topology.efficiency;
   for (const auto& [id, factor] : scenario.topology.stragglers) ctx.cost.speed_factors[id] = factor;
@@ -74,7 +72,7 @@ WorkloadResult RunScenarioWorkload(const Scenario& scenario, const ScenarioWorkl
   } catch (const Error& e) {
     // Say which workload (and where in the file) rejected its configuration.
     RethrowWithContext(e, fmt::format("{}: workload '{}' ({}): {}", workload.location.ToString(), workload.name,
-                                      workload.kind, e.message()));
+                                      WorkloadKindName(workload.kind), e.message()));
   }
 }
 

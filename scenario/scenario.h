@@ -32,10 +32,13 @@ namespace spmdsim {
 // A ready-to-run scenario file (YAML text) with one `kind: model` workload: `config` on `topology` (the Parse
 // form, e.g. "dgx-h100:16") with a mesh of `mesh_axes` (in mesh order). Every field of the config is written, so
 // LoadScenario gives back the same ModelConfig. `comment` becomes the file's leading comment lines;
-// `allow_split_physical_axes` is written to the mesh when set (JAX's create_device_mesh flag).
+// `allow_split_physical_axes` is written to the mesh when set (JAX's create_device_mesh flag). The model's fields
+// are written under `family`'s names (spmdsim's d_model, MaxText's base_emb_dim, NeMo's hidden_size; the parallel
+// layout always as `parallel:` roles).
 std::string ModelScenarioYaml(const std::string& name, const std::string& description, const std::string& topology,
                               const std::vector<std::pair<std::string, int64_t>>& mesh_axes, const ModelConfig& config,
-                              const std::string& comment = "", bool allow_split_physical_axes = false);
+                              const std::string& comment = "", bool allow_split_physical_axes = false,
+                              ModelKeyFamily family = ModelKeyFamily::kSpmdsim);
 
 // The config of the first `kind: model` workload; throws Error(kInvalidArgument) naming the file when there is none.
 const ModelConfig& FirstModelWorkload(const Scenario& s);

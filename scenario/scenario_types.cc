@@ -20,12 +20,6 @@ std::string_view ArrayInitKindName(ArrayInit::Kind kind) {
   return "?";
 }
 
-const std::vector<std::string>& WorkloadKinds() {
-  static const std::vector<std::string> kinds = {"collectives", "shard_map", "mlp", "transformer_block", "partition",
-                                                 "model", "hlo"};
-  return kinds;
-}
-
 const ScenarioArray& Scenario::array(std::string_view name) const {
   std::vector<std::string> names;
   for (const ScenarioArray& a : arrays) {

@@ -18,6 +18,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/enum_names.h"
 #include "cost/roofline.h"
 #include "mesh/mesh.h"
 #include "mesh/topology.h"
@@ -100,14 +101,23 @@ struct ShardMapInputRef {
 
 // One item of `workloads:`, parsed onto its engine's Config struct (workloads/workloads.h).
 //
+// The names a scenario gives a model workload's fields (docs/scenarios.md, "Model keys"): spmdsim's own (d_model,
+// layers, heads, ...), MaxText's (base_emb_dim, base_num_decoder_layers, base_num_query_heads, ...) or NeMo 2.0 /
+// Megatron-Core's (hidden_size, num_layers, num_attention_heads, ...). A model is written back (`plan --write`)
+// in the family it was read in.
+enum class ModelKeyFamily { kSpmdsim, kMaxText, kNemo };
+inline constexpr EnumName<ModelKeyFamily> kModelKeyFamilyNames[] = {
+    {ModelKeyFamily::kSpmdsim, "spmdsim"}, {ModelKeyFamily::kMaxText, "MaxText"}, {ModelKeyFamily::kNemo, "NeMo"}};
+
 // Example: the YAML item
 //   - {kind: mlp, name: tp_mlp, batch: 8, d_model: 64, d_ff: 256,
 //      sharding: {batch_axes: [data], tensor_axes: [model]}}
-// becomes ScenarioWorkload{kind "mlp", name "tp_mlp", config = MlpConfig{.batch = 8, .d_model = 64, .d_ff = 256,
-// .sharding = {batch_axes {"data"}, tensor_axes {"model"}}}}; every other field keeps the Config's default.
+// becomes ScenarioWorkload{kind WorkloadKind::kMlp, name "tp_mlp", config = MlpConfig{.batch = 8, .d_model = 64,
+// .d_ff = 256, .sharding = {batch_axes {"data"}, tensor_axes {"model"}}}}; every other field keeps the Config's
+// default.
 // docs/scenarios.md lists every key per kind with its type and default.
 struct ScenarioWorkload {
-  std::string kind;  // "collectives", "shard_map", "mlp", "transformer_block", "partition", "model", "hlo"
+  WorkloadKind kind = WorkloadKind::kShardMap;  // its `kind:` (workloads/workloads.h kWorkloadKindNames)
   std::string name;  // unique within the scenario (default: the kind, then kind_2, kind_3, ...)
   SourceLocation location;
   std::variant<CollectivesConfig, ShardMapConfig, MlpConfig, TransformerBlockConfig, PartitionConfig, ValidatedModel,
@@ -115,10 +125,12 @@ struct ScenarioWorkload {
       config;  // a model is validated against the scenario's mesh when the file is read
   // shard_map only: config.inputs is filled from these when the workload runs.
   std::vector<ShardMapInputRef> shard_map_inputs;
+  // model only: the key family its fields were written in, and the fields the file left to their defaults as
+  // "field: value" ("activation: gelu"), which the report lists (a Llama-shaped model without `activation:`
+  // computes GELU, not SwiGLU).
+  ModelKeyFamily model_keys = ModelKeyFamily::kSpmdsim;
+  std::vector<std::string> model_defaults;
 };
-
-// The valid values of ScenarioWorkload::kind.
-const std::vector<std::string>& WorkloadKinds();
 
 struct Scenario {
   std::string path;         // as given to LoadScenario

@@ -250,7 +250,8 @@ nlohmann::json ChromeTrace(const Scenario& s, const std::vector<WorkloadResult>&
     }
     const std::vector<int>& ids = s.mesh.mesh.device_ids();
     const int track = ids.empty() ? 0 : ids[0];
-    const nlohmann::json args = {{"kind", r.kind}, {"predicted_seconds", r.totals.predicted_seconds}};
+    const nlohmann::json args = {{"kind", std::string(WorkloadKindName(r.kind))},
+                                 {"predicted_seconds", r.totals.predicted_seconds}};
     for (const auto& [pid, start, dur] : {std::tuple{kTraceSimulatedPid, sim_offset, sim_end},
                                           std::tuple{kTraceWallPid, wall_offset, wall_end}}) {
       events.push_back({{"name", fmt::format("workload {}", r.name)}, {"cat", "workload"}, {"ph", "X"},

@@ -80,6 +80,8 @@ Runtime::Runtime(Mesh mesh, RuntimeOptions options) {
   } else {
     options.process_group = nullptr;  // one rank: the one-process runtime
   }
+  // Up front, before a slot is built or a stack mapped: stacks that cannot fit are refused naming the limit.
+  internal::CheckFiberStacksFit(mesh.size(), options.fiber_stack_bytes);
   const int64_t local = std::count(owner.begin(), owner.end(), rank);
   const int workers = static_cast<int>(std::min<int64_t>(threads, local));
   core_ = std::make_shared<internal::RuntimeCore>(std::move(mesh), std::move(options), workers, std::move(owner), rank);

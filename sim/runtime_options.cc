@@ -1,6 +1,7 @@
 #include "sim/runtime_options.h"
 
 #include "common/error.h"
+#include "common/strings.h"
 
 namespace spmdsim {
 
@@ -11,7 +12,7 @@ void ValidateRuntimeOptions(const Mesh& mesh, const RuntimeOptions& options) {
   if (options.num_threads < 0)
     Throw(ErrorCode::kInvalidArgument, "RuntimeOptions::num_threads must be >= 0 (0: one per core), got {}",
           options.num_threads);
-  if (options.fiber_stack_bytes < 16 * 1024)
+  if (options.fiber_stack_bytes < 16 * kKiB)
     Throw(ErrorCode::kInvalidArgument, "RuntimeOptions::fiber_stack_bytes must be at least 16 KiB, got {}",
           options.fiber_stack_bytes);
   if (options.device_memory_bytes < 0)

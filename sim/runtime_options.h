@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "common/strings.h"
 #include "mesh/mesh.h"
 
 namespace spmdsim {
@@ -19,8 +20,15 @@ class ProcessGroup;     // sim/process_group.h
 class RuntimeObserver;  // sim/observer.h
 class OpCostSink;       // sim/op_cost.h
 
+// The fiber stack a device needs to run Eigen's GEMM: Eigen keeps its blocking buffers on the stack (up to
+// EIGEN_STACK_ALLOCATION_LIMIT, 128 KiB), and a [128,256] x [256,128] matmul overflowed the default 64 KiB. Every
+// engine whose devices run local ops (ops/: shard_map programs, layers, the model's data run, collectives sweeps
+// that check results, the HLO interpreter) raises RuntimeOptions::fiber_stack_bytes to at least this. Only the
+// pages a device touches are resident, so the larger reservation costs address space, not memory.
+inline constexpr size_t kEigenFiberStackBytes = kMiB;
+
 // Device memory of a mesh without a topology: 16 GiB (a TPU v5e chip's HBM, mesh/topology.cc).
-inline constexpr int64_t kDefaultDeviceMemoryBytes = int64_t{16} << 30;
+inline constexpr int64_t kDefaultDeviceMemoryBytes = 16 * kGiB;
 
 struct RuntimeOptions {
   // Worker threads. Default 0: std::thread::hardware_concurrency() (at least 1). Never more than devices.
@@ -29,8 +37,8 @@ struct RuntimeOptions {
   // Error(kDeadlineExceeded). Default 60 s.
   std::chrono::milliseconds collective_timeout{60'000};
   // Stack of each device fiber, with a guard page below it (overflow faults instead of corrupting memory).
-  // Default 64 KiB (x4 in ASan/TSan builds, whose frames are larger; the workload engines raise it to at least
-  // 1 MiB for Eigen's GEMM, workloads/internal/recorder.h); only the pages a device touches become resident.
+  // Default 64 KiB (x4 in ASan/TSan builds, whose frames are larger; the engines that run ops raise it to
+  // kEigenFiberStackBytes); only the pages a device touches become resident.
   // Stacks are pooled across Runs. Larger stacks spread 4096 devices over more page-table entries: a barrier
   // episode at 4096 devices costs ~2x more with 256 KiB (docs/runtime.md). A device that overflows its stack ends
   // the process after naming itself on stderr.
@@ -40,7 +48,7 @@ struct RuntimeOptions {
   //
   // The devices a worker thread runs share its floating-point environment (rounding mode, exception masks):
   // device switches do not save it (docs/runtime.md). A device that changes it restores it before a collective.
-  size_t fiber_stack_bytes = 64 * 1024;
+  size_t fiber_stack_bytes = 64 * kKiB;
   // Memory capacity of every device. Default 0: the mesh topology's memory_bytes(), or
   // kDefaultDeviceMemoryBytes for a mesh without a topology.
   int64_t device_memory_bytes = 0;

@@ -317,7 +317,7 @@ WorkloadResult RunHlo(const WorkloadContext& context, const HloConfig& config,
   options.narrow_types = config.narrow_types;
   WorkloadResult r;
   r.name = config.name;
-  r.kind = "hlo";
+  r.kind = WorkloadKind::kHlo;
   r.abstract = context.abstract;
   r.hlo = HloSummary{};
   r.hlo->module = m.name();

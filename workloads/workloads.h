@@ -47,6 +47,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/enum_names.h"
+#include "common/strings.h"
 #include "cost/collective_model.h"
 #include "cost/roofline.h"
 #include "mesh/mesh.h"
@@ -95,6 +97,16 @@ struct WorkloadContext {
   // Keep the workload's global inputs and outputs in WorkloadResult::inputs/outputs (for --dump). Real runs only.
   bool keep_arrays = false;
 };
+
+// The engines, one per `kind:` of a scenario's workload, and their names: the one list the scenario reader
+// accepts, the reports print and the results carry.
+enum class WorkloadKind { kCollectives, kShardMap, kMlp, kTransformerBlock, kPartition, kModel, kHlo };
+inline constexpr EnumName<WorkloadKind> kWorkloadKindNames[] = {
+    {WorkloadKind::kCollectives, "collectives"}, {WorkloadKind::kShardMap, "shard_map"},
+    {WorkloadKind::kMlp, "mlp"},                 {WorkloadKind::kTransformerBlock, "transformer_block"},
+    {WorkloadKind::kPartition, "partition"},     {WorkloadKind::kModel, "model"},
+    {WorkloadKind::kHlo, "hlo"}};
+inline std::string_view WorkloadKindName(WorkloadKind kind) { return NameOf(kWorkloadKindNames, kind); }
 
 // ---------------------------------------------------------------------------------------------------------------
 // Results (common to every workload kind). Units are in the field comments; seconds are SIMULATED (predicted on
@@ -257,12 +269,11 @@ struct HloSummary {
 
 // Several processes: kept arrays (WorkloadContext::keep_arrays) up to this many bytes are gathered whole to
 // rank 0; larger ones are written shard by shard by their owners (`spmdsim run --dump`, docs/multiprocess.md).
-inline constexpr int64_t kGatherArrayBytes = int64_t{16} << 20;
+inline constexpr int64_t kGatherArrayBytes = 16 * kMiB;
 
 struct WorkloadResult {
   std::string name;                    // the workload's name (from its config)
-  // The engine: "collectives", "shard_map", "mlp", "transformer_block", "partition", "model", "hlo".
-  std::string kind;
+  WorkloadKind kind = WorkloadKind::kShardMap;  // the engine (WorkloadKindName: "shard_map", ...)
   bool abstract = false;
   std::vector<StepResult> steps;       // in execution order
   WorkloadTotals totals;
@@ -303,7 +314,7 @@ struct CollectivesConfig {
   //   INPUT (n x output); all_to_all: the per-device send buffer; ppermute: bytes each device sends.
   // Each size is rounded DOWN to a multiple of n x element size (at least n elements); the row reports the
   // bytes actually used.
-  std::vector<int64_t> sizes = {1 << 20};
+  std::vector<int64_t> sizes = {kMiB};
   DType dtype = DType::kF32;
   int iterations = 5;          // timed iterations per row
   int warmup = 1;              // untimed iterations per row (not charged to the clocks either)

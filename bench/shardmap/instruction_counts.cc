@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/strings.h"
 #include "mesh/mesh.h"
 #include "shardmap/shard_map.h"
 #include "sim/runtime.h"
@@ -49,7 +50,7 @@ void RuntimeCases() {
     });
   }
   Runtime runtime(Mesh::Iota({8}, {"x"}), OneWorker());
-  const int64_t elements = (64 << 10) / 4;
+  const int64_t elements = 64 * kKiB / 4;
   Measure("psum_64KiB_8", 10, [&] {
     runtime.Run([&](DeviceContext& d) { d.Psum(Array::Zeros({elements}, DType::kF32), "x"); });
   });
@@ -80,7 +81,7 @@ void ShardMapCases() {
   options.runtime_options = OneWorker();
   auto psum = ShardMap([](DeviceContext& d, const Array& b) { return d.Psum(b, "x"); }, Mesh::Iota({8}, {"x"}),
                        {P("x")}, {P()}, options);
-  const Array x = Array::Zeros({8 * (64 << 10) / 4}, DType::kF32);
+  const Array x = Array::Zeros({8 * 64 * kKiB / 4}, DType::kF32);
   Measure("shardmap_psum_64KiB_8", 10, [&] { psum(x); });
 }
 

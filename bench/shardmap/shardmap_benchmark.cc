@@ -9,6 +9,8 @@
 
 #include <vector>
 
+#include "common/strings.h"
+
 #include "shardmap/shard_map.h"
 
 namespace spmdsim {
@@ -46,10 +48,10 @@ void BM_ShardMapPsum(benchmark::State& state) {
 }
 BENCHMARK(BM_ShardMapPsum)
     ->ArgNames({"devices", "bytes"})
-    ->Args({8, 1 << 10})
-    ->Args({8, 1 << 16})
-    ->Args({8, 1 << 20})
-    ->Args({64, 1 << 16})
+    ->Args({8, kKiB})
+    ->Args({8, 64 * kKiB})
+    ->Args({8, kMiB})
+    ->Args({64, 64 * kKiB})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 

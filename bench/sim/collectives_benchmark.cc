@@ -45,6 +45,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "common/strings.h"
 #include "mesh/mesh.h"
 #include "sim/runtime.h"
 
@@ -88,14 +89,14 @@ Point PointFor(Op op, int64_t n, int64_t bytes) {
   return {};
 }
 
-int64_t MiB(int64_t m) { return m << 20; }
+int64_t MiB(int64_t m) { return m * kMiB; }
 
 void BM_Collective(benchmark::State& state, Op op) {
   const int64_t n = state.range(0);
   const Point p = PointFor(op, n, state.range(1));
   RuntimeOptions options;
   // Accounting only (nothing is reserved): the largest point holds 64 MiB in + 64 MiB out per device.
-  options.device_memory_bytes = int64_t{4} << 30;
+  options.device_memory_bytes = 4 * kGiB;
   Runtime runtime(Mesh::Iota({n}, {"x"}), options);
   PermutationPairs ring;  // in-group i sends to i+1 (nccl-tests sendrecv: to rank+1, from rank-1)
   for (int64_t i = 0; i < n; ++i) ring.emplace_back(i, (i + 1) % n);
@@ -201,7 +202,7 @@ BENCHMARK(BM_Memcpy)->ArgNames({"bytes"})->Arg(MiB(16))->Arg(MiB(64))->UseRealTi
 
 void SweepArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"devices", "bytes"})
-      ->ArgsProduct({{2, 8}, {8, 128, 2 << 10, 32 << 10, 512 << 10, MiB(8), MiB(64)}})
+      ->ArgsProduct({{2, 8}, {8, 128, 2 * kKiB, 32 * kKiB, 512 * kKiB, MiB(8), MiB(64)}})
       ->UseManualTime()
       ->MinTime(0.3)
       ->Unit(benchmark::kMicrosecond);

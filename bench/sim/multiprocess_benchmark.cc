@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "common/strings.h"
 #include "sim/multiprocess.h"
 #include "sim/runtime.h"
 
@@ -62,7 +63,7 @@ struct Figures {
 
 void Psums(MpiSession& mpi, Runtime& across, int threads, std::vector<double>& psum_across,
            std::vector<double>& allreduce, std::vector<double>& in_rank) {
-  constexpr int64_t kElements = (16 << 20) / 4;  // 16 MiB of float32
+  constexpr int64_t kElements = 16 * kMiB / 4;  // 16 MiB of float32
   const auto psum = [](DeviceContext& d, const Array& x) { d.Psum(x, "x"); };
   psum_across.clear();
   allreduce.clear();

@@ -18,6 +18,7 @@
 #include <boost/fiber/all.hpp>
 #endif
 
+#include "common/strings.h"
 #include "mesh/mesh.h"
 #include "sim/runtime.h"
 
@@ -126,7 +127,7 @@ void BM_RuntimePsum(benchmark::State& state) {
     inputs[d.position()] = Array::Full({elements}, DType::kF32, 1.0);
     benchmark::DoNotOptimize(d.Psum(inputs[d.position()], "x"));  // warms the output buffer pool
   });
-  const int64_t rounds = bytes <= 4096 ? 5000 : (bytes <= (256 << 10) ? 200 : (bytes <= (2 << 20) ? 40 : 10));
+  const int64_t rounds = bytes <= 4096 ? 5000 : (bytes <= 256 * kKiB ? 200 : (bytes <= 2 * kMiB ? 40 : 10));
   for (auto _ : state) {
     state.SetIterationTime(TimedRun(runtime, rounds, [&](DeviceContext& d) {
       benchmark::DoNotOptimize(d.Psum(inputs[d.position()], "x"));
@@ -145,7 +146,7 @@ void BM_RuntimePsum(benchmark::State& state) {
 }
 BENCHMARK(BM_RuntimePsum)
     ->ArgNames({"devices", "bytes"})
-    ->ArgsProduct({{2, 4, 8}, {4, 4 << 10, 256 << 10, 2 << 20, 16 << 20}})
+    ->ArgsProduct({{2, 4, 8}, {4, 4 * kKiB, 256 * kKiB, 2 * kMiB, 16 * kMiB}})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
@@ -163,7 +164,7 @@ void BM_MemcpyReference(benchmark::State& state) {
   state.counters["moved"] = benchmark::Counter(2.0 * static_cast<double>(state.iterations()) *
                                                    static_cast<double>(bytes), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_MemcpyReference)->ArgNames({"bytes"})->Arg(16 << 20)->Arg(24 << 20)->Arg(72 << 20)->UseRealTime()
+BENCHMARK(BM_MemcpyReference)->ArgNames({"bytes"})->Arg(16 * kMiB)->Arg(24 * kMiB)->Arg(72 * kMiB)->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

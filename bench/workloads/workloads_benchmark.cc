@@ -5,6 +5,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "common/strings.h"
 #include "mesh/mesh_utils.h"
 #include "mesh/topology.h"
 #include "workloads/workloads.h"
@@ -55,7 +56,7 @@ void BM_CollectivesSweepDgxH100x4(benchmark::State& state) {
   CollectivesConfig c;
   c.ops = {"psum", "all_gather", "psum_scatter", "all_to_all"};
   c.axes = {{"tensor"}, {"data", "tensor"}};
-  c.sizes = SweepSizes(1 << 10, 1 << 20, 8);
+  c.sizes = SweepSizes(kKiB, kMiB, 8);
   c.iterations = 2;
   for (auto _ : state) benchmark::DoNotOptimize(RunCollectives(ctx, c));
 }

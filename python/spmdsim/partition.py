@@ -4,6 +4,7 @@ match_partition_rules and analyze_sharding_strategy over trees, and PartitionAxi
 import dataclasses as _dataclasses
 import threading as _threading
 import typing as _typing
+import warnings as _warnings
 
 import numpy as _np
 
@@ -108,12 +109,16 @@ def get_corrected_named_sharding(shape, partition_spec, raise_mesh_error=True, *
     """eformer: get_corrected_named_sharding(shape, partition_spec) on the mesh of `with mesh:` (or `mesh=`).
 
     Axes missing from the mesh and axes whose sizes do not divide the dimension become None; a spec longer than
-    the shape is cut. spmdsim's NamedSharding needs devices, so an empty mesh raises where eformer would warn and
-    return a sharding on it.
+    the shape is cut. Without a mesh: AssertionError, or with raise_mesh_error=False (and for an empty `mesh=`)
+    eformer's UserWarning "Active mesh is empty. Returning replicated NamedSharding." and NamedSharding(Mesh(), P()).
     """
     if mesh is None:
         mesh = get_incontext_mesh(raise_mesh_error)
-    return _spmdsim._get_corrected_named_sharding(shape, partition_spec, _as_mesh(mesh))  # empty: ValueError
+    mesh = _as_mesh(mesh)
+    if mesh.empty:
+        _warnings.warn("Active mesh is empty. Returning replicated NamedSharding.", stacklevel=2)
+        return _spmdsim.NamedSharding(mesh, _spmdsim.PartitionSpec())
+    return _spmdsim._get_corrected_named_sharding(shape, partition_spec, mesh)
 
 
 def _is_array_like(value):

@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
@@ -31,6 +32,47 @@ namespace spmdsim {
 
 // The keys the styles add to a model workload (all of MaxText's and NeMo's above).
 const std::vector<std::string>& ModelStyleKeys();
+
+// One field of a model workload under each key family's name (ModelKeyFamily, scenario/scenario_types.h): the one
+// table the reader accepts and `plan --write` writes from. "" where a family has no name of its own (its file
+// uses spmdsim's). MaxText: MaxText/configs/base.yml and models/*.yml; NeMo 2.0 / Megatron-Core:
+// megatron/core/transformer/transformer_config.py (TransformerConfig) and NeMo's GPTConfig.
+//   mlp_activations: MaxText writes a list, [silu, linear] for SwiGLU, [gelu] for GELU;
+//   recompute_granularity: null (none), selective or full, as TransformerConfig;
+//   model_name (MaxText) names the workload, as `name:` does.
+struct ModelKeyNames {
+  std::string_view field;  // spmdsim's key
+  std::string_view maxtext;
+  std::string_view nemo;
+};
+inline constexpr ModelKeyNames kModelKeyNames[] = {
+    {"name", "model_name", ""},
+    {"vocab", "vocab_size", "vocab_size"},
+    {"d_model", "base_emb_dim", "hidden_size"},
+    {"layers", "base_num_decoder_layers", "num_layers"},
+    {"heads", "base_num_query_heads", "num_attention_heads"},
+    {"kv_heads", "base_num_kv_heads", "num_query_groups"},
+    {"head_dim", "head_dim", "kv_channels"},
+    {"d_ff", "base_mlp_dim", "ffn_hidden_size"},
+    {"seq", "max_target_length", "seq_length"},
+    {"activation", "mlp_activations", ""},
+    {"recompute", "", "recompute_granularity"},
+};
+
+// The name of spmdsim's model key `field` in `family` (`field` itself where the family has none).
+std::string_view ModelKeyIn(ModelKeyFamily family, std::string_view field);
+// Every key of kModelKeyNames' MaxText and NeMo columns that is not also spmdsim's, in table order.
+const std::vector<std::string>& ModelFamilyKeys();
+// The key workload `m` writes for spmdsim's model key `field` (under any family's name), or `field` when it writes
+// none. Two names of one field ("d_model" and "hidden_size") are an error at the second.
+std::string ModelFieldKey(const YamlContext& ctx, const YamlMap& m, std::string_view field);
+// The family of workload `m`'s model keys: MaxText or NeMo when it writes a key only that family has (a
+// MaxText-style or NeMo-style parallelism decides when its model keys are shared by both or spmdsim's), else
+// spmdsim's. MaxText's keys together with NeMo's are an error at the second family's first key.
+ModelKeyFamily ModelKeyFamilyOf(const YamlContext& ctx, const YamlMap& m);
+// The valid keys of a model workload as an error lists them, short enough for one error line: spmdsim's, then
+// MaxText's and NeMo's names of the model's fields, then where their parallelism keys are listed.
+std::string ModelValidKeysText(const std::vector<std::string>& own_keys);
 
 // For a scenario without `mesh:`: the mesh the first model workload's MaxText or NeMo sizes describe, built as
 // MaxText builds it (create_device_mesh over MaxText's axes in its order, create_hybrid_device_mesh with dcn

@@ -390,7 +390,8 @@ void ApplyMaxText(const YamlContext& ctx, const YamlMap& m, const Scenario& s, c
                                             : RolesByAxis(axes);
   if (!c->parallel.pipeline_axes.empty()) c->parallel.schedule = PipelineSchedule::kGpipe;  // MaxText's pipeline
   ApplyMaxTextBatch(ctx, m, mesh, c);
-  c->recompute = RecomputeOfRematPolicy(ctx, m);
+  // remat_policy, or MaxText's default 'full' unless `recompute:` is written.
+  if (m.Has("remat_policy") || !m.Has("recompute")) c->recompute = RecomputeOfRematPolicy(ctx, m);
 }
 
 void ApplyNemo(const YamlContext& ctx, const YamlMap& m, const std::vector<StyleAxis>& axes, ModelConfig* c) {
@@ -406,15 +407,118 @@ void ApplyNemo(const YamlContext& ctx, const YamlMap& m, const std::vector<Style
   if (m.Has("global_batch_size")) c->global_batch = m.Int("global_batch_size", c->global_batch);
   if (m.Has("micro_batch_size")) c->micro_batch = m.Int("micro_batch_size", c->micro_batch);
   const YAML::Node granularity = m.Get("activations_checkpoint_granularity");
+  if (m.Has("activations_checkpoint_granularity") && m.Has("recompute_granularity")) {
+    ctx.Fail(granularity, m.Key("activations_checkpoint_granularity"),
+             "NeMo 1's activations_checkpoint_granularity and NeMo 2.0's recompute_granularity both set the "
+             "recompute: give one of them");
+  }
   if (m.Has("activations_checkpoint_granularity") && !granularity.IsNull()) {
     const std::string g = ctx.Choice(granularity, m.Key("activations_checkpoint_granularity"), {"selective", "full"});
     c->recompute = g == "full" ? Recompute::kFull : Recompute::kSelective;
-  } else {
+  } else if (!m.Has("recompute_granularity") && !m.Has("recompute")) {
     c->recompute = Recompute::kNone;  // NeMo's default: null
   }
 }
 
+// The name of kModelKeyNames' row `n` in `family` ("" where it has none).
+std::string_view NameIn(const ModelKeyNames& n, ModelKeyFamily family) {
+  switch (family) {
+    case ModelKeyFamily::kSpmdsim: return n.field;
+    case ModelKeyFamily::kMaxText: return n.maxtext;
+    case ModelKeyFamily::kNemo: return n.nemo;
+  }
+  return n.field;
+}
+
+// The first key of workload `m` (in file order) that only `family` has, or "".
+std::string FirstKeyOnlyIn(const YamlMap& m, ModelKeyFamily family) {
+  const ModelKeyFamily other = family == ModelKeyFamily::kMaxText ? ModelKeyFamily::kNemo : ModelKeyFamily::kMaxText;
+  for (const std::string& k : m.keys()) {
+    for (const ModelKeyNames& n : kModelKeyNames) {
+      if (NameIn(n, family) == k && k != n.field && NameIn(n, other) != k) return k;
+    }
+  }
+  return "";
+}
+
 }  // namespace
+
+std::string_view ModelKeyIn(ModelKeyFamily family, std::string_view field) {
+  for (const ModelKeyNames& n : kModelKeyNames) {
+    if (n.field != field) continue;
+    const std::string_view name = NameIn(n, family);
+    return name.empty() ? field : name;
+  }
+  return field;
+}
+
+const std::vector<std::string>& ModelFamilyKeys() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> out;
+    for (const ModelKeyFamily family : {ModelKeyFamily::kMaxText, ModelKeyFamily::kNemo}) {
+      for (const ModelKeyNames& n : kModelKeyNames) {
+        const std::string name(NameIn(n, family));
+        if (!name.empty() && name != n.field && std::find(out.begin(), out.end(), name) == out.end())
+          out.push_back(name);
+      }
+    }
+    return out;
+  }();
+  return keys;
+}
+
+std::string ModelFieldKey(const YamlContext& ctx, const YamlMap& m, std::string_view field) {
+  std::string written;
+  for (const ModelKeyNames& n : kModelKeyNames) {
+    if (n.field != field) continue;
+    for (const std::string_view name : {n.field, n.maxtext, n.nemo}) {
+      if (name.empty() || !m.Has(name) || name == written) continue;
+      if (!written.empty())
+        ctx.Fail(m.Get(name), m.Key(name),
+                 fmt::format("'{}' and '{}' both set the model's {}: give one of them", written, name, field));
+      written = name;
+    }
+  }
+  return written.empty() ? std::string(field) : written;
+}
+
+ModelKeyFamily ModelKeyFamilyOf(const YamlContext& ctx, const YamlMap& m) {
+  const std::string maxtext = FirstKeyOnlyIn(m, ModelKeyFamily::kMaxText);
+  const std::string nemo = FirstKeyOnlyIn(m, ModelKeyFamily::kNemo);
+  if (!maxtext.empty() && !nemo.empty()) {
+    const bool nemo_second = m.Get(nemo).Mark().line >= m.Get(maxtext).Mark().line;
+    const std::string& second = nemo_second ? nemo : maxtext;
+    ctx.Fail(m.Get(second), m.Key(second),
+             fmt::format("MaxText's '{}' with NeMo's '{}': write the model in one family's keys (spmdsim's, "
+                         "MaxText's or NeMo's; docs/scenarios.md, \"Model keys\")", maxtext, nemo));
+  }
+  if (!maxtext.empty()) return ModelKeyFamily::kMaxText;
+  if (!nemo.empty()) return ModelKeyFamily::kNemo;
+  switch (StyleOf(ctx, m)) {  // model keys shared by the families (vocab_size): the parallelism's family
+    case Style::kMaxText: return ModelKeyFamily::kMaxText;
+    case Style::kNemo: return ModelKeyFamily::kNemo;
+    case Style::kRoles: break;
+  }
+  return ModelKeyFamily::kSpmdsim;
+}
+
+std::string ModelValidKeysText(const std::vector<std::string>& own_keys) {
+  std::vector<std::string> own;
+  for (const std::string& k : own_keys) {
+    const bool family_key = std::find(ModelFamilyKeys().begin(), ModelFamilyKeys().end(), k) != ModelFamilyKeys().end();
+    const bool style_key = std::find(ModelStyleKeys().begin(), ModelStyleKeys().end(), k) != ModelStyleKeys().end();
+    if (!family_key && !style_key) own.push_back(k);
+  }
+  std::vector<std::string> maxtext, nemo;
+  for (const ModelKeyNames& n : kModelKeyNames) {
+    if (!n.maxtext.empty() && n.maxtext != n.field) maxtext.emplace_back(n.maxtext);
+    if (!n.nemo.empty() && n.nemo != n.field) nemo.emplace_back(n.nemo);
+  }
+  // The parallelism keys (ici_<axis>_parallelism, ..., tensor_model_parallel_size, ...) by reference: all of them
+  // would not fit one error line (kMaxErrorLineChars); a misspelt one still gets its did-you-mean.
+  return fmt::format("{}; MaxText's model keys: {}; NeMo's: {}; their parallelism keys: docs/model-styles.md",
+                     fmt::join(own, ", "), fmt::join(maxtext, ", "), fmt::join(nemo, ", "));
+}
 
 const std::vector<std::string>& ModelStyleKeys() {
   static const std::vector<std::string> keys = [] {
@@ -430,7 +534,7 @@ std::optional<ScenarioMesh> MeshFromModelStyle(const YamlContext& ctx, const YAM
   if (!workloads.IsSequence()) return std::nullopt;
   for (size_t i = 0; i < workloads.size(); ++i) {
     const YAML::Node w = workloads[i];
-    if (!w.IsMap() || !w["kind"].IsScalar() || w["kind"].Scalar() != "model") continue;
+    if (!w.IsMap() || !w["kind"].IsScalar() || w["kind"].Scalar() != WorkloadKindName(WorkloadKind::kModel)) continue;
     std::vector<std::string> keys;  // every key written: the workload's own parse checks them later
     for (YAML::const_iterator it = w.begin(); it != w.end(); ++it)
       if (it->first.IsScalar()) keys.push_back(it->first.Scalar());

@@ -29,10 +29,17 @@ PartitionSpec::Entry ParseEntry(const YamlContext& ctx, const YAML::Node& node, 
 
 PartitionSpec ParseSpecNode(const YamlContext& ctx, const YAML::Node& node, const std::string& key) {
   try {
-    if (node.IsScalar()) return PartitionSpec::Parse(node.Scalar());
+    // Either form holds at most kMaxScenarioRank entries (the rank of the largest array a scenario may declare).
+    auto too_many = [&](size_t entries) {
+      ctx.Fail(node, key, fmt::format("a spec of {} entries; at most {}", entries, kMaxScenarioRank));
+    };
+    if (node.IsScalar()) {
+      PartitionSpec spec = PartitionSpec::Parse(node.Scalar());
+      if (spec.size() > kMaxScenarioRank) too_many(static_cast<size_t>(spec.size()));
+      return spec;
+    }
     if (node.IsSequence()) {
-      if (node.size() > static_cast<size_t>(kMaxScenarioRank))
-        ctx.Fail(node, key, fmt::format("a spec of {} entries; at most {}", node.size(), kMaxScenarioRank));
+      if (node.size() > static_cast<size_t>(kMaxScenarioRank)) too_many(node.size());
       std::vector<PartitionSpec::Entry> entries;
       for (size_t i = 0; i < node.size(); ++i)
         entries.push_back(ParseEntry(ctx, node[i], fmt::format("{}[{}]", key, i)));

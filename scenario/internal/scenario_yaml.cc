@@ -241,7 +241,7 @@ DType YamlContext::ArrayDType(const YAML::Node& node, std::string_view key) cons
 }
 
 YamlMap::YamlMap(const YamlContext& ctx, const YAML::Node& node, std::string path, std::vector<std::string> valid_keys,
-                 bool null_ok)
+                 bool null_ok, std::string_view valid_keys_text)
     : ctx_(ctx), node_(node), path_(std::move(path)) {
   if (null_ok && (!node.IsDefined() || node.IsNull())) return;
   if (!node.IsMap())
@@ -260,7 +260,8 @@ YamlMap::YamlMap(const YamlContext& ctx, const YAML::Node& node, std::string pat
       ctx.Fail(key, full,
                fmt::format("unknown key {}{}; valid keys here: {}", Quoted(name),
                            guess ? fmt::format(", did you mean '{}'?", *guess) : std::string(),
-                           fmt::join(valid_keys, ", ")));
+                           valid_keys_text.empty() ? fmt::format("{}", fmt::join(valid_keys, ", "))
+                                                   : std::string(valid_keys_text)));
     }
     if (!seen.insert(name).second) ctx.Fail(key, full, fmt::format("key '{}' appears twice", name));
     keys_.push_back(name);

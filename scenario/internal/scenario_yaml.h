@@ -86,9 +86,10 @@ class YamlContext {
 class YamlMap {
  public:
   // REQUIRES: nothing; throws when `node` is not a mapping (a null node counts as an empty mapping when
-  // `null_ok`), when a key is not a plain scalar, repeated, or not in `valid_keys`.
+  // `null_ok`), when a key is not a plain scalar, repeated, or not in `valid_keys`. The error for an unknown key
+  // lists `valid_keys`, or `valid_keys_text` when given (a long list written shorter, e.g. by key family).
   YamlMap(const YamlContext& ctx, const YAML::Node& node, std::string path, std::vector<std::string> valid_keys,
-          bool null_ok = false);
+          bool null_ok = false, std::string_view valid_keys_text = {});
 
   bool Has(std::string_view key) const;
   YAML::Node Get(std::string_view key) const;   // an undefined node when absent

@@ -3,7 +3,7 @@
 // network. Every mark carries a <title> (the browser's tooltip) and a class naming what it shows.
 //
 // Example: svg::StackedBars({{"stage 0", {{"parameters", 2e9}, {"activations", 5e9}}}}, legend,
-//                           {.unit = "GiB", .scale = 1.0 / (1 << 30), .limit = 80e9, .limit_label = "capacity"})
+//                           {.unit = "GiB", .scale = 1.0 / kGiB, .limit = 80e9, .limit_label = "capacity"})
 //          -> <svg class="figure bars" ...><rect class="seg" fill="#4e79a7" ...><title>stage 0 parameters ...
 // Thread safety: free functions over values.
 #ifndef SPMDSIM_SCENARIO_INTERNAL_SVG_H_

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/enum_names.h"
 #include "common/strings.h"
 #include "common/user_text.h"
 #include "model/calibration.h"
@@ -110,7 +111,7 @@ CollectivesConfig ParseCollectives(const YamlContext& ctx, const YamlMap& m, con
       int64_t lo = ctx.Bytes(sm.Need("min"), sm.Key("min"));
       int64_t hi = ctx.Bytes(sm.Need("max"), sm.Key("max"));
       int64_t factor = Positive(ctx, sm, "factor", 2, 1 << 20);
-      if (lo < 1 || hi < lo || factor < 2 || hi > (int64_t{1} << 40))
+      if (lo < 1 || hi < lo || factor < 2 || hi > kTiB)
         ctx.Fail(sizes, m.Key("sizes"),
                  fmt::format("need 0 < min <= max <= 1TiB and factor >= 2; found min {}, max {}, factor {}", lo, hi,
                              factor));
@@ -125,7 +126,7 @@ CollectivesConfig ParseCollectives(const YamlContext& ctx, const YamlMap& m, con
           c.sizes.push_back(ctx.Bytes(sizes[i], fmt::format("{}[{}]", m.Key("sizes"), i)));
       }
       for (int64_t b : c.sizes)
-        if (b < 1 || b > (int64_t{1} << 40))
+        if (b < 1 || b > kTiB)
           ctx.Fail(sizes, m.Key("sizes"), fmt::format("size {} is not in [1 B, 1 TiB]", b));
     }
     if (c.sizes.empty()) ctx.Fail(sizes, m.Key("sizes"), "list at least one size");
@@ -441,16 +442,12 @@ YAML::Node NodeAtPath(const YAML::Node& workload, const std::string& path, std::
   return at;
 }
 
-template <typename Enum>
+// The value of key `k` named in `names` (the enum's own table, model/config.h), or `fallback` without the key.
+template <typename Enum, size_t N>
 Enum ParseEnum(const YamlContext& ctx, const YamlMap& m, std::string_view k, Enum fallback,
-               const std::vector<std::pair<std::string, Enum>>& names) {
+               const EnumName<Enum> (&names)[N]) {
   if (!m.Has(k)) return fallback;
-  std::vector<std::string> choices;
-  for (const auto& [name, _] : names) choices.push_back(name);
-  const std::string found = ctx.Choice(m.Get(k), m.Key(k), choices);
-  for (const auto& [name, value] : names)
-    if (name == found) return value;
-  return fallback;
+  return *ParseName(names, ctx.Choice(m.Get(k), m.Key(k), NamesOf(names)));
 }
 
 MoeConfig ParseMoe(const YamlContext& ctx, const YamlMap& parent) {
@@ -469,9 +466,7 @@ MoeConfig ParseMoe(const YamlContext& ctx, const YamlMap& parent) {
   moe.first_dense = NonNegative(ctx, m, "first_dense", 0, 1 << 20);
   moe.shared_d_ff = NonNegative(ctx, m, "shared_d_ff", 0);
   moe.shared_expert_overlap = m.Bool("shared_expert_overlap", moe.shared_expert_overlap);
-  moe.router =
-      ParseEnum(ctx, m, "router", moe.router,
-                {{"aux_loss", MoeRouter::kAuxLoss}, {"sinkhorn", MoeRouter::kSinkhorn}, {"none", MoeRouter::kNone}});
+  moe.router = ParseEnum(ctx, m, "router", moe.router, kMoeRouterNames);
   return moe;
 }
 
@@ -527,9 +522,7 @@ ModelParallelism ParseModelParallelism(const YamlContext& ctx, const YamlMap& pa
              fmt::format("reshard_after_forward: false applies to zero_stage 3 (fsdp: true) only; zero_stage is {}",
                          p.zero_stage));
   p.sequence_parallel = m.Bool("sequence_parallel", false);
-  p.schedule = ParseEnum(ctx, m, "schedule", p.schedule,
-                         {{"gpipe", PipelineSchedule::kGpipe}, {"1f1b", PipelineSchedule::k1F1B},
-                          {"interleaved", PipelineSchedule::kInterleaved1F1B}});
+  p.schedule = ParseEnum(ctx, m, "schedule", p.schedule, kPipelineScheduleNames);
   p.virtual_stages = Positive(ctx, m, "virtual_stages", 1, 1 << 20);
   p.first_stage_layers = NonNegative(ctx, m, "first_stage_layers", -1, 1 << 20);
   p.last_stage_layers = NonNegative(ctx, m, "last_stage_layers", -1, 1 << 20);
@@ -538,24 +531,43 @@ ModelParallelism ParseModelParallelism(const YamlContext& ctx, const YamlMap& pa
   return p;
 }
 
+// `activation:`, or MaxText's `mlp_activations:` ([silu, linear]: SwiGLU; [gelu]: GELU).
+Activation ParseActivation(const YamlContext& ctx, const YamlMap& m, const std::string& k, Activation fallback) {
+  if (k != ModelKeyIn(ModelKeyFamily::kMaxText, "activation")) return ParseEnum(ctx, m, k, fallback, kActivationNames);
+  const YAML::Node node = m.Get(k);
+  const std::vector<std::string> names =
+      node.IsScalar() ? std::vector<std::string>{node.Scalar()} : ctx.StringList(node, m.Key(k));
+  if (names == std::vector<std::string>{"silu", "linear"}) return Activation::kSwiglu;
+  if (names == std::vector<std::string>{"gelu"}) return Activation::kGelu;
+  ctx.Fail(node, m.Key(k),
+           fmt::format("MaxText's mlp_activations [{}] has no counterpart: the model computes [silu, linear] (SwiGLU) "
+                       "or [gelu] (GELU)", fmt::join(names, ", ")));
+}
+
+// `recompute:`, or NeMo's `recompute_granularity:` (null: none, selective, full).
+Recompute ParseRecompute(const YamlContext& ctx, const YamlMap& m, const std::string& k, Recompute fallback) {
+  if (k != ModelKeyIn(ModelKeyFamily::kNemo, "recompute")) return ParseEnum(ctx, m, k, fallback, kRecomputeNames);
+  if (m.Get(k).IsNull()) return Recompute::kNone;
+  return ctx.Choice(m.Get(k), m.Key(k), {"selective", "full"}) == "full" ? Recompute::kFull : Recompute::kSelective;
+}
+
 ModelConfig ParseModel(const YamlContext& ctx, const YamlMap& m, const Scenario& s) {
   ModelConfig c;
-  c.vocab = Positive(ctx, m, "vocab", c.vocab);
-  c.d_model = Positive(ctx, m, "d_model", c.d_model);
-  c.layers = Positive(ctx, m, "layers", c.layers, 1 << 20);
-  c.heads = Positive(ctx, m, "heads", c.heads, 1 << 20);
-  c.kv_heads = Positive(ctx, m, "kv_heads", 0, 1 << 20);
-  c.head_dim = Positive(ctx, m, "head_dim", 0, 1 << 20);
-  c.d_ff = Positive(ctx, m, "d_ff", c.d_ff);
-  c.activation = ParseEnum(ctx, m, "activation", c.activation,
-                           {{"gelu", Activation::kGelu}, {"swiglu", Activation::kSwiglu}});
-  c.norm = ParseEnum(ctx, m, "norm", c.norm, {{"layernorm", Norm::kLayerNorm}, {"rmsnorm", Norm::kRmsNorm}});
-  c.position = ParseEnum(ctx, m, "position", c.position,
-                         {{"rope", PositionEmbedding::kRope}, {"learned", PositionEmbedding::kLearned}});
+  const auto key = [&](std::string_view field) { return ModelFieldKey(ctx, m, field); };  // any family's name
+  c.vocab = Positive(ctx, m, key("vocab"), c.vocab);
+  c.d_model = Positive(ctx, m, key("d_model"), c.d_model);
+  c.layers = Positive(ctx, m, key("layers"), c.layers, 1 << 20);
+  c.heads = Positive(ctx, m, key("heads"), c.heads, 1 << 20);
+  c.kv_heads = Positive(ctx, m, key("kv_heads"), 0, 1 << 20);
+  c.head_dim = Positive(ctx, m, key("head_dim"), 0, 1 << 20);
+  c.d_ff = Positive(ctx, m, key("d_ff"), c.d_ff);
+  c.activation = ParseActivation(ctx, m, key("activation"), c.activation);
+  c.norm = ParseEnum(ctx, m, "norm", c.norm, kNormNames);
+  c.position = ParseEnum(ctx, m, "position", c.position, kPositionEmbeddingNames);
   c.tied_embeddings = m.Bool("tied_embeddings", c.tied_embeddings);
   c.dropout = m.Bool("dropout", c.dropout);
   c.flash_attention = m.Bool("flash_attention", c.flash_attention);
-  c.seq = Positive(ctx, m, "seq", c.seq);
+  c.seq = Positive(ctx, m, key("seq"), c.seq);
   c.global_batch = Positive(ctx, m, "global_batch", c.global_batch);
   c.micro_batch = Positive(ctx, m, "micro_batch", c.micro_batch);
   if (m.Has("dtype")) {
@@ -576,14 +588,8 @@ ModelConfig ParseModel(const YamlContext& ctx, const YamlMap& m, const Scenario&
   c.attention_window = ParseAttentionWindow(ctx, m);
   c.mtp_layers = NonNegative(ctx, m, "mtp_layers", 0, 1 << 10);
   c.parallel = ParseModelParallelism(ctx, m, s);
-  c.recompute =
-      ParseEnum(ctx, m, "recompute", c.recompute,
-                {{"none", Recompute::kNone}, {"selective", Recompute::kSelective}, {"full", Recompute::kFull}});
-  c.stack = ParseEnum(ctx, m, "stack", c.stack,
-                      {{"auto", SoftwareStack::kAuto},
-                       {"megatron", SoftwareStack::kMegatron},
-                       {"pytorch-fsdp", SoftwareStack::kPytorchFsdp},
-                       {"maxtext", SoftwareStack::kMaxText}});
+  c.recompute = ParseRecompute(ctx, m, key("recompute"), c.recompute);
+  c.stack = ParseEnum(ctx, m, "stack", c.stack, kSoftwareStackNames);
   c.seed = static_cast<uint64_t>(NonNegative(ctx, m, "seed", 0, int64_t{1} << 62));
   c.rtol = Tolerance(ctx, m, "rtol", c.rtol);
   c.atol = Tolerance(ctx, m, "atol", c.atol);
@@ -593,15 +599,15 @@ ModelConfig ParseModel(const YamlContext& ctx, const YamlMap& m, const Scenario&
 
 // The `kind:` of a workload map, read first: it decides which keys are valid. (A default-constructed YAML::Node is
 // a defined null without a place in the file: "found" is tracked apart.)
-std::string WorkloadKindOf(const YamlContext& ctx, const YAML::Node& node, const std::string& key);
+WorkloadKind WorkloadKindOf(const YamlContext& ctx, const YAML::Node& node, const std::string& key);
 
-// `kind` itself when no earlier workload has that name, else kind_2, kind_3, ...
-std::string DefaultWorkloadName(const std::string& kind, const Scenario& s) {
-  std::string name = kind;
+// `kind`'s name when no earlier workload has that name, else kind_2, kind_3, ...
+std::string DefaultWorkloadName(WorkloadKind kind, const Scenario& s) {
+  std::string name(WorkloadKindName(kind));
   for (int n = 2; std::any_of(s.workloads.begin(), s.workloads.end(),
                               [&](const ScenarioWorkload& o) { return o.name == name; });
        ++n)
-    name = fmt::format("{}_{}", kind, n);
+    name = fmt::format("{}_{}", WorkloadKindName(kind), n);
   return name;
 }
 
@@ -636,6 +642,8 @@ ValidatedModel ParseValidatedModel(const YamlContext& ctx, const YamlMap& m, con
   } catch (const ModelConfigError& e) {  // at the field's own line:col, or the MaxText / NeMo key that set it
     if (const std::string style_key = StyleKeyForField(m, e.field()); !style_key.empty())
       ctx.Rethrow(m.Get(style_key), m.Key(style_key), e);
+    if (const std::string written = ModelFieldKey(ctx, m, e.field()); written != e.field())
+      ctx.Rethrow(m.Get(written), m.Key(written), e);  // the field under MaxText's or NeMo's name
     std::string field_key = key;
     const YAML::Node at = NodeAtPath(node, e.field(), &field_key);
     ctx.Rethrow(at, field_key, e);
@@ -659,25 +667,63 @@ std::vector<std::string> ModelKeys() {
                                    "activation", "norm", "position", "tied_embeddings", "dropout", "flash_attention",
                                    "seq", "global_batch", "micro_batch", "dtype", "moe", "mla", "attention_window",
                                    "mtp_layers", "parallel", "recompute", "stack", "seed", "rtol", "atol", "check"};
+  keys.insert(keys.end(), ModelFamilyKeys().begin(), ModelFamilyKeys().end());
   keys.insert(keys.end(), ModelStyleKeys().begin(), ModelStyleKeys().end());
   return keys;
 }
 
+// The fields that decide the model's shape and step which workload `m` leaves to their defaults, as "field: value"
+// (written in its key family's names); the batch and recompute only when no MaxText / NeMo parallelism sets them.
+std::vector<std::string> ModelDefaults(const YamlContext& ctx, const YamlMap& m, const ModelConfig& c) {
+  const ModelKeyFamily family = ModelKeyFamilyOf(ctx, m);
+  const bool style = std::any_of(m.keys().begin(), m.keys().end(), [](const std::string& k) {
+    return std::find(ModelStyleKeys().begin(), ModelStyleKeys().end(), k) != ModelStyleKeys().end();
+  });
+  const std::string activation(ActivationName(c.activation)), recompute(RecomputeName(c.recompute));
+  const std::vector<std::pair<std::string_view, std::string>> fields = {
+      {"vocab", std::to_string(c.vocab)},
+      {"d_model", std::to_string(c.d_model)},
+      {"layers", std::to_string(c.layers)},
+      {"heads", std::to_string(c.heads)},
+      {"d_ff", std::to_string(c.d_ff)},
+      {"activation", family == ModelKeyFamily::kMaxText
+                         ? (c.activation == Activation::kSwiglu ? "[silu, linear]" : "[gelu]")
+                         : activation},
+      {"norm", std::string(NormName(c.norm))},
+      {"position", std::string(PositionEmbeddingName(c.position))},
+      {"tied_embeddings", c.tied_embeddings ? "true" : "false"},
+      {"dropout", c.dropout ? "true" : "false"},
+      {"seq", std::to_string(c.seq)},
+      {"dtype", std::string(DTypeName(c.dtype))},
+      {"global_batch", style ? "" : std::to_string(c.global_batch)},
+      {"micro_batch", style ? "" : std::to_string(c.micro_batch)},
+      {"recompute", style ? "" : (family == ModelKeyFamily::kNemo && recompute == "none" ? "null" : recompute)}};
+  std::vector<std::string> out;
+  for (const auto& [field, value] : fields) {
+    if (value.empty() || m.Has(ModelFieldKey(ctx, m, field))) continue;
+    out.push_back(fmt::format("{}: {}", ModelKeyIn(family, field), value));
+  }
+  return out;
+}
+
 // Each kind's keys besides the common ones (WithCommon).
-const std::vector<std::string>& KeysOfKind(const std::string& kind) {
-  static const std::map<std::string, std::vector<std::string>> keys = {
-      {"collectives", {"ops", "axes", "sizes", "dtype", "iterations", "warmup", "check", "ppermute_shift", "algorithm",
-                       "protocol"}},
-      {"shard_map", {"inputs", "steps", "outputs", "check_vma", "check", "rtol", "atol"}},
-      {"mlp", {"batch", "seq", "d_model", "d_ff", "dtype", "activation", "backward", "sharding", "seed", "rtol", "atol",
-               "check"}},
-      {"transformer_block", {"batch", "seq", "d_model", "d_ff", "heads", "dtype", "backward", "sharding", "seed",
-                             "rtol", "atol", "check"}},
-      {"model", ModelKeys()},
-      {"hlo", {"file", "inputs", "device_assignment", "expected", "rtol", "atol", "overlap_collectives",
-               "narrow_types", "model_flops_per_step", "tokens_per_step", "max_while_iterations",
-               "max_while_seconds"}},
-      {"partition", {"params", "include_arrays", "correction"}},
+const std::vector<std::string>& KeysOfKind(WorkloadKind kind) {
+  static const std::map<WorkloadKind, std::vector<std::string>> keys = {
+      {WorkloadKind::kCollectives,
+       {"ops", "axes", "sizes", "dtype", "iterations", "warmup", "check", "ppermute_shift", "algorithm",
+        "protocol"}},
+      {WorkloadKind::kShardMap, {"inputs", "steps", "outputs", "check_vma", "check", "rtol", "atol"}},
+      {WorkloadKind::kMlp,
+       {"batch", "seq", "d_model", "d_ff", "dtype", "activation", "backward", "sharding", "seed", "rtol", "atol",
+        "check"}},
+      {WorkloadKind::kTransformerBlock,
+       {"batch", "seq", "d_model", "d_ff", "heads", "dtype", "backward", "sharding", "seed", "rtol", "atol",
+        "check"}},
+      {WorkloadKind::kModel, ModelKeys()},
+      {WorkloadKind::kHlo,
+       {"file", "inputs", "device_assignment", "expected", "rtol", "atol", "overlap_collectives", "narrow_types",
+        "model_flops_per_step", "tokens_per_step", "max_while_iterations", "max_while_seconds"}},
+      {WorkloadKind::kPartition, {"params", "include_arrays", "correction"}},
   };
   return keys.at(kind);
 }
@@ -685,27 +731,34 @@ const std::vector<std::string>& KeysOfKind(const std::string& kind) {
 // The config of w->kind from its map, named w->name (shard_map: its inputs go to w->shard_map_inputs).
 decltype(ScenarioWorkload::config) ParseWorkloadConfig(const YamlContext& ctx, const YamlMap& m, const YAML::Node& node,
                                    const std::string& key, const Scenario& s, ScenarioWorkload* w) {
-  const std::string& kind = w->kind;
   auto named = [&](auto c) -> decltype(ScenarioWorkload::config) {
     c.name = w->name;
     return c;
   };
-  if (kind == "collectives") return named(ParseCollectives(ctx, m, s));
-  if (kind == "shard_map") return named(ParseShardMap(ctx, m, s, &w->shard_map_inputs));
-  if (kind == "mlp") return named(ParseMlp(ctx, m, s));
-  if (kind == "transformer_block") return named(ParseTransformerBlock(ctx, m, node, s));
-  if (kind == "model") return ParseValidatedModel(ctx, m, node, key, s, w->name);
-  if (kind == "hlo") return named(ParseHloWorkload(ctx, m, s));
+  switch (w->kind) {
+    case WorkloadKind::kCollectives: return named(ParseCollectives(ctx, m, s));
+    case WorkloadKind::kShardMap: return named(ParseShardMap(ctx, m, s, &w->shard_map_inputs));
+    case WorkloadKind::kMlp: return named(ParseMlp(ctx, m, s));
+    case WorkloadKind::kTransformerBlock: return named(ParseTransformerBlock(ctx, m, node, s));
+    case WorkloadKind::kModel: {
+      w->model_keys = ModelKeyFamilyOf(ctx, m);
+      ValidatedModel model = ParseValidatedModel(ctx, m, node, key, s, w->name);
+      w->model_defaults = ModelDefaults(ctx, m, model.config());
+      return model;
+    }
+    case WorkloadKind::kHlo: return named(ParseHloWorkload(ctx, m, s));
+    case WorkloadKind::kPartition: break;
+  }
   return named(ParsePartition(ctx, m, s));
 }
 
-std::string WorkloadKindOf(const YamlContext& ctx, const YAML::Node& node, const std::string& key) {
+WorkloadKind WorkloadKindOf(const YamlContext& ctx, const YAML::Node& node, const std::string& key) {
   std::optional<YAML::Node> kind_node;
   for (YAML::const_iterator it = node.begin(); it != node.end(); ++it)
     if (it->first.IsScalar() && it->first.Scalar() == "kind") kind_node = it->second;
-  if (!kind_node)
-    ctx.Fail(node, key + ".kind", fmt::format("missing required key; one of {}", fmt::join(WorkloadKinds(), ", ")));
-  return ctx.Choice(*kind_node, key + ".kind", WorkloadKinds());
+  const std::vector<std::string> kinds = NamesOf(kWorkloadKindNames);
+  if (!kind_node) ctx.Fail(node, key + ".kind", fmt::format("missing required key; one of {}", fmt::join(kinds, ", ")));
+  return *ParseName(kWorkloadKindNames, ctx.Choice(*kind_node, key + ".kind", kinds));
 }
 
 }  // namespace
@@ -716,8 +769,10 @@ ScenarioWorkload ParseWorkload(const YamlContext& ctx, const YAML::Node& node, c
   ScenarioWorkload w;
   w.kind = WorkloadKindOf(ctx, node, key);
   w.location = ctx.Location(node);
-  YamlMap m(ctx, node, key, WithCommon(KeysOfKind(w.kind)));
-  w.name = m.String("name", DefaultWorkloadName(w.kind, s));
+  const bool model = w.kind == WorkloadKind::kModel;
+  const std::vector<std::string> keys = WithCommon(KeysOfKind(w.kind));
+  YamlMap m(ctx, node, key, keys, false, model ? ModelValidKeysText(keys) : std::string());
+  w.name = m.String(model ? ModelFieldKey(ctx, m, "name") : "name", DefaultWorkloadName(w.kind, s));
   w.config = ParseWorkloadConfig(ctx, m, node, key, s, &w);
   if (w.name.empty()) ctx.Fail(node, key + ".name", "a workload name must not be empty");
   return w;

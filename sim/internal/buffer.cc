@@ -37,8 +37,8 @@ namespace {
 //  - Frees happen outside the lock.
 class LargeBufferPool {
  public:
-  static constexpr size_t kMinBytes = size_t{128} << 10;
-  static constexpr size_t kFloorBytes = size_t{256} << 20;
+  static constexpr size_t kMinBytes = 128 * kKiB;
+  static constexpr size_t kFloorBytes = 256 * kMiB;
 
   // A pooled buffer of exactly `bytes`, or nullptr (the caller allocates). Counts `bytes` as in use either way;
   // the caller calls Untrack when its own allocation fails.
@@ -125,9 +125,15 @@ LargeBufferPool& Pool() {
 }
 
 [[noreturn]] void ThrowHostMemory(int64_t bytes) {
+  std::string limit;
+  if (const std::optional<int64_t> as = AddressSpaceLimitBytes()) {
+    limit = fmt::format("; the process's address-space limit (ulimit -v) of {} leaves {}", HumanBytes(*as),
+                        HumanBytes(AddressSpaceLeftBytes()));
+  }
   Throw(ErrorCode::kResourceExhausted,
-        "host memory: allocating an array of {} needs {} bytes, {} available (the host has {} of physical memory)",
-        HumanBytes(bytes), bytes, HumanBytes(HostMemoryAvailableBytes()), HumanBytes(HostPhysicalMemoryBytes()));
+        "host memory: allocating an array of {} needs {} bytes, {} available (the host has {} of physical memory){}",
+        HumanBytes(bytes), bytes, HumanBytes(HostMemoryAvailableBytes()), HumanBytes(HostPhysicalMemoryBytes()),
+        limit);
 }
 
 size_t RoundedSize(int64_t bytes) {
@@ -142,6 +148,11 @@ std::shared_ptr<Buffer> Buffer::Allocate(int64_t bytes) {
   const size_t rounded = RoundedSize(bytes);
   const bool large = rounded >= LargeBufferPool::kMinBytes;
   void* data = large ? Pool().Take(rounded) : nullptr;
+  if (data == nullptr && large && bytes > AddressSpaceLeftBytes()) {
+    // Beyond what the address-space limit (ulimit -v) leaves: refused before allocating, citing the limit.
+    Pool().Untrack(rounded);
+    ThrowHostMemory(bytes);
+  }
   if (data == nullptr) data = std::aligned_alloc(64, rounded);
   if (data == nullptr) {
     if (large) Pool().Untrack(rounded);

@@ -1,9 +1,15 @@
 #include "sim/internal/core.h"
 
+#include <unistd.h>
+
+#include <limits>
+#include <string>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "common/error.h"
+#include "common/host_memory.h"
 #include "common/strings.h"
 #include "sim/internal/array_access.h"
 #include "sim/internal/device_entry.h"
@@ -54,6 +60,32 @@ RuntimeCore::RuntimeCore(Mesh mesh_in, RuntimeOptions options_in, int workers, s
 RuntimeCore::~RuntimeCore() {
   for (DeviceSlot& s : slots) s.context().~DeviceContext();
 }  // then `stacks` unmaps every stack
+
+void CheckFiberStacksFit(int64_t devices, size_t fiber_stack_bytes) {
+  const size_t size = fiber_stack_bytes * kSanitizerStackFactor;
+  if (StackPool::SpareHolds(devices, size)) return;
+  const int64_t per_device = StackPool::StrideBytes(size);
+  const int64_t needed = per_device > 0 && devices > std::numeric_limits<int64_t>::max() / per_device
+                             ? std::numeric_limits<int64_t>::max()
+                             : per_device * devices;
+  const std::string stacks = fmt::format("the fiber stacks of {} virtual devices: they need {} ({} bytes: {} per "
+                                         "device with its guard page) of address space",
+                                         devices, HumanBytes(needed), needed, HumanBytes(per_device));
+  if (needed > AddressSpaceLeftBytes()) {
+    Throw(ErrorCode::kResourceExhausted,
+          "cannot map {}; the process's address-space limit (ulimit -v) of {} leaves {}. Use fewer devices or a "
+          "smaller RuntimeOptions::fiber_stack_bytes, or raise the limit",
+          stacks, HumanBytes(AddressSpaceLimitBytes().value_or(0)), HumanBytes(AddressSpaceLeftBytes()));
+  }
+  const int64_t page = sysconf(_SC_PAGESIZE);
+  const int64_t touched = devices * page;  // the top page of every stack, at the least
+  if (touched > HostMemoryAvailableBytes()) {
+    Throw(ErrorCode::kResourceExhausted,
+          "cannot run {}; each device touches at least one page of its stack, {} in all, and this host has {} "
+          "available. Use fewer devices",
+          stacks, HumanBytes(touched), HumanBytes(HostMemoryAvailableBytes()));
+  }
+}
 
 void RuntimeCore::MapStacks() {
   stacks.Unpoison();  // ASan: the previous Run's fibers left frames poisoned

@@ -26,6 +26,14 @@
 
 namespace spmdsim::internal {
 
+// Throws Error(kResourceExhausted), before anything is mapped, when the fiber stacks of `devices` devices of
+// `fiber_stack_bytes` each (RuntimeOptions::fiber_stack_bytes, x kSanitizerStackFactor) cannot fit: their address
+// space (with a guard page each) beyond what the process's address-space limit (ulimit -v) leaves, or the one page
+// of its stack every device touches beyond the host's available memory. The message names the devices, the bytes
+// and the limit. Nothing is checked when the spare pool already holds stacks of that shape.
+// Example: 65536 devices of 1 MiB stacks need 64.25 GiB of address space: refused under `ulimit -v 8388608`.
+void CheckFiberStacksFit(int64_t devices, size_t fiber_stack_bytes);
+
 struct RuntimeCore {
   // `owner`: the rank of every position (all 0 in one process); this process is `rank`.
   RuntimeCore(Mesh mesh, RuntimeOptions options, int num_workers, std::vector<int> owner, int rank);

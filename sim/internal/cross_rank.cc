@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "common/shape.h"
+#include "common/strings.h"
 #include "sim/internal/array_access.h"
 #include "sim/internal/execute.h"
 
@@ -389,7 +390,7 @@ namespace {
 // Pipeline chunk of the running fold: the rank after this one folds chunk c while this one folds chunk c + 1.
 // 1 MiB: 16 chunks for a 16 MiB psum (the pipeline fills in 1/16 of the time), each far above MPI's
 // per-message costs (a few microseconds).
-constexpr int64_t kChainChunkBytes = int64_t{1} << 20;
+constexpr int64_t kChainChunkBytes = kMiB;
 
 // Members [begin, end) of a group (indices into its member list), all on `rank`.
 struct MemberRun {

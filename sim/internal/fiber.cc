@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "common/strings.h"
 #include "sim/internal/run_state.h"
 
 namespace spmdsim::internal {
@@ -141,7 +142,7 @@ void InstallStackOverflowReport() {
     sigemptyset(&action.sa_mask);
     sigaction(SIGSEGV, &action, &previous_segv_action);
   });
-  const size_t size = 64 * 1024;
+  const size_t size = 64 * kKiB;
   void* stack = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (stack == MAP_FAILED) return;
   stack_t alt{};

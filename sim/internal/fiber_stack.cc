@@ -110,6 +110,13 @@ void StackPool::WriteCanaries() {
   }
 }
 
+bool StackPool::SpareHolds(int64_t count, size_t usable) {
+  Spare& spare = TheSpare();
+  MutexLock lock(spare.mu);
+  const SparePool& p = spare.pool;
+  return p.base != nullptr && p.count == count && p.stride == static_cast<size_t>(StrideBytes(usable));
+}
+
 bool StackPool::TakeSpare(int64_t count) {
   Spare& spare = TheSpare();
   MutexLock lock(spare.mu);

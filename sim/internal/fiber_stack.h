@@ -70,6 +70,9 @@ class StackPool {
   void Unpoison();
 
   static int64_t StrideBytes(size_t usable);
+  // Whether the spare pool (see Reuse above) holds `count` stacks of `usable` bytes: a Map of that shape maps
+  // nothing new.
+  static bool SpareHolds(int64_t count, size_t usable);
   // Whether guard pages for `count` stacks fit in the mappings this process may still make:
   // vm.max_map_count - the mappings it has now (/proc/self/maps) - a margin of kMappingMargin for everything
   // else (heap arenas, large buffers, threads, other Runtimes).

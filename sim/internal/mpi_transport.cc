@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/strings.h"
 #include "common/thread_annotations.h"
 #include "sim/internal/transport.h"
 #include "sim/multiprocess.h"
@@ -22,7 +23,7 @@ namespace internal {
 namespace {
 
 // MPI counts are ints: a message above this many bytes goes as several (in order, same tag).
-constexpr size_t kMaxPieceBytes = size_t{1} << 30;
+constexpr size_t kMaxPieceBytes = kGiB;
 
 void Check(int rc, const char* what) {
   if (rc == MPI_SUCCESS) return;

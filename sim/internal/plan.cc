@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/strings.h"
 #include "sim/internal/array_access.h"
 
 namespace spmdsim::internal {
@@ -10,7 +11,7 @@ namespace {
 // all_gather rows shorter than this are gathered a range of output rows per unit (every member's row, in
 // order), not a member per unit: writes stay sequential and workers do not share the output's cache lines.
 constexpr int64_t kShortGatherRowBytes = 256;
-constexpr int64_t kGatherUnitBytes = 64 << 10;  // output bytes per unit of a row-range all_gather
+constexpr int64_t kGatherUnitBytes = 64 * kKiB;  // output bytes per unit of a row-range all_gather
 // psum_scatter blocks (a receiver's part of one outer row) shorter than a cache line are reduced a range of
 // outer rows per unit, for every receiver of the group at once.
 constexpr int64_t kShortScatterBlockBytes = 64;

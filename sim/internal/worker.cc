@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "common/strings.h"
 #include "sim/internal/cross_rank.h"
 #include "sim/internal/execute.h"
 #include "sim/internal/fiber.h"
@@ -23,7 +24,7 @@ namespace {
 constexpr std::chrono::microseconds kCrossRankSpin{2};
 
 // Below this many bytes of output a collective's results are computed by the leader alone.
-constexpr int64_t kParallelBytes = 64 * 1024;
+constexpr int64_t kParallelBytes = 64 * kKiB;
 
 // --- Prefetching the next devices ------------------------------------------------------------------------
 //

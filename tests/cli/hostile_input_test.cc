@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -148,6 +149,58 @@ TEST(HostileInput, AnArrayLargerThanTheHostIsRefusedBeforeAllocating) {
                                                      "    outputs: [{name: y, spec: [data, model]}]\n");
   ExpectOneLineError(RunSpmdsim("run --quiet " + path), 1,
                      "array 'x' (float32 (65536, 4194304)) needs 1099511627776 bytes (1.00TiB) of host memory");
+}
+
+// `command` run by the shell with its address space limited to `kib` KiB (ulimit -v): exit code and output.
+std::pair<int, std::string> RunUnderAddressSpaceLimit(int64_t kib, const std::string& args) {
+  const std::string command = "ulimit -v " + std::to_string(kib) + "; " + std::string(SPMDSIM_CLI_BINARY) + " " +
+                              args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return {-1, "popen failed"};
+  std::string out;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+// Before: a real run needing more than `ulimit -v` allows was checked against the host's free memory only, and
+// failed when it allocated. After: refused before allocating, citing the limit.
+TEST(HostileInput, ARealRunBeyondTheAddressSpaceLimitIsRefusedCitingTheLimit) {
+#if defined(SPMDSIM_CLI_SANITIZED)
+  GTEST_SKIP() << "the sanitized spmdsim reserves more address space than the limit";
+#endif
+  std::string path = WriteTemp("over_limit.yaml", std::string(kHead) +
+                                                     "arrays: [{name: x, shape: [256, 1048576], "
+                                                     "spec: [data, model]}]\n"
+                                                     "workloads:\n  - kind: shard_map\n    inputs: [x]\n"
+                                                     "    steps: [{name: y, op: psum, args: [x], axes: [model]}]\n"
+                                                     "    outputs: [{name: y, spec: [data, model]}]\n");
+  const auto [code, out] = RunUnderAddressSpaceLimit(800000, "run --quiet " + path);
+  EXPECT_EQ(code, 1) << out.substr(0, 1000);
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out.substr(0, 1000);
+  EXPECT_THAT(out, HasSubstr("array 'x' (float32 (256, 1048576)) needs 1073741824 bytes (1.00GiB) of host memory"));
+  EXPECT_THAT(out, HasSubstr("address-space limit (ulimit -v) of 781.25MiB leaves"));
+}
+
+// Before: 65,536 devices with data failed in mmap (64 GiB of fiber stacks under an 8 GiB limit). After: refused
+// up front, before any device is built, naming the devices, the bytes and the limit.
+TEST(HostileInput, SixtyFiveThousandRealDevicesAreRefusedUpFront) {
+#if defined(SPMDSIM_CLI_SANITIZED)
+  GTEST_SKIP() << "the sanitized spmdsim reserves more address space than the limit";
+#endif
+  std::string path = WriteTemp("pods.yaml", "topology: {preset: \"tpu-v4:16x16x16\", slices: 16}\n"
+                                            "mesh: {axes: {dcn: 1, z: 16, y: 16, x: 16}, "
+                                            "dcn_axes: {dcn: 16, z: 1, y: 1, x: 1}}\n"
+                                            "workloads: [{kind: collectives, ops: [psum], axes: [[x]], "
+                                            "sizes: [1KiB], iterations: 1, warmup: 0}]\n");
+  const auto [code, out] = RunUnderAddressSpaceLimit(8388608, "run --quiet " + path);
+  EXPECT_EQ(code, 1) << out.substr(0, 1000);
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out.substr(0, 1000);
+  EXPECT_THAT(out, HasSubstr("cannot map the fiber stacks of 65536 virtual devices: they need 64.25GiB"));
+  EXPECT_THAT(out, HasSubstr("the process's address-space limit (ulimit -v) of 8.00GiB leaves"));
+  EXPECT_THAT(out, Not(HasSubstr("mapping")));
 }
 
 // Per-iteration records do not accumulate: 150000 iterations of an abstract sweep fit in 600 MB of address space

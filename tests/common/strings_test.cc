@@ -41,10 +41,37 @@ TEST(HumanBytes, WritesBytesAsXlaDoesInItsMessages) {
   EXPECT_EQ(HumanBytes(1024), "1.00KiB");
   EXPECT_EQ(HumanBytes(1536), "1.50KiB");
   EXPECT_EQ(HumanBytes(4210688), "4.02MiB");
-  EXPECT_EQ(HumanBytes(int64_t{32} << 30), "32.00GiB");
-  EXPECT_EQ(HumanBytes(int64_t{3} << 40), "3.00TiB");
-  EXPECT_EQ(HumanBytes(int64_t{4096} << 50), "4096.00PiB");
+  EXPECT_EQ(HumanBytes(32 * kGiB), "32.00GiB");
+  EXPECT_EQ(HumanBytes(3 * kTiB), "3.00TiB");
+  EXPECT_EQ(HumanBytes(4096 * 1024 * kTiB), "4096.00PiB");
   EXPECT_EQ(HumanBytes(-2048), "-2.00KiB");
+}
+
+TEST(FormatSeconds, ThreeDigitsInTheUnitTheValueReaches) {
+  EXPECT_EQ(FormatSeconds(1.5e-6), "1.5 us");
+  EXPECT_EQ(FormatSeconds(0.012345), "12.3 ms");
+  EXPECT_EQ(FormatSeconds(2.054), "2.05 s");
+  EXPECT_EQ(FormatSeconds(0), "0 us");
+  EXPECT_EQ(FormatSeconds(4e-10), "0.4 ns");
+  EXPECT_EQ(FormatSeconds(-0.002), "-2 ms");
+}
+
+TEST(FormatSeconds, AsWrittenKeepsEveryDigitInMillisecondsOrMicroseconds) {
+  EXPECT_EQ(FormatSeconds(1e-6, SecondsStyle::kAsWritten), "1 us");
+  EXPECT_EQ(FormatSeconds(1e-7, SecondsStyle::kAsWritten), "0.1 us");
+  EXPECT_EQ(FormatSeconds(1.2345e-5, SecondsStyle::kAsWritten), "12.345 us");
+  EXPECT_EQ(FormatSeconds(2e-3, SecondsStyle::kAsWritten), "2 ms");
+  EXPECT_EQ(FormatSeconds(1.5, SecondsStyle::kAsWritten), "1500 ms");
+}
+
+TEST(Units, ColumnsTakeTheLargestUnitTheirLargestValueReaches) {
+  EXPECT_EQ(TimeUnitFor(3).name, "s");
+  EXPECT_EQ(TimeUnitFor(3e-4).name, "us");
+  EXPECT_EQ(TimeUnitFor(0).name, "us");
+  EXPECT_EQ(TimeUnitFor(1e-7).scale, 1e-9);
+  EXPECT_EQ(ByteUnitFor(3.0 * kGiB).name, "GiB");
+  EXPECT_EQ(ByteUnitFor(1000).name, "B");
+  EXPECT_EQ(ByteUnitFor(2 * kKiB).scale, 1024);
 }
 
 TEST(ParseNamedSizes, KeepsOrderAndRejectsRepeats) {

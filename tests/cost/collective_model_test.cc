@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "common/strings.h"
 #include "tests/cost/test_meshes.h"
 
 namespace spmdsim {
@@ -17,7 +18,6 @@ using ::testing::HasSubstr;
 using testing_meshes::OnTopology;
 using Axes = std::vector<std::string>;
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 CollectiveOptions Forced(Algorithm algorithm) {
   CollectiveOptions options;
@@ -418,7 +418,7 @@ TEST(CollectiveModel, LinkEfficienciesByGeneration) {
   EXPECT_EQ(TpuCollectiveOverheadSeconds(Topology::TpuGeneration::kV5p), 0.0);
   // 8x A100 ring all-reduce of 8 GiB: busbw ~ 220 GB/s.
   Mesh a100 = OnTopology("dgx-a100:1", {8}, {"x"});
-  const double S = 8.0 * (1 << 30);
+  const double S = 8.0 * kGiB;
   const CollectiveCost c = CollectiveModel(a100).Cost(CollectiveOp::kAllReduce, Axes{"x"}, S);
   EXPECT_NEAR(c.busbw_Bps / 1e9, 220, 3);
   // An explicit figure overrides the generation's.

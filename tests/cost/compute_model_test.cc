@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "common/strings.h"
 
 namespace spmdsim {
 namespace {
@@ -172,7 +173,7 @@ TEST(ComputeModel, H100Fp8MatmulsFollowAzuresSizeSweep) {
     const double model = flops / h100.Cost(flops, 0, {1, s.m, s.n, s.k}, DType::kF8E4M3FN).seconds / 1e12;
     EXPECT_NEAR(model / s.tflops, 1.0, 0.06) << s.m << "x" << s.n << "x" << s.k << ": " << model;
   }
-  const double small = 2.0 * 1024 * 1024 * 1024;
+  const double small = 2.0 * kGiB;
   EXPECT_NEAR(small / h100.Cost(small, 0, {1, 1024, 1024, 1024}, DType::kF8E4M3FN).seconds / 1e12 / 274.1, 1.26,
               0.02);
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "common/strings.h"
 #include "cost/collective_model.h"
 #include "tests/cost/test_meshes.h"
 
@@ -16,8 +17,6 @@ using testing_meshes::OnTopology;
 using Axes = std::vector<std::string>;
 
 constexpr double kKiB = 1024.0;
-constexpr double kMiB = 1024.0 * 1024.0;
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::string Choice(const CollectiveModel& model, CollectiveOp op, const Axes& axes, double bytes) {
   CollectiveCost c = model.Cost(op, axes, bytes);

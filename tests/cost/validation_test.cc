@@ -8,6 +8,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/strings.h"
+
 namespace spmdsim {
 namespace {
 
@@ -23,7 +25,7 @@ TEST(Validation, EveryRowIsWithinTheIssuesToleranceForItsSize) {
     EXPECT_GT(row.reference, 0);
     EXPECT_TRUE(std::isfinite(row.predicted));
     EXPECT_GE(row.message_bytes, 8) << "every row names the size of its message";
-    const double tolerance = row.message_bytes >= 64.0 * 1024 * 1024 ? 0.10 : 0.20;
+    const double tolerance = row.message_bytes >= 64.0 * kMiB ? 0.10 : 0.20;
     EXPECT_EQ(row.tolerance(), tolerance);
     EXPECT_LE(std::fabs(row.gap()), tolerance)
         << "reference " << row.reference << " " << row.unit << " (" << row.source << "), predicted "
@@ -70,8 +72,8 @@ TEST(Validation, TheDocumentHoldsTheCurrentTable) {
 }
 
 TEST(Validation, LargeMessagesGetTenPercentAndSmallOnesTwenty) {
-  EXPECT_EQ(ToleranceForBytes(64.0 * 1024 * 1024), kValidationTolerance);
-  EXPECT_EQ(ToleranceForBytes(16.0 * 1024 * 1024), kSmallMessageTolerance);
+  EXPECT_EQ(ToleranceForBytes(64.0 * kMiB), kValidationTolerance);
+  EXPECT_EQ(ToleranceForBytes(16.0 * kMiB), kSmallMessageTolerance);
   int large = 0, small = 0;
   for (const ValidationRow& row : ComputeValidationRows()) {
     if (row.tolerance() == kValidationTolerance) ++large;
@@ -82,7 +84,7 @@ TEST(Validation, LargeMessagesGetTenPercentAndSmallOnesTwenty) {
 }
 
 TEST(Validation, TableMarksRowsOutsideTheTolerance) {
-  const double big = kLargeMessageBytes, small = 1 << 20;
+  const double big = kLargeMessageBytes, small = kMiB;
   ValidationRow inside{"a", "ms", 10, "s", 10.5, big, "n"};
   ValidationRow failing{"c", "ms", 10, "s", 8, big, "n"};
   ValidationRow small_inside{"d", "us", 10, "s", 11.5, small, "n"};

@@ -26,7 +26,7 @@ TEST(HloScenario, RunsAJaxModuleWithDataAndPredictsIt) {
       Scenario("  - kind: hlo\n    file: " + kTestdata + "named_sharding_mlp.txt\n    inputs: random\n"), "t.yaml");
   std::vector<WorkloadResult> r = RunScenario(s, ScenarioRunOptions{});
   ASSERT_EQ(r.size(), 1u);
-  EXPECT_EQ(r[0].kind, "hlo");
+  EXPECT_EQ(r[0].kind, WorkloadKind::kHlo);
   ASSERT_TRUE(r[0].hlo.has_value());
   EXPECT_EQ(r[0].hlo->devices, 8);
   EXPECT_EQ(r[0].hlo->measured_peak_bytes.size(), 8u);

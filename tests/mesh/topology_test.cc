@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "common/strings.h"
 
 namespace spmdsim {
 namespace {
@@ -38,7 +39,7 @@ TEST(Topology, NumbersCoresAndSlices) {
   EXPECT_EQ(d.core_on_chip, 1);
   EXPECT_EQ(t.num_processes(), 8);
   EXPECT_EQ(d.process_index, 4 + 3);  // host (1, 1) of slice 1: hosts are 2x2 chips
-  EXPECT_EQ(t.memory_bytes(), int64_t{16} << 30);
+  EXPECT_EQ(t.memory_bytes(), 16 * kGiB);
 }
 
 TEST(Topology, EightChipHostsHoldFourByTwoChips) {

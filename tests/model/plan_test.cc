@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "common/strings.h"
 #include "mesh/mesh_utils.h"
 #include "scenario/run.h"
 #include "scenario/scenario.h"
@@ -165,7 +166,6 @@ TEST(Plan, RanksExactTiesByMemoryThenEnumerationOrder) {
     EXPECT_FALSE(PlanRanksBefore(b, a)) << i << ": " << b.Describe() << " ranks below " << a.Describe();
   }
   // Four entries (in this enumeration order) made to tie: 1.0 s at 50 GiB, 1.0 s at 20 GiB twice, 0.9 s at 80 GiB.
-  constexpr double kGiB = 1024.0 * 1024 * 1024;
   std::vector<PlanEntry> entries;
   const std::vector<std::pair<double, double>> step_and_peak = {{1.0, 50}, {1.0, 20}, {1.0, 20}, {0.9, 80}};
   for (size_t i = 0; i < step_and_peak.size(); ++i) {

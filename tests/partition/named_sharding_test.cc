@@ -179,7 +179,12 @@ TEST(NamedSharding, ConstructorChecksAsJaxDoes) {
   } catch (const SpecError& e) {
     EXPECT_EQ(e.message(), "Resource axis: y of P('y',) is not found in mesh: ('x',).");
   }
-  EXPECT_THROW(NamedSharding(Mesh(), PartitionSpec()), Error);
+  // An empty mesh takes only P(): JAX's NamedSharding(Mesh(), P()), what eformer returns without a mesh.
+  const NamedSharding replicated{Mesh(), PartitionSpec()};
+  EXPECT_TRUE(replicated.is_fully_replicated());
+  EXPECT_EQ(replicated.num_devices(), 0);
+  EXPECT_THROW(NamedSharding(Mesh(), PartitionSpec::Parse("P(None)")), Error);
+  EXPECT_THROW(NamedSharding(Mesh(), PartitionSpec::Parse("P('x')")), Error);
 }
 
 TEST(NamedSharding, ShapeErrorsAreJaxs) {

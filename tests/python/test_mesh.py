@@ -155,6 +155,8 @@ def test_mesh_errors():
         Mesh(np.arange(4), ("x",), topology=Topology("cpu:2"))
     with pytest.raises(TypeError):
         Mesh(np.ones(4), ("x",))
+    with pytest.raises(ValueError, match=r"^Mesh axis names cannot be None. Got: \('x', None\)$"):  # JAX's
+        Mesh(np.arange(8).reshape(2, 4), ("x", None))
     with pytest.raises(ValueError, match="one Topology"):
         Mesh(np.array([Topology("cpu:2").devices[0], Topology("cpu:2").devices[1]], dtype=object), ("x",))
 

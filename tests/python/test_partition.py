@@ -172,8 +172,9 @@ def test_named_sharding_errors_are_jax_s(mesh42):
         NamedSharding(mesh42, P(None, ("x", "y"))).devices_indices_map((3, 12))
     assert isinstance(e.value, ValueError)
     assert "implies that array axis 1 is partitioned 8 times, but the dimension size is 12" in str(e.value)
+    assert NamedSharding(Mesh([], ()), P()).is_fully_replicated  # JAX's NamedSharding(Mesh(), P())
     with pytest.raises(ValueError, match="empty mesh"):
-        NamedSharding(Mesh([], ()), P())
+        NamedSharding(Mesh([], ()), P(None))
     with pytest.raises(TypeError):
         NamedSharding(mesh42, "x")
 
@@ -208,8 +209,12 @@ def test_get_corrected_named_sharding_is_eformer_s():
     assert spmdsim.get_corrected_named_sharding((3,), P("dp"), mesh=mesh).spec == P()
     with pytest.raises(AssertionError, match="No mesh found"):
         spmdsim.get_corrected_named_sharding((8,), P("dp"))
-    with pytest.raises(ValueError, match="empty"):
-        spmdsim.get_corrected_named_sharding((8,), P("dp"), raise_mesh_error=False)
+    # eformer without a mesh and raise_mesh_error=False: a warning and a replicated sharding on the empty mesh.
+    with pytest.warns(UserWarning, match="Active mesh is empty. Returning replicated NamedSharding."):
+        replicated = spmdsim.get_corrected_named_sharding((8,), P("dp"), raise_mesh_error=False)
+    assert replicated.mesh.empty and replicated.spec == P() and replicated.is_fully_replicated
+    with pytest.raises(ValueError, match="empty mesh"):
+        spmdsim.NamedSharding(replicated.mesh, P("dp"))
     with pytest.raises(spmdsim.DuplicateSpecError):
         spmdsim.get_corrected_named_sharding((8, 8), P("dp", "dp"), mesh=mesh)
 

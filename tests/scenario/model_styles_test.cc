@@ -1,6 +1,7 @@
 // A model workload written with MaxText's or NeMo's keys (docs/model-styles.md): the same ModelConfig, mesh and
 // predicted step as its role-based twin, and errors at the style key.
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -9,6 +10,8 @@
 
 #include "common/error.h"
 #include "model/step.h"
+#include "common/user_text.h"
+#include "scenario/report.h"
 #include "scenario/scenario.h"
 #include "tests/scenario/parse_error.h"
 
@@ -190,6 +193,169 @@ TEST(ModelStyles, ErrorsPointAtTheStyleKey) {
   // Neither a mesh nor a style: the mesh is required, as before.
   EXPECT_THAT(ErrorOf("topology: {preset: \"dgx-h100:2\"}\nworkloads:\n  - kind: model\n"),
               HasSubstr("mesh: missing required key"));
+}
+
+
+// The model's own fields under MaxText's and NeMo 2.0 / Megatron-Core's names (scenario/internal/model_styles.h
+// kModelKeyNames): the same ModelConfig as spmdsim's keys.
+const std::string kLlamaRoles = R"y(topology: {preset: "dgx-h100:2"}
+mesh: {axes: {data: 2, tensor: 8}}
+workloads:
+  - kind: model
+    name: llama
+    vocab: 128256
+    d_model: 4096
+    layers: 4
+    heads: 32
+    kv_heads: 8
+    head_dim: 128
+    d_ff: 14336
+    seq: 8192
+    activation: swiglu
+    norm: rmsnorm
+    recompute: selective
+    global_batch: 16
+    parallel: {data_axes: [data], tensor_axes: [tensor]}
+)y";
+
+void ExpectSameModel(const ModelConfig& a, const ModelConfig& b) {
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.vocab, b.vocab);
+  EXPECT_EQ(a.d_model, b.d_model);
+  EXPECT_EQ(a.layers, b.layers);
+  EXPECT_EQ(a.heads, b.heads);
+  EXPECT_EQ(a.kv_heads, b.kv_heads);
+  EXPECT_EQ(a.head_dim, b.head_dim);
+  EXPECT_EQ(a.d_ff, b.d_ff);
+  EXPECT_EQ(a.seq, b.seq);
+  EXPECT_EQ(a.activation, b.activation);
+  EXPECT_EQ(a.recompute, b.recompute);
+  EXPECT_EQ(a.global_batch, b.global_batch);
+}
+
+TEST(ModelKeys, MaxTextAndNemoNamesGiveTheSameModel) {
+  const Scenario roles = ParseScenario(kLlamaRoles, "t.yaml");
+  const Scenario maxtext = ParseScenario(R"y(topology: {preset: "dgx-h100:2"}
+mesh: {axes: {data: 2, tensor: 8}}
+workloads:
+  - kind: model
+    model_name: llama
+    vocab_size: 128256
+    base_emb_dim: 4096
+    base_num_decoder_layers: 4
+    base_num_query_heads: 32
+    base_num_kv_heads: 8
+    head_dim: 128
+    base_mlp_dim: 14336
+    max_target_length: 8192
+    mlp_activations: [silu, linear]
+    norm: rmsnorm
+    recompute: selective
+    global_batch: 16
+    parallel: {data_axes: [data], tensor_axes: [tensor]}
+)y", "t.yaml");
+  const Scenario nemo = ParseScenario(R"y(topology: {preset: "dgx-h100:2"}
+mesh: {axes: {data: 2, tensor: 8}}
+workloads:
+  - kind: model
+    name: llama
+    vocab_size: 128256
+    hidden_size: 4096
+    num_layers: 4
+    num_attention_heads: 32
+    num_query_groups: 8
+    kv_channels: 128
+    ffn_hidden_size: 14336
+    seq_length: 8192
+    activation: swiglu
+    norm: rmsnorm
+    recompute_granularity: selective
+    global_batch: 16
+    parallel: {data_axes: [data], tensor_axes: [tensor]}
+)y", "t.yaml");
+  ExpectSameModel(Model(roles).config(), Model(maxtext).config());
+  ExpectSameModel(Model(roles).config(), Model(nemo).config());
+  EXPECT_EQ(roles.workloads[0].model_keys, ModelKeyFamily::kSpmdsim);
+  EXPECT_EQ(maxtext.workloads[0].model_keys, ModelKeyFamily::kMaxText);
+  EXPECT_EQ(nemo.workloads[0].model_keys, ModelKeyFamily::kNemo);
+  EXPECT_EQ(maxtext.workloads[0].name, "llama");  // model_name names the workload
+}
+
+// Written back in the family it was read in (what `plan --write` does), and read again: the same model.
+TEST(ModelKeys, AModelIsWrittenBackInItsFamilyAndReadsTheSame) {
+  const ModelConfig c = Model(ParseScenario(kLlamaRoles, "t.yaml")).config();
+  const std::vector<std::pair<std::string, int64_t>> axes = {{"data", 2}, {"tensor", 8}};
+  for (const ModelKeyFamily family : {ModelKeyFamily::kSpmdsim, ModelKeyFamily::kMaxText, ModelKeyFamily::kNemo}) {
+    const std::string text = ModelScenarioYaml("back", "", "dgx-h100:2", axes, c, "", false, family);
+    const Scenario back = ParseScenario(text, "back.yaml");
+    ExpectSameModel(c, Model(back).config());
+    EXPECT_EQ(back.workloads[0].model_keys, family) << text;
+    const char* d_model = family == ModelKeyFamily::kMaxText ? "base_emb_dim: 4096"
+                          : family == ModelKeyFamily::kNemo  ? "hidden_size: 4096"
+                                                             : "d_model: 4096";
+    EXPECT_THAT(text, HasSubstr(d_model));
+  }
+  ModelConfig none = c;
+  none.recompute = Recompute::kNone;
+  none.activation = Activation::kGelu;
+  const std::string nemo = ModelScenarioYaml("back", "", "dgx-h100:2", axes, none, "", false, ModelKeyFamily::kNemo);
+  EXPECT_THAT(nemo, HasSubstr("recompute_granularity: ~"));
+  EXPECT_EQ(Model(ParseScenario(nemo, "b.yaml")).config().recompute, Recompute::kNone);
+  const std::string maxtext =
+      ModelScenarioYaml("back", "", "dgx-h100:2", axes, none, "", false, ModelKeyFamily::kMaxText);
+  EXPECT_THAT(maxtext, HasSubstr("mlp_activations: [gelu]"));
+  EXPECT_EQ(Model(ParseScenario(maxtext, "b.yaml")).config().activation, Activation::kGelu);
+}
+
+const std::string kModelHead = "topology: {preset: \"dgx-h100:2\"}\nmesh: {axes: {data: 16}}\nworkloads:\n"
+                               "  - kind: model\n    parallel: {data_axes: [data]}\n    global_batch: 16\n";
+
+TEST(ModelKeys, TwoNamesOrTwoFamiliesAreErrorsAtTheKey) {
+  EXPECT_THAT(ErrorOf(kModelHead + "    d_model: 1024\n    hidden_size: 1024\n"),
+              HasSubstr("t.yaml:8:18: workloads[0].hidden_size: 'd_model' and 'hidden_size' both set the model's "
+                        "d_model: give one of them"));
+  EXPECT_THAT(ErrorOf(kModelHead + "    base_emb_dim: 1024\n    num_layers: 4\n"),
+              HasSubstr("workloads[0].num_layers: MaxText's 'base_emb_dim' with NeMo's 'num_layers': write the model "
+                        "in one family's keys"));
+  EXPECT_THAT(ErrorOf(kModelHead + "    mlp_activations: [gelu, linear]\n"),
+              HasSubstr("MaxText's mlp_activations [gelu, linear] has no counterpart"));
+  EXPECT_THAT(ErrorOf(kModelHead + "    recompute_granularity: block\n"),
+              HasSubstr("workloads[0].recompute_granularity"));
+  // A model error at the field's MaxText / NeMo name.
+  EXPECT_THAT(ErrorOf(kModelHead + "    num_attention_heads: 6\n    hidden_size: 1024\n"),
+              HasSubstr("t.yaml:7:26: workloads[0].num_attention_heads"));
+}
+
+// Before: `num_layers` was an unknown key with "did you mean 'mtp_layers'?", and the list of valid keys was cut
+// (at the 1000-character error line) before NeMo's keys. After: num_layers is NeMo's name of layers, and the list
+// names every family's model keys within one line, pointing at the parallelism keys' list.
+TEST(ModelKeys, TheValidKeyListNamesEveryFamilyWithinOneLine) {
+  EXPECT_EQ(Model(ParseScenario(kModelHead + "    num_layers: 3\n", "t.yaml")).config().layers, 3);
+  const std::string e = ErrorOf(kModelHead + "    num_layer: 3\n");
+  EXPECT_THAT(e, HasSubstr("unknown key 'num_layer', did you mean 'num_layers'?"));
+  EXPECT_THAT(e, HasSubstr("; MaxText's model keys: model_name, vocab_size, base_emb_dim"));
+  EXPECT_THAT(e, HasSubstr("; NeMo's: vocab_size, hidden_size, num_layers, num_attention_heads, num_query_groups, "
+                           "kv_channels, ffn_hidden_size, seq_length, recompute_granularity; their parallelism keys: "
+                           "docs/model-styles.md"));
+  EXPECT_LE(e.size() + 100, kMaxErrorLineChars) << e;  // room for a longer path
+  EXPECT_THAT(ErrorOf(kModelHead + "    tensor_model_paralel_size: 2\n"),
+              HasSubstr("did you mean 'tensor_model_parallel_size'?"));
+}
+
+// Before: a Llama-shaped model without `activation:` silently computed GELU. After: the report lists the fields
+// the file left to their defaults.
+TEST(ModelKeys, TheReportListsTheDefaultsApplied) {
+  const Scenario s = ParseScenario(kModelHead + "    d_model: 1024\n    heads: 16\n    kv_heads: 4\n"
+                                   "    norm: rmsnorm\n", "t.yaml");
+  const std::vector<std::string>& d = s.workloads[0].model_defaults;
+  EXPECT_THAT(d, ::testing::Contains("activation: gelu"));
+  EXPECT_THAT(d, ::testing::Contains("layers: 8"));
+  EXPECT_THAT(d, ::testing::Not(::testing::Contains(HasSubstr("norm:"))));
+  EXPECT_THAT(d, ::testing::Not(::testing::Contains(HasSubstr("d_model:"))));
+  EXPECT_THAT(DefaultsNote(d), HasSubstr("note: defaults applied (not in the file): vocab: 32000, layers: 8"));
+  const Scenario nemo = ParseScenario(kModelHead + "    hidden_size: 1024\n", "t.yaml");
+  EXPECT_THAT(nemo.workloads[0].model_defaults, ::testing::Contains("num_layers: 8"));
+  EXPECT_THAT(nemo.workloads[0].model_defaults, ::testing::Contains("recompute_granularity: null"));
 }
 
 }  // namespace

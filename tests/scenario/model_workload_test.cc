@@ -52,7 +52,7 @@ TEST(ModelWorkload, ParsesEveryKeyOntoTheConfig) {
 )y", "t.yaml");
   ASSERT_EQ(s.workloads.size(), 1u);
   const ModelConfig& c = std::get<ValidatedModel>(s.workloads[0].config).config();
-  EXPECT_EQ(s.workloads[0].kind, "model");
+  EXPECT_EQ(s.workloads[0].kind, WorkloadKind::kModel);
   EXPECT_EQ(c.name, "llama_gqa");
   EXPECT_EQ(c.kv_heads, 4);
   EXPECT_EQ(c.head_dim, 64);

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "common/strings.h"
 #include "partition/named_sharding.h"
 #include "partition/partition_spec.h"
 #include "scenario/internal/scenario_yaml.h"  // ParseByteSize, DidYouMean
@@ -43,7 +44,7 @@ TEST(Scenario, ParsesTheMinimalFileWithDefaults) {
   EXPECT_EQ(s.mesh.mesh.shape(), (std::vector<int64_t>{2, 4}));
   EXPECT_EQ(s.topology.efficiency.compute_efficiency, 1.0);
   ASSERT_EQ(s.workloads.size(), 1u);
-  EXPECT_EQ(s.workloads[0].kind, "collectives");
+  EXPECT_EQ(s.workloads[0].kind, WorkloadKind::kCollectives);
   EXPECT_EQ(s.workloads[0].name, "collectives");
   const auto& c = std::get<CollectivesConfig>(s.workloads[0].config);
   EXPECT_EQ(c.ops, std::vector<std::string>{"psum"});
@@ -83,7 +84,7 @@ workloads: [{kind: collectives}]
   EXPECT_THAT(t.link(LinkClass::kIci).source, HasSubstr("t.yaml:4:"));
   EXPECT_DOUBLE_EQ(t.link(LinkClass::kDcn).bandwidth_Bps, 25e9);
   EXPECT_EQ(t.wraparound(), (std::array<bool, 3>{false, false, true}));
-  EXPECT_EQ(t.memory_bytes(), int64_t{16} << 30);
+  EXPECT_EQ(t.memory_bytes(), 16 * kGiB);
   EXPECT_DOUBLE_EQ(t.peak_flops().at(DType::kBF16), 100e12);
   EXPECT_EQ(s.topology.efficiency.compute_efficiency, 0.5);
   EXPECT_EQ(s.topology.efficiency.memory_efficiency, 0.25);
@@ -218,6 +219,22 @@ TEST(Scenario, UnknownSpecAxesGetADidYouMean) {
   EXPECT_THAT(ErrorOf(kMinimal + "arrays:\n  - {name: x, shape: [8, 16], spec: \"P('modle', None)\"}\n"),
               HasSubstr("t.yaml:6:37: arrays[0].spec: Resource axis: modle of P('modle', None) is not found in mesh: "
                         "('data', 'model'). (did you mean 'model' for 'modle'?)"));
+}
+
+// A spec's string form is held to the list form's 16 entries.
+TEST(Scenario, ASpecOfMoreThanSixteenEntriesIsRefusedInEitherForm) {
+  std::string text = "P(";
+  std::string list = "[";
+  for (int i = 0; i < 17; ++i) {
+    text += "None, ";
+    list += "null, ";
+  }
+  text += ")";
+  list += "]";
+  EXPECT_THAT(ErrorOf(kMinimal + "arrays:\n  - {name: x, shape: [8, 16], spec: \"" + text + "\"}\n"),
+              HasSubstr("arrays[0].spec: a spec of 17 entries; at most 16"));
+  EXPECT_THAT(ErrorOf(kMinimal + "arrays:\n  - {name: x, shape: [8, 16], spec: " + list + "}\n"),
+              HasSubstr("arrays[0].spec: a spec of 17 entries; at most 16"));
 }
 
 // A Cloud TPU accelerator type as the preset; the header spells out the chips.
@@ -491,7 +508,7 @@ TEST(Scenario, MapsWorkloadFieldsOntoTheEngineConfigs) {
   const auto& c = std::get<CollectivesConfig>(s.workloads[0].config);
   EXPECT_EQ(c.ops, (std::vector<std::string>{"all_reduce", "all_gather"}));
   EXPECT_EQ(c.axes, (std::vector<std::vector<std::string>>{{"model"}, {"data", "model"}}));
-  EXPECT_EQ(c.sizes, (std::vector<int64_t>{1024, 2 << 20, 4096}));
+  EXPECT_EQ(c.sizes, (std::vector<int64_t>{kKiB, 2 * kMiB, 4 * kKiB}));
   EXPECT_EQ(c.dtype, DType::kBF16);
   EXPECT_EQ(c.iterations, 3);
   EXPECT_EQ(c.warmup, 0);
@@ -572,7 +589,7 @@ TEST(Scenario, LoadsEveryShippedScenario) {
 TEST(ParseByteSize, AcceptsUnitsOfOneThousandAndOneThousandTwentyFour) {
   EXPECT_EQ(ParseByteSize("4096"), 4096);
   EXPECT_EQ(ParseByteSize("4KiB"), 4096);
-  EXPECT_EQ(ParseByteSize("1 MiB"), 1 << 20);
+  EXPECT_EQ(ParseByteSize("1 MiB"), kMiB);
   EXPECT_EQ(ParseByteSize("2GB"), 2000000000);
   EXPECT_EQ(ParseByteSize("1.5e6"), 1500000);
   EXPECT_THROW(ParseByteSize("1.5"), Error);

@@ -13,6 +13,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/strings.h"
+
 namespace spmdsim::svg {
 namespace {
 
@@ -73,7 +75,7 @@ TEST(Svg, ScatterRankLabelsDoNotOverlap) {
   std::vector<Point> points;
   for (int rank = 0; rank < 10; ++rank) points.push_back({40e9, 1.08, "tie", rank});
   points.push_back({20e9, 1.09, "near", 10});
-  const std::string svg = Scatter(points, {.x_scale = 1.0 / (1 << 30)});
+  const std::string svg = Scatter(points, {.x_scale = 1.0 / kGiB});
   const std::map<int, std::pair<double, double>> labels = RankLabels(svg);
   ExpectApart(labels);
   EXPECT_TRUE(labels.count(1));  // the fastest is always labelled
@@ -83,7 +85,7 @@ TEST(Svg, ScatterRankLabelsDoNotOverlap) {
   EXPECT_EQ(Count(svg, "<title>tie</title>"), 10);  // ... but every point is drawn, with its tooltip
   // Points far apart each keep the label next to them (above right).
   const std::string spread = Scatter({{10e9, 1.0, "a", 0}, {30e9, 2.0, "b", 1}, {50e9, 3.0, "c", 2}},
-                                     {.x_scale = 1.0 / (1 << 30)});
+                                     {.x_scale = 1.0 / kGiB});
   EXPECT_EQ(RankLabels(spread).size(), 3u);
 }
 

@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/strings.h"
 #include "mesh/mesh.h"
 #include "sim/array_builder.h"
 #include "sim/internal/array_access.h"
@@ -126,7 +127,7 @@ TEST(Array, BitwiseEqualsComparesShapeDtypeAndBytes) {
 TEST(Array, AbstractArraysHaveAShapeButNoElements) {
   Array a = Array::Abstract({1024, 1024}, DType::kBF16);
   EXPECT_TRUE(a.is_abstract());
-  EXPECT_EQ(a.nbytes(), 2 << 20);
+  EXPECT_EQ(a.nbytes(), 2 * kMiB);
   EXPECT_EQ(a.raw_data(), nullptr);
   EXPECT_EQ(a.ToString(), "bfloat16[1024,1024]{abstract}");
   try {
@@ -162,8 +163,8 @@ TEST(Array, ArraysMadeWhileADeviceIsCurrentAreChargedToItUntilTheLastCopyGoes) {
 }
 
 TEST(Array, OneBufferHeldByTwoDevicesIsChargedToBoth) {
-  auto d0 = std::make_shared<internal::DeviceMemory>(0, 0, 1 << 20);
-  auto d1 = std::make_shared<internal::DeviceMemory>(1, 1, 1 << 20);
+  auto d0 = std::make_shared<internal::DeviceMemory>(0, 0, kMiB);
+  auto d1 = std::make_shared<internal::DeviceMemory>(1, 1, kMiB);
   Array host = Array::Iota({256}, DType::kF32);
   Array on0 = internal::ArrayAccess::Rehold(host, d0.get());
   Array on1 = internal::ArrayAccess::Rehold(host, d1.get());
@@ -176,7 +177,7 @@ TEST(Array, OneBufferHeldByTwoDevicesIsChargedToBoth) {
 }
 
 TEST(Array, AnArrayOverCapacityIsRefusedBeforeAnyHostMemoryIsAllocated) {
-  Runtime runtime(Mesh::Iota({4}, {"x"}), RuntimeOptions{.num_threads = 1, .device_memory_bytes = 1 << 20});
+  Runtime runtime(Mesh::Iota({4}, {"x"}), RuntimeOptions{.num_threads = 1, .device_memory_bytes = kMiB});
   std::vector<std::string> errors(4);
   runtime.Run([&](DeviceContext& d) {
     try {
@@ -244,7 +245,6 @@ TEST(Array, RandomShapesRoundTripThroughToDoubles) {
 TEST(BufferPool, ReusesASizeAndIsBoundedByWhatIsInUseEvictingTheLeastRecentlyReturned) {
   using internal::Buffer;
   using internal::GetBufferPoolStats;
-  constexpr int64_t kMiB = int64_t{1} << 20;
   ASSERT_EQ(GetBufferPoolStats().in_use_bytes, 0);
   const int64_t a = 100 * kMiB + 64;
   void* first = nullptr;

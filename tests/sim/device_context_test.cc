@@ -19,6 +19,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/strings.h"
 #include "sim/internal/collective_call.h"
 #include "sim/runtime.h"
 
@@ -177,7 +178,7 @@ class Collectives : public ::testing::TestWithParam<int> {
 // element must still be the in-order sum (bitwise), including the elements of a tail shorter than a chunk.
 TEST_P(Collectives, APsumLargerThanTheCachesIsTheInOrderSumBitwise) {
   const int64_t n = 4;
-  const int64_t elements = (8 << 20) / 4 + 3;  // 8 MiB and a tail: 40 MiB of inputs and output in all
+  const int64_t elements = 8 * kMiB / 4 + 3;  // 8 MiB and a tail: 40 MiB of inputs and output in all
   RuntimeOptions options;
   options.num_threads = workers();
   Runtime runtime(Mesh::Iota({n}, {"x"}), options);
@@ -1072,7 +1073,7 @@ TEST(Collectives, PpermuteMovesNoBytesTheReceiverSharesTheSendersBuffer) {
 
 TEST(Collectives, AbstractArraysGetShapesAndChargesButNoElements) {
   RuntimeOptions options;
-  options.device_memory_bytes = int64_t{1} << 30;
+  options.device_memory_bytes = kGiB;
   Runtime runtime(Mesh::Iota({4, 2}, {"x", "y"}), options);
   std::vector<Array> gathered(8), scattered(8), summed(8);
   runtime.Run([&](DeviceContext& d) {
@@ -1085,7 +1086,7 @@ TEST(Collectives, AbstractArraysGetShapesAndChargesButNoElements) {
   EXPECT_EQ(summed[0].ShapeString(), "bfloat16[64,1024,1024]");
   EXPECT_EQ(gathered[5].ShapeString(), "bfloat16[256,1024,1024]");
   EXPECT_EQ(scattered[5].ShapeString(), "bfloat16[8,1024,1024]");
-  EXPECT_EQ(runtime.memory_stats(5).in_use_bytes, (128 + 512 + 16) << 20);
+  EXPECT_EQ(runtime.memory_stats(5).in_use_bytes, (128 + 512 + 16) * kMiB);
 }
 
 TEST(Collectives, AnOutputThatDoesNotFitIsResourceExhaustedOnTheLowestPositionForAnyWorkerCount) {
@@ -1094,7 +1095,7 @@ TEST(Collectives, AnOutputThatDoesNotFitIsResourceExhaustedOnTheLowestPositionFo
   for (int workers : {1, 2, 4}) {
     for (int attempt = 0; attempt < 10; ++attempt) {
       RuntimeOptions options;
-      options.device_memory_bytes = 3 << 20;
+      options.device_memory_bytes = 3 * kMiB;
       options.num_threads = workers;
       Runtime runtime(Mesh::Iota({4}, {"x"}), options);
       try {

@@ -20,6 +20,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/strings.h"
 #include "sim/internal/transport.h"  // white-box: the bytes a rank sends
 #include "sim/runtime.h"
 
@@ -292,7 +293,7 @@ class DataVolume : public ::testing::Test {
   }
   // Status records: at most 4 KiB to each other rank per episode (3 episodes: start, the collective, the end).
   int64_t status_bytes_ = 3 * 4096 * (WorldSize() - 1);
-  static constexpr int64_t kBytes = 1 << 20;  // each device's input
+  static constexpr int64_t kBytes = kMiB;  // each device's input
 };
 
 // A psum moves one running sum along the chain and the result back: the first rank sends kBytes, a middle

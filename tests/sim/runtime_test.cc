@@ -17,6 +17,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/strings.h"
 #include "sim/internal/fiber_stack.h"
 
 namespace spmdsim {
@@ -525,7 +526,7 @@ TEST(Runtime, DeviceMemoryDefaultsToTheTopologyAndCanBeOverridden) {
 
 TEST(Runtime, ArraysKeptAfterRunStayChargedToTheirDevice) {
   RuntimeOptions o = Workers(2);
-  o.device_memory_bytes = 1 << 20;
+  o.device_memory_bytes = kMiB;
   Runtime runtime(Mesh::Iota({4}, {"x"}), o);
   std::vector<Array> kept(4);
   runtime.Run([&](DeviceContext& d) {
@@ -546,7 +547,7 @@ TEST(Runtime, ArraysKeptAfterRunStayChargedToTheirDevice) {
 
 TEST(Runtime, RunningOutOfDeviceMemoryIsAResourceExhaustedErrorNamingTheDevice) {
   RuntimeOptions o = Workers(2);
-  o.device_memory_bytes = 1 << 20;  // 1 MiB
+  o.device_memory_bytes = kMiB;
   Runtime runtime(Mesh::Iota({4}, {"x"}), o);
   try {
     runtime.Run([](DeviceContext& d) {

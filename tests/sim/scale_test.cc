@@ -20,6 +20,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/strings.h"
 #include "mesh/mesh.h"
 #include "sim/runtime.h"
 
@@ -38,7 +39,7 @@ constexpr int64_t kX = 64;
 constexpr int64_t kY = 64;
 constexpr int64_t kElements = 256;  // float32: 1 KiB per device
 constexpr int kRounds = 3;
-[[maybe_unused]] constexpr int64_t kMaxPeakRssBytes = int64_t{2} << 30;  // unused in sanitizer builds
+[[maybe_unused]] constexpr int64_t kMaxPeakRssBytes = 2 * kGiB;  // unused in sanitizer builds
 
 // Element i of the input of the device at `position`. Integers below 2^17, so every sum of 64 of them is an
 // integer below 2^24 and exact in float32 whatever the order of the additions.

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "common/strings.h"
 #include "cost/collective_model.h"
 #include "cost/compute_model.h"
 #include "cost/roofline.h"
@@ -93,7 +94,7 @@ TEST(RunCollectives, PsumPredictionIsTheRingFormulaOnDgxH100) {
   ctx.cost.collectives.algorithm = Algorithm::kRing;
   CollectivesConfig c;
   c.ops = {"all_reduce"};
-  c.sizes = {int64_t{1} << 30};
+  c.sizes = {kGiB};
   c.iterations = 1;
   c.warmup = 0;
   ctx.abstract = true;  // 1 GiB per device: shapes only
@@ -101,7 +102,7 @@ TEST(RunCollectives, PsumPredictionIsTheRingFormulaOnDgxH100) {
   ASSERT_EQ(r.sweep.size(), 1u);
   // 0.8: the default NVLink efficiency.
   const double bandwidth = ctx.mesh.topology()->link(LinkClass::kNvlink).bandwidth_Bps * 0.8;
-  const double s = static_cast<double>(int64_t{1} << 30);
+  const double s = static_cast<double>(kGiB);
   const double want = (8.4 + 14 * 3.4) * 1e-6 + 2.0 * 7 / 8 * s / bandwidth;  // NCCL ring / Simple latencies
   EXPECT_NEAR(r.sweep[0].predicted_seconds, want, want * 1e-12);
   EXPECT_EQ(r.sweep[0].algorithm, "ring");
@@ -190,8 +191,8 @@ TEST(RunCollectives, AbstractSweepFailsAsTheRuntimeRunFails) {
   EXPECT_THAT(real, HasSubstr("in the same order as the axis_names"));
   c.ops = {"all_gather"};
   c.axes = {{"x"}};
-  c.sizes = {1 << 20};
-  ctx.runtime.device_memory_bytes = 2 << 20;  // the input (256 KiB) and one result (1 MiB) fit, two results do not
+  c.sizes = {kMiB};
+  ctx.runtime.device_memory_bytes = 2 * kMiB;  // the input (256 KiB) and one result (1 MiB) fit, two results do not
   ctx.abstract = false;
   const std::string full = ErrorMessage([&] { RunCollectives(ctx, c); });
   ctx.abstract = true;
@@ -238,13 +239,13 @@ TEST(RunCollectives, StepsCarryTheCollectiveModelsBreakdown) {
   WorkloadContext ctx = Context("dgx-h100:2", {{"data", 2}, {"tensor", 8}});
   CollectivesConfig c;
   c.axes = {{"data", "tensor"}};
-  c.sizes = {1 << 20};
+  c.sizes = {kMiB};
   c.iterations = 1;
   WorkloadResult r = RunCollectives(ctx, c);
   ASSERT_EQ(r.steps.size(), 1u);
   CollectiveModel model(ctx.mesh);
   std::vector<std::string> axes = {"data", "tensor"};
-  CollectiveCost want = model.Cost(CollectiveOp::kAllReduce, axes, 1 << 20);
+  CollectiveCost want = model.Cost(CollectiveOp::kAllReduce, axes, kMiB);
   EXPECT_DOUBLE_EQ(r.steps[0].communication_seconds, want.seconds);
   EXPECT_EQ(r.steps[0].algorithm, want.algorithm);
   EXPECT_GT(r.steps[0].bytes_by_link.at("nvlink"), 0);

@@ -26,6 +26,7 @@
 #include "sim/memory.h"
 #include "sim/multiprocess.h"
 #include "sim/runtime.h"
+#include "sim/runtime_options.h"
 #include "workloads/internal/recorder.h"
 #include "workloads/workloads.h"
 
@@ -486,7 +487,7 @@ WorkloadResult RunCollectives(const WorkloadContext& context, const CollectivesC
 
   WorkloadResult result;
   result.name = config.name;
-  result.kind = "collectives";
+  result.kind = WorkloadKind::kCollectives;
   result.abstract = context.abstract;
   WorkloadContext forced = context;
   if (config.algorithm != Algorithm::kAuto) forced.cost.collectives.algorithm = config.algorithm;
@@ -504,10 +505,7 @@ WorkloadResult RunCollectives(const WorkloadContext& context, const CollectivesC
     result.memory = sweep.Memory();
   } else {
     RuntimeOptions options = context.runtime;
-    // Eigen's GEMM keeps its blocking buffers on the stack (up to EIGEN_STACK_ALLOCATION_LIMIT, 128 KiB): a
-    // [128,256] x [256,128] matmul overflows the runtime's default fiber stack (RuntimeOptions::fiber_stack_bytes).
-    // Only touched pages are resident, so a larger reservation costs address space, not memory.
-    options.fiber_stack_bytes = std::max<size_t>(options.fiber_stack_bytes, internal::kMinFiberStackBytes);
+    options.fiber_stack_bytes = std::max(options.fiber_stack_bytes, kEigenFiberStackBytes);
     options.observer = &recorder;
     options.op_cost_sink = &recorder;
     Runtime runtime(mesh, options);

@@ -277,12 +277,12 @@ ShardMapConfig TransformerBlockProgram(const TransformerBlockConfig& c, const Me
 }
 
 WorkloadResult RunMlp(const WorkloadContext& context, const MlpConfig& config) {
-  return internal::RunProgram(context, MlpProgram(config, context.mesh, context.abstract), "mlp");
+  return internal::RunProgram(context, MlpProgram(config, context.mesh, context.abstract), WorkloadKind::kMlp);
 }
 
 WorkloadResult RunTransformerBlock(const WorkloadContext& context, const TransformerBlockConfig& config) {
   return internal::RunProgram(context, TransformerBlockProgram(config, context.mesh, context.abstract),
-                              "transformer_block");
+                              WorkloadKind::kTransformerBlock);
 }
 
 }  // namespace spmdsim

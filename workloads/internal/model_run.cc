@@ -108,7 +108,8 @@ void RunWithData(const WorkloadContext& context, const ValidatedModel& model, Wo
   run_context.keep_arrays = true;
   run_context.record_trace = false;
   // The check below reads the whole outputs: across ranks every rank receives them (docs/multiprocess.md).
-  WorkloadResult run = internal::RunProgram(run_context, parallel.program, "model", /*whole_outputs=*/true);
+  WorkloadResult run =
+      internal::RunProgram(run_context, parallel.program, WorkloadKind::kModel, /*whole_outputs=*/true);
   r->wall_seconds = run.wall_seconds;
   CheckAgainstOneDevice(context, config, parallel, run, &r->check);
   if (context.keep_arrays) {
@@ -124,7 +125,7 @@ void RunWithData(const WorkloadContext& context, const ValidatedModel& model, Wo
 WorkloadResult RunModel(const WorkloadContext& context, const ValidatedModel& model) {
   WorkloadResult r;
   r.name = model.config().name;
-  r.kind = "model";
+  r.kind = WorkloadKind::kModel;
   r.abstract = context.abstract;
   FillPrediction(context, model, &r);
   if (context.abstract) {

@@ -13,7 +13,7 @@ WorkloadResult RunPartition(const WorkloadContext& context, const PartitionConfi
   const Mesh& mesh = context.mesh;
   WorkloadResult result;
   result.name = config.name;
-  result.kind = "partition";
+  result.kind = WorkloadKind::kPartition;
   result.abstract = context.abstract;
   PartitionResult out;
   std::vector<PyRegex> regexes;

@@ -16,6 +16,7 @@
 #include "shardmap/shard_map.h"
 #include "sim/array_builder.h"
 #include "sim/multiprocess.h"
+#include "sim/runtime_options.h"
 
 namespace spmdsim {
 
@@ -340,7 +341,7 @@ std::vector<Array> RunOnOneDevice(const ShardMapConfig& config, const CompiledPr
   RuntimeOptions one_options;
   one_options.num_threads = 1;
   one_options.device_memory_bytes = int64_t{1} << 50;  // the whole problem on one device: do not run out
-  one_options.fiber_stack_bytes = kMinFiberStackBytes;
+  one_options.fiber_stack_bytes = kEigenFiberStackBytes;
   Runtime one_runtime(one, one_options);
   ShardMapOptions ref_options;
   ref_options.check_vma = false;
@@ -559,10 +560,7 @@ std::vector<int> RecordSteps(const ShardMapConfig& config, const CompiledProgram
 
 RuntimeOptions ProgramRuntimeOptions(const WorkloadContext& context, internal::CostRecorder* recorder) {
   RuntimeOptions runtime_options = context.runtime;
-  // Eigen's GEMM keeps its blocking buffers on the stack (up to EIGEN_STACK_ALLOCATION_LIMIT, 128 KiB): a
-  // [128,256] x [256,128] matmul overflows the runtime's default fiber stack (RuntimeOptions::fiber_stack_bytes).
-  // Only touched pages are resident, so a larger reservation costs address space, not memory.
-  runtime_options.fiber_stack_bytes = std::max<size_t>(runtime_options.fiber_stack_bytes, kMinFiberStackBytes);
+  runtime_options.fiber_stack_bytes = std::max(runtime_options.fiber_stack_bytes, kEigenFiberStackBytes);
   runtime_options.observer = recorder;
   runtime_options.op_cost_sink = recorder;
   return runtime_options;
@@ -643,10 +641,10 @@ void CheckAgainstOneDevice(const ShardMapConfig& config, const CompiledProgram& 
 
 }  // namespace
 
-WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& config, const std::string& kind,
+WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& config, WorkloadKind kind,
                           bool whole_outputs) {
   const Mesh& mesh = context.mesh;
-  const CompiledProgram program = Compile(config, mesh, kind);
+  const CompiledProgram program = Compile(config, mesh, std::string(WorkloadKindName(kind)));
   WorkloadResult result;
   result.name = config.name;
   result.kind = kind;
@@ -703,7 +701,7 @@ WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& 
 Array WholeProgramInput(const ProgramInput& input) { return internal::WholeInput(input); }
 
 WorkloadResult RunShardMapProgram(const WorkloadContext& context, const ShardMapConfig& config) {
-  return internal::RunProgram(context, config, "shard_map");
+  return internal::RunProgram(context, config, WorkloadKind::kShardMap);
 }
 
 }  // namespace spmdsim

@@ -77,10 +77,10 @@ Array WholeInput(const ProgramInput& in);
 // and returns its outputs. Throws what the interpreter throws (an invalid program: Error(kInvalidArgument)).
 std::vector<Array> RunProgramOnOneDevice(const ShardMapConfig& config, const std::vector<std::string>& axis_names);
 
-// Runs `config` as a workload of `kind` ("shard_map", "mlp", "transformer_block", "model"). Across ranks each rank
+// Runs `config` as a workload of `kind` (shard_map, mlp, transformer_block, model). Across ranks each rank
 // keeps only its devices' output blocks (WorkloadResult::outputs then as WorkloadResult's comment says) unless
 // `whole_outputs`: then every rank receives the whole outputs (kept in WorkloadResult::outputs on every rank).
-WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& config, const std::string& kind,
+WorkloadResult RunProgram(const WorkloadContext& context, const ShardMapConfig& config, WorkloadKind kind,
                           bool whole_outputs = false);
 
 }  // namespace spmdsim::internal

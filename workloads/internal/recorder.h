@@ -44,9 +44,6 @@
 
 namespace spmdsim::internal {
 
-// The fiber stack the engines give each device at least (see RunProgram): 1 MiB.
-inline constexpr size_t kMinFiberStackBytes = size_t{1} << 20;
-
 // The topology's peak_flops key for a dtype (bf16, f16, f64 themselves; every other dtype f32), falling back to
 // f32 when the topology lacks the key.
 DType PeakFlopsKey(const Topology& topology, DType dtype);
