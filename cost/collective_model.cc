@@ -629,8 +629,10 @@ NcclCollective ToNccl(CollectiveOp op) {
 }
 
 // The NCCL view of a regular GPU group: nodes and GPUs per node from its stages, bandwidths after efficiency.
-NcclGroup NcclGroupOf(const GroupSpan& span, const Topology& topology, const std::vector<double>& B) {
+NcclGroup NcclGroupOf(const GroupSpan& span, const Topology& topology, const std::vector<double>& B,
+                      int nccl_version) {
   NcclGroup g;
+  g.nccl_version = nccl_version;
   double per_gpu_network = 0;
   for (size_t s = 0; s < span.stages.size(); ++s) {
     const SpanStage& stage = span.stages[s];
@@ -787,9 +789,9 @@ CollectiveCost CollectiveModel::CostOfSpan(CollectiveOp op, const GroupSpan& spa
   if (op == CollectiveOp::kPermute) {
     CostPermute(span, bytes, routes, B, &cost);
   } else if (gpu && IsNcclCollective(op)) {
-    CostNccl(op, span, bytes, NcclGroupOf(span, topology, B), B, options_, &cost);
+    CostNccl(op, span, bytes, NcclGroupOf(span, topology, B, options_.nccl_version), B, options_, &cost);
   } else if (gpu && op == CollectiveOp::kAllToAll && across_nodes && options_.algorithm == Algorithm::kAuto) {
-    CostGpuAllToAll(span, bytes, NcclGroupOf(span, topology, B), B, &cost);
+    CostGpuAllToAll(span, bytes, NcclGroupOf(span, topology, B, options_.nccl_version), B, &cost);
   } else {
     CostPhased(op, span, bytes, B, options_, &cost);
     // A TPU collective's fixed cost (the scaling book's small all_gather profile), on its first stage.

@@ -93,6 +93,10 @@ struct CollectiveOptions {
   std::map<LinkClass, double> link_efficiency = DefaultLinkEfficiency();
   // Whether kAuto may choose NVLink SHARP (nvls, nvls_tree) where the topology has it (H100 and later).
   bool allow_nvls = true;
+  // The NCCL release to model, as NCCL_VERSION_CODE (2.18.5 = 21805); 0: the current tuning constants (2.21 and
+  // later). Before 2.21 the ring LL protocol counts 1/4 of the link instead of 1/2 and Hopper's LL cap is 87.7
+  // GB/s (cost/nccl_model.cc); validation rows measured with an older NCCL say which.
+  int nccl_version = 0;
 };
 
 // One stage of a predicted collective.

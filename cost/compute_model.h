@@ -113,6 +113,17 @@ struct DeviceComputeSpec {
   double wave_overhead_seconds = 0;
 };
 
+// A device whose matmul fraction is another device's measurement (none of its own is published): the rate
+// prices its steps but bounds nothing, so the step model warns above the best MFU a published training run
+// reached on it. TPU v5p ("TPU v5"): v5e's ("TPU v5 lite") 92.3%, warned above 71.47% (MaxText).
+struct BorrowedMatmulRate {
+  std::string_view from;     // the device kind whose measurement is borrowed
+  double published_mfu = 0;  // the best MFU published for a training run on this device
+  std::string_view published_mfu_source;
+};
+// The borrowed rate of `device_kind`, or nullptr where its rate is its own (or the datasheet peak).
+const BorrowedMatmulRate* FindBorrowedMatmulRate(std::string_view device_kind);
+
 // The clock regime ops are priced at.
 enum class ClockRegime {
   kSustained,  // a device busy for seconds at its power cap (a training step): the sustained figures
@@ -181,7 +192,8 @@ class ComputeModel {
   // pace(): MatmulFraction(dtype) x compute_efficiency x rate_scale (1 without a spec and knobs). The model's MFU
   // cannot exceed it; model/step.h warns when a prediction does.
   double SustainedMatmulFraction(DType dtype) const;
-  // Whether MatmulFraction(dtype) comes from a documented measurement (a spec whose fraction is below 1).
+  // Whether MatmulFraction(dtype) comes from a documented measurement of this device (a spec whose fraction is
+  // below 1 and not borrowed from another device).
   bool HasMeasuredMatmulRate(DType dtype) const;
   // The peak FLOP/s the model uses for a contraction in `dtype` (fp8 as above).
   double MatrixPeak(DType dtype) const;

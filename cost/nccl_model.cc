@@ -46,10 +46,17 @@ int GenerationIndex(GpuGeneration generation) {
   return 2;
 }
 
+// Whether the group runs an NCCL release before 2.21, whose tuning.cc differs from the current one where it
+// matters on NVLink: the ring LL bus bandwidth is 1/4 of the link's (1/3 for all_gather / reduce_scatter on one
+// node) instead of 1/2, Hopper's one-node LL cap is Ampere's 87.7 GB/s instead of 141, and (2.20) NVLS's
+// NVLink latency is 23 us instead of 25 (NVIDIA/nccl tags v2.18.5-1, v2.20.5-1 and v2.21.5-1, tuning.cc).
+bool BeforeNccl221(const NcclGroup& g) { return g.nccl_version > 0 && g.nccl_version < 22100; }
+
 // tuning.cc llMaxBws (GB/s of bus bandwidth): one node by GPU generation; several nodes by host CPU vendor
 // (Intel row 0, AMD row 1) and node count (2 / more).
 double LlMaxBusBps(const NcclGroup& g) {
   constexpr double kOneNode[4] = {39.0, 87.7, 141.0, 282.0};
+  if (g.nodes == 1 && BeforeNccl221(g) && g.generation == GpuGeneration::kHopper) return 87.7 * kGBps;
   if (g.nodes == 1) return kOneNode[GenerationIndex(g.generation)] * kGBps;
   const double two_nodes = g.amd_host ? 22.5 : 39.0;
   const double more = g.amd_host ? 19.0 : 20.4;
@@ -107,7 +114,11 @@ NcclEstimate Ring(NcclCollective op, const NcclGroup& g, double S, int proto) {
   double bus = g.gpus_per_node > 1 ? g.nvlink_Bps : g.network_Bps;
   if (g.nodes > 1) bus = std::min(bus, g.network_Bps);
   if (proto == kLl128) bus *= 0.92;                                   // 120 of 128 bytes are data
-  if (proto == kLl) bus = std::min(LlMaxBusBps(g), bus * 0.5);        // 4 of 8 bytes are data
+  if (proto == kLl) {  // 4 of 8 bytes are data (before 2.21 NCCL counted 1/4, or 1/3 for a one-node gather)
+    double factor = 0.5;
+    if (BeforeNccl221(g)) factor = g.nodes > 1 || op == NcclCollective::kAllReduce ? 0.25 : 1.0 / 3;
+    bus = std::min(LlMaxBusBps(g), bus * factor);
+  }
   const double f = BusFactor(op, n);
   NcclEstimate e;
   e.algorithm = NcclAlgorithm::kRing;
@@ -171,7 +182,8 @@ NcclEstimate Nvls(NcclCollective op, const NcclGroup& g, double S) {
   NcclEstimate e;
   e.algorithm = NcclAlgorithm::kNvls;
   e.protocol = Protocol::kSimple;
-  e.latency_seconds = kNvlinkLatencyUs[kNvls][kSimple] * kUs + wire * NvlsWindowBytes(g, S, false) / B;
+  const double start_us = g.nccl_version >= 22000 && g.nccl_version < 22100 ? 23 : kNvlinkLatencyUs[kNvls][kSimple];
+  e.latency_seconds = start_us * kUs + wire * NvlsWindowBytes(g, S, false) / B;
   e.bandwidth_seconds = wire * S / B;
   e.nvlink_bytes = op == NcclCollective::kAllGather ? S / n : wire * S;
   return e;

@@ -47,6 +47,9 @@ struct NcclGroup {
   GpuGeneration generation = GpuGeneration::kHopper;
   bool nvlink_sharp = false;
   bool amd_host = false;
+  // The NCCL release whose tuning constants apply, as NCCL_VERSION_CODE (2.18.5 = 21805); 0 = the current ones
+  // (2.21 and later). Only what changed for NVLink groups is kept: see NcclRelease in nccl_model.cc.
+  int nccl_version = 0;
   int ranks() const { return nodes * gpus_per_node; }
 };
 

@@ -31,12 +31,26 @@ using internal::StepBuilder;
 void CheckSustainedRate(const ComputeModel& compute, const std::string& device_kind, DType dtype, ModelStepTimes* t) {
   t->sustained_fraction = compute.SustainedMatmulFraction(dtype);
   t->sustained_measured = compute.HasMeasuredMatmulRate(dtype);
+  if (const BorrowedMatmulRate* borrowed = FindBorrowedMatmulRate(device_kind)) {
+    t->sustained_borrowed_from = std::string(borrowed->from);
+    // A borrowed rate is no bound on this device: the threshold is the best MFU measured on it.
+    if (t->mfu > borrowed->published_mfu) {
+      t->warnings.push_back(fmt::format(
+          "MFU {:.1f}% is above {:.1f}%, {}: {}'s matmul rate is borrowed from {} ({:.1f}% of the peak, no {} "
+          "measurement is published), so the predicted step is likely faster than the device runs it",
+          100 * t->mfu, 100 * borrowed->published_mfu, borrowed->published_mfu_source, device_kind, borrowed->from,
+          100 * t->sustained_fraction, device_kind));
+    }
+  }
   if (t->mfu > t->sustained_fraction * (1 + 1e-9)) {
     t->warnings.push_back(fmt::format(
         "MFU {:.1f}% is above the {:.1f}% of the peak that {} sustains ({}): the predicted step is faster than the "
         "device can run it",
         100 * t->mfu, 100 * t->sustained_fraction, device_kind,
-        t->sustained_measured ? "its documented matmul rate" : "the datasheet peak: no measured rate documented"));
+        t->sustained_measured ? "its documented matmul rate"
+        : t->sustained_borrowed_from.empty()
+            ? "the datasheet peak: no measured rate documented"
+            : fmt::format("{}'s measured rate, borrowed", t->sustained_borrowed_from)));
   }
 }
 

@@ -50,7 +50,9 @@ struct ModelStepTimes {
   // matmul_fraction) x the scenario's compute_efficiency x a calibration's compute_scale; 1 (the datasheet peak)
   // where no measurement is documented (TPU v2-v4, v6e). MFU cannot honestly exceed it.
   double sustained_fraction = 1;
-  bool sustained_measured = false;   // false: compute runs at the datasheet peak
+  bool sustained_measured = false;   // false: compute runs at the datasheet peak, or at a borrowed rate
+  // The device whose measured matmul rate this one's compute is priced at (empty: its own, or the peak).
+  std::string sustained_borrowed_from;
   // What a reader must not miss: "MFU 103.9% is above the 92.3% of the peak that TPU v5 sustains ...".
   std::vector<std::string> warnings;
   double comm_slowdown = 0;          // the fraction used

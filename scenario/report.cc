@@ -224,8 +224,12 @@ std::string SustainedRateLine(const ModelStepTimes& t) {
       t.sustained_measured
           ? fmt::format("the device's documented sustained matmul rate, {:.1f}% of the peak (MFU cannot exceed it)",
                         100 * t.sustained_fraction)
-          : fmt::format("{:.1f}% of the datasheet peak (no measured matmul rate is documented for this device: the "
-                        "prediction is an upper bound)", 100 * t.sustained_fraction));
+          : !t.sustained_borrowed_from.empty()
+              ? fmt::format("{:.1f}% of the peak, {}'s measured matmul rate (borrowed: none is published for this "
+                            "device, the prediction may be fast)", 100 * t.sustained_fraction,
+                            t.sustained_borrowed_from)
+              : fmt::format("{:.1f}% of the datasheet peak (no measured matmul rate is documented for this device: "
+                            "the prediction is an upper bound)", 100 * t.sustained_fraction));
 }
 
 // The simulated training step: time, throughput, where the time went.
@@ -280,6 +284,7 @@ nlohmann::json ModelStepJson(const ModelStepTimes& t) {
           {"exposed_by_kind", t.exposed_by_kind}, {"simulated_devices", t.simulated_devices},
           {"timeline_ops", t.timeline_ops}, {"stages", StagesJson(t)}, {"hardware_flops", t.hardware_flops},
           {"sustained_fraction", t.sustained_fraction}, {"sustained_measured", t.sustained_measured},
+          {"sustained_borrowed_from", t.sustained_borrowed_from},
           {"warnings", t.warnings}};
 }
 

@@ -87,6 +87,27 @@ TEST(NcclSelection, EightA100) {
   EXPECT_NEAR(big.busbw_Bps, 220e9, 0.01 * 220e9);
 }
 
+// NCCL before 2.21 counted 1/4 of the link for ring LL all-reduce (1/2 since) and capped Hopper's one-node LL at
+// 87.7 GB/s (141 since): NVIDIA/nccl v2.18.5-1 and v2.21.5-1, src/graph/tuning.cc.
+TEST(NcclSelection, OlderReleasesRunLlSlower) {
+  const Axes all = {"node", "local"};
+  CollectiveOptions ll;
+  ll.algorithm = Algorithm::kRing;
+  ll.protocol = Protocol::kLl;
+  CollectiveOptions ll_218 = ll;
+  ll_218.nccl_version = 21805;
+  // A100: 220 GB/s of ring bus bandwidth, x 1/2 -> min(87.7, 110) = 87.7; x 1/4 -> 55.
+  const double a100_now = Gpus("dgx-a100:1", 1, 8, ll).Cost(CollectiveOp::kAllReduce, all, 64 * kMiB).busbw_Bps;
+  const double a100_old = Gpus("dgx-a100:1", 1, 8, ll_218).Cost(CollectiveOp::kAllReduce, all, 64 * kMiB).busbw_Bps;
+  EXPECT_NEAR(a100_now, 87.7e9, 0.03 * 87.7e9);
+  EXPECT_NEAR(a100_old, 55e9, 0.03 * 55e9);
+  // H100: 360 x 1/2 -> 141 now; 360 x 1/4 = 90 -> 87.7 before 2.21.
+  const double h100_old = Gpus("dgx-h100:1", 1, 8, ll_218).Cost(CollectiveOp::kAllReduce, all, 64 * kMiB).busbw_Bps;
+  EXPECT_NEAR(h100_old, 87.7e9, 0.03 * 87.7e9);
+  // The current release is the default.
+  EXPECT_EQ(CollectiveOptions{}.nccl_version, 0);
+}
+
 // 2 x 8 A100: the tree beats the NIC-bound ring for large all-reduce (NCCL picks Tree on 2 nodes).
 TEST(NcclSelection, TwoNodesOfEightA100PickTheTree) {
   CollectiveModel m = Gpus("dgx-a100:2", 2, 8);
