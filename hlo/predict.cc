@@ -100,6 +100,31 @@ double MessageBytes(const Instruction& ins, bool narrow) {
 
 namespace {
 
+// The devices a collective-permute's transfers name (ascending) and each transfer as (source, target) indices
+// into them; transfers to oneself dropped.
+struct PermuteGroup {
+  std::vector<int64_t> devices;
+  std::vector<std::pair<int, int>> routes;
+};
+
+PermuteGroup PermuteGroupOf(const std::vector<std::pair<int64_t, int64_t>>& pairs) {
+  PermuteGroup g;
+  for (const auto& [s, t] : pairs) {
+    if (s == t) continue;
+    g.devices.push_back(s);
+    g.devices.push_back(t);
+  }
+  std::sort(g.devices.begin(), g.devices.end());
+  g.devices.erase(std::unique(g.devices.begin(), g.devices.end()), g.devices.end());
+  auto index = [&](int64_t d) {
+    return static_cast<int>(std::lower_bound(g.devices.begin(), g.devices.end(), d) - g.devices.begin());
+  };
+  for (const auto& [s, t] : pairs) {
+    if (s != t) g.routes.emplace_back(index(s), index(t));
+  }
+  return g;
+}
+
 // Through copies, bitcasts, integer converts and reshapes (XLA TPU copies loop counters' initial values and sinks
 // constants into loop bodies): the instruction that makes the value.
 const Instruction* Source(const Instruction* x) {
@@ -821,12 +846,13 @@ class Predictor {
       if (cost.seconds >= worst.seconds) worst = cost, worst_axes = std::move(axes);
     };
     if (op == Opcode::kCollectivePermute || op == Opcode::kCollectivePermuteStart) {
-      std::vector<std::pair<int, int>> pair{{0, 1}};
-      for (const auto& [s, t] : PairsOf(c, module_.replica_count(), module_.num_partitions())) {
-        if (s == t) continue;
-        const std::vector<int64_t> group{s, t};
-        std::vector<std::string> axes = AxesOf(group);
-        consider(Cached(CollectiveOp::kPermute, group, bytes, pair, axes), axes);
+      // All pairs at once over the span of every device they name: each transfer takes its route through the
+      // whole torus (a ring shift's last pair crosses the wraparound link, not the row back), and transfers that
+      // share a link share its bandwidth.
+      const PermuteGroup permute = PermuteGroupOf(PairsOf(c, module_.replica_count(), module_.num_partitions()));
+      if (!permute.devices.empty()) {
+        std::vector<std::string> axes = AxesOf(permute.devices);
+        consider(Cached(CollectiveOp::kPermute, permute.devices, bytes, permute.routes, axes), axes);
       }
     } else {
       for (const auto& group : GroupsOf(c, module_.replica_count(), module_.num_partitions())) {
@@ -845,6 +871,7 @@ class Predictor {
                         const std::vector<std::pair<int, int>>& pairs, const std::vector<std::string>& axes) {
     const GroupSpan span = SpanOfGroup(mesh_, group);
     std::string key = fmt::format("{}|{}|{}|{}", static_cast<int>(op), bytes, span.ToString(), fmt::join(axes, ","));
+    for (const auto& [from, to] : pairs) key += fmt::format("|{}>{}", from, to);
     for (const auto& coords : span.member_coords) key += fmt::format("|{}", fmt::join(coords, ","));
     auto it = span_cache_.find(key);
     if (it == span_cache_.end())

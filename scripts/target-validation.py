@@ -106,13 +106,12 @@ def _remat_name(remat):
     return {"full": "full", "minimal": "checkpoint_dots_with_no_batch_dims", "none": "none"}[remat]
 
 
-def compiled_route(row, timeout):
+def compiled_route(row, timeout, attention):
     import spmdsim
     from spmdsim.models import DecoderConfig, logical_rules, train_step_and_args
     chips = spmdsim.resolve_target(row.topology).num_devices
     cfg = DecoderConfig(style="maxtext-2023", n_kv_heads=decoder_dims(row.scale)["n_heads"],
-                        remat=_remat_name(row.remat), attention="blockwise", attention_block=512,
-                        **decoder_dims(row.scale))
+                        remat=_remat_name(row.remat), attention=attention, **decoder_dims(row.scale))
     axes = {"data": row.slices, "fsdp": chips // row.tensor}
     if row.tensor > 1:
         axes["tensor"] = row.tensor
@@ -219,6 +218,8 @@ def main():
     ap.add_argument("--table", action="store_true", help="print the markdown table of the rows in --out")
     ap.add_argument("--timeout", type=int, default=3600, help="compiler timeout per row, seconds")
     ap.add_argument("--skip-compiled", action="store_true")
+    ap.add_argument("--attention", choices=("dense", "blockwise"), default="dense",
+                    help="the decoder's attention (docs/target-validation.md: why dense)")
     a = ap.parse_args()
     if a.table:
         print(table(a.out))
@@ -234,11 +235,14 @@ def main():
         entry = {"row": dataclasses.asdict(r), "params": params, "measured_seconds": flops / (r.tflops * 1e12),
                  "maxtext_flops_per_device": flops}
         print(f"[{r.key}] model route ...", file=sys.stderr, flush=True)
-        entry["model"] = model_route(r)
+        try:
+            entry["model"] = model_route(r)
+        except OSError as e:  # the CLI missing or being rebuilt: kept in the table with the reason
+            entry["model"] = {"error": f"{type(e).__name__}: {e}"}
         if not a.skip_compiled:
             print(f"[{r.key}] compiling for {r.slices} x {r.topology} ...", file=sys.stderr, flush=True)
             try:
-                entry["compiled"] = compiled_route(r, a.timeout)
+                entry["compiled"] = compiled_route(r, a.timeout, a.attention)
             except Exception as e:  # kept in the table with the reason
                 entry["compiled"] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0]}"}
         with open(os.path.join(a.out, r.key + ".json"), "w") as f:

@@ -141,6 +141,35 @@ TEST(Predict, AnAsyncCollectiveOverlapsTheComputeScheduledBeforeItsDone) {
   EXPECT_THAT(p.step_seconds, DoubleNear(p.compute_seconds, 1e-15));
 }
 
+// XLA's collective matmul shifts each tensor group's shards round a ring: on a wrapping torus dimension every
+// transfer, the last one back to the first device included, is one hop, and the 16 rows' rings share no link.
+// The permute costs one transfer's time (priced pair by pair, the last pair of each row went 15 hops back).
+TEST(Predict, ARingShiftOnAWrappingTorusDimensionIsOneHopForEveryTransfer) {
+  auto shift = [](bool wrap) {
+    std::string pairs;
+    for (int row = 0; row < 16; ++row) {
+      for (int i = 0; i < 16; ++i) {
+        if (!wrap && i == 15) continue;
+        pairs += fmt::format("{}{{{},{}}}", pairs.empty() ? "" : ",", row * 16 + i, row * 16 + (i + 1) % 16);
+      }
+    }
+    return ParseModule("HloModule m, num_partitions=256\nENTRY %e (a: bf16[1024,1024]) -> bf16[1024,1024] {\n"
+                       "  %a = bf16[1024,1024] parameter(0)\n  ROOT %p = bf16[1024,1024] collective-permute(%a), "
+                       "channel_id=1, source_target_pairs={" + pairs + "}\n}\n");
+  };
+  const Mesh mesh = DevicesOf("tpu-v5e:16x16", 256);
+  const Prediction ring = Predict(Abstract(shift(true)), mesh);
+  const Prediction line = Predict(Abstract(shift(false)), mesh);
+  ASSERT_GT(line.comm_seconds, 0);
+  EXPECT_THAT(ring.comm_seconds, DoubleNear(line.comm_seconds, line.comm_seconds * 1e-9));
+  // One hop: what a single transfer between neighbours costs.
+  CollectiveModel collectives(mesh);
+  const std::vector<int64_t> neighbours{0, 1};
+  const std::vector<std::pair<int, int>> one_way{{0, 1}};
+  const double hop = collectives.CostOfGroup(CollectiveOp::kPermute, neighbours, 1024 * 1024 * 2.0, one_way).seconds;
+  EXPECT_THAT(ring.comm_seconds, DoubleNear(hop, hop * 1e-9));
+}
+
 TEST(Predict, RunsWhileBodiesTheirTripCount) {
   std::shared_ptr<const Module> m = ParseModule(
       "HloModule m\n"

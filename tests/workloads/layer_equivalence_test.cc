@@ -312,7 +312,7 @@ std::map<std::pair<int64_t, LayerPhase>, Emitted> DataRun(const ValidatedModel& 
   WorkloadContext ctx;
   ctx.mesh = model.mesh();
   ctx.abstract = true;
-  const WorkloadResult r = internal::RunProgram(ctx, program.program, "model");
+  const WorkloadResult r = internal::RunProgram(ctx, program.program, WorkloadKind::kModel);
   static const std::regex kLayerStep(R"(^(fwd|bwd)/(?:t(\d+)/)?l(\d+)/.*)");
   static const std::regex kWeightGather(R"(^fwd/(?:layers|stages)\.(\d+)\..*_all_gather$)");
   std::map<std::pair<int64_t, LayerPhase>, Emitted> out;
