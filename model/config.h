@@ -255,6 +255,10 @@ ValidatedModel ValidateModel(ModelConfig config, std::shared_ptr<const Mesh> mes
 // Same, with a copy of `mesh`.
 ValidatedModel ValidateModel(ModelConfig config, const Mesh& mesh);
 
+// The stack the model is priced with (ChooseStack over its `stack` and degrees) and why. REQUIRES: the mesh has a
+// topology.
+StackChoice ModelStackChoice(const ValidatedModel& model);
+
 }  // namespace spmdsim
 
 #endif  // SPMDSIM_MODEL_CONFIG_H_

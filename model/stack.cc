@@ -146,6 +146,18 @@ SoftwareStack ResolveStack(SoftwareStack stack, const Topology& topology) {
   return stack == SoftwareStack::kAuto ? DefaultStack(topology) : stack;
 }
 
+StackChoice ChooseStack(SoftwareStack requested, const Topology& topology, const StackParallelism& p) {
+  if (requested != SoftwareStack::kAuto) return {requested, "set by the model's stack:"};
+  if (topology.platform() != Platform::kGpu)
+    return {SoftwareStack::kMaxText, "auto: not a GPU topology, so JAX / XLA as MaxText runs it"};
+  if (p.zero_stage >= 3 && p.zero_ranks > 1 && p.tensor == 1 && p.pipeline == 1)
+    return {SoftwareStack::kPytorchFsdp,
+            "auto: ZeRO-3 over the data ranks without tensor or pipeline parallelism on GPUs is PyTorch FSDP's "
+            "layout (FULL_SHARD / fully_shard)"};
+  return {SoftwareStack::kMegatron,
+          "auto: GPUs with this parallelism run Megatron-Core (the stack NVIDIA publishes its DGX results with)"};
+}
+
 const StackSpec& StackSpecFor(SoftwareStack stack) {
   // Built on first use (thread-safe local statics), so no other file's static initialisation can see them unset.
   static const StackSpec megatron = MegatronSpec(), pytorch_fsdp = PytorchFsdpSpec(), maxtext = MaxTextSpec();

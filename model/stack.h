@@ -10,6 +10,8 @@
 #ifndef SPMDSIM_MODEL_STACK_H_
 #define SPMDSIM_MODEL_STACK_H_
 
+#include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "mesh/topology.h"
@@ -30,6 +32,26 @@ SoftwareStack ParseStack(std::string_view name);
 SoftwareStack DefaultStack(const Topology& topology);
 // `stack` itself, or DefaultStack when it is kAuto.
 SoftwareStack ResolveStack(SoftwareStack stack, const Topology& topology);
+
+// The parallelism `auto` looks at: ZeRO's stage and shard ranks (data x context), tensor and pipeline degrees.
+struct StackParallelism {
+  int zero_stage = 0;
+  int64_t zero_ranks = 1;
+  int64_t tensor = 1, pipeline = 1;
+};
+
+// The stack a model is priced with and why, as the reports print it.
+struct StackChoice {
+  SoftwareStack stack = SoftwareStack::kMegatron;
+  std::string reason;  // "set by the model's stack:" or what `auto` saw
+};
+
+// `requested` itself, or for kAuto: on GPUs PyTorch FSDP where the parallelism is FSDP's (ZeRO-3 over more than
+// one rank, no tensor or pipeline parallelism: Megatron-Core shards that way only beside TP / PP, PyTorch FSDP
+// and DeepSpeed ZeRO-3 alone), else Megatron-Core; MaxText on TPUs and CPUs. DefaultStack where the parallelism
+// says nothing.
+// Example: ChooseStack(kAuto, dgx-h100:8, {.zero_stage = 3, .zero_ranks = 8}).stack == kPytorchFsdp.
+StackChoice ChooseStack(SoftwareStack requested, const Topology& topology, const StackParallelism& parallelism);
 
 // The HBM traffic and kernel count of one memory-bound op of the layer, per element of its tensor (the
 // activations it normalises / activates / rotates). Bytes are `dtype_passes` passes of the activation dtype plus

@@ -141,5 +141,40 @@ TEST(SoftwareStack, HybridShardingReducesAcrossSlicesOverDcn) {
   EXPECT_THROW(ValidateModel(bad, mesh_of(1)), Error);
 }
 
+// `auto` on GPUs: PyTorch FSDP where the parallelism is FSDP's (ZeRO-3 over the data ranks, no TP or PP),
+// Megatron-Core otherwise; MaxText off GPUs; an explicit stack is kept. The step says which and why.
+TEST(SoftwareStack, AutoPicksPytorchFsdpWhereTheParallelismIsFsdpAndSaysWhy) {
+  const Topology gpu = Topology::Parse("dgx-h100:1");
+  EXPECT_EQ(ChooseStack(SoftwareStack::kAuto, gpu, {.zero_stage = 3, .zero_ranks = 8}).stack,
+            SoftwareStack::kPytorchFsdp);
+  EXPECT_EQ(ChooseStack(SoftwareStack::kAuto, gpu, {.zero_stage = 3, .zero_ranks = 2, .tensor = 4}).stack,
+            SoftwareStack::kMegatron);
+  EXPECT_EQ(ChooseStack(SoftwareStack::kAuto, gpu, {.zero_stage = 3, .zero_ranks = 4, .pipeline = 2}).stack,
+            SoftwareStack::kMegatron);
+  EXPECT_EQ(ChooseStack(SoftwareStack::kAuto, gpu, {.zero_stage = 1, .zero_ranks = 8}).stack,
+            SoftwareStack::kMegatron);
+  EXPECT_EQ(ChooseStack(SoftwareStack::kAuto, Topology::Parse("tpu-v5e:4x4"), {.zero_stage = 3, .zero_ranks = 16})
+                .stack,
+            SoftwareStack::kMaxText);
+  const StackChoice explicit_choice = ChooseStack(SoftwareStack::kMegatron, gpu, {.zero_stage = 3, .zero_ranks = 8});
+  EXPECT_EQ(explicit_choice.stack, SoftwareStack::kMegatron);
+  EXPECT_THAT(explicit_choice.reason, ::testing::HasSubstr("set by the model's stack:"));
+
+  ModelConfig c = testing_model::SmallModel();
+  c.parallel = {.data_axes = {"data"}, .zero_stage = 3};
+  const Mesh mesh = MeshOn("dgx-h100:1", {{"data", 8}});
+  const ModelStepTimes automatic = PredictModelStep(ValidateModel(c, mesh));
+  EXPECT_EQ(automatic.stack, "pytorch-fsdp");
+  EXPECT_THAT(automatic.stack_reason, ::testing::HasSubstr("ZeRO-3 over the data ranks"));
+  c.stack = SoftwareStack::kPytorchFsdp;
+  EXPECT_DOUBLE_EQ(PredictModelStep(ValidateModel(c, mesh)).step_seconds, automatic.step_seconds);
+  c.stack = SoftwareStack::kAuto;
+  c.parallel = {.data_axes = {"data"}, .zero_stage = 1, .tensor_axes = {"tensor"}};
+  const ModelStepTimes megatron =
+      PredictModelStep(ValidateModel(c, MeshOn("dgx-h100:1", {{"data", 2}, {"tensor", 4}})));
+  EXPECT_EQ(megatron.stack, "megatron");
+  EXPECT_THAT(megatron.stack_reason, ::testing::HasSubstr("auto: GPUs"));
+}
+
 }  // namespace
 }  // namespace spmdsim
