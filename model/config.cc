@@ -26,6 +26,14 @@ std::string_view PipelineScheduleName(PipelineSchedule s) {
   }
   return "?";
 }
+std::string_view PipelineTransfersName(PipelineTransfers t) {
+  switch (t) {
+    case PipelineTransfers::kStack: return "stack";
+    case PipelineTransfers::kBlocking: return "blocking";
+    case PipelineTransfers::kOverlapped: return "overlapped";
+  }
+  return "?";
+}
 std::string_view RecomputeName(Recompute r) {
   switch (r) {
     case Recompute::kNone: return "none";

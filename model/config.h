@@ -38,6 +38,10 @@ enum class Activation { kGelu, kSwiglu };
 enum class Norm { kLayerNorm, kRmsNorm };
 enum class PositionEmbedding { kRope, kLearned };
 enum class PipelineSchedule { kGpipe, k1F1B, kInterleaved1F1B };
+// How pipeline sends and receives run (docs/model.md, "Blocking pipeline transfers"): as the model's stack runs
+// them (StackSpec::blocking_p2p), each waiting for its transfer (Megatron-LM of 2022, DeepSpeed's pipeline
+// engine), or eager sends overlapped with the sender's compute (Megatron-Core).
+enum class PipelineTransfers { kStack, kBlocking, kOverlapped };
 // Megatron's activation recompute (Korthikanti et al. 2022): selective recomputes the attention core (the
 // softmax and its dropout, whose memory grows with seq^2); full recomputes the whole layer from its input.
 enum class Recompute { kNone, kSelective, kFull };
@@ -48,6 +52,7 @@ std::string_view ActivationName(Activation a);       // "gelu", "swiglu"
 std::string_view NormName(Norm n);                   // "layernorm", "rmsnorm"
 std::string_view PositionEmbeddingName(PositionEmbedding p);  // "rope", "learned"
 std::string_view PipelineScheduleName(PipelineSchedule s);    // "gpipe", "1f1b", "interleaved"
+std::string_view PipelineTransfersName(PipelineTransfers t);  // "stack", "blocking", "overlapped"
 std::string_view RecomputeName(Recompute r);         // "none", "selective", "full"
 std::string_view MoeRouterName(MoeRouter r);         // "aux_loss", "sinkhorn", "none"
 
@@ -114,6 +119,7 @@ struct ModelParallelism {
   std::vector<std::string> context_axes{};   // context parallelism: seq split, ring attention
   std::vector<std::string> pipeline_axes{};  // pipeline stages (layers split evenly unless set below)
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
+  PipelineTransfers pipeline_transfers = PipelineTransfers::kStack;
   int64_t virtual_stages = 1;                // model chunks per stage (interleaved only; > 1 there)
   // Uneven stages, as Megatron-Core splits them (PipelineLayerLayout, model/pipeline.h). Either the layers of the
   // first and / or last stage (--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers; -1:

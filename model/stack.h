@@ -23,9 +23,13 @@ enum class SoftwareStack {
   kMegatron,     // Megatron-Core / NeMo with Transformer Engine (fused kernels, cuDNN attention, fp8 casts)
   kPytorchFsdp,  // PyTorch FSDP, eager: kernels launched from the host, unfused norms and activations
   kMaxText,      // JAX / XLA as MaxText runs it: one compiled program, XLA's fusions
+  // Megatron-DeepSpeed as run in 2022 (BLOOM era): Megatron-LM's fused kernels under DeepSpeed's pipeline engine
+  // (blocking transfers of whole activations, gradients all-reduced in fp32 after the pipeline flush).
+  kMegatronDeepSpeed2022,
 };
 
-std::string_view StackName(SoftwareStack stack);  // "auto", "megatron", "pytorch-fsdp", "maxtext"
+// "auto", "megatron", "pytorch-fsdp", "maxtext", "megatron-deepspeed-2022"
+std::string_view StackName(SoftwareStack stack);
 // Throws Error(kInvalidArgument) naming the valid names for anything else.
 SoftwareStack ParseStack(std::string_view name);
 // GPU topologies: kMegatron (the stack NVIDIA publishes its DGX training results with); TPU and CPU: kMaxText.
@@ -95,6 +99,15 @@ struct StackSpec {
   // for infinities (read + write 4), in every stack (loss scaling).
   double optimizer_extra_bytes = 0;
   bool lowp_copy = false;
+  // How the stack's pipeline and data-parallel steps run (DeepSpeed's pipeline engine, 2022):
+  // `blocking_p2p`: every send and receive waits for its transfer (ModelStepOptions::blocking_p2p; a model's
+  // parallel.pipeline_transfers overrides it); `full_pipeline_activations`: each tensor rank sends the whole
+  // [T, h] activation (no scatter over the tensor ranks; with sequence parallelism it is split anyway);
+  // `grad_reduce_after_flush`: the data-parallel gradients are all-reduced once, after the last micro-batch's
+  // backward has finished on the stage, instead of layer by layer beside the backward.
+  bool blocking_p2p = false;
+  bool full_pipeline_activations = false;
+  bool grad_reduce_after_flush = false;
   std::string_view source;
 };
 

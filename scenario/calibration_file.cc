@@ -78,7 +78,8 @@ CalibrationProfile ParseCalibrationProfileNode(const YamlContext& ctx, const YAM
              "rms_log_error_before", "rms_log_error_after"});
   CalibrationProfile p;
   p.device_kind = ctx.String(m.Need("device_kind"), m.Key("device_kind"));
-  p.stack = ParseStack(ctx.Choice(m.Need("stack"), m.Key("stack"), {"megatron", "pytorch-fsdp", "maxtext"}));
+  p.stack = ParseStack(ctx.Choice(m.Need("stack"), m.Key("stack"),
+                                  {"megatron", "pytorch-fsdp", "maxtext", "megatron-deepspeed-2022"}));
   auto scale = [&](std::string_view key) {
     return m.Has(key) ? ctx.NumberIn(m.Get(key), m.Key(key), 1.0 / 64, 64) : 1.0;
   };

@@ -507,7 +507,7 @@ ModelParallelism ParseModelParallelism(const YamlContext& ctx, const YamlMap& pa
   YamlMap m(ctx, parent.Get("parallel"), parent.Key("parallel"),
             {"data_axes", "zero_stage", "fsdp", "tensor_axes", "sequence_parallel", "context_axes", "pipeline_axes",
              "schedule", "virtual_stages", "first_stage_layers", "last_stage_layers", "account_for_embedding",
-             "account_for_loss", "expert_axes", "zero_axes", "reshard_after_forward"});
+             "account_for_loss", "expert_axes", "zero_axes", "reshard_after_forward", "pipeline_transfers"});
   const Mesh& mesh = s.mesh.mesh;
   for (auto [key, axes] : {std::pair{"data_axes", &p.data_axes}, {"tensor_axes", &p.tensor_axes},
                            {"context_axes", &p.context_axes}, {"pipeline_axes", &p.pipeline_axes},
@@ -530,6 +530,10 @@ ModelParallelism ParseModelParallelism(const YamlContext& ctx, const YamlMap& pa
   p.schedule = ParseEnum(ctx, m, "schedule", p.schedule,
                          {{"gpipe", PipelineSchedule::kGpipe}, {"1f1b", PipelineSchedule::k1F1B},
                           {"interleaved", PipelineSchedule::kInterleaved1F1B}});
+  p.pipeline_transfers = ParseEnum(ctx, m, "pipeline_transfers", p.pipeline_transfers,
+                                   {{"stack", PipelineTransfers::kStack},
+                                    {"blocking", PipelineTransfers::kBlocking},
+                                    {"overlapped", PipelineTransfers::kOverlapped}});
   p.virtual_stages = Positive(ctx, m, "virtual_stages", 1, 1 << 20);
   p.first_stage_layers = NonNegative(ctx, m, "first_stage_layers", -1, 1 << 20);
   p.last_stage_layers = NonNegative(ctx, m, "last_stage_layers", -1, 1 << 20);
@@ -583,7 +587,8 @@ ModelConfig ParseModel(const YamlContext& ctx, const YamlMap& m, const Scenario&
                       {{"auto", SoftwareStack::kAuto},
                        {"megatron", SoftwareStack::kMegatron},
                        {"pytorch-fsdp", SoftwareStack::kPytorchFsdp},
-                       {"maxtext", SoftwareStack::kMaxText}});
+                       {"maxtext", SoftwareStack::kMaxText},
+                       {"megatron-deepspeed-2022", SoftwareStack::kMegatronDeepSpeed2022}});
   c.seed = static_cast<uint64_t>(NonNegative(ctx, m, "seed", 0, int64_t{1} << 62));
   c.rtol = Tolerance(ctx, m, "rtol", c.rtol);
   c.atol = Tolerance(ctx, m, "atol", c.atol);
