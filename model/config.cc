@@ -39,6 +39,7 @@ std::string_view RecomputeName(Recompute r) {
     case Recompute::kNone: return "none";
     case Recompute::kSelective: return "selective";
     case Recompute::kFull: return "full";
+    case Recompute::kMinimal: return "minimal";
   }
   return "?";
 }

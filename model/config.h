@@ -44,7 +44,11 @@ enum class PipelineSchedule { kGpipe, k1F1B, kInterleaved1F1B };
 enum class PipelineTransfers { kStack, kBlocking, kOverlapped };
 // Megatron's activation recompute (Korthikanti et al. 2022): selective recomputes the attention core (the
 // softmax and its dropout, whose memory grows with seq^2); full recomputes the whole layer from its input.
-enum class Recompute { kNone, kSelective, kFull };
+// kMinimal is MaxText's remat_policy "minimal" (jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims): the
+// layer's input and the outputs of its projections are kept, the elementwise ops and the attention core are
+// recomputed; the step prices it as no recompute (the elementwise work is small; the attention core of flash
+// attention is recomputed in every setting).
+enum class Recompute { kNone, kSelective, kFull, kMinimal };
 // Megatron's --moe-router-load-balancing-type.
 enum class MoeRouter { kAuxLoss, kSinkhorn, kNone };
 
@@ -53,7 +57,7 @@ std::string_view NormName(Norm n);                   // "layernorm", "rmsnorm"
 std::string_view PositionEmbeddingName(PositionEmbedding p);  // "rope", "learned"
 std::string_view PipelineScheduleName(PipelineSchedule s);    // "gpipe", "1f1b", "interleaved"
 std::string_view PipelineTransfersName(PipelineTransfers t);  // "stack", "blocking", "overlapped"
-std::string_view RecomputeName(Recompute r);         // "none", "selective", "full"
+std::string_view RecomputeName(Recompute r);         // "none", "selective", "full", "minimal"
 std::string_view MoeRouterName(MoeRouter r);         // "aux_loss", "sinkhorn", "none"
 
 // Mixture of experts (Megatron-Core MoE / Switch / GShard / DeepSeekMoE). Dense model when experts == 0.

@@ -582,7 +582,8 @@ ModelConfig ParseModel(const YamlContext& ctx, const YamlMap& m, const Scenario&
   c.parallel = ParseModelParallelism(ctx, m, s);
   c.recompute =
       ParseEnum(ctx, m, "recompute", c.recompute,
-                {{"none", Recompute::kNone}, {"selective", Recompute::kSelective}, {"full", Recompute::kFull}});
+                {{"none", Recompute::kNone}, {"selective", Recompute::kSelective}, {"full", Recompute::kFull},
+                 {"minimal", Recompute::kMinimal}});
   c.stack = ParseEnum(ctx, m, "stack", c.stack,
                       {{"auto", SoftwareStack::kAuto},
                        {"megatron", SoftwareStack::kMegatron},
