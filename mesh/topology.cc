@@ -17,6 +17,11 @@ namespace spmdsim {
 namespace {
 
 constexpr double kGB = 1e9;
+// Device memory as the driver reports it (nvidia-smi's total): an "80 GB" H100 or H800 has 81559 MiB (79.6 GiB),
+// an A100-SXM4-80GB 81920 MiB (80 GiB), not 80e9 bytes (74.5 GiB). What the accounting compares its peak with.
+constexpr double kMiB = 1024.0 * 1024;
+constexpr double kH100Memory = 81559 * kMiB;
+constexpr double kA100Memory80 = 81920 * kMiB;
 
 struct TpuFigures {
   const char* preset;
@@ -214,22 +219,25 @@ constexpr char kA100Pcie[] = "PCIe Gen4 x16: 32 GB/s one-way; latency 2 us assum
 
 // Sources: NVIDIA's datasheets (H100 SXM, A100 SXM, DGX H100 / DGX A100 user guides); every bandwidth ONE-WAY.
 const GpuFigures kGpuFigures[] = {
-    {"dgx-h100", "NVIDIA H100 80GB HBM3", 8, GpuGeneration::kHopper, true, false, 80 * kGB, 3350 * kGB, 989e12,
-     67e12, "H100 SXM datasheet: 80 GB HBM3 at 3.35 TB/s, 989 TFLOPS bf16 dense, 67 TFLOPS f32", 450e9,
+    {"dgx-h100", "NVIDIA H100 80GB HBM3", 8, GpuGeneration::kHopper, true, false, kH100Memory, 3350 * kGB, 989e12,
+     67e12, "H100 SXM datasheet: 80 GB HBM3 at 3.35 TB/s, 989 TFLOPS bf16 dense, 67 TFLOPS f32; nvidia-smi's total "
+     "81559 MiB", 450e9,
      "H100 NVLink4: 900 GB/s bidirectional per GPU -> 450 GB/s one-way (nccl-tests issue 212: 450 GB/s line rate)",
      8, 50e9, "DGX H100: 8 x ConnectX-7 400 Gb/s NDR, one per GPU -> 50 GB/s one-way each", 64e9, kH100Pcie},
     {"dgx-h200", "NVIDIA H200", 8, GpuGeneration::kHopper, true, false, 141 * kGB, 4800 * kGB, 989e12, 67e12,
      "H200 SXM datasheet: 141 GB HBM3e at 4.8 TB/s, 989 TFLOPS bf16 dense, 67 TFLOPS f32", 450e9,
      "H200 NVLink4: 900 GB/s bidirectional per GPU -> 450 GB/s one-way", 8, 50e9,
      "DGX H200: 8 x ConnectX-7 400 Gb/s NDR, one per GPU -> 50 GB/s one-way each", 64e9, kH100Pcie},
-    {"h800", "NVIDIA H800", 8, GpuGeneration::kHopper, true, false, 80 * kGB, 3350 * kGB, 989e12, 67e12,
-     "H800 SXM: the H100 SXM die (80 GB HBM3 at 3.35 TB/s, 989 TFLOPS bf16 dense) with reduced NVLink", 200e9,
+    {"h800", "NVIDIA H800", 8, GpuGeneration::kHopper, true, false, kH100Memory, 3350 * kGB, 989e12, 67e12,
+     "H800 SXM: the H100 SXM die (80 GB HBM3 at 3.35 TB/s, 989 TFLOPS bf16 dense; nvidia-smi 81559 MiB) with "
+     "reduced NVLink", 200e9,
      "H800 NVLink: 400 GB/s bidirectional per GPU -> 200 GB/s one-way (NVIDIA H800 product brief; DeepSeek-V3 "
      "report section 3.2.2: ~160 GB/s achieved)",
      8, 50e9, "DeepSeek-V3 report section 3.2.2: one 400 Gb/s InfiniBand NIC per H800 -> 50 GB/s one-way", 64e9,
      kH100Pcie},
-    {"dgx-a100", "NVIDIA A100-SXM4-80GB", 8, GpuGeneration::kAmpere, false, true, 80 * kGB, 2039 * kGB, 312e12,
-     19.5e12, "A100 SXM datasheet: 80 GB HBM2e at 2039 GB/s, 312 TFLOPS bf16, 19.5 TFLOPS f32", 300e9,
+    {"dgx-a100", "NVIDIA A100-SXM4-80GB", 8, GpuGeneration::kAmpere, false, true, kA100Memory80, 2039 * kGB,
+     312e12, 19.5e12, "A100 SXM datasheet: 80 GB HBM2e at 2039 GB/s, 312 TFLOPS bf16, 19.5 TFLOPS f32; nvidia-smi's "
+     "total 81920 MiB", 300e9,
      "A100 NVLink3: 600 GB/s bidirectional per GPU -> 300 GB/s one-way", 8, 25e9,
      "DGX A100: 8 x ConnectX-6 200 Gb/s HDR, one per GPU -> 25 GB/s one-way each; AMD EPYC 7742 host", 32e9,
      kA100Pcie},

@@ -140,6 +140,15 @@ double LayerActivationBytes(const ModelConfig& c, int64_t b, int64_t t, int64_t 
   const bool sp = c.parallel.sequence_parallel && t > 1;
   const double replicated_split = sp ? static_cast<double>(t) : 1.0;
   if (c.recompute == Recompute::kFull) return tokens * 2 * h / replicated_split;  // the layer's input only
+  if (c.recompute == Recompute::kMinimal && !moe_layer && !c.is_mla()) {
+    // MaxText's "minimal" (checkpoint_dots_with_no_batch_dims): the layer's input and the attention and MLP
+    // output projections' [T, h] outputs (outside the tensor-parallel region), Q, K, V and the MLP's up
+    // projections (inside it); the attention core's dots have batch dimensions and are recomputed.
+    const double hd = static_cast<double>(c.effective_head_dim());
+    const double q_local = 1.0 * c.heads / t * hd, kv_local = 1.0 * KvHeadsPerRank(c, t) * hd;
+    const double up = (c.activation == Activation::kSwiglu ? 2 : 1) * 2.0 * c.d_ff / t;
+    return tokens * (6 * h / replicated_split + 2 * q_local + 4 * kv_local + up);
+  }
   // Outside the tensor-parallel region (split by t only with SP): two norm inputs, the attention and MLP inputs
   // (the norms' outputs), the two dropout masks.
   const AttentionKept attention = AttentionActivations(c, t);
@@ -311,7 +320,9 @@ StageMemory StageMemoryOf(const ModelConfig& c, const ParallelDegrees& d, const 
   const double activation = 2 * tokens * c.d_model;
   if (p > 1) s.memory.communication += 4 * activation / (sp ? t : 1);
   if (sp) s.memory.communication += activation;
-  if (c.parallel.zero_stage >= 3 && d.data * d.context > 1) s.memory.communication += 2 * 2 * zero3_layer;
+  // Without resharding after the forward the gathered weights are the stage's parameters, already counted whole.
+  if (c.parallel.zero_stage >= 3 && c.parallel.reshard_after_forward && d.data * d.context > 1)
+    s.memory.communication += 2 * 2 * zero3_layer;
   if (c.moe.experts > 0 && d.expert > 1)
     s.memory.communication += 2 * activation * c.moe.top_k * c.moe.capacity_factor / (sp ? t : 1);
   return s;

@@ -103,7 +103,7 @@ double CalibrationFigureValue(const StepCalibration& figures, std::string_view n
 
 SoftwareStack ModelStack(const ValidatedModel& model) {
   SPMDSIM_CHECK(model.mesh().topology() != nullptr, "a calibrated model needs a topology");
-  return ResolveStack(model.config().stack, *model.mesh().topology());
+  return ModelStackChoice(model).stack;
 }
 
 CalibrationProfile FitCalibration(const std::vector<CalibrationRun>& runs, const CalibrationOptions& options) {

@@ -355,4 +355,11 @@ ModelConfig DeepSeekV3Model() {
   return c;
 }
 
+StackChoice ModelStackChoice(const ValidatedModel& model) {
+  SPMDSIM_CHECK(model.mesh().topology() != nullptr, "choosing a stack needs a topology");
+  const ParallelDegrees& d = model.degrees();
+  const StackParallelism p{model.config().parallel.zero_stage, d.zero * d.context, d.tensor, d.pipeline};
+  return ChooseStack(model.config().stack, *model.mesh().topology(), p);
+}
+
 }  // namespace spmdsim

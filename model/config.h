@@ -39,9 +39,17 @@ enum class Activation { kGelu, kSwiglu };
 enum class Norm { kLayerNorm, kRmsNorm };
 enum class PositionEmbedding { kRope, kLearned };
 enum class PipelineSchedule { kGpipe, k1F1B, kInterleaved1F1B };
+// How pipeline sends and receives run (docs/model.md, "Blocking pipeline transfers"): as the model's stack runs
+// them (StackSpec::blocking_p2p), each waiting for its transfer (Megatron-LM of 2022, DeepSpeed's pipeline
+// engine), or eager sends overlapped with the sender's compute (Megatron-Core).
+enum class PipelineTransfers { kStack, kBlocking, kOverlapped };
 // Megatron's activation recompute (Korthikanti et al. 2022): selective recomputes the attention core (the
 // softmax and its dropout, whose memory grows with seq^2); full recomputes the whole layer from its input.
-enum class Recompute { kNone, kSelective, kFull };
+// kMinimal is MaxText's remat_policy "minimal" (jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims): the
+// layer's input and the outputs of its projections are kept, the elementwise ops and the attention core are
+// recomputed; the step prices it as no recompute (the elementwise work is small; the attention core of flash
+// attention is recomputed in every setting).
+enum class Recompute { kNone, kSelective, kFull, kMinimal };
 // Megatron's --moe-router-load-balancing-type.
 enum class MoeRouter { kAuxLoss, kSinkhorn, kNone };
 
@@ -55,8 +63,13 @@ inline constexpr EnumName<PositionEmbedding> kPositionEmbeddingNames[] = {{Posit
 inline constexpr EnumName<PipelineSchedule> kPipelineScheduleNames[] = {
     {PipelineSchedule::kGpipe, "gpipe"}, {PipelineSchedule::k1F1B, "1f1b"},
     {PipelineSchedule::kInterleaved1F1B, "interleaved"}};
-inline constexpr EnumName<Recompute> kRecomputeNames[] = {
-    {Recompute::kNone, "none"}, {Recompute::kSelective, "selective"}, {Recompute::kFull, "full"}};
+inline constexpr EnumName<PipelineTransfers> kPipelineTransfersNames[] = {
+    {PipelineTransfers::kStack, "stack"}, {PipelineTransfers::kBlocking, "blocking"},
+    {PipelineTransfers::kOverlapped, "overlapped"}};
+inline constexpr EnumName<Recompute> kRecomputeNames[] = {{Recompute::kNone, "none"},
+                                                          {Recompute::kSelective, "selective"},
+                                                          {Recompute::kFull, "full"},
+                                                          {Recompute::kMinimal, "minimal"}};
 inline constexpr EnumName<MoeRouter> kMoeRouterNames[] = {
     {MoeRouter::kAuxLoss, "aux_loss"}, {MoeRouter::kSinkhorn, "sinkhorn"}, {MoeRouter::kNone, "none"}};
 
@@ -65,6 +78,7 @@ inline std::string_view ActivationName(Activation a) { return NameOf(kActivation
 inline std::string_view NormName(Norm n) { return NameOf(kNormNames, n); }
 inline std::string_view PositionEmbeddingName(PositionEmbedding p) { return NameOf(kPositionEmbeddingNames, p); }
 inline std::string_view PipelineScheduleName(PipelineSchedule s) { return NameOf(kPipelineScheduleNames, s); }
+inline std::string_view PipelineTransfersName(PipelineTransfers t) { return NameOf(kPipelineTransfersNames, t); }
 inline std::string_view RecomputeName(Recompute r) { return NameOf(kRecomputeNames, r); }
 inline std::string_view MoeRouterName(MoeRouter r) { return NameOf(kMoeRouterNames, r); }
 
@@ -131,6 +145,7 @@ struct ModelParallelism {
   std::vector<std::string> context_axes{};   // context parallelism: seq split, ring attention
   std::vector<std::string> pipeline_axes{};  // pipeline stages (layers split evenly unless set below)
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
+  PipelineTransfers pipeline_transfers = PipelineTransfers::kStack;
   int64_t virtual_stages = 1;                // model chunks per stage (interleaved only; > 1 there)
   // Uneven stages, as Megatron-Core splits them (PipelineLayerLayout, model/pipeline.h). Either the layers of the
   // first and / or last stage (--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers; -1:
@@ -271,6 +286,10 @@ class ModelConfigError : public Error {
 ValidatedModel ValidateModel(ModelConfig config, std::shared_ptr<const Mesh> mesh);
 // Same, with a copy of `mesh`.
 ValidatedModel ValidateModel(ModelConfig config, const Mesh& mesh);
+
+// The stack the model is priced with (ChooseStack over its `stack` and degrees) and why. REQUIRES: the mesh has a
+// topology.
+StackChoice ModelStackChoice(const ValidatedModel& model);
 
 }  // namespace spmdsim
 

@@ -120,6 +120,31 @@ StackSpec MaxTextSpec() {
   return s;
 }
 
+StackSpec MegatronDeepSpeed2022Spec() {
+  // Megatron-LM's fused kernels of 2022 (apex fused layer norm, fused bias-GeLU, bias-dropout-add, scaled masked
+  // softmax), no Transformer Engine; DeepSpeed's PipelineEngine (deepspeed/runtime/pipe/engine.py, schedule.py,
+  // p2p.py) runs the pipeline: p2p.send / p2p.recv are synchronous (dist.send / recv, or a broadcast in a
+  // two-rank group) of the stage's whole output tensor, and after the last backward of the step the schedule
+  // issues ReduceTiedGrads (the tied embedding's all-reduce between the first and last stage), ReduceGrads (with
+  // bf16, BF16_Optimizer's fp32 gradient accumulators all-reduced over the data ranks in buffers of
+  // MEMORY_OPT_ALLREDUCE_SIZE) and OptimizerStep, one after the other.
+  StackSpec s = FusedKernels(SoftwareStack::kMegatronDeepSpeed2022);
+  s.host_launch_seconds = kEagerLaunchSeconds;
+  s.attention = AttentionKernel::kFlashAttention2;  // where a model asks for flash attention: no cuDNN then
+  s.grad_reduce_bytes = 4;                          // BF16_Optimizer's fp32 gradients
+  s.weight_gather_bytes = 0;
+  s.fp8_casts = false;
+  s.optimizer_extra_bytes = 4;  // clear_hp_grads: the fp32 gradient accumulators zeroed every step
+  s.lowp_copy = true;           // update_lp_params: fp32 weights copied into the bf16 ones
+  s.blocking_p2p = true;
+  s.full_pipeline_activations = true;
+  s.grad_reduce_after_flush = true;
+  s.source = "Megatron-DeepSpeed as of 2022: Megatron-LM's fused kernels without Transformer Engine, DeepSpeed's "
+             "pipeline engine (blocking send / recv of whole activations; the tied embedding and fp32 data-parallel "
+             "gradient all-reduces after the pipeline flush, not overlapped), BF16_Optimizer; eager launches";
+  return s;
+}
+
 }  // namespace
 
 SoftwareStack ParseStack(std::string_view name) {
@@ -138,10 +163,24 @@ SoftwareStack ResolveStack(SoftwareStack stack, const Topology& topology) {
   return stack == SoftwareStack::kAuto ? DefaultStack(topology) : stack;
 }
 
+StackChoice ChooseStack(SoftwareStack requested, const Topology& topology, const StackParallelism& p) {
+  if (requested != SoftwareStack::kAuto) return {requested, "set by the model's stack:"};
+  if (topology.platform() != Platform::kGpu)
+    return {SoftwareStack::kMaxText, "auto: not a GPU topology, so JAX / XLA as MaxText runs it"};
+  if (p.zero_stage >= 3 && p.zero_ranks > 1 && p.tensor == 1 && p.pipeline == 1)
+    return {SoftwareStack::kPytorchFsdp,
+            "auto: ZeRO-3 over the data ranks without tensor or pipeline parallelism on GPUs is PyTorch FSDP's "
+            "layout (FULL_SHARD / fully_shard)"};
+  return {SoftwareStack::kMegatron,
+          "auto: GPUs with this parallelism run Megatron-Core (the stack NVIDIA publishes its DGX results with)"};
+}
+
 const StackSpec& StackSpecFor(SoftwareStack stack) {
   // Built on first use (thread-safe local statics), so no other file's static initialisation can see them unset.
-  static const StackSpec megatron = MegatronSpec(), pytorch_fsdp = PytorchFsdpSpec(), maxtext = MaxTextSpec();
+  static const StackSpec megatron = MegatronSpec(), pytorch_fsdp = PytorchFsdpSpec(), maxtext = MaxTextSpec(),
+                         megatron_deepspeed_2022 = MegatronDeepSpeed2022Spec();
   switch (stack) {
+    case SoftwareStack::kMegatronDeepSpeed2022: return megatron_deepspeed_2022;
     case SoftwareStack::kMegatron: return megatron;
     case SoftwareStack::kPytorchFsdp: return pytorch_fsdp;
     case SoftwareStack::kMaxText: return maxtext;

@@ -10,6 +10,8 @@
 #ifndef SPMDSIM_MODEL_STACK_H_
 #define SPMDSIM_MODEL_STACK_H_
 
+#include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "common/enum_names.h"
@@ -22,13 +24,18 @@ enum class SoftwareStack {
   kMegatron,     // Megatron-Core / NeMo with Transformer Engine (fused kernels, cuDNN attention, fp8 casts)
   kPytorchFsdp,  // PyTorch FSDP, eager: kernels launched from the host, unfused norms and activations
   kMaxText,      // JAX / XLA as MaxText runs it: one compiled program, XLA's fusions
+  // Megatron-DeepSpeed as run in 2022 (BLOOM era): Megatron-LM's fused kernels under DeepSpeed's pipeline engine
+  // (blocking transfers of whole activations, gradients all-reduced in fp32 after the pipeline flush).
+  kMegatronDeepSpeed2022,
 };
 
 // The stacks' names, as a scenario file and `--stack` write them (common/enum_names.h).
-inline constexpr EnumName<SoftwareStack> kSoftwareStackNames[] = {{SoftwareStack::kAuto, "auto"},
-                                                                  {SoftwareStack::kMegatron, "megatron"},
-                                                                  {SoftwareStack::kPytorchFsdp, "pytorch-fsdp"},
-                                                                  {SoftwareStack::kMaxText, "maxtext"}};
+inline constexpr EnumName<SoftwareStack> kSoftwareStackNames[] = {
+    {SoftwareStack::kAuto, "auto"},
+    {SoftwareStack::kMegatron, "megatron"},
+    {SoftwareStack::kPytorchFsdp, "pytorch-fsdp"},
+    {SoftwareStack::kMaxText, "maxtext"},
+    {SoftwareStack::kMegatronDeepSpeed2022, "megatron-deepspeed-2022"}};
 inline std::string_view StackName(SoftwareStack stack) { return NameOf(kSoftwareStackNames, stack); }
 // A name of kSoftwareStackNames, in any case; throws Error(kInvalidArgument) naming the valid names for anything
 // else.
@@ -37,6 +44,26 @@ SoftwareStack ParseStack(std::string_view name);
 SoftwareStack DefaultStack(const Topology& topology);
 // `stack` itself, or DefaultStack when it is kAuto.
 SoftwareStack ResolveStack(SoftwareStack stack, const Topology& topology);
+
+// The parallelism `auto` looks at: ZeRO's stage and shard ranks (data x context), tensor and pipeline degrees.
+struct StackParallelism {
+  int zero_stage = 0;
+  int64_t zero_ranks = 1;
+  int64_t tensor = 1, pipeline = 1;
+};
+
+// The stack a model is priced with and why, as the reports print it.
+struct StackChoice {
+  SoftwareStack stack = SoftwareStack::kMegatron;
+  std::string reason;  // "set by the model's stack:" or what `auto` saw
+};
+
+// `requested` itself, or for kAuto: on GPUs PyTorch FSDP where the parallelism is FSDP's (ZeRO-3 over more than
+// one rank, no tensor or pipeline parallelism: Megatron-Core shards that way only beside TP / PP, PyTorch FSDP
+// and DeepSpeed ZeRO-3 alone), else Megatron-Core; MaxText on TPUs and CPUs. DefaultStack where the parallelism
+// says nothing.
+// Example: ChooseStack(kAuto, dgx-h100:8, {.zero_stage = 3, .zero_ranks = 8}).stack == kPytorchFsdp.
+StackChoice ChooseStack(SoftwareStack requested, const Topology& topology, const StackParallelism& parallelism);
 
 // The HBM traffic and kernel count of one memory-bound op of the layer, per element of its tensor (the
 // activations it normalises / activates / rotates). Bytes are `dtype_passes` passes of the activation dtype plus
@@ -80,6 +107,15 @@ struct StackSpec {
   // for infinities (read + write 4), in every stack (loss scaling).
   double optimizer_extra_bytes = 0;
   bool lowp_copy = false;
+  // How the stack's pipeline and data-parallel steps run (DeepSpeed's pipeline engine, 2022):
+  // `blocking_p2p`: every send and receive waits for its transfer (ModelStepOptions::blocking_p2p; a model's
+  // parallel.pipeline_transfers overrides it); `full_pipeline_activations`: each tensor rank sends the whole
+  // [T, h] activation (no scatter over the tensor ranks; with sequence parallelism it is split anyway);
+  // `grad_reduce_after_flush`: the data-parallel gradients are all-reduced once, after the last micro-batch's
+  // backward has finished on the stage, instead of layer by layer beside the backward.
+  bool blocking_p2p = false;
+  bool full_pipeline_activations = false;
+  bool grad_reduce_after_flush = false;
   std::string_view source;
 };
 

@@ -192,6 +192,9 @@ ModelStepTimes PredictModelStep(const ValidatedModel& model, const ModelStepOpti
                              ComputeOptions{options.clock, 1, options.calibration.compute_scale});
   out.mfu = out.model_flops / (out.step_seconds * static_cast<double>(mesh.size()) * compute.MatrixPeak(config.dtype));
   CheckSustainedRate(compute, mesh.topology()->device_kind(), config.dtype, &out);
+  const StackChoice stack = ModelStackChoice(model);
+  out.stack = std::string(StackName(stack.stack));
+  out.stack_reason = stack.reason;
   return out;
 }
 

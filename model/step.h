@@ -56,6 +56,9 @@ struct ModelStepTimes {
   // What a reader must not miss: "MFU 103.9% is above the 92.3% of the peak that TPU v5 sustains ...".
   std::vector<std::string> warnings;
   double comm_slowdown = 0;          // the fraction used
+  // The software stack the step was priced with ("megatron", ...) and why (ModelStackChoice: the model's
+  // `stack:`, or what `auto` saw in the parallelism).
+  std::string stack, stack_reason;
   std::map<std::string, double> compute_by_phase;   // forward, backward, recompute, head, optimizer
   std::map<std::string, double> comm_by_kind;       // tensor, data, pipeline, context, expert (run time)
   std::map<std::string, double> exposed_by_kind;    // the same, exposed

@@ -17,6 +17,8 @@
 namespace spmdsim {
 namespace {
 
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
 Mesh MeshOn(const std::string& topology, const std::vector<std::pair<std::string, int64_t>>& axes) {
   return MakeDeviceMesh(std::make_shared<const Topology>(Topology::Parse(topology)), axes);
 }
@@ -123,9 +125,13 @@ ValidationCase NvidiaCase(const NvidiaRun& p) {
 }
 
 // One row: a measurement, the predicted step and its note; every row builder below fills it through this.
-ModelValidationRow RowFrom(std::string name, std::string source, double reference, const ModelStepTimes& t,
-                           std::string note, bool enforced) {
+ModelValidationRow RowFrom(std::string name, std::string source, double reference, const ValidatedModel& model,
+                           const ModelStepTimes& t, std::string note, bool enforced) {
   ModelValidationRow row;
+  const ModelAccounting accounting = AccountModel(model);
+  row.peak_bytes = accounting.peak_bytes;
+  row.peak_stage = accounting.peak_stage;
+  row.capacity_bytes = accounting.capacity_bytes;
   row.name = std::move(name);
   row.reference = reference;
   row.source = std::move(source);
@@ -137,7 +143,7 @@ ModelValidationRow RowFrom(std::string name, std::string source, double referenc
 
 ModelValidationRow RowOf(const ValidationCase& v) {
   const ModelStepTimes t = PredictModelStep(v.model, v.options);
-  return RowFrom(v.name, v.source, v.reference, t, StepNote(t), /*enforced=*/true);
+  return RowFrom(v.name, v.source, v.reference, v.model, t, StepNote(t), /*enforced=*/true);
 }
 
 void AddKorthikanti(std::vector<ModelValidationRow>* rows) {
@@ -241,7 +247,7 @@ ValidationCase DeepSeekV3Case(const DeepSeekRun& p) {
 // not enforced says there what the model lacks.
 ModelValidationRow BreakdownRowOf(const ValidationCase& v, const char* note, bool enforced) {
   const ModelStepTimes t = PredictModelStep(v.model, v.options);
-  return RowFrom(v.name, v.source, v.reference, t, BreakdownNote(t) + "; " + note, enforced);
+  return RowFrom(v.name, v.source, v.reference, v.model, t, BreakdownNote(t) + "; " + note, enforced);
 }
 
 void AddDeepSeekV3(std::vector<ModelValidationRow>* rows) {
@@ -288,8 +294,9 @@ void AddLlama3(std::vector<ModelValidationRow>* rows) {
 }
 
 // A row of the checks on runs the model was not built around: shown beside the validation table, not enforced.
-ModelValidationRow UnseenRowOf(std::string name, std::string source, double reference, const ModelStepTimes& t) {
-  return RowFrom(std::move(name), std::move(source), reference, t, StepNote(t), /*enforced=*/false);
+ModelValidationRow UnseenRowOf(std::string name, std::string source, double reference, const ValidatedModel& model) {
+  const ModelStepTimes t = PredictModelStep(model);
+  return RowFrom(std::move(name), std::move(source), reference, model, t, StepNote(t), /*enforced=*/false);
 }
 
 // MosaicML llm-foundry, scripts/train/benchmarking/README.md, "H100 80GB BF16" (MPT on the MosaicML platform,
@@ -322,12 +329,11 @@ ModelValidationRow FoundryRow(const FoundryRun& p) {
   c.micro_batch = p.micro_batch;
   c.recompute = p.checkpointing ? Recompute::kFull : Recompute::kNone;
   c.parallel = {.data_axes = {"data"}, .zero_stage = 3};
-  const ModelStepTimes t =
-      PredictModelStep(ValidateModel(c, MeshOn(fmt::format("dgx-h100:{}", p.gpus / 8), {{"data", p.gpus}})));
   return UnseenRowOf(fmt::format("MPT {} on {} H100 (FSDP, seq {}, micro-batch {}{})", p.size, p.gpus, p.seq,
                                  p.micro_batch, p.checkpointing ? ", activation checkpointing" : ""),
                      "MosaicML llm-foundry, scripts/train/benchmarking/README.md",
-                     static_cast<double>(p.global_batch * p.seq) / p.tokens_per_second, t);
+                     static_cast<double>(p.global_batch * p.seq) / p.tokens_per_second,
+                     ValidateModel(c, MeshOn(fmt::format("dgx-h100:{}", p.gpus / 8), {{"data", p.gpus}})));
 }
 
 // NVIDIA dgxc-benchmarking (llama3.1/README_8b.md, README_70b.md: NeMo 24.09 on DGX H100): Llama 3.1 8B with
@@ -366,12 +372,11 @@ ModelValidationRow NemoLlamaRow(const NemoLlamaRun& p) {
     c.parallel.virtual_stages = 5;
     axes = {{"data", p.gpus / 32}, {"pipe", 4}, {"context", 2}, {"tensor", 4}};
   }
-  const ModelStepTimes t =
-      PredictModelStep(ValidateModel(c, MeshOn(fmt::format("dgx-h100:{}", p.gpus / 8), axes)));
   return UnseenRowOf(fmt::format("Llama 3.1 {} on {} H100 ({}CP 2, DP {}), {}", p.size, p.gpus,
                                  big ? "TP 4, PP 4 x 5 virtual, " : "", p.gpus / (big ? 32 : 2),
                                  p.dtype == DType::kBF16 ? "bf16" : "fp8"),
-                     fmt::format("NVIDIA dgxc-benchmarking, llama3.1/README_{}.md", big ? "70b" : "8b"), p.seconds, t);
+                     fmt::format("NVIDIA dgxc-benchmarking, llama3.1/README_{}.md", big ? "70b" : "8b"), p.seconds,
+                     ValidateModel(c, MeshOn(fmt::format("dgx-h100:{}", p.gpus / 8), axes)));
 }
 
 // MaxText's published TPU tables, with the decoder and scripts MaxText had when they were measured (its default
@@ -383,7 +388,7 @@ ModelValidationRow NemoLlamaRow(const NemoLlamaRun& p) {
 //   v5e (configs/v5e/README.md, first published 2023-10-27, and its {16b,32b,64b,128b}.sh): per-device batch
 //   6 / 4 / 2 / 1, tensor 1 / 1 / 1 / 16, remat full, 1-32 v5e-256 slices.
 //   v5p (configs/v5p/README.md of 2023-12-15 and its {32b,64b,128b,256b}.sh of that day): per-device batch
-//   8 / 4 / 2 / 2, tensor 4 / 4 / 8 / 8, remat "minimal" (matmul outputs saved; priced as no recompute), 1 or 2
+//   8 / 4 / 2 / 2, tensor 4 / 4 / 8 / 8, remat "minimal" (Recompute::kMinimal: matmul outputs saved), 1 or 2
 //   slices. Not here: 512B and 1024B (tensor 16 on an 8x8x8 slice, which JAX's device-mesh rule places only with
 //   allow_split_physical_axes, a later option).
 // ReLU is priced as the model's non-gated GELU (the same two matmuls; the activation itself is elementwise), the
@@ -468,9 +473,14 @@ ModelConfig MaxText2023Config(const MaxTextRun& p) {
   c.stack = SoftwareStack::kMaxText;
   c.micro_batch = p.per_device_batch * p.tensor;  // the batch of one data (fsdp) rank: its tensor group's chips
   c.global_batch = p.per_device_batch * p.chips * p.slices;
-  c.recompute = p.remat_full ? Recompute::kFull : Recompute::kNone;
+  c.recompute = p.remat_full ? Recompute::kFull : Recompute::kMinimal;
   c.parallel = {.data_axes = {"data", "fsdp"}, .zero_stage = 3, .zero_axes = {"fsdp"}};
-  if (p.tensor > 1) c.parallel.tensor_axes = {"tensor"};
+  if (p.tensor > 1) {
+    // MaxText's logical rule ['activation_embed', 'tensor'] of 2023: the residual stream between the blocks is
+    // split over the tensor axis, as Megatron's sequence parallelism splits it.
+    c.parallel.tensor_axes = {"tensor"};
+    c.parallel.sequence_parallel = true;
+  }
   return c;
 }
 
@@ -489,13 +499,12 @@ ModelValidationRow MaxTextRow(const MaxTextRun& p) {
   const double attention = 12.0 * p.heads * p.layers * 256 * static_cast<double>(c.seq) * tokens;
   const double maxtext_flops =
       6 * AccountModel(model).params.total * tokens + (p.causal_flops ? attention / 2 : attention);
-  const ModelStepTimes t = PredictModelStep(model);
   return UnseenRowOf(fmt::format("MaxText {} on {} x {} (FSDP {}{}{}, batch {} per chip)", p.size, p.slices,
                                  p.accelerator, p.chips / p.tensor,
                                  p.tensor > 1 ? fmt::format(", TP {}", p.tensor) : "",
                                  p.slices > 1 ? fmt::format(", data {} over DCN", p.slices) : "", p.per_device_batch),
                      fmt::format("MaxText/configs/{}/README.md", std::string_view(p.accelerator).substr(0, 3)),
-                     maxtext_flops / (p.tflops_per_chip * 1e12), t);
+                     maxtext_flops / (p.tflops_per_chip * 1e12), model);
 }
 
 // The validation cases by family, for the mechanism ablation.
@@ -645,6 +654,87 @@ std::string ModelValidationSummary(const std::vector<ModelValidationRow>& rows) 
                      rows.size(), within, 100 * kModelValidationTolerance, enforced, 100 * MeanSignedGap(rows),
                      enforced_mean, 100 * abs_sum / static_cast<double>(std::max<size_t>(rows.size(), 1)),
                      worst != nullptr ? 100 * worst->gap() : 0.0, worst != nullptr ? worst->name : "");
+}
+
+namespace {
+
+// GPT-3 175B (h 12288, 96 heads, seq 2048, micro-batch 1) on TP 8, fp16 with dropout and no flash attention as
+// Korthikanti et al. ran it, under `recompute` with or without SP.
+double Gpt3LayerActivations(Recompute recompute, bool sp) {
+  ModelConfig c = GptModel(12288, 96, 96, 4 * 12288);
+  c.dtype = DType::kF16;
+  c.dropout = true;
+  c.flash_attention = false;
+  c.recompute = recompute;
+  c.parallel.sequence_parallel = sp;
+  return LayerActivationBytes(c, 1, 8, 1, false);
+}
+
+// The ZeRO paper's model (Figure 1: Psi = 7.5B, N_d = 64, K = 12): a GPT of about that size on 64 data ranks,
+// its model states per device (parameters, gradients, optimizer) scaled to 7.5B parameters.
+double ZeroModelStates(int zero_stage) {
+  ModelConfig c = GptModel(4096, 36, 32, 4 * 4096);
+  c.global_batch = 64;
+  c.parallel = {.data_axes = {"data"}, .zero_stage = zero_stage};
+  const ModelAccounting a = AccountModel(ValidateModel(c, MeshOn("dgx-a100:8", {{"data", 64}})));
+  const DeviceMemory& m = a.stages[0].memory;
+  return (m.parameters + m.gradients + m.optimizer) / a.params.total * 7.5e9;
+}
+
+}  // namespace
+
+std::vector<MemoryValidationRow> ComputeMemoryValidationRows() {
+  const double sbh = 2048.0 * 12288, as_h = 5.0 * 96 * 2048 / 12288, t = 8;
+  const char* korthikanti = "Korthikanti et al. 2022, section 4 (Table 2)";
+  const char* zero = "Rajbhandari et al. 2020 (ZeRO), Figure 1";
+  return {
+      {"GPT-3 175B layer activations, TP 8, no recompute: s b h (10 + 24 / t + 5 a s / (h t))", korthikanti,
+       sbh * (10 + 24 / t + as_h / t), Gpt3LayerActivations(Recompute::kNone, false)},
+      {"GPT-3 175B layer activations, TP 8 + SP, no recompute: s b h (34 + 5 a s / h) / t", korthikanti,
+       sbh * (34 + as_h) / t, Gpt3LayerActivations(Recompute::kNone, true)},
+      {"GPT-3 175B layer activations, TP 8 + SP, selective recompute: 34 s b h / t", korthikanti, sbh * 34 / t,
+       Gpt3LayerActivations(Recompute::kSelective, true)},
+      {"GPT-3 175B layer activations, TP 8, full recompute: 2 s b h", korthikanti, sbh * 2,
+       Gpt3LayerActivations(Recompute::kFull, false)},
+      {"7.5B model states per device, 64 data ranks, baseline: 120 GB", zero, 120e9, ZeroModelStates(0)},
+      {"7.5B model states per device, 64 data ranks, ZeRO-1 (P_os): 31.4 GB", zero, 31.4e9, ZeroModelStates(1)},
+      {"7.5B model states per device, 64 data ranks, ZeRO-2 (P_os+g): 16.6 GB", zero, 16.6e9, ZeroModelStates(2)},
+      {"7.5B model states per device, 64 data ranks, ZeRO-3 (P_os+g+p): 1.9 GB", zero, 1.9e9, ZeroModelStates(3)},
+  };
+}
+
+std::string FormatMemoryValidationTable(const std::vector<MemoryValidationRow>& rows) {
+  std::string out = "| quantity | published | predicted | gap | source |\n|---|---|---|---|---|\n";
+  for (const MemoryValidationRow& r : rows) {
+    out += fmt::format("| {} | {:.4g} GB | {:.4g} GB | {:+.1f}% | {} |\n", r.name, r.reference / 1e9,
+                       r.predicted / 1e9, 100 * r.gap(), r.source);
+  }
+  return out;
+}
+
+std::string FormatMemoryFitTable(const std::vector<ModelValidationRow>& rows) {
+  std::string out = "| row | peak stage | predicted peak per device | device memory | fits |\n|---|---|---|---|---|\n";
+  for (const ModelValidationRow& r : rows) {
+    out += fmt::format("| {} | {} | {:.1f} GiB | {:.1f} GiB | {} |\n", r.name, r.peak_stage, r.peak_bytes / kGiB,
+                       r.capacity_bytes / kGiB, r.fits() ? "yes" : "NO (reported RESOURCE_EXHAUSTED)");
+  }
+  return out;
+}
+
+std::string MemoryFitSummary(const std::vector<ModelValidationRow>& rows) {
+  int fit = 0;
+  const ModelValidationRow* fullest = nullptr;
+  for (const ModelValidationRow& r : rows) {
+    fit += r.fits();
+    if (fullest == nullptr || r.peak_bytes / r.capacity_bytes > fullest->peak_bytes / fullest->capacity_bytes)
+      fullest = &r;
+  }
+  return fmt::format("{} published runs: {} fit their GPUs' memory as predicted; the fullest, {}, at {:.1f} of {:.1f} "
+                     "GiB ({:.0f}%)",
+                     rows.size(), fit, fullest != nullptr ? fullest->name : "",
+                     fullest != nullptr ? fullest->peak_bytes / kGiB : 0.0,
+                     fullest != nullptr ? fullest->capacity_bytes / kGiB : 0.0,
+                     fullest != nullptr ? 100 * fullest->peak_bytes / fullest->capacity_bytes : 0.0);
 }
 
 std::string FormatModelValidationTable(const std::vector<ModelValidationRow>& rows) {

@@ -13,6 +13,7 @@
 #define SPMDSIM_MODEL_VALIDATION_H_
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,12 @@ struct ModelValidationRow {
   bool enforced = true;    // whether the test holds it within `tolerance`
   double tolerance = kModelValidationTolerance;
   std::string note;        // MFU and where the time went, or why the row is not enforced
+  // The accounting's peak memory per device (AccountModel) and the device's memory: a published run must fit.
+  double peak_bytes = 0, capacity_bytes = 0;
+  int64_t peak_stage = 0;
   double gap() const { return predicted / reference - 1; }
   bool within() const { return std::fabs(gap()) <= tolerance; }
+  bool fits() const { return peak_bytes <= capacity_bytes; }
 };
 
 // Korthikanti et al. 2022, Table 4: one layer of the 22B model, forward and backward, measured against
@@ -76,6 +81,29 @@ std::string MechanismAblationTable();
 // v5e-256 slices (the maxtext stack), shown beside the validation table, none enforced: how far the prediction
 // is from runs no figure was taken from.
 std::vector<ModelValidationRow> ComputeUnseenCheckRows();
+
+// Memory against published figures: Korthikanti et al. 2022's activation bytes per layer (their section 4
+// formulas, for GPT-3 175B at TP 8: no recompute without and with SP, selective recompute + SP, full recompute)
+// against LayerActivationBytes, and the ZeRO paper's model states per device (Rajbhandari et al. 2020, Figure 1:
+// 7.5B parameters over 64 data ranks, baseline and ZeRO-1 / 2 / 3) against AccountModel's parameters, gradients
+// and optimizer bytes per device scaled to 7.5B. Held within kMemoryValidationTolerance by tests/model/step_test.cc.
+inline constexpr double kMemoryValidationTolerance = 0.05;
+struct MemoryValidationRow {
+  std::string name;       // the quantity and configuration
+  std::string source;
+  double reference = 0;   // published bytes
+  double predicted = 0;   // the accounting's bytes
+  double gap() const { return predicted / reference - 1; }
+};
+std::vector<MemoryValidationRow> ComputeMemoryValidationRows();
+// A Markdown table: quantity | published | predicted | gap | source.
+std::string FormatMemoryValidationTable(const std::vector<MemoryValidationRow>& rows);
+
+// Every published run has run, so each must fit its GPUs' memory: a Markdown table of each row's predicted peak
+// per device (its pipeline stage) against the device's memory, and "N published runs: M fit ...; the fullest,
+// <row>, at x of y GiB (z%)".
+std::string FormatMemoryFitTable(const std::vector<ModelValidationRow>& rows);
+std::string MemoryFitSummary(const std::vector<ModelValidationRow>& rows);
 
 // Every row (each a whole simulated step; well under a second in all).
 std::vector<ModelValidationRow> ComputeModelValidationRows();

@@ -298,6 +298,7 @@ std::string ModelSection(const std::string& id, const ModelAccounting& a, const 
       {"MFU", fmt::format("{:.1f}% (causal attention counted as half; compute priced at {:.1f}% of the peak)",
                           100 * t.mfu, 100 * t.sustained_fraction)},
       {"tokens per second", fmt::format("{:.4g}", t.tokens_per_second)},
+      {"software stack", fmt::format("{} ({})", t.stack, t.stack_reason)},
       {"compute (last stage to finish)", FormatSeconds(t.compute_seconds)},
       {"exposed communication", FormatSeconds(t.exposed_comm_seconds)},
       {"hidden communication", FormatSeconds(t.hidden_comm_seconds)},

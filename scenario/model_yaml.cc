@@ -28,6 +28,8 @@ void EmitParallel(YAML::Emitter& out, const ModelParallelism& p) {
   EmitAxes(out, "pipeline_axes", p.pipeline_axes);
   out << YAML::Key << "schedule" << YAML::Value << std::string(PipelineScheduleName(p.schedule));
   out << YAML::Key << "virtual_stages" << YAML::Value << p.virtual_stages;
+  if (p.pipeline_transfers != PipelineTransfers::kStack)
+    out << YAML::Key << "pipeline_transfers" << YAML::Value << std::string(PipelineTransfersName(p.pipeline_transfers));
   if (p.first_stage_layers >= 0) out << YAML::Key << "first_stage_layers" << YAML::Value << p.first_stage_layers;
   if (p.last_stage_layers >= 0) out << YAML::Key << "last_stage_layers" << YAML::Value << p.last_stage_layers;
   if (p.embedding_in_split) out << YAML::Key << "account_for_embedding" << YAML::Value << true;

@@ -238,6 +238,7 @@ std::string ModelStepReport(const ModelStepTimes& t) {
       "training step (simulated, {} device program{}, {} ops): {} per step, {:.4g} tokens/s, MFU {:.1f}%\n",
       t.simulated_devices, t.simulated_devices == 1 ? "" : "s", t.timeline_ops, FormatSeconds(t.step_seconds),
       t.tokens_per_second, 100 * t.mfu);
+  if (!t.stack.empty()) out += fmt::format("software stack: {} ({})\n", t.stack, t.stack_reason);
   out += fmt::format("on the last device to finish: compute {}, exposed communication {}, hidden communication {}, "
                      "pipeline bubble {}\n",
                      FormatSeconds(t.compute_seconds), FormatSeconds(t.exposed_comm_seconds),
@@ -285,7 +286,7 @@ nlohmann::json ModelStepJson(const ModelStepTimes& t) {
           {"timeline_ops", t.timeline_ops}, {"stages", StagesJson(t)}, {"hardware_flops", t.hardware_flops},
           {"sustained_fraction", t.sustained_fraction}, {"sustained_measured", t.sustained_measured},
           {"sustained_borrowed_from", t.sustained_borrowed_from},
-          {"warnings", t.warnings}};
+          {"warnings", t.warnings}, {"stack", t.stack}, {"stack_reason", t.stack_reason}};
 }
 
 nlohmann::json ModelJson(const ModelAccounting& a) {

@@ -21,6 +21,11 @@ int main() {
   const std::vector<spmdsim::ModelValidationRow> unseen = spmdsim::ComputeUnseenCheckRows();
   std::fprintf(stdout, "\n%s\n%s\n", spmdsim::FormatModelValidationTable(unseen).c_str(),
                spmdsim::ModelValidationSummary(unseen).c_str());
+  std::fprintf(stdout, "\n%s", spmdsim::FormatMemoryValidationTable(spmdsim::ComputeMemoryValidationRows()).c_str());
+  std::vector<spmdsim::ModelValidationRow> all = rows;
+  all.insert(all.end(), unseen.begin(), unseen.end());
+  std::fprintf(stdout, "\n%s\n%s\n", spmdsim::FormatMemoryFitTable(all).c_str(),
+               spmdsim::MemoryFitSummary(all).c_str());
   int failures = 0;
   for (const auto& row : rows) {
     if (row.enforced && !row.within()) ++failures;

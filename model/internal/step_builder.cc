@@ -15,7 +15,12 @@ StepBuilder::StepBuilder(const ValidatedModel& model, const ModelStepOptions& op
     : c_(model.config()), mesh_(model.mesh()), d_(model.degrees()), pricer_(model, options), ops_(model),
       layout_(PipelineLayerLayout(c_, d_.pipeline)) {
   reduced_ = options.reduced && options.speed_factors.empty();
-  blocking_p2p_ = options.blocking_p2p;
+  // The options force blocking transfers (the validation's Megatron-LM of 2022); else the model's
+  // parallel.pipeline_transfers, else the stack's own.
+  const PipelineTransfers transfers = c_.parallel.pipeline_transfers;
+  blocking_p2p_ = options.blocking_p2p || transfers == PipelineTransfers::kBlocking ||
+                  (transfers == PipelineTransfers::kStack && pricer_.stack().blocking_p2p);
+  after_flush_ = pricer_.stack().grad_reduce_after_flush && c_.parallel.zero_stage <= 1;
   speed_factors_ = options.speed_factors;
   for (const auto& [id, factor] : speed_factors_) {
     if (!(factor > 0) || !std::isfinite(factor))
@@ -98,9 +103,11 @@ int64_t StepBuilder::Neighbour(int64_t device, int64_t delta) const {
 double StepBuilder::PipelineSendSeconds() {
   if (!pipe_seconds_) {
     // Megatron sends the activations split over the tensor ranks (SP shards them anyway; without SP its
-    // scatter-gather optimisation does): [T / t, h] per rank.
+    // scatter-gather optimisation does): [T / t, h] per rank. DeepSpeed's pipeline engine sends the whole
+    // output tensor of the stage (StackSpec::full_pipeline_activations): [T, h] without SP.
     const LayerShapes& s = ops_.shapes();
-    const double bytes = s.Act() * s.act_size / d_.tensor;
+    const bool whole = pricer_.stack().full_pipeline_activations && !c_.parallel.sequence_parallel;
+    const double bytes = s.Act() * s.act_size / (whole ? 1 : d_.tensor);
     std::vector<std::pair<int, int>> pairs;
     for (int64_t i = 0; i + 1 < d_.pipeline; ++i) pairs.emplace_back(static_cast<int>(i), static_cast<int>(i + 1));
     pipe_seconds_ = pricer_.PermuteSeconds(pricer_.roles().pipeline.axes, bytes, pairs);
@@ -183,8 +190,9 @@ void StepBuilder::BackwardTask(const PipelineTask& task, int64_t stage) {
     AwaitAcknowledgements();
   }
   const bool last_micro_batch = task.micro_batch == d_.micro_batches - 1;
-  // ZeRO-2/3 keep only their shard of the gradients: reduce-scatter after every micro-batch.
-  const bool reduce = last_micro_batch || c_.parallel.zero_stage >= 2;
+  // ZeRO-2/3 keep only their shard of the gradients: reduce-scatter after every micro-batch. A stack that
+  // reduces after the flush does it in the optimizer step instead.
+  const bool reduce = !after_flush_ && (last_micro_batch || c_.parallel.zero_stage >= 2);
   if (vstage == last) {
     pricer_.RunOps(ops_.LossBackward(), -1);
     for (int64_t k = c_.mtp_layers - 1; k >= 0; --k) MtpBackward(k, reduce);
@@ -197,7 +205,8 @@ void StepBuilder::BackwardTask(const PipelineTask& task, int64_t stage) {
   }
   if (vstage > 0) SendActivations(prev_, Tag(false, task.micro_batch, vstage - 1));
   else pricer_.RunOps(ops_.EmbeddingBackward(), -1);
-  if (last_micro_batch && (vstage == 0 || vstage == last)) StartGradientReduction(VocabParamsPerDevice(c_, d_), 0);
+  if (reduce && last_micro_batch && (vstage == 0 || vstage == last))
+    StartGradientReduction(VocabParamsPerDevice(c_, d_), 0);
 }
 
 // Multi-token prediction module k on the last stage (Megatron-Core MultiTokenPredictionLayer): its inputs
@@ -232,14 +241,15 @@ void StepBuilder::StartGradientReduction(double params, double experts) {
   const StepRoles& r = pricer_.roles();
   const double bytes = pricer_.stack().grad_reduce_bytes;
   if (r.dp_and_cp.size > 1) ReduceDenseGradients((params - experts) * bytes);
-  const CollectiveOp op = c_.parallel.zero_stage >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
+  const bool whole = c_.parallel.zero_stage == 0 || after_flush_;
+  const CollectiveOp op = whole ? CollectiveOp::kAllReduce : CollectiveOp::kReduceScatter;
   if (experts > 0 && r.expert_dp.size > 1)
     pending_grads_.push_back(pricer_.Start(r.expert_dp, op, experts * bytes, kDataComm, 1));
 }
 
 void StepBuilder::ReduceDenseGradients(double bytes) {
   const StepRoles& r = pricer_.roles();
-  if (c_.parallel.zero_stage == 0) {
+  if (c_.parallel.zero_stage == 0 || after_flush_) {
     pending_grads_.push_back(pricer_.Start(r.dp_and_cp, CollectiveOp::kAllReduce, bytes, kDataComm, 1));
     return;
   }
@@ -249,12 +259,24 @@ void StepBuilder::ReduceDenseGradients(double bytes) {
     pending_grads_.push_back(pricer_.Start(r.replicas, CollectiveOp::kAllReduce, bytes / r.zero.size, kDataComm, 1));
 }
 
-void StepBuilder::Optimizer(int64_t stage) {
-  pricer_.SetLabelContext(kOptimizer, -1, 0);
-  AwaitAcknowledgements();
-  pricer_.WaitPrefetchedGather();
-  for (int64_t h : pending_grads_) pricer_.Wait(h, kDataComm);
-  pending_grads_.clear();
+// The tied embedding's two copies (first and last stage, p > 1) summed once the stage's backward is done: an
+// all-reduce of the pair (Megatron-Core finalize_model_grads' _allreduce_word_embedding_grads, DeepSpeed's
+// ReduceTiedGrads), priced as the pair's exchange of the gradient shard, which both wait for.
+void StepBuilder::ReduceTiedEmbedding(int64_t stage) {
+  const int64_t p = d_.pipeline;
+  if (!c_.tied_embeddings || p < 2 || (stage != 0 && stage != p - 1)) return;
+  const double bytes = VocabParamsPerDevice(c_, d_) * pricer_.stack().grad_reduce_bytes;
+  const double seconds = pricer_.PermuteSeconds(pricer_.roles().pipeline.axes, bytes,
+                                                {{0, static_cast<int>(p - 1)}, {static_cast<int>(p - 1), 0}});
+  const int64_t peer = stage == 0 ? prev_ : next_;
+  const int64_t base = 2 * d_.micro_batches * p * c_.parallel.virtual_stages;  // past every activation tag
+  pricer_.Emit(TimelineOp::Send(peer, base + (stage == 0 ? 0 : 1), seconds, kDataComm), "tied embedding all-reduce");
+  pricer_.Emit(TimelineOp::Recv(peer, base + (stage == 0 ? 1 : 0), kDataComm), "tied embedding all-reduce");
+}
+
+// Parameters of one device of the stage (its layers, embedding / output copies and MTP modules), and of them the
+// routed experts'.
+std::pair<double, double> StepBuilder::StageParams(int64_t stage) const {
   const int64_t p = d_.pipeline;
   double params = 0, experts = 0;
   for (size_t k = static_cast<size_t>(stage); k < layout_.size(); k += static_cast<size_t>(p)) {
@@ -270,6 +292,24 @@ void StepBuilder::Optimizer(int64_t stage) {
     double mtp_experts = 0;
     params += c_.mtp_layers * MtpParamsPerDevice(c_, d_, &mtp_experts);
     experts += c_.mtp_layers * mtp_experts;
+  }
+  return {params, experts};
+}
+
+void StepBuilder::Optimizer(int64_t stage) {
+  pricer_.SetLabelContext(kOptimizer, -1, 0);
+  AwaitAcknowledgements();
+  pricer_.WaitPrefetchedGather();
+  for (int64_t h : pending_grads_) pricer_.Wait(h, kDataComm);
+  pending_grads_.clear();
+  ReduceTiedEmbedding(stage);
+  const auto [params, experts] = StageParams(stage);
+  if (after_flush_) {
+    // After the flush, on the critical path: the stage's whole gradients all-reduced over the data ranks (with
+    // ZeRO-1 too: BF16_Optimizer reduces them whole, then updates its shard).
+    StartGradientReduction(params, experts);
+    for (int64_t h : pending_grads_) pricer_.Wait(h, kDataComm);
+    pending_grads_.clear();
   }
   const StepRoles& r = pricer_.roles();
   const bool sharded = c_.parallel.zero_stage >= 1;

@@ -65,6 +65,8 @@ class StepBuilder {
   void MtpBackward(int64_t k, bool reduce);
   void StartGradientReduction(double params, double experts);
   void ReduceDenseGradients(double bytes);
+  void ReduceTiedEmbedding(int64_t stage);
+  std::pair<double, double> StageParams(int64_t stage) const;
   void Optimizer(int64_t stage);
   void BuildDevice(int64_t device);
 
@@ -75,6 +77,7 @@ class StepBuilder {
   LayerOps ops_;
   std::vector<LayerRange> layout_;  // the layers of every virtual stage
   bool reduced_ = true, blocking_p2p_ = false;
+  bool after_flush_ = false;  // StackSpec::grad_reduce_after_flush (ZeRO 0 / 1): gradients reduced in Optimizer
   std::map<int, double> speed_factors_;
   std::vector<std::vector<int64_t>> pipeline_groups_;
   std::optional<double> pipe_seconds_;

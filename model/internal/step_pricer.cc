@@ -75,7 +75,7 @@ StepPricer::StepPricer(const ValidatedModel& model, const ModelStepOptions& opti
                ComputeOptions{options.clock, options.mechanisms.slowest_device ? mesh_.size() : 1,
                               options.calibration.compute_scale}),
       collectives_(mesh_, options.collectives),
-      stack_(StackSpecFor(ResolveStack(c_.stack, *mesh_.topology()))),
+      stack_(StackSpecFor(ModelStackChoice(model).stack)),
       roles_(c_, d_) {
   // fp8 training (Transformer Engine) runs the matmuls in fp8 and keeps activations, attention and
   // communication in bf16.

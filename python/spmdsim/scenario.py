@@ -16,7 +16,7 @@ def plan(path_or_dict, topology=None, global_batch=None, top=10, threads=0, max_
     largest context degree searched (--max-context), `placement=False` keeps Megatron's axis order
     (--no-placement), `memory_headroom` is the fraction of each device's memory left free, in [0, 1)
     (--memory-headroom 0.1), `stack` prices the step for a software stack ("megatron", "pytorch-fsdp", "maxtext",
-    "auto"; --stack) and `calibration` names a profile of `spmdsim calibrate` (--calibration; default: the
+    "megatron-deepspeed-2022", "auto"; --stack) and `calibration` names a profile of `spmdsim calibrate` (--calibration; default: the
     scenario's topology.calibration when the topology is the scenario's). No scenario file is written. The GIL is
     released while it runs; `threads` workers (0: one per core) evaluate configurations in parallel."""
     if global_batch is not None and global_batch < 1:

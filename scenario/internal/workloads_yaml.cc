@@ -502,7 +502,7 @@ ModelParallelism ParseModelParallelism(const YamlContext& ctx, const YamlMap& pa
   YamlMap m(ctx, parent.Get("parallel"), parent.Key("parallel"),
             {"data_axes", "zero_stage", "fsdp", "tensor_axes", "sequence_parallel", "context_axes", "pipeline_axes",
              "schedule", "virtual_stages", "first_stage_layers", "last_stage_layers", "account_for_embedding",
-             "account_for_loss", "expert_axes", "zero_axes", "reshard_after_forward"});
+             "account_for_loss", "expert_axes", "zero_axes", "reshard_after_forward", "pipeline_transfers"});
   const Mesh& mesh = s.mesh.mesh;
   for (auto [key, axes] : {std::pair{"data_axes", &p.data_axes}, {"tensor_axes", &p.tensor_axes},
                            {"context_axes", &p.context_axes}, {"pipeline_axes", &p.pipeline_axes},
@@ -523,6 +523,8 @@ ModelParallelism ParseModelParallelism(const YamlContext& ctx, const YamlMap& pa
                          p.zero_stage));
   p.sequence_parallel = m.Bool("sequence_parallel", false);
   p.schedule = ParseEnum(ctx, m, "schedule", p.schedule, kPipelineScheduleNames);
+  p.pipeline_transfers =
+      ParseEnum(ctx, m, "pipeline_transfers", p.pipeline_transfers, kPipelineTransfersNames);
   p.virtual_stages = Positive(ctx, m, "virtual_stages", 1, 1 << 20);
   p.first_stage_layers = NonNegative(ctx, m, "first_stage_layers", -1, 1 << 20);
   p.last_stage_layers = NonNegative(ctx, m, "last_stage_layers", -1, 1 << 20);

@@ -88,7 +88,7 @@ TEST(PlanCommand, MemoryHeadroomTakesAFractionOrAPercentage) {
   const auto ten = RunSpmdsim("plan " + kLlama + " --no-placement --top 1 --write '' --memory-headroom 0.25");
   ASSERT_EQ(ten.exit_code, 0) << ten.err;
   EXPECT_THAT(ten.out,
-              HasSubstr("memory: at most 55.88GiB of the 74.51GiB per device (25% kept free: --memory-headroom)"));
+              HasSubstr("memory: at most 59.74GiB of the 79.65GiB per device (25% kept free: --memory-headroom)"));
   const auto pct = RunSpmdsim("plan " + kLlama + " --no-placement --top 1 --write '' --memory-headroom 25%");
   EXPECT_THAT(pct.out, HasSubstr("(25% kept free"));
   const auto bad = RunSpmdsim("plan " + kLlama + " --memory-headroom 100%");

@@ -20,8 +20,9 @@ Mesh MeshOn(const std::string& topology, const std::vector<std::pair<std::string
 
 TEST(SoftwareStack, NamesParseAndTheDefaultFollowsThePlatform) {
   for (SoftwareStack s : {SoftwareStack::kAuto, SoftwareStack::kMegatron, SoftwareStack::kPytorchFsdp,
-                          SoftwareStack::kMaxText})
+                          SoftwareStack::kMaxText, SoftwareStack::kMegatronDeepSpeed2022})
     EXPECT_EQ(ParseStack(StackName(s)), s);
+  EXPECT_EQ(StackName(SoftwareStack::kMegatronDeepSpeed2022), "megatron-deepspeed-2022");
   EXPECT_EQ(ParseStack("PyTorch-FSDP"), SoftwareStack::kPytorchFsdp);
   try {
     ParseStack("deepspeed");
@@ -139,6 +140,82 @@ TEST(SoftwareStack, HybridShardingReducesAcrossSlicesOverDcn) {
   ModelConfig bad = c;
   bad.parallel.zero_axes = {"pipe"};
   EXPECT_THROW(ValidateModel(bad, mesh_of(1)), Error);
+}
+
+// `auto` on GPUs: PyTorch FSDP where the parallelism is FSDP's (ZeRO-3 over the data ranks, no TP or PP),
+// Megatron-Core otherwise; MaxText off GPUs; an explicit stack is kept. The step says which and why.
+TEST(SoftwareStack, AutoPicksPytorchFsdpWhereTheParallelismIsFsdpAndSaysWhy) {
+  const Topology gpu = Topology::Parse("dgx-h100:1");
+  EXPECT_EQ(ChooseStack(SoftwareStack::kAuto, gpu, {.zero_stage = 3, .zero_ranks = 8}).stack,
+            SoftwareStack::kPytorchFsdp);
+  EXPECT_EQ(ChooseStack(SoftwareStack::kAuto, gpu, {.zero_stage = 3, .zero_ranks = 2, .tensor = 4}).stack,
+            SoftwareStack::kMegatron);
+  EXPECT_EQ(ChooseStack(SoftwareStack::kAuto, gpu, {.zero_stage = 3, .zero_ranks = 4, .pipeline = 2}).stack,
+            SoftwareStack::kMegatron);
+  EXPECT_EQ(ChooseStack(SoftwareStack::kAuto, gpu, {.zero_stage = 1, .zero_ranks = 8}).stack,
+            SoftwareStack::kMegatron);
+  EXPECT_EQ(ChooseStack(SoftwareStack::kAuto, Topology::Parse("tpu-v5e:4x4"), {.zero_stage = 3, .zero_ranks = 16})
+                .stack,
+            SoftwareStack::kMaxText);
+  const StackChoice explicit_choice = ChooseStack(SoftwareStack::kMegatron, gpu, {.zero_stage = 3, .zero_ranks = 8});
+  EXPECT_EQ(explicit_choice.stack, SoftwareStack::kMegatron);
+  EXPECT_THAT(explicit_choice.reason, ::testing::HasSubstr("set by the model's stack:"));
+
+  ModelConfig c = testing_model::SmallModel();
+  c.parallel = {.data_axes = {"data"}, .zero_stage = 3};
+  const Mesh mesh = MeshOn("dgx-h100:1", {{"data", 8}});
+  const ModelStepTimes automatic = PredictModelStep(ValidateModel(c, mesh));
+  EXPECT_EQ(automatic.stack, "pytorch-fsdp");
+  EXPECT_THAT(automatic.stack_reason, ::testing::HasSubstr("ZeRO-3 over the data ranks"));
+  c.stack = SoftwareStack::kPytorchFsdp;
+  EXPECT_DOUBLE_EQ(PredictModelStep(ValidateModel(c, mesh)).step_seconds, automatic.step_seconds);
+  c.stack = SoftwareStack::kAuto;
+  c.parallel = {.data_axes = {"data"}, .zero_stage = 1, .tensor_axes = {"tensor"}};
+  const ModelStepTimes megatron =
+      PredictModelStep(ValidateModel(c, MeshOn("dgx-h100:1", {{"data", 2}, {"tensor", 4}})));
+  EXPECT_EQ(megatron.stack, "megatron");
+  EXPECT_THAT(megatron.stack_reason, ::testing::HasSubstr("auto: GPUs"));
+}
+
+// Megatron-DeepSpeed of 2022 (DeepSpeed's pipeline engine): blocking transfers of the whole activation, the fp32
+// gradients all-reduced after the flush (exposed, not beside the backward), the tied embedding all-reduced. The
+// same model on the megatron stack with its transfers made blocking too differs in those only (and the attention
+// kernel, the same on a model without flash attention).
+TEST(SoftwareStack, MegatronDeepSpeed2022BlocksTransfersAndReducesGradientsAfterTheFlush) {
+  const StackSpec& ds = StackSpecFor(SoftwareStack::kMegatronDeepSpeed2022);
+  EXPECT_TRUE(ds.blocking_p2p);
+  EXPECT_TRUE(ds.full_pipeline_activations);
+  EXPECT_TRUE(ds.grad_reduce_after_flush);
+  EXPECT_EQ(ds.grad_reduce_bytes, 4);
+  EXPECT_FALSE(ds.fp8_casts);
+
+  ModelConfig c = GptModel(2048, 8, 16, 4 * 2048);
+  c.flash_attention = false;
+  c.global_batch = 16;
+  c.parallel = {.data_axes = {"data"}, .zero_stage = 1, .tensor_axes = {"tensor"}, .pipeline_axes = {"pipe"}};
+  const Mesh mesh = MeshOn("dgx-h100:4", {{"data", 4}, {"pipe", 2}, {"tensor", 4}});
+  c.stack = SoftwareStack::kMegatronDeepSpeed2022;
+  const ModelStepTimes ds2022 = PredictModelStep(ValidateModel(c, mesh));
+  // The gradient all-reduce runs after the last backward: all of it exposed.
+  EXPECT_GT(ds2022.comm_by_kind.at("data"), 0);
+  EXPECT_NEAR(ds2022.exposed_by_kind.at("data"), ds2022.comm_by_kind.at("data"),
+              0.05 * ds2022.comm_by_kind.at("data"));
+  c.stack = SoftwareStack::kMegatron;
+  c.parallel.pipeline_transfers = PipelineTransfers::kBlocking;
+  const ModelStepTimes megatron = PredictModelStep(ValidateModel(c, mesh));
+  // Megatron-Core reduces bf16 gradients layer by layer beside the backward: less of it, and less exposed.
+  EXPECT_GT(ds2022.comm_by_kind.at("data"), 1.5 * megatron.comm_by_kind.at("data"));
+  EXPECT_GT(ds2022.exposed_by_kind.at("data"), 1.5 * megatron.exposed_by_kind.at("data"));
+  EXPECT_GT(ds2022.step_seconds, megatron.step_seconds);
+  // Whole activations over the pipeline: t times the bytes of Megatron's scattered ones.
+  EXPECT_GT(ds2022.comm_by_kind.at("pipeline"), 2 * megatron.comm_by_kind.at("pipeline"));
+
+  // A scenario's parallel.pipeline_transfers overrides the stack: overlapped sends are never slower.
+  c.stack = SoftwareStack::kMegatronDeepSpeed2022;
+  c.parallel.pipeline_transfers = PipelineTransfers::kOverlapped;
+  const ModelStepTimes overlapped = PredictModelStep(ValidateModel(c, mesh));
+  EXPECT_LE(overlapped.step_seconds, ds2022.step_seconds);
+  EXPECT_LT(overlapped.bubble_seconds, ds2022.bubble_seconds);
 }
 
 }  // namespace

@@ -90,10 +90,10 @@ TEST(RunHtmlReport, TheModelTimelineShowsEveryStageStreamPhaseExposureAndBubble)
     EXPECT_THAT(page, HasSubstr("class=\"block " + std::string(series))) << series;
   for (const char* lane : {">compute<", ">collectives 0<", ">collectives 1<", ">sends<"})
     EXPECT_THAT(page, HasSubstr(lane)) << lane;
-  // Memory by category against the H100's 80 GB (74.5 GiB) and communication split hidden / exposed.
+  // Memory by category against the H100's 81559 MiB (79.6 GiB) and communication split hidden / exposed.
   for (const char* category : {"s-parameters", "s-gradients", "s-optimizer", "s-activations"})
     EXPECT_THAT(page, HasSubstr("class=\"seg " + std::string(category))) << category;
-  EXPECT_THAT(page, HasSubstr("capacity 74.5"));
+  EXPECT_THAT(page, HasSubstr("capacity 79.6"));
   EXPECT_THAT(page, HasSubstr("class=\"seg s-hidden-under-compute"));
 }
 
@@ -137,8 +137,8 @@ TEST(PlanHtmlReport, ScattersEveryEvaluatedConfigurationAndMarksTheWinners) {
   EXPECT_EQ(Count(page, "<svg class=\"figure "), 4);  // scatter, and the winner's timeline, memory, communication
   EXPECT_THAT(page, HasSubstr(plan.result.best.front().Describe()));
   // The line is the memory a configuration may use: the capacity less the default 10% headroom.
-  EXPECT_THAT(page, HasSubstr("limit 67.06 GiB (10% kept free)"));
-  EXPECT_THAT(page, HasSubstr("at most 67.06GiB of the 74.51GiB per device (10% kept free)"));
+  EXPECT_THAT(page, HasSubstr("limit 71.68 GiB (10% kept free)"));
+  EXPECT_THAT(page, HasSubstr("at most 71.68GiB of the 79.65GiB per device (10% kept free)"));
   const std::string none = PlanHtmlReport(ScenarioPlan{}, "spmdsim plan");
   EXPECT_EQ(Count(none, "<svg class=\"figure scatter"), 1);
 }

@@ -285,5 +285,28 @@ workloads:
   EXPECT_THAT(HumanReport(s, results[0]), HasSubstr("RESOURCE_EXHAUSTED"));
 }
 
+// The 2022 Megatron-DeepSpeed stack and blocking pipeline transfers asked for in a file; the report says which
+// stack priced the step and why.
+TEST(ModelWorkload, PipelineTransfersAndTheStackAreKeysAndTheReportNamesTheStack) {
+  const std::string model = R"y(  - {kind: model, d_model: 1024, heads: 16, layers: 8, d_ff: 4096, global_batch: 8,
+     parallel: {data_axes: [data], tensor_axes: [tensor], pipeline_axes: [pipe], pipeline_transfers: blocking},
+     stack: megatron-deepspeed-2022}
+)y";
+  Scenario s = ParseScenario(kHeader + model, "t.yaml");
+  const ModelConfig& c = std::get<ValidatedModel>(s.workloads[0].config).config();
+  EXPECT_EQ(c.parallel.pipeline_transfers, PipelineTransfers::kBlocking);
+  EXPECT_EQ(c.stack, SoftwareStack::kMegatronDeepSpeed2022);
+  EXPECT_THAT(ModelScenarioYaml("back", "", "dgx-h100:2", {{"data", 2}, {"pipe", 2}, {"tensor", 4}}, c),
+              HasSubstr("pipeline_transfers: blocking"));
+  EXPECT_THAT(ErrorOf(kHeader + "  - {kind: model, parallel: {pipeline_transfers: async}}\n"),
+              HasSubstr("workloads[0].parallel.pipeline_transfers"));
+  ScenarioRunOptions abstract;
+  abstract.abstract = true;
+  std::vector<WorkloadResult> results = RunScenario(s, abstract);
+  EXPECT_THAT(HumanReport(s, results[0]),
+              HasSubstr("software stack: megatron-deepspeed-2022 (set by the model's stack:)"));
+  EXPECT_THAT(WorkloadJson(results[0]).dump(), HasSubstr("\"stack\":\"megatron-deepspeed-2022\""));
+}
+
 }  // namespace
 }  // namespace spmdsim
