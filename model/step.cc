@@ -192,6 +192,7 @@ ModelStepTimes PredictModelStep(const ValidatedModel& model, const ModelStepOpti
                              ComputeOptions{options.clock, 1, options.calibration.compute_scale});
   out.mfu = out.model_flops / (out.step_seconds * static_cast<double>(mesh.size()) * compute.MatrixPeak(config.dtype));
   CheckSustainedRate(compute, mesh.topology()->device_kind(), config.dtype, &out);
+  out.validation = FindValidationBand(ClassifyModelRun(model));
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include "model/accounting.h"
 #include "model/calibration.h"
 #include "model/step.h"
+#include "model/validation_band.h"
 
 namespace spmdsim {
 namespace {
@@ -123,10 +124,11 @@ ValidationCase NvidiaCase(const NvidiaRun& p) {
 }
 
 // One row: a measurement, the predicted step and its note; every row builder below fills it through this.
-ModelValidationRow RowFrom(std::string name, std::string source, double reference, const ModelStepTimes& t,
-                           std::string note, bool enforced) {
+ModelValidationRow RowFrom(std::string name, std::string source, double reference, const ValidatedModel& model,
+                           const ModelStepTimes& t, std::string note, bool enforced) {
   ModelValidationRow row;
   row.name = std::move(name);
+  row.validation_class = ClassifyModelRun(model).Key();
   row.reference = reference;
   row.source = std::move(source);
   row.predicted = t.step_seconds;
@@ -137,7 +139,7 @@ ModelValidationRow RowFrom(std::string name, std::string source, double referenc
 
 ModelValidationRow RowOf(const ValidationCase& v) {
   const ModelStepTimes t = PredictModelStep(v.model, v.options);
-  return RowFrom(v.name, v.source, v.reference, t, StepNote(t), /*enforced=*/true);
+  return RowFrom(v.name, v.source, v.reference, v.model, t, StepNote(t), /*enforced=*/true);
 }
 
 void AddKorthikanti(std::vector<ModelValidationRow>* rows) {
@@ -241,7 +243,7 @@ ValidationCase DeepSeekV3Case(const DeepSeekRun& p) {
 // not enforced says there what the model lacks.
 ModelValidationRow BreakdownRowOf(const ValidationCase& v, const char* note, bool enforced) {
   const ModelStepTimes t = PredictModelStep(v.model, v.options);
-  return RowFrom(v.name, v.source, v.reference, t, BreakdownNote(t) + "; " + note, enforced);
+  return RowFrom(v.name, v.source, v.reference, v.model, t, BreakdownNote(t) + "; " + note, enforced);
 }
 
 void AddDeepSeekV3(std::vector<ModelValidationRow>* rows) {
@@ -288,8 +290,9 @@ void AddLlama3(std::vector<ModelValidationRow>* rows) {
 }
 
 // A row of the checks on runs the model was not built around: shown beside the validation table, not enforced.
-ModelValidationRow UnseenRowOf(std::string name, std::string source, double reference, const ModelStepTimes& t) {
-  return RowFrom(std::move(name), std::move(source), reference, t, StepNote(t), /*enforced=*/false);
+ModelValidationRow UnseenRowOf(std::string name, std::string source, double reference, const ValidatedModel& model) {
+  const ModelStepTimes t = PredictModelStep(model);
+  return RowFrom(std::move(name), std::move(source), reference, model, t, StepNote(t), /*enforced=*/false);
 }
 
 // MosaicML llm-foundry, scripts/train/benchmarking/README.md, "H100 80GB BF16" (MPT on the MosaicML platform,
@@ -322,12 +325,11 @@ ModelValidationRow FoundryRow(const FoundryRun& p) {
   c.micro_batch = p.micro_batch;
   c.recompute = p.checkpointing ? Recompute::kFull : Recompute::kNone;
   c.parallel = {.data_axes = {"data"}, .zero_stage = 3};
-  const ModelStepTimes t =
-      PredictModelStep(ValidateModel(c, MeshOn(fmt::format("dgx-h100:{}", p.gpus / 8), {{"data", p.gpus}})));
+  const ValidatedModel model = ValidateModel(c, MeshOn(fmt::format("dgx-h100:{}", p.gpus / 8), {{"data", p.gpus}}));
   return UnseenRowOf(fmt::format("MPT {} on {} H100 (FSDP, seq {}, micro-batch {}{})", p.size, p.gpus, p.seq,
                                  p.micro_batch, p.checkpointing ? ", activation checkpointing" : ""),
                      "MosaicML llm-foundry, scripts/train/benchmarking/README.md",
-                     static_cast<double>(p.global_batch * p.seq) / p.tokens_per_second, t);
+                     static_cast<double>(p.global_batch * p.seq) / p.tokens_per_second, model);
 }
 
 // NVIDIA dgxc-benchmarking (llama3.1/README_8b.md, README_70b.md: NeMo 24.09 on DGX H100): Llama 3.1 8B with
@@ -366,12 +368,12 @@ ModelValidationRow NemoLlamaRow(const NemoLlamaRun& p) {
     c.parallel.virtual_stages = 5;
     axes = {{"data", p.gpus / 32}, {"pipe", 4}, {"context", 2}, {"tensor", 4}};
   }
-  const ModelStepTimes t =
-      PredictModelStep(ValidateModel(c, MeshOn(fmt::format("dgx-h100:{}", p.gpus / 8), axes)));
+  const ValidatedModel model = ValidateModel(c, MeshOn(fmt::format("dgx-h100:{}", p.gpus / 8), axes));
   return UnseenRowOf(fmt::format("Llama 3.1 {} on {} H100 ({}CP 2, DP {}), {}", p.size, p.gpus,
                                  big ? "TP 4, PP 4 x 5 virtual, " : "", p.gpus / (big ? 32 : 2),
                                  p.dtype == DType::kBF16 ? "bf16" : "fp8"),
-                     fmt::format("NVIDIA dgxc-benchmarking, llama3.1/README_{}.md", big ? "70b" : "8b"), p.seconds, t);
+                     fmt::format("NVIDIA dgxc-benchmarking, llama3.1/README_{}.md", big ? "70b" : "8b"), p.seconds,
+                     model);
 }
 
 // MaxText's published TPU tables, with the decoder and scripts MaxText had when they were measured (its default
@@ -489,13 +491,12 @@ ModelValidationRow MaxTextRow(const MaxTextRun& p) {
   const double attention = 12.0 * p.heads * p.layers * 256 * static_cast<double>(c.seq) * tokens;
   const double maxtext_flops =
       6 * AccountModel(model).params.total * tokens + (p.causal_flops ? attention / 2 : attention);
-  const ModelStepTimes t = PredictModelStep(model);
   return UnseenRowOf(fmt::format("MaxText {} on {} x {} (FSDP {}{}{}, batch {} per chip)", p.size, p.slices,
                                  p.accelerator, p.chips / p.tensor,
                                  p.tensor > 1 ? fmt::format(", TP {}", p.tensor) : "",
                                  p.slices > 1 ? fmt::format(", data {} over DCN", p.slices) : "", p.per_device_batch),
                      fmt::format("MaxText/configs/{}/README.md", std::string_view(p.accelerator).substr(0, 3)),
-                     maxtext_flops / (p.tflops_per_chip * 1e12), t);
+                     maxtext_flops / (p.tflops_per_chip * 1e12), model);
 }
 
 // The validation cases by family, for the mechanism ablation.
@@ -701,6 +702,13 @@ std::vector<ModelValidationRow> ComputeUnseenCheckRows() {
   for (const NemoLlamaRun& p : kNemoLlama) rows.push_back(NemoLlamaRow(p));
   for (const MaxTextRun& p : MaxTextRuns()) rows.push_back(MaxTextRow(p));
   return rows;
+}
+
+std::vector<ValidationBand> ComputeModelValidationBands() {
+  std::vector<ValidationBandRow> band_rows;
+  for (const auto& rows : {ComputeModelValidationRows(), ComputeUnseenCheckRows()})
+    for (const ModelValidationRow& r : rows) band_rows.push_back({r.validation_class, r.gap(), r.enforced});
+  return ComputeValidationBands(band_rows);
 }
 
 std::vector<ModelValidationRow> ComputeModelValidationRows() {

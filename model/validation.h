@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "model/validation_band.h"
+
 namespace spmdsim {
 
 inline constexpr double kModelValidationTolerance = 0.10;
@@ -29,6 +31,7 @@ struct ModelValidationRow {
   bool enforced = true;    // whether the test holds it within `tolerance`
   double tolerance = kModelValidationTolerance;
   std::string note;        // MFU and where the time went, or why the row is not enforced
+  std::string validation_class;  // ClassifyModelRun(...).Key() of its configuration (model/validation_band.h)
   double gap() const { return predicted / reference - 1; }
   bool within() const { return std::fabs(gap()) <= tolerance; }
 };
@@ -79,6 +82,9 @@ std::vector<ModelValidationRow> ComputeUnseenCheckRows();
 
 // Every row (each a whole simulated step; well under a second in all).
 std::vector<ModelValidationRow> ComputeModelValidationRows();
+// One error band per class over both tables' rows (the validation rows and the unseen checks), as
+// `model_validation --bands` prints them into model/validation_bands.inc.
+std::vector<ValidationBand> ComputeModelValidationBands();
 // A Markdown table: row | measured | predicted | gap | enforced (tolerance) | source | note.
 std::string FormatModelValidationTable(const std::vector<ModelValidationRow>& rows);
 // The mean of the rows' signed gaps (predicted / measured - 1): over every row, or over the enforced ones.

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "common/strings.h"
+#include "model/validation_band.h"
 #include "scenario/internal/svg.h"
 #include "scenario/report.h"
 #include "scenario/trace.h"
@@ -294,7 +295,7 @@ std::string CommunicationFigure(const ModelStepTimes& t) {
 std::string ModelSection(const std::string& id, const ModelAccounting& a, const ModelStepTimes& t,
                          int64_t devices) {
   std::vector<std::pair<std::string, std::string>> rows = {
-      {"step time", FormatSeconds(t.step_seconds)},
+      {"step time", fmt::format("{} ({})", FormatSeconds(t.step_seconds), ValidationBandText(t.validation))},
       {"MFU", fmt::format("{:.1f}% (causal attention counted as half; compute priced at {:.1f}% of the peak)",
                           100 * t.mfu, 100 * t.sustained_fraction)},
       {"tokens per second", fmt::format("{:.4g}", t.tokens_per_second)},

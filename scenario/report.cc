@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "common/strings.h"
+#include "model/validation_band.h"
 #include "partition/correction.h"
 
 namespace spmdsim {
@@ -235,9 +236,9 @@ std::string SustainedRateLine(const ModelStepTimes& t) {
 // The simulated training step: time, throughput, where the time went.
 std::string ModelStepReport(const ModelStepTimes& t) {
   std::string out = fmt::format(
-      "training step (simulated, {} device program{}, {} ops): {} per step, {:.4g} tokens/s, MFU {:.1f}%\n",
+      "training step (simulated, {} device program{}, {} ops): {} per step ({}), {:.4g} tokens/s, MFU {:.1f}%\n",
       t.simulated_devices, t.simulated_devices == 1 ? "" : "s", t.timeline_ops, FormatSeconds(t.step_seconds),
-      t.tokens_per_second, 100 * t.mfu);
+      ValidationBandText(t.validation), t.tokens_per_second, 100 * t.mfu);
   out += fmt::format("on the last device to finish: compute {}, exposed communication {}, hidden communication {}, "
                      "pipeline bubble {}\n",
                      FormatSeconds(t.compute_seconds), FormatSeconds(t.exposed_comm_seconds),
@@ -275,6 +276,15 @@ nlohmann::json StagesJson(const ModelStepTimes& t) {
   return stages;
 }
 
+// model_step.validation (docs/model.md, "Error bands"): the class, its published rows and their signed gaps (null
+// when no published run is of the class), and the text the report prints.
+nlohmann::json ValidationJson(const ValidationBand& b) {
+  const auto gap = [&](double g) { return b.validated() ? nlohmann::json(g) : nlohmann::json(nullptr); };
+  return {{"class", b.class_key}, {"rows", b.rows}, {"enforced_rows", b.enforced_rows}, {"min_gap", gap(b.min_gap)},
+          {"max_gap", gap(b.max_gap)}, {"mean_gap", gap(b.mean_gap)}, {"source", kValidationBandSource},
+          {"text", ValidationBandText(b)}};
+}
+
 nlohmann::json ModelStepJson(const ModelStepTimes& t) {
   return {{"step_seconds", t.step_seconds}, {"compute_seconds", t.compute_seconds},
           {"exposed_comm_seconds", t.exposed_comm_seconds}, {"hidden_comm_seconds", t.hidden_comm_seconds},
@@ -285,7 +295,7 @@ nlohmann::json ModelStepJson(const ModelStepTimes& t) {
           {"timeline_ops", t.timeline_ops}, {"stages", StagesJson(t)}, {"hardware_flops", t.hardware_flops},
           {"sustained_fraction", t.sustained_fraction}, {"sustained_measured", t.sustained_measured},
           {"sustained_borrowed_from", t.sustained_borrowed_from},
-          {"warnings", t.warnings}};
+          {"warnings", t.warnings}, {"validation", ValidationJson(t.validation)}};
 }
 
 nlohmann::json ModelJson(const ModelAccounting& a) {
