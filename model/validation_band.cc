@@ -100,7 +100,7 @@ ValidationBand FindValidationBand(const ValidationClass& cls) {
 
 std::string ValidationBandText(const ValidationBand& band) {
   if (!band.validated())
-    return fmt::format("not validated (no published run of this class: {})", band.class_key);
+    return fmt::format("not validated: no published run of class {}", band.class_key);
   const auto percent = [](double gap) { return static_cast<int>(std::lround(100 * gap)); };
   return fmt::format("validated: {:+d}%..{:+d}% on {} {} run{} ({} enforced)", percent(band.min_gap),
                      percent(band.max_gap), band.rows, band.class_key, band.rows == 1 ? "" : "s",

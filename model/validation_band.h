@@ -65,7 +65,7 @@ const std::vector<ValidationBand>& CheckedInValidationBands();
 ValidationBand FindValidationBand(const ValidationClass& cls);
 
 // "validated: -4%..+9% on 12 H100 x megatron x TP/PP/CP runs (9 enforced)", or
-// "not validated (no published run of this class: H200 x megatron x data-only)".
+// "not validated: no published run of class H200 x megatron x data-only".
 std::string ValidationBandText(const ValidationBand& band);
 
 }  // namespace spmdsim

@@ -85,7 +85,7 @@ TEST(ValidationBand, ClassWithoutPublishedRunsSaysItIsNotValidated) {
   const ValidationBand b = FindValidationBand({"B200", "pytorch-fsdp", "data-only"});
   EXPECT_FALSE(b.validated());
   EXPECT_EQ(b.rows, 0);
-  EXPECT_EQ(ValidationBandText(b), "not validated (no published run of this class: B200 x pytorch-fsdp x data-only)");
+  EXPECT_EQ(ValidationBandText(b), "not validated: no published run of class B200 x pytorch-fsdp x data-only");
 }
 
 TEST(ValidationBand, CheckedInBandsCoverThePublishedFamilies) {

@@ -266,7 +266,7 @@ workloads:
   std::vector<WorkloadResult> results = RunScenario(s, {.abstract = true});
   ASSERT_EQ(results.size(), 1u);
   EXPECT_THAT(HumanReport(s, results[0]),
-              HasSubstr(" per step (not validated (no published run of this class: B200 x megatron x data-only)), "));
+              HasSubstr(" per step (not validated: no published run of class B200 x megatron x data-only), "));
   const nlohmann::json v = JsonReport(s, results, false, 0, ExitCode::kOk)["workloads"][0]["model_step"]["validation"];
   EXPECT_EQ(v["rows"].get<int64_t>(), 0);
   EXPECT_TRUE(v["min_gap"].is_null());
