@@ -534,12 +534,12 @@ std::string PlanScatterFigure(const PlanResult& plan) {
 
 std::string RankedTable(const PlanResult& plan) {
   std::string out = R"(<table class="ranked"><tr><th>#</th><th>configuration</th><th>step</th><th>MFU</th>)"
-                    R"(<th>memory per device</th></tr>)";
+                    R"(<th>memory per device</th><th>error band</th></tr>)";
   for (size_t k = 0; k < plan.best.size(); ++k) {
     const PlanEntry& e = plan.best[k];
-    out += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}%</td><td>{}</td></tr>", k + 1,
+    out += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}%</td><td>{}</td><td>{}</td></tr>", k + 1,
                        Escape(e.Describe()), FormatSeconds(e.step.step_seconds), 100 * e.step.mfu,
-                       HumanBytes(static_cast<int64_t>(e.peak_bytes())));
+                       HumanBytes(static_cast<int64_t>(e.peak_bytes())), Escape(ValidationBandText(e.step.validation)));
   }
   return out + "</table>";
 }

@@ -276,15 +276,6 @@ nlohmann::json StagesJson(const ModelStepTimes& t) {
   return stages;
 }
 
-// model_step.validation (docs/model.md, "Error bands"): the class, its published rows and their signed gaps (null
-// when no published run is of the class), and the text the report prints.
-nlohmann::json ValidationJson(const ValidationBand& b) {
-  const auto gap = [&](double g) { return b.validated() ? nlohmann::json(g) : nlohmann::json(nullptr); };
-  return {{"class", b.class_key}, {"rows", b.rows}, {"enforced_rows", b.enforced_rows}, {"min_gap", gap(b.min_gap)},
-          {"max_gap", gap(b.max_gap)}, {"mean_gap", gap(b.mean_gap)}, {"source", kValidationBandSource},
-          {"text", ValidationBandText(b)}};
-}
-
 nlohmann::json ModelStepJson(const ModelStepTimes& t) {
   return {{"step_seconds", t.step_seconds}, {"compute_seconds", t.compute_seconds},
           {"exposed_comm_seconds", t.exposed_comm_seconds}, {"hidden_comm_seconds", t.hidden_comm_seconds},
@@ -295,7 +286,7 @@ nlohmann::json ModelStepJson(const ModelStepTimes& t) {
           {"timeline_ops", t.timeline_ops}, {"stages", StagesJson(t)}, {"hardware_flops", t.hardware_flops},
           {"sustained_fraction", t.sustained_fraction}, {"sustained_measured", t.sustained_measured},
           {"sustained_borrowed_from", t.sustained_borrowed_from},
-          {"warnings", t.warnings}, {"validation", ValidationJson(t.validation)}};
+          {"warnings", t.warnings}, {"validation", ValidationBandJson(t.validation)}};
 }
 
 nlohmann::json ModelJson(const ModelAccounting& a) {
@@ -418,6 +409,15 @@ nlohmann::json MapJson(const std::map<std::string, double>& m) {
 }
 
 }  // namespace
+
+// model_step.validation (docs/model.md, "Error bands"): the class, its published rows and their signed gaps (null
+// when no published run is of the class), and the text the report prints.
+nlohmann::json ValidationBandJson(const ValidationBand& b) {
+  const auto gap = [&](double g) { return b.validated() ? nlohmann::json(g) : nlohmann::json(nullptr); };
+  return {{"class", b.class_key}, {"rows", b.rows}, {"enforced_rows", b.enforced_rows}, {"min_gap", gap(b.min_gap)},
+          {"max_gap", gap(b.max_gap)}, {"mean_gap", gap(b.mean_gap)}, {"source", kValidationBandSource},
+          {"text", ValidationBandText(b)}};
+}
 
 std::string HumanHeader(const Scenario& s, bool abstract) {
   const Topology& t = *s.topology.topology;
