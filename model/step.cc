@@ -195,6 +195,7 @@ ModelStepTimes PredictModelStep(const ValidatedModel& model, const ModelStepOpti
   const StackChoice stack = ModelStackChoice(model);
   out.stack = std::string(StackName(stack.stack));
   out.stack_reason = stack.reason;
+  out.validation = FindValidationBand(ClassifyModelRun(model));
   return out;
 }
 

@@ -18,6 +18,7 @@
 #include "model/config.h"
 #include "model/step_options.h"
 #include "model/step_schedule.h"
+#include "model/validation_band.h"
 
 namespace spmdsim {
 
@@ -55,6 +56,10 @@ struct ModelStepTimes {
   std::string sustained_borrowed_from;
   // What a reader must not miss: "MFU 103.9% is above the 92.3% of the peak that TPU v5 sustains ...".
   std::vector<std::string> warnings;
+  // The measured error band of the step's class (hardware x stack x parallelism) over the published runs of
+  // docs/model-validation.md (model/validation_band.h); rows == 0 when none is of this class. It holds for the
+  // documented figures: a calibration (ModelStepOptions::calibration) fitted on the user's own run replaces it.
+  ValidationBand validation;
   double comm_slowdown = 0;          // the fraction used
   // The software stack the step was priced with ("megatron", ...) and why (ModelStackChoice: the model's
   // `stack:`, or what `auto` saw in the parallelism).

@@ -13,6 +13,7 @@
 #include "model/accounting.h"
 #include "model/calibration.h"
 #include "model/step.h"
+#include "model/validation_band.h"
 
 namespace spmdsim {
 namespace {
@@ -133,6 +134,7 @@ ModelValidationRow RowFrom(std::string name, std::string source, double referenc
   row.peak_stage = accounting.peak_stage;
   row.capacity_bytes = accounting.capacity_bytes;
   row.name = std::move(name);
+  row.validation_class = ClassifyModelRun(model).Key();
   row.reference = reference;
   row.source = std::move(source);
   row.predicted = t.step_seconds;
@@ -329,11 +331,11 @@ ModelValidationRow FoundryRow(const FoundryRun& p) {
   c.micro_batch = p.micro_batch;
   c.recompute = p.checkpointing ? Recompute::kFull : Recompute::kNone;
   c.parallel = {.data_axes = {"data"}, .zero_stage = 3};
+  const ValidatedModel model = ValidateModel(c, MeshOn(fmt::format("dgx-h100:{}", p.gpus / 8), {{"data", p.gpus}}));
   return UnseenRowOf(fmt::format("MPT {} on {} H100 (FSDP, seq {}, micro-batch {}{})", p.size, p.gpus, p.seq,
                                  p.micro_batch, p.checkpointing ? ", activation checkpointing" : ""),
                      "MosaicML llm-foundry, scripts/train/benchmarking/README.md",
-                     static_cast<double>(p.global_batch * p.seq) / p.tokens_per_second,
-                     ValidateModel(c, MeshOn(fmt::format("dgx-h100:{}", p.gpus / 8), {{"data", p.gpus}})));
+                     static_cast<double>(p.global_batch * p.seq) / p.tokens_per_second, model);
 }
 
 // NVIDIA dgxc-benchmarking (llama3.1/README_8b.md, README_70b.md: NeMo 24.09 on DGX H100): Llama 3.1 8B with
@@ -372,11 +374,12 @@ ModelValidationRow NemoLlamaRow(const NemoLlamaRun& p) {
     c.parallel.virtual_stages = 5;
     axes = {{"data", p.gpus / 32}, {"pipe", 4}, {"context", 2}, {"tensor", 4}};
   }
+  const ValidatedModel model = ValidateModel(c, MeshOn(fmt::format("dgx-h100:{}", p.gpus / 8), axes));
   return UnseenRowOf(fmt::format("Llama 3.1 {} on {} H100 ({}CP 2, DP {}), {}", p.size, p.gpus,
                                  big ? "TP 4, PP 4 x 5 virtual, " : "", p.gpus / (big ? 32 : 2),
                                  p.dtype == DType::kBF16 ? "bf16" : "fp8"),
                      fmt::format("NVIDIA dgxc-benchmarking, llama3.1/README_{}.md", big ? "70b" : "8b"), p.seconds,
-                     ValidateModel(c, MeshOn(fmt::format("dgx-h100:{}", p.gpus / 8), axes)));
+                     model);
 }
 
 // MaxText's published TPU tables, with the decoder and scripts MaxText had when they were measured (its default
@@ -791,6 +794,13 @@ std::vector<ModelValidationRow> ComputeUnseenCheckRows() {
   for (const NemoLlamaRun& p : kNemoLlama) rows.push_back(NemoLlamaRow(p));
   for (const MaxTextRun& p : MaxTextRuns()) rows.push_back(MaxTextRow(p));
   return rows;
+}
+
+std::vector<ValidationBand> ComputeModelValidationBands() {
+  std::vector<ValidationBandRow> band_rows;
+  for (const auto& rows : {ComputeModelValidationRows(), ComputeUnseenCheckRows()})
+    for (const ModelValidationRow& r : rows) band_rows.push_back({r.validation_class, r.gap(), r.enforced});
+  return ComputeValidationBands(band_rows);
 }
 
 std::vector<ModelValidationRow> ComputeModelValidationRows() {

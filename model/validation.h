@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "model/validation_band.h"
+
 namespace spmdsim {
 
 inline constexpr double kModelValidationTolerance = 0.10;
@@ -33,6 +35,7 @@ struct ModelValidationRow {
   // The accounting's peak memory per device (AccountModel) and the device's memory: a published run must fit.
   double peak_bytes = 0, capacity_bytes = 0;
   int64_t peak_stage = 0;
+  std::string validation_class;  // ClassifyModelRun(...).Key() of its configuration (model/validation_band.h)
   double gap() const { return predicted / reference - 1; }
   bool within() const { return std::fabs(gap()) <= tolerance; }
   bool fits() const { return peak_bytes <= capacity_bytes; }
@@ -107,6 +110,9 @@ std::string MemoryFitSummary(const std::vector<ModelValidationRow>& rows);
 
 // Every row (each a whole simulated step; well under a second in all).
 std::vector<ModelValidationRow> ComputeModelValidationRows();
+// One error band per class over both tables' rows (the validation rows and the unseen checks), as
+// `model_validation --bands` prints them into model/validation_bands.inc.
+std::vector<ValidationBand> ComputeModelValidationBands();
 // A Markdown table: row | measured | predicted | gap | enforced (tolerance) | source | note.
 std::string FormatModelValidationTable(const std::vector<ModelValidationRow>& rows);
 // The mean of the rows' signed gaps (predicted / measured - 1): over every row, or over the enforced ones.

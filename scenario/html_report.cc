@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "common/strings.h"
+#include "model/validation_band.h"
 #include "scenario/internal/svg.h"
 #include "scenario/report.h"
 #include "scenario/trace.h"
@@ -294,7 +295,7 @@ std::string CommunicationFigure(const ModelStepTimes& t) {
 std::string ModelSection(const std::string& id, const ModelAccounting& a, const ModelStepTimes& t,
                          int64_t devices) {
   std::vector<std::pair<std::string, std::string>> rows = {
-      {"step time", FormatSeconds(t.step_seconds)},
+      {"step time", fmt::format("{} ({})", FormatSeconds(t.step_seconds), ValidationBandText(t.validation))},
       {"MFU", fmt::format("{:.1f}% (causal attention counted as half; compute priced at {:.1f}% of the peak)",
                           100 * t.mfu, 100 * t.sustained_fraction)},
       {"tokens per second", fmt::format("{:.4g}", t.tokens_per_second)},
@@ -534,12 +535,12 @@ std::string PlanScatterFigure(const PlanResult& plan) {
 
 std::string RankedTable(const PlanResult& plan) {
   std::string out = R"(<table class="ranked"><tr><th>#</th><th>configuration</th><th>step</th><th>MFU</th>)"
-                    R"(<th>memory per device</th></tr>)";
+                    R"(<th>memory per device</th><th>error band</th></tr>)";
   for (size_t k = 0; k < plan.best.size(); ++k) {
     const PlanEntry& e = plan.best[k];
-    out += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}%</td><td>{}</td></tr>", k + 1,
+    out += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}%</td><td>{}</td><td>{}</td></tr>", k + 1,
                        Escape(e.Describe()), FormatSeconds(e.step.step_seconds), 100 * e.step.mfu,
-                       HumanBytes(static_cast<int64_t>(e.peak_bytes())));
+                       HumanBytes(static_cast<int64_t>(e.peak_bytes())), Escape(ValidationBandText(e.step.validation)));
   }
   return out + "</table>";
 }

@@ -98,6 +98,9 @@ std::string PlanReport(const PlanResult& r, const ModelConfig& model, const std:
   }
   if (r.best.empty()) out += "no configuration fits: see the rejections above\n";
   rank = 0;
+  for (const PlanEntry& e : r.best)
+    out += fmt::format("error band (rank {}): {}\n", ++rank, ValidationBandText(e.step.validation));
+  rank = 0;
   for (const PlanEntry& e : r.best) {
     ++rank;
     for (const std::string& w : e.step.warnings) out += fmt::format("WARNING (rank {}): {}\n", rank, w);
@@ -119,7 +122,8 @@ nlohmann::json PlanJson(const PlanResult& r) {
                     {"mfu", e.step.mfu}, {"peak_bytes", e.peak_bytes()},
                     {"exposed_comm_seconds", e.step.exposed_comm_seconds}, {"bubble_seconds", e.step.bubble_seconds},
                     {"sustained_fraction", e.step.sustained_fraction}, {"warnings", e.step.warnings},
-                    {"split_physical_axes", e.split_physical_axes}});
+                    {"split_physical_axes", e.split_physical_axes},
+                    {"validation", ValidationBandJson(e.step.validation)}});
   }
   return {{"devices", r.devices}, {"topology", r.topology}, {"enumerated", r.enumerated}, {"invalid", r.invalid},
           {"over_memory", r.over_memory}, {"evaluated", r.evaluated}, {"rejected_because", r.rejected_because},

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "common/strings.h"
+#include "model/validation_band.h"
 #include "partition/correction.h"
 
 namespace spmdsim {
@@ -235,9 +236,9 @@ std::string SustainedRateLine(const ModelStepTimes& t) {
 // The simulated training step: time, throughput, where the time went.
 std::string ModelStepReport(const ModelStepTimes& t) {
   std::string out = fmt::format(
-      "training step (simulated, {} device program{}, {} ops): {} per step, {:.4g} tokens/s, MFU {:.1f}%\n",
+      "training step (simulated, {} device program{}, {} ops): {} per step ({}), {:.4g} tokens/s, MFU {:.1f}%\n",
       t.simulated_devices, t.simulated_devices == 1 ? "" : "s", t.timeline_ops, FormatSeconds(t.step_seconds),
-      t.tokens_per_second, 100 * t.mfu);
+      ValidationBandText(t.validation), t.tokens_per_second, 100 * t.mfu);
   if (!t.stack.empty()) out += fmt::format("software stack: {} ({})\n", t.stack, t.stack_reason);
   out += fmt::format("on the last device to finish: compute {}, exposed communication {}, hidden communication {}, "
                      "pipeline bubble {}\n",
@@ -286,7 +287,8 @@ nlohmann::json ModelStepJson(const ModelStepTimes& t) {
           {"timeline_ops", t.timeline_ops}, {"stages", StagesJson(t)}, {"hardware_flops", t.hardware_flops},
           {"sustained_fraction", t.sustained_fraction}, {"sustained_measured", t.sustained_measured},
           {"sustained_borrowed_from", t.sustained_borrowed_from},
-          {"warnings", t.warnings}, {"stack", t.stack}, {"stack_reason", t.stack_reason}};
+          {"warnings", t.warnings}, {"stack", t.stack}, {"stack_reason", t.stack_reason},
+          {"validation", ValidationBandJson(t.validation)}};
 }
 
 nlohmann::json ModelJson(const ModelAccounting& a) {
@@ -409,6 +411,15 @@ nlohmann::json MapJson(const std::map<std::string, double>& m) {
 }
 
 }  // namespace
+
+// model_step.validation (docs/model.md, "Error bands"): the class, its published rows and their signed gaps (null
+// when no published run is of the class), and the text the report prints.
+nlohmann::json ValidationBandJson(const ValidationBand& b) {
+  const auto gap = [&](double g) { return b.validated() ? nlohmann::json(g) : nlohmann::json(nullptr); };
+  return {{"class", b.class_key}, {"rows", b.rows}, {"enforced_rows", b.enforced_rows}, {"min_gap", gap(b.min_gap)},
+          {"max_gap", gap(b.max_gap)}, {"mean_gap", gap(b.mean_gap)}, {"source", kValidationBandSource},
+          {"text", ValidationBandText(b)}};
+}
 
 std::string HumanHeader(const Scenario& s, bool abstract) {
   const Topology& t = *s.topology.topology;

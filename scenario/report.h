@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/exit_code.h"
+#include "model/validation_band.h"
 #include "scenario/scenario.h"
 #include "workloads/workloads.h"
 
@@ -39,6 +40,9 @@ std::string HumanSummary(const std::vector<WorkloadResult>& results, double wall
 nlohmann::json JsonReport(const Scenario& scenario, const std::vector<WorkloadResult>& results, bool abstract,
                           double wall_seconds, ExitCode exit_code);
 nlohmann::json WorkloadJson(const WorkloadResult& result);
+// A step's error band (model/validation_band.h) as model_step.validation and the plan's best[].validation hold
+// it: class, rows, enforced_rows, min_gap / max_gap / mean_gap (null when rows is 0), source, text.
+nlohmann::json ValidationBandJson(const ValidationBand& band);
 
 // A step's name as the tables show it, at most `columns` wide: a long op_name scope keeps its first component and
 // as many of its last ones as fit ("jit(step)/.../closed_call/checkpoint/bsd,dnh->bsnh").

@@ -1,12 +1,19 @@
 // Prints the model workload's validation table (Markdown; docs/model-validation.md) and exits 1 when a row
-// drifts past its tolerance.
+// drifts past its tolerance. With --bands, prints instead the error band of each class of rows (hardware x stack x
+// parallelism) as the C++ initializer rows that model/validation_bands.inc holds.
 //   build/dev/bench/model/model_validation
+//   build/dev/bench/model/model_validation --bands > model/validation_bands.inc
 #include <cmath>
 #include <cstdio>
+#include <string_view>
 
 #include "model/validation.h"
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc == 2 && std::string_view(argv[1]) == "--bands") {
+    std::fputs(spmdsim::FormatValidationBandsInc(spmdsim::ComputeModelValidationBands()).c_str(), stdout);
+    return 0;
+  }
   const std::vector<spmdsim::ModelValidationRow> rows = spmdsim::ComputeModelValidationRows();
   std::fputs(spmdsim::FormatModelValidationTable(rows).c_str(), stdout);
   std::fprintf(stdout, "\n%s\n", spmdsim::ModelValidationSummary(rows).c_str());

@@ -28,6 +28,7 @@ TEST(PlanCommand, PrintsTheFastestAndWritesAScenarioThatRuns) {
   EXPECT_THAT(r.out, HasSubstr("plan llama2_70b on 32 devices of dgx-h100:4, 32 GPUs; global batch 64"));
   EXPECT_THAT(r.out, HasSubstr("   1  "));
   EXPECT_THAT(r.out, HasSubstr("   3  "));
+  EXPECT_THAT(r.out, HasSubstr("error band (rank 1): validated: "));  // H100 megatron runs are published
   EXPECT_THAT(r.out, HasSubstr("wrote the fastest configuration to " + out_file));
   const auto run = RunSpmdsim("run --abstract " + out_file);
   ASSERT_EQ(run.exit_code, 0) << run.err;
@@ -49,6 +50,8 @@ TEST(PlanCommand, JsonListsTheRankingAndTheCounts) {
     EXPECT_GE(b["step_seconds"].get<double>(), last);
     last = b["step_seconds"].get<double>();
     EXPECT_LE(b["peak_bytes"].get<double>(), 80.0e9);
+    EXPECT_THAT(b["validation"]["class"].get<std::string>(), HasSubstr("H100 x megatron x "));
+    EXPECT_EQ(b["validation"]["source"], "docs/model-validation.md");
   }
 }
 
@@ -114,6 +117,8 @@ TEST(PlanCommand, HtmlScattersEveryEvaluatedConfiguration) {
   EXPECT_EQ(count("<circle class=\"point\""), j["evaluated"].get<int64_t>());
   EXPECT_EQ(count("<circle class=\"point winner"), 4);
   EXPECT_EQ(count("<svg class=\"figure timeline"), 1);
+  EXPECT_EQ(count("<th>error band</th>"), 1);  // each winner's, beside its step time
+  EXPECT_THAT(page, HasSubstr("validated: "));
   EXPECT_THAT(page, HasSubstr("spmdsim plan " + kLlama));
 }
 

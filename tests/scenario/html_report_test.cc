@@ -97,6 +97,13 @@ TEST(RunHtmlReport, TheModelTimelineShowsEveryStageStreamPhaseExposureAndBubble)
   EXPECT_THAT(page, HasSubstr("class=\"seg s-hidden-under-compute"));
 }
 
+// The step time carries its error band over the published runs of its class (docs/model.md, "Error bands").
+TEST(RunHtmlReport, TheStepTimeCarriesItsValidationBand) {
+  const std::string page = RunPage();
+  EXPECT_THAT(page, HasSubstr("<th>step time</th><td>"));
+  EXPECT_THAT(page, HasSubstr(" on 16 H100 x megatron x TP/PP/CP runs (8 enforced))</td>"));
+}
+
 // A module the TPU compiler made (tests/hlo/testdata/targets): its page shows the simulated device's streams, the
 // op_name scopes with their exposed and hidden communication, the collectives, and the mesh axes.
 TEST(RunHtmlReport, AnHloWorkloadShowsItsStreamsScopesAndExposedAndHiddenCommunication) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "model/validation_band.h"
 #include "scenario/report.h"
 #include "scenario/run.h"
 #include "scenario/scenario.h"
@@ -236,11 +237,41 @@ TEST(ModelWorkload, RunPrintsTheAnalyticAccountingAndTheSimulatedStep) {
   const nlohmann::json& step = j["workloads"][0]["model_step"];
   EXPECT_DOUBLE_EQ(step["step_seconds"].get<double>(), results[0].totals.predicted_seconds);
   EXPECT_GT(step["mfu"].get<double>(), 0);
+  // The step's error band over the published runs of its class (docs/model.md, "Error bands").
+  const ValidationBand band = FindValidationBand({"H100", "megatron", "TP/PP/CP"});
+  EXPECT_THAT(human, HasSubstr(" per step (" + ValidationBandText(band) + "), "));
+  const nlohmann::json& v = step["validation"];
+  EXPECT_EQ(v["class"], "H100 x megatron x TP/PP/CP");
+  EXPECT_EQ(v["rows"].get<int64_t>(), band.rows);
+  EXPECT_EQ(v["enforced_rows"].get<int64_t>(), band.enforced_rows);
+  EXPECT_DOUBLE_EQ(v["min_gap"].get<double>(), band.min_gap);
+  EXPECT_DOUBLE_EQ(v["max_gap"].get<double>(), band.max_gap);
+  EXPECT_DOUBLE_EQ(v["mean_gap"].get<double>(), band.mean_gap);
+  EXPECT_EQ(v["source"], "docs/model-validation.md");
+  EXPECT_EQ(v["text"], ValidationBandText(band));
   const nlohmann::json& m = j["workloads"][0]["model"];
   EXPECT_TRUE(m["analytic"].get<bool>());
   EXPECT_EQ(m["stages"].size(), 2u);
   EXPECT_EQ(m["degrees"]["micro_batches"].get<int64_t>(), 8);
   EXPECT_TRUE(m["fits"].get<bool>());
+}
+
+// A class no published run is of says so, and its gaps are null.
+TEST(ModelWorkload, StepOfAClassWithoutPublishedRunsSaysItIsNotValidated) {
+  Scenario s = ParseScenario(R"y(topology: {preset: "dgx-b200:1"}
+mesh: {axes: {data: 8}}
+workloads:
+  - {kind: model, d_model: 1024, layers: 2, global_batch: 8, parallel: {data_axes: [data]}}
+)y", "t.yaml");
+  std::vector<WorkloadResult> results = RunScenario(s, {.abstract = true});
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_THAT(HumanReport(s, results[0]),
+              HasSubstr(" per step (not validated: no published run of class B200 x megatron x data-only), "));
+  const nlohmann::json v = JsonReport(s, results, false, 0, ExitCode::kOk)["workloads"][0]["model_step"]["validation"];
+  EXPECT_EQ(v["rows"].get<int64_t>(), 0);
+  EXPECT_TRUE(v["min_gap"].is_null());
+  EXPECT_TRUE(v["max_gap"].is_null());
+  EXPECT_TRUE(v["mean_gap"].is_null());
 }
 
 TEST(ModelWorkload, SmallModelRunsWithDataAndPrintsItsCheck) {
