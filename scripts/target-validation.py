@@ -122,8 +122,8 @@ def compiled_route(row, timeout, attention):
     started = time.time()
     result = spmdsim.from_jax(step, *args, target=row.topology, slices=row.slices, libtpu_init_args=row.flags,
                               dcn_axes={"data": row.slices}, timeout=timeout,
-                              model_flops_per_step=flops * chips * row.slices,
-                              tokens_per_step=2048 * row.batch * chips * row.slices)
+                              # a multi-slice module is one slice's program: its FLOPs and tokens
+                              model_flops_per_step=flops * chips, tokens_per_step=2048 * row.batch * chips)
     report = result.report
     h = report["hlo"]
     return {"seconds": report["totals"]["predicted_seconds"], "mfu": h.get("mfu"),
@@ -218,6 +218,8 @@ def main():
     ap.add_argument("--table", action="store_true", help="print the markdown table of the rows in --out")
     ap.add_argument("--timeout", type=int, default=3600, help="compiler timeout per row, seconds")
     ap.add_argument("--skip-compiled", action="store_true")
+    ap.add_argument("--model-only", action="store_true",
+                    help="re-run the model workload of rows already in --out, keeping their compiled route")
     ap.add_argument("--attention", choices=("dense", "blockwise"), default="dense",
                     help="the decoder's attention (docs/target-validation.md: why dense)")
     a = ap.parse_args()
@@ -234,6 +236,13 @@ def main():
         flops, params = maxtext_flops_per_device(r)
         entry = {"row": dataclasses.asdict(r), "params": params, "measured_seconds": flops / (r.tflops * 1e12),
                  "maxtext_flops_per_device": flops}
+        path = os.path.join(a.out, r.key + ".json")
+        if a.model_only and os.path.exists(path):
+            entry = json.load(open(path))
+            entry["model"] = model_route(r)
+            with open(path, "w") as f:
+                json.dump(entry, f, indent=1)
+            continue
         print(f"[{r.key}] model route ...", file=sys.stderr, flush=True)
         try:
             entry["model"] = model_route(r)
