@@ -195,43 +195,34 @@ void AddTpuStages(const std::vector<int>& devices_per_host, SpanBuilder& b) {
   }
 }
 
+// One stage over link class `link` with that link's bandwidth and latency, `size` members along `set`.
+void AddLinkStage(SpanBuilder& b, LinkClass link, const char* dimension, int size, const CoordinateSet& set) {
+  const LinkSpec& spec = b.topology.link(link);
+  SpanStage stage;
+  stage.link = link;
+  stage.dimension = dimension;
+  stage.size = size;
+  stage.bandwidth_Bps = spec.bandwidth_Bps;
+  stage.latency_s = spec.latency_s;
+  b.Add(stage, set);
+}
+
 // GPU: the devices of a host over NVLink, then the hosts over InfiniBand.
 void AddGpuStages(SpanBuilder& b) {
   CoordinateSet local = b.Coordinate([](const Device& d) { return d.coords[0]; });
   CoordinateSet hosts = b.Coordinate([](const Device& d) { return d.process_index; });
   if (local.values.size() > 1) {
-    const LinkSpec& nvlink = b.topology.link(LinkClass::kNvlink);
-    SpanStage stage;
-    stage.link = LinkClass::kNvlink;
-    stage.dimension = "local";
-    stage.size = static_cast<int>(local.values.size());
-    stage.bandwidth_Bps = nvlink.bandwidth_Bps;
-    stage.latency_s = nvlink.latency_s;
-    b.Add(stage, local);
+    AddLinkStage(b, LinkClass::kNvlink, "local", static_cast<int>(local.values.size()), local);
   }
   if (hosts.values.size() > 1) {
-    const LinkSpec& ib = b.topology.link(LinkClass::kInfiniband);
-    SpanStage stage;
-    stage.link = LinkClass::kInfiniband;
-    stage.dimension = "hosts";
-    stage.size = static_cast<int>(hosts.values.size());
-    stage.bandwidth_Bps = ib.bandwidth_Bps;
-    stage.latency_s = ib.latency_s;
-    b.Add(stage, hosts);
+    AddLinkStage(b, LinkClass::kInfiniband, "hosts", static_cast<int>(hosts.values.size()), hosts);
   }
 }
 
 // CPU: one stage over host memory.
 void AddCpuStage(SpanBuilder& b) {
   CoordinateSet ids = b.Coordinate([](const Device& d) { return d.id; });
-  const LinkSpec& memory = b.topology.link(LinkClass::kHostMemory);
-  SpanStage stage;
-  stage.link = LinkClass::kHostMemory;
-  stage.dimension = "devices";
-  stage.size = static_cast<int>(b.devices.size());
-  stage.bandwidth_Bps = memory.bandwidth_Bps;
-  stage.latency_s = memory.latency_s;
-  b.Add(stage, ids);
+  AddLinkStage(b, LinkClass::kHostMemory, "devices", static_cast<int>(b.devices.size()), ids);
 }
 
 // A group that is not a full product of per-dimension coordinates becomes one line over all members on the

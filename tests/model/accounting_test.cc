@@ -16,9 +16,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-Mesh MeshOn(const std::string& topology, const std::vector<std::pair<std::string, int64_t>>& axes) {
-  return MakeDeviceMesh(std::make_shared<const Topology>(Topology::Parse(topology)), axes);
-}
+using testing_model::MeshOn;
 
 // A GPT layer as Korthikanti et al. 2022 model it: MHA, gelu, d_ff = 4h, dropout, scores materialised.
 ModelConfig Gpt(int64_t h, int64_t heads, int64_t layers, int64_t seq) {

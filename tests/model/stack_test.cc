@@ -14,9 +14,7 @@
 namespace spmdsim {
 namespace {
 
-Mesh MeshOn(const std::string& topology, const std::vector<std::pair<std::string, int64_t>>& axes) {
-  return MakeDeviceMesh(std::make_shared<const Topology>(Topology::Parse(topology)), axes);
-}
+using testing_model::MeshOn;
 
 TEST(SoftwareStack, NamesParseAndTheDefaultFollowsThePlatform) {
   for (SoftwareStack s : {SoftwareStack::kAuto, SoftwareStack::kMegatron, SoftwareStack::kPytorchFsdp,

@@ -20,9 +20,7 @@
 namespace spmdsim {
 namespace {
 
-Mesh MeshOn(const std::string& topology, const std::vector<std::pair<std::string, int64_t>>& axes) {
-  return MakeDeviceMesh(std::make_shared<const Topology>(Topology::Parse(topology)), axes);
-}
+using testing_model::MeshOn;
 
 // --- schedules ---
 

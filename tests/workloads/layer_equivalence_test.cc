@@ -26,17 +26,15 @@
 #include "workloads/internal/model_program.h"
 #include "workloads/internal/program.h"
 #include "workloads/workloads.h"
+#include "tests/model/small_model.h"
 
 namespace spmdsim {
 namespace {
 
 using ::testing::HasSubstr;
 
-Mesh Cpu(const std::vector<std::pair<std::string, int64_t>>& axes) {
-  int64_t n = 1;
-  for (const auto& [_, size] : axes) n *= size;
-  return MakeDeviceMesh(std::make_shared<const Topology>(Topology::Parse(fmt::format("cpu:{}", n))), axes);
-}
+// A mesh over cpu:N, N the product of the axes' sizes.
+constexpr auto Cpu = testing_model::CpuMesh;
 
 // --- the families ---
 

@@ -15,6 +15,7 @@
 #include "workloads/internal/model_program.h"
 #include "workloads/internal/program.h"
 #include "workloads/workloads.h"
+#include "tests/model/small_model.h"
 
 namespace spmdsim {
 namespace {
@@ -22,11 +23,7 @@ namespace {
 using ::testing::HasSubstr;
 
 // A mesh over cpu:N, N the product of the axes' sizes.
-Mesh Cpu(const std::vector<std::pair<std::string, int64_t>>& axes) {
-  int64_t n = 1;
-  for (const auto& [_, size] : axes) n *= size;
-  return MakeDeviceMesh(std::make_shared<const Topology>(Topology::Parse(fmt::format("cpu:{}", n))), axes);
-}
+constexpr auto Cpu = testing_model::CpuMesh;
 
 // A small Llama-like model: GQA, swiglu, rmsnorm.
 ModelConfig Small() {
